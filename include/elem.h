@@ -1,0 +1,99 @@
+/*
+ * elem.h - the one source of per-element math, shared by both backends.
+ *
+ * Every body here is a `static inline` function of scalars or of one row.
+ * The host backend (host/backend_host.c) loops over them; each CUDA kernel
+ * (cuda/kernels.cu) is a thin index-computing wrapper around them. When nvcc
+ * compiles this header the functions become __host__ __device__, so the
+ * host unit tests exercise exactly the arithmetic the GPU runs.
+ */
+#ifndef MNIST_DDP_ELEM_H
+#define MNIST_DDP_ELEM_H
+
+#include <math.h>
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define ELEM_FN static inline __host__ __device__
+#else
+#define ELEM_FN static inline
+#endif
+
+/* MNIST pixel normalisation, the seed's Rescale(1/255) then Normalize(0.1307, 0.3081). */
+#define ELEM_PIXEL_MEAN 0.1307f
+#define ELEM_PIXEL_STD 0.3081f
+
+ELEM_FN float normalize_pixel_elem(uint8_t p)
+{
+	return ((float)p * (1.0f / 255.0f) - ELEM_PIXEL_MEAN) * (1.0f / ELEM_PIXEL_STD);
+}
+
+/* y = x + b, then max(y, 0) when relu is set. */
+ELEM_FN float bias_act_elem(float x, float b, int relu)
+{
+	float y = x + b;
+	return (relu && !(y > 0.0f)) ? 0.0f : y;
+}
+
+/* Gradient through ReLU, given the ReLU's output y. */
+ELEM_FN float relu_backward_elem(float dy, float y)
+{
+	return y > 0.0f ? dy : 0.0f;
+}
+
+/*
+ * One row of softmax cross-entropy with its gradient.
+ * logits: (c), label in [0, c). Writes dlogits[j] = scale * (softmax_j - [j == label])
+ * and returns the row's loss, -log softmax_label. Stable: subtracts the row max.
+ */
+ELEM_FN float softmax_xent_row_elem(const float *logits, int label, int c, float scale, float *dlogits)
+{
+	float m = logits[0];
+	for (int j = 1; j < c; j++)
+		m = logits[j] > m ? logits[j] : m;
+	float s = 0.0f;
+	for (int j = 0; j < c; j++)
+		s += expf(logits[j] - m);
+	float log_s = logf(s);
+	if (dlogits) {
+		float inv = 1.0f / s;
+		for (int j = 0; j < c; j++) {
+			float p = expf(logits[j] - m) * inv;
+			dlogits[j] = scale * (p - (j == label ? 1.0f : 0.0f));
+		}
+	}
+	return log_s - (logits[label] - m);
+}
+
+/* 1 when the row's first maximum is at label, else 0. */
+ELEM_FN int argmax_hit_row_elem(const float *logits, int label, int c)
+{
+	int best = 0;
+	for (int j = 1; j < c; j++)
+		if (logits[j] > logits[best])
+			best = j;
+	return best == label;
+}
+
+/*
+ * SGD with optional momentum (PyTorch's convention, dampening 0):
+ *   v = momentum * v + g;  p -= lr * v        (momentum > 0)
+ *   p -= lr * g                               (momentum == 0, v untouched)
+ */
+ELEM_FN void sgd_update_elem(float *p, float g, float *v, float lr, float momentum)
+{
+	if (momentum != 0.0f) {
+		float nv = momentum * *v + g;
+		*v = nv;
+		*p -= lr * nv;
+	} else {
+		*p -= lr * g;
+	}
+}
+
+ELEM_FN float scale_elem(float x, float alpha)
+{
+	return x * alpha;
+}
+
+#endif /* MNIST_DDP_ELEM_H */

@@ -1,0 +1,80 @@
+/*
+ * idx.h - MNIST IDX files (raw or gzip), read once and validated before use.
+ *
+ * A data set directory holds `train-images-idx3-ubyte` and
+ * `train-labels-idx1-ubyte` (or the `t10k-` pair for a test set), each raw or
+ * with a `.gz` suffix. Everything in the headers is checked before anything
+ * is trusted or allocated; a failure leaves *out untouched and writes one
+ * message naming the file and the problem into err.
+ */
+#ifndef MNIST_DDP_IDX_H
+#define MNIST_DDP_IDX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define IDX_ROWS 28
+#define IDX_COLS 28
+#define IDX_PIXELS (IDX_ROWS * IDX_COLS)
+#define IDX_CLASSES 10
+/* Refuse anything larger before allocating: real MNIST has 60000 images. */
+#define IDX_MAX_COUNT 10000000u
+/* A compressed file may not expand past this many bytes. */
+#define IDX_MAX_BYTES ((size_t)IDX_MAX_COUNT * IDX_PIXELS + 16)
+
+/* Return codes. */
+enum idx_status {
+	IDX_OK = 0,
+	IDX_ERR_MISSING = 1, /* neither the raw nor the .gz file exists */
+	IDX_ERR_INVALID = 2, /* present but unreadable, malformed or inconsistent */
+};
+
+/* One split of MNIST, kept as uint8 and normalised on the fly. */
+struct mnist_set {
+	int count;         /* number of examples */
+	uint8_t *images;   /* (count, 28 * 28) row-major pixels */
+	uint8_t *labels;   /* (count), each in 0..9 */
+	uint32_t checksum; /* CRC-32 over images then labels, for start-up agreement */
+};
+
+/*
+ * Parse one IDX buffer already in memory. `name` is used in messages only.
+ * idx_parse_images: magic 0x00000803 (ubyte, 3 dims), 28 x 28, exact length.
+ * idx_parse_labels: magic 0x00000801 (ubyte, 1 dim), every label 0..9, exact length.
+ * On success *count is the header's count and *data points into buf past the header.
+ */
+int idx_parse_images(const uint8_t *buf, size_t len, const char *name, int *count,
+		     const uint8_t **data, char *err, size_t errlen);
+int idx_parse_labels(const uint8_t *buf, size_t len, const char *name, int *count,
+		     const uint8_t **data, char *err, size_t errlen);
+
+/*
+ * Read a whole file, raw or gzip-compressed (decided by the gzip magic, not the
+ * name), refusing to grow past max_bytes. *buf is malloc'ed; the caller frees it.
+ */
+int idx_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len,
+		  char *err, size_t errlen);
+
+/*
+ * Load a split from dir: prefix is "train" or "t10k". Tries `<prefix>-images-idx3-ubyte`
+ * then the same with `.gz` (likewise for labels). Returns IDX_ERR_MISSING when the
+ * image file is absent under both names, IDX_ERR_INVALID for any other problem
+ * (including image and label counts that disagree).
+ */
+int idx_load_set(const char *dir, const char *prefix, struct mnist_set *out, char *err,
+		 size_t errlen);
+
+void mnist_set_destroy(struct mnist_set *s);
+
+/* CRC-32 (IEEE) continuing from crc (start with 0). */
+uint32_t idx_crc32(uint32_t crc, const uint8_t *p, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MNIST_DDP_IDX_H */
