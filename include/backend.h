@@ -136,6 +136,18 @@ int backend_cuda_available(void); /* 1 when compiled in */
 int backend_cuda_probe(const struct dist *d, char *why, size_t whylen);
 int backend_cuda_create(const struct dist *d, struct backend *out, char *why, size_t whylen);
 
+/*
+ * Choose and create the backend for `choice` (0 auto, 1 host, 2 cuda: enum
+ * backend_choice in config.h). Collective: every rank calls it, and all ranks
+ * agree on the outcome before any returns, so none is left waiting.
+ * auto: cuda when every rank has a usable device, else host; `why` says which
+ * and why. cuda: returns 1 on every rank when any rank has no usable device,
+ * `why` saying what this rank saw (its own CUDA error, or which rank failed).
+ */
+int backend_select(int choice, const struct dist *d, int threads, struct backend *out,
+		   char *why, size_t whylen);
+void backend_destroy(struct backend *b);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,164 @@
+/*
+ * backend_host.c - the host backend: OpenBLAS SGEMM, loops over the shared
+ * element bodies of elem.h, and MPI_Allreduce. It is the default without a
+ * GPU and the oracle the CUDA backend is tested against.
+ */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "check.h"
+#include "dist.h"
+#include "elem.h"
+
+struct host_ctx {
+	MPI_Comm comm;
+	int size;
+};
+
+static void *host_alloc(void *ctx, size_t bytes)
+{
+	/* 64-byte alignment for the vector units; zero-filled as the interface promises. */
+	size_t rounded = (bytes + 63) & ~(size_t)63;
+	void *p = aligned_alloc(64, rounded ? rounded : 64);
+	if (p)
+		memset(p, 0, rounded ? rounded : 64);
+	return p;
+}
+
+static void host_free(void *ctx, void *p)
+{
+	free(p);
+}
+
+static void host_copy(void *ctx, void *dst, const void *src, size_t bytes)
+{
+	if (bytes)
+		memcpy(dst, src, bytes);
+}
+
+static void host_gemm(void *ctx, const struct gemm_req *r)
+{
+	struct gemm_colmajor c = gemm_map(r);
+	cblas_sgemm(CblasColMajor, c.trans_a ? CblasTrans : CblasNoTrans,
+		    c.trans_b ? CblasTrans : CblasNoTrans, c.m, c.n, c.k, c.alpha, c.a, c.lda, c.b,
+		    c.ldb, c.beta, c.c, c.ldc);
+}
+
+static void host_gather(void *ctx, const uint8_t *images, const uint8_t *labels, int pixels,
+			const int32_t *index, const int32_t *cursor, int count, float *x,
+			int32_t *y)
+{
+	const int32_t *idx = index + *cursor;
+	for (int i = 0; i < count; i++) {
+		const uint8_t *src = images + (size_t)idx[i] * (size_t)pixels;
+		float *dst = x + (size_t)i * (size_t)pixels;
+		for (int p = 0; p < pixels; p++)
+			dst[p] = normalize_pixel_elem(src[p]);
+		y[i] = labels[idx[i]];
+	}
+}
+
+static void host_advance(void *ctx, int32_t *cursor, int delta)
+{
+	*cursor += delta;
+}
+
+static void host_bias_act(void *ctx, float *y, const float *bias, int rows, int cols, int relu)
+{
+	for (int i = 0; i < rows; i++) {
+		float *row = y + (size_t)i * (size_t)cols;
+		for (int j = 0; j < cols; j++)
+			row[j] = bias_act_elem(row[j], bias[j], relu);
+	}
+}
+
+static void host_relu_backward(void *ctx, float *dy, const float *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dy[i] = relu_backward_elem(dy[i], y[i]);
+}
+
+static void host_softmax_xent(void *ctx, const float *logits, const int32_t *labels, int rows,
+			      int cols, float scale, float *row_loss, float *dlogits)
+{
+	for (int i = 0; i < rows; i++)
+		row_loss[i] = softmax_xent_row_elem(logits + (size_t)i * cols, labels[i], cols, scale,
+						    dlogits ? dlogits + (size_t)i * cols : NULL);
+}
+
+static void host_argmax_hits(void *ctx, const float *logits, const int32_t *labels, int rows,
+			     int cols, int32_t *hits)
+{
+	for (int i = 0; i < rows; i++)
+		hits[i] += argmax_hit_row_elem(logits + (size_t)i * cols, labels[i], cols);
+}
+
+static void host_sgd_update(void *ctx, float *p, const float *g, float *v, size_t n, float lr,
+			    float momentum)
+{
+	for (size_t i = 0; i < n; i++)
+		sgd_update_elem(&p[i], g[i], &v[i], lr, momentum);
+}
+
+static void host_allreduce(void *ctx, float *buf, size_t n, enum reduce_op op)
+{
+	struct host_ctx *h = ctx;
+	if (h->size == 1 || n == 0)
+		return;
+	MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, h->comm));
+	if (op == REDUCE_MEAN) {
+		float inv = 1.0f / (float)h->size;
+		for (size_t i = 0; i < n; i++)
+			buf[i] = scale_elem(buf[i], inv);
+	}
+}
+
+static void host_broadcast(void *ctx, float *buf, size_t n, int root)
+{
+	struct host_ctx *h = ctx;
+	if (h->size > 1 && n)
+		MPI_CHECK(MPI_Bcast(buf, (int)n, MPI_FLOAT, root, h->comm));
+}
+
+static void host_destroy(void *ctx)
+{
+	free(ctx);
+}
+
+static const struct backend_ops host_ops = {
+	.name = "host",
+	.alloc = host_alloc,
+	.free = host_free,
+	.upload = host_copy,
+	.download = host_copy,
+	.gemm = host_gemm,
+	.gather = host_gather,
+	.advance = host_advance,
+	.bias_act = host_bias_act,
+	.relu_backward = host_relu_backward,
+	.softmax_xent = host_softmax_xent,
+	.argmax_hits = host_argmax_hits,
+	.sgd_update = host_sgd_update,
+	.allreduce = host_allreduce,
+	.broadcast = host_broadcast,
+	.destroy = host_destroy,
+};
+
+int backend_host_create(const struct dist *d, int threads, struct backend *out)
+{
+	struct host_ctx *h = xmalloc(sizeof(*h));
+	h->comm = d ? d->comm : MPI_COMM_SELF;
+	h->size = 1;
+	if (d)
+		MPI_CHECK(MPI_Comm_size(h->comm, &h->size));
+	if (threads > 0)
+		openblas_set_num_threads(threads);
+	out->ops = &host_ops;
+	out->ctx = h;
+	snprintf(out->device, sizeof(out->device), "cpu (OpenBLAS, %d thread%s)",
+		 openblas_get_num_threads(), openblas_get_num_threads() == 1 ? "" : "s");
+	return 0;
+}

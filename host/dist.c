@@ -1,0 +1,55 @@
+/*
+ * dist.c - MPI start-up: rank, size, the ranks sharing this node, host name.
+ */
+#include "dist.h"
+
+#include <string.h>
+
+#include "check.h"
+
+void dist_init(int *argc, char ***argv, struct dist *d)
+{
+	memset(d, 0, sizeof(*d));
+	int rc = MPI_Init(argc, argv);
+	if (rc != MPI_SUCCESS)
+		check_fail("MPI_Init", "could not start MPI", __func__, __FILE__, __LINE__, 1);
+	/* Errors come back as codes so the check macros can name them. */
+	MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+	MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &d->comm));
+	MPI_CHECK(MPI_Comm_rank(d->comm, &d->rank));
+	MPI_CHECK(MPI_Comm_size(d->comm, &d->size));
+	int len = 0;
+	MPI_CHECK(MPI_Get_processor_name(d->host, &len));
+	d->host[len < (int)sizeof(d->host) ? len : (int)sizeof(d->host) - 1] = '\0';
+	check_set_identity(d->rank, d->host);
+
+	MPI_CHECK(MPI_Comm_split_type(d->comm, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL,
+				      &d->local_comm));
+	MPI_CHECK(MPI_Comm_rank(d->local_comm, &d->local_rank));
+	MPI_CHECK(MPI_Comm_size(d->local_comm, &d->local_size));
+	/* One leader per node: the node count is the number of local rank 0s. */
+	int leader = d->local_rank == 0;
+	MPI_CHECK(MPI_Allreduce(&leader, &d->node_count, 1, MPI_INT, MPI_SUM, d->comm));
+}
+
+void dist_finalize(struct dist *d)
+{
+	if (d->local_comm != MPI_COMM_NULL && d->local_comm)
+		MPI_Comm_free(&d->local_comm);
+	if (d->comm != MPI_COMM_NULL && d->comm)
+		MPI_Comm_free(&d->comm);
+	MPI_Finalize();
+}
+
+int dist_agree(const struct dist *d, int status, int *first_bad)
+{
+	/* (status, rank) pairs: MAXLOC gives the worst status, lowest rank on ties. */
+	struct {
+		int status;
+		int rank;
+	} in = {status, d->rank}, out;
+	MPI_CHECK(MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MAXLOC, d->comm));
+	if (first_bad)
+		*first_bad = out.status ? out.rank : -1;
+	return out.status;
+}

@@ -1,0 +1,200 @@
+/*
+ * main.c - mnist-train: data-parallel MNIST training, one rank per GPU or CPU slot.
+ *
+ *   cmake -S . -B build && cmake --build build -j
+ *   export DATA_PATH=./MNIST_Data/train/
+ *   mpirun -n 2 build/mnist-train
+ *
+ * Start-up is a sequence of collective agreements: every rank parses its
+ * arguments, loads and validates the data and picks a backend, then all ranks
+ * agree on the outcome before going on. A bad flag or file stops every rank
+ * with status 2 and a message; nothing is left waiting in a collective.
+ */
+#define _GNU_SOURCE /* sched_getaffinity */
+#include <math.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "check.h"
+#include "config.h"
+#include "dist.h"
+#include "idx.h"
+#include "report.h"
+#include "train.h"
+
+enum { EXIT_OK = 0, EXIT_FAILURE_RUNTIME = 1, EXIT_BAD_INPUT = 2 };
+
+/*
+ * Stop every rank with `status` when any rank reports a failure: a rank with
+ * its own message prints it, the others say which rank stopped them.
+ */
+static void agree_or_exit(struct dist *d, int status, const char *msg)
+{
+	int bad_rank = -1;
+	int worst = dist_agree(d, status, &bad_rank);
+	if (!worst)
+		return;
+	if (status)
+		fprintf(stderr, "mnist-train: %s\n", msg);
+	else
+		fprintf(stderr, "mnist-train: rank %d on %s: stopping because rank %d failed at start-up\n",
+			d->rank, d->host, bad_rank);
+	fflush(stderr);
+	dist_finalize(d);
+	exit(worst);
+}
+
+/* The sibling test/ directory of the training directory ("a/train/" -> "a/test"). */
+static void sibling_test_dir(const char *data_dir, char *out, size_t len)
+{
+	char buf[CONFIG_PATH_MAX];
+	snprintf(buf, sizeof(buf), "%s", data_dir);
+	size_t n = strlen(buf);
+	while (n > 1 && buf[n - 1] == '/')
+		buf[--n] = '\0';
+	char *slash = strrchr(buf, '/');
+	if (!slash)
+		snprintf(out, len, "test");
+	else if (slash == buf)
+		snprintf(out, len, "/test");
+	else {
+		*slash = '\0';
+		snprintf(out, len, "%s/test", buf);
+	}
+}
+
+/* Load the training set and, when there is one, the test set. Returns 0 or 2 with msg. */
+static int load_data(const struct train_config *c, struct mnist_set *train,
+		     struct mnist_set *test, int *have_test, char *msg, size_t len)
+{
+	char err[1024];
+	int rc = idx_load_set(c->data_dir, "train", train, err, sizeof(err));
+	if (rc == IDX_ERR_MISSING) {
+		snprintf(msg, len,
+			 "%s (training data: set --data or DATA_PATH to a directory holding "
+			 "train-images-idx3-ubyte and train-labels-idx1-ubyte; scripts/get-mnist.sh fetches MNIST)",
+			 err);
+		return EXIT_BAD_INPUT;
+	}
+	if (rc) {
+		snprintf(msg, len, "%s", err);
+		return EXIT_BAD_INPUT;
+	}
+	char dir[CONFIG_PATH_MAX];
+	if (c->test_dir_given)
+		snprintf(dir, sizeof(dir), "%s", c->test_dir);
+	else
+		sibling_test_dir(c->data_dir, dir, sizeof(dir));
+	rc = idx_load_set(dir, "t10k", test, err, sizeof(err));
+	*have_test = rc == IDX_OK;
+	if (rc == IDX_ERR_MISSING && !c->test_dir_given)
+		return EXIT_OK; /* no test set: test_accuracy=nan */
+	if (rc) {
+		snprintf(msg, len, "%s%s", c->test_dir_given ? "--test-data: " : "", err);
+		mnist_set_destroy(train);
+		return EXIT_BAD_INPUT;
+	}
+	return EXIT_OK;
+}
+
+/* OpenBLAS threads per rank: the cores this rank may use, shared by the ranks on its node. */
+static int auto_threads(const struct dist *d)
+{
+	if (getenv("OPENBLAS_NUM_THREADS"))
+		return 0; /* the user's setting stands */
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	cpu_set_t set;
+	long mine = online;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		mine = CPU_COUNT(&set);
+	long share = online / (d->local_size > 0 ? d->local_size : 1);
+	long t = mine < share ? mine : share;
+	return t > 0 ? (int)t : 1;
+}
+
+int main(int argc, char **argv)
+{
+	struct dist d;
+	struct train_config cfg;
+	char msg[2048] = "";
+	dist_init(&argc, &argv, &d);
+
+	int rc = config_parse(argc, argv, &cfg, msg, sizeof(msg));
+	if (rc == CONFIG_HELP) {
+		if (d.rank == 0)
+			config_print_help(argv[0]);
+		dist_finalize(&d);
+		return EXIT_OK;
+	}
+	agree_or_exit(&d, rc == CONFIG_ERROR ? EXIT_BAD_INPUT : EXIT_OK, msg);
+
+	struct mnist_set train = {0}, test = {0};
+	int have_test = 0;
+	rc = load_data(&cfg, &train, &test, &have_test, msg, sizeof(msg));
+	agree_or_exit(&d, rc, msg);
+
+	FILE *metrics = NULL;
+	rc = EXIT_OK;
+	if (d.rank == 0 && cfg.metrics_path[0] && !(metrics = fopen(cfg.metrics_path, "w"))) {
+		snprintf(msg, sizeof(msg), "--metrics: cannot open %s for writing", cfg.metrics_path);
+		rc = EXIT_BAD_INPUT;
+	}
+	agree_or_exit(&d, rc, msg);
+
+	struct backend be;
+	int threads = cfg.threads > 0 ? cfg.threads : auto_threads(&d);
+	rc = backend_select(cfg.backend, &d, threads, &be, msg, sizeof(msg));
+	if (rc) {
+		fprintf(stderr, "mnist-train: rank %d on %s: %s\n", d.rank, d.host, msg);
+		fflush(stderr);
+		dist_finalize(&d);
+		return EXIT_FAILURE_RUNTIME;
+	}
+	if (d.rank == 0) {
+		if (msg[0])
+			fprintf(stderr, "mnist-train: %s\n", msg);
+		fprintf(stderr,
+			"mnist-train %s: %d rank%s on %d node%s, backend %s (%s), model %s, %d training "
+			"images, %s\n",
+			MNIST_DDP_VERSION, d.size, d.size == 1 ? "" : "s", d.node_count,
+			d.node_count == 1 ? "" : "s", be.ops->name, be.device, model_kind_name(cfg.model),
+			cfg.limit > 0 && cfg.limit < train.count ? (int)cfg.limit : train.count,
+			have_test ? "test set found" : "no test set (test_accuracy=nan)");
+		fflush(stderr);
+	}
+
+	struct train_result res;
+	rc = train_run(&cfg, &d, &be, &train, have_test ? &test : NULL, metrics, &res, msg,
+		       sizeof(msg));
+	agree_or_exit(&d, rc, msg);
+
+	if (d.rank == 0) {
+		struct summary s = {
+			.model = model_kind_name(cfg.model),
+			.backend = be.ops->name,
+			.ranks = d.size,
+			.epochs = cfg.epochs,
+			.steps_per_epoch = res.steps_per_epoch,
+			.images = res.images,
+			.train_seconds = res.train_seconds,
+			.test_accuracy = res.test_accuracy,
+			.final_loss = res.final_loss,
+			.param_crc = idx_crc32(0, (const uint8_t *)res.params, res.n_params * sizeof(float)),
+		};
+		report_summary(stdout, &s);
+	}
+	if (metrics)
+		fclose(metrics);
+	free(res.params);
+	backend_destroy(&be);
+	mnist_set_destroy(&train);
+	if (have_test)
+		mnist_set_destroy(&test);
+	dist_finalize(&d);
+	return EXIT_OK;
+}

@@ -1,0 +1,76 @@
+/* report.c - log lines, summary, progress display: see include/report.h. */
+#include "report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void report_format_float(float v, char *buf, size_t len)
+{
+	for (int digits = 1; digits <= 8; digits++) {
+		snprintf(buf, len, "%.*g", digits, (double)v);
+		if (strtof(buf, NULL) == v)
+			return;
+	}
+	snprintf(buf, len, "%.8g", (double)v);
+}
+
+void report_loss_line(FILE *f, int epoch, int step, float loss)
+{
+	char num[48];
+	report_format_float(loss, num, sizeof(num));
+	fprintf(f, "epoch: %d, step: %d, loss is %s\n", epoch, step, num);
+	fflush(f);
+}
+
+void report_summary(FILE *f, const struct summary *s)
+{
+	char loss[48];
+	report_format_float(s->final_loss, loss, sizeof(loss));
+	double ips = s->train_seconds > 0 ? (double)s->images / s->train_seconds : 0.0;
+	fprintf(f,
+		"summary: model=%s backend=%s ranks=%d epochs=%d steps_per_epoch=%d images=%lld "
+		"train_seconds=%.3f images_per_second=%.0f ",
+		s->model, s->backend, s->ranks, s->epochs, s->steps_per_epoch, s->images,
+		s->train_seconds, ips);
+	if (isnan(s->test_accuracy))
+		fprintf(f, "test_accuracy=nan");
+	else
+		fprintf(f, "test_accuracy=%.4f", s->test_accuracy);
+	fprintf(f, " final_loss=%s param_crc32=%08x\n", loss, (unsigned)s->param_crc);
+	fflush(f);
+}
+
+double report_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void progress_start(struct progress *p, int enabled)
+{
+	p->tty = enabled && isatty(fileno(stderr)) ? stderr : NULL;
+	p->last_draw = 0.0;
+}
+
+void progress_update(struct progress *p, int epoch, int epochs, int step, int steps,
+		     double images_per_second, double now)
+{
+	if (!p->tty || now - p->last_draw < 0.2)
+		return;
+	p->last_draw = now;
+	fprintf(p->tty, "\r\033[Kepoch %d/%d  step %d/%d  %.0f images/s", epoch + 1, epochs,
+		step + 1, steps, images_per_second);
+	fflush(p->tty);
+}
+
+void progress_end(struct progress *p)
+{
+	if (p->tty) {
+		fprintf(p->tty, "\r\033[K");
+		fflush(p->tty);
+	}
+}

@@ -1,0 +1,51 @@
+/*
+ * report.h - what the trainer prints: the seed's loss lines, rank 0's summary
+ * line, the one-line progress display and the --metrics JSON lines.
+ */
+#ifndef MNIST_DDP_REPORT_H
+#define MNIST_DDP_REPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A float32 in the fewest significant digits (at most 8) that read back as the same float. */
+void report_format_float(float v, char *buf, size_t len);
+
+/* "epoch: E, step: S, loss is L" and a newline, flushed. */
+void report_loss_line(FILE *f, int epoch, int step, float loss);
+
+struct summary {
+	const char *model, *backend;
+	int ranks, epochs, steps_per_epoch;
+	long long images;
+	double train_seconds;
+	double test_accuracy; /* NAN when there is no test set */
+	float final_loss;
+	uint32_t param_crc; /* CRC-32 of the final parameters' bytes */
+};
+
+/* "summary: model=... backend=... ranks=... ..." (keys in the contract's order). */
+void report_summary(FILE *f, const struct summary *s);
+
+/* A one-line progress display on a terminal; inactive (every call a no-op) otherwise. */
+struct progress {
+	FILE *tty;
+	double last_draw;
+};
+void progress_start(struct progress *p, int enabled);
+void progress_update(struct progress *p, int epoch, int epochs, int step, int steps,
+		     double images_per_second, double now);
+void progress_end(struct progress *p);
+
+/* Wall-clock seconds from a monotonic clock. */
+double report_now(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MNIST_DDP_REPORT_H */

@@ -1,0 +1,53 @@
+/*
+ * train.h - the data-parallel training loop, evaluation and the run's result.
+ *
+ * It drives a struct backend and never knows which one: the same loop runs
+ * OpenBLAS + MPI on the host and cuBLAS + NCCL on a GPU.
+ */
+#ifndef MNIST_DDP_TRAIN_H
+#define MNIST_DDP_TRAIN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "backend.h"
+#include "config.h"
+#include "dist.h"
+#include "idx.h"
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct train_result {
+	int steps_per_epoch;
+	long long images;     /* trained on by all ranks together, padding included */
+	double train_seconds; /* the training loop only */
+	double test_accuracy; /* NAN without a test set */
+	float first_loss;     /* this rank's loss at epoch 0 step 0 */
+	float final_loss;     /* this rank's loss at the last step */
+	float *params;        /* (n_params) final parameters, host memory; the caller frees */
+	size_t n_params;
+};
+
+/*
+ * Train on `train` (and score `test` when not NULL) with every rank of d.
+ * Every rank must call it with the same configuration. metrics (may be NULL)
+ * receives rank 0's JSON lines. Returns 0, or 2 with
+ * err filled when the configuration cannot run (the same on every rank).
+ * Runtime failures are fatal and end the job.
+ */
+int train_run(const struct train_config *c, const struct dist *d, const struct backend *be,
+	      const struct mnist_set *train, const struct mnist_set *test,
+	      FILE *metrics, struct train_result *res, char *err, size_t errlen);
+
+/* Accuracy of params on `test`, each rank scoring every N-th example. */
+double train_evaluate(const struct dist *d, const struct backend *be, const struct model *m,
+		      struct model_ws *ws, const float *params, const struct mnist_set *test);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MNIST_DDP_TRAIN_H */
