@@ -1,5 +1,125 @@
-# cuda.cmake - finds the CUDA toolkit, cuBLAS and NCCL for the CUDA backend.
-# Sets MNIST_DDP_HAVE_CUDA, MNIST_CUDA_SOURCES and MNIST_CUDA_LIBRARIES.
-if(MNIST_DDP_CUDA STREQUAL "ON")
-  message(FATAL_ERROR "CUDA backend not written yet")
+# cuda.cmake - the CUDA backend's toolchain: nvcc, cudart, cuBLAS and NCCL.
+#
+# Included by the top CMakeLists.txt when MNIST_DDP_CUDA is AUTO or ON.
+# AUTO builds the backend when nvcc, cuBLAS and NCCL are all found and says
+# what is missing otherwise; ON stops the configure with that message.
+#
+# Sets, in the including scope:
+#   MNIST_DDP_HAVE_CUDA   ON when the backend is built
+#   MNIST_CUDA_SOURCES    the .cu files that join mnist_core
+#   MNIST_CUDA_LIBRARIES  CUDA::cudart, CUDA::cublas, mnist::nccl (shared) and stdc++
+#
+# Device code is built for sm_80 and sm_90 plus compute_90 PTX (newer GPUs JIT
+# it), never "native": these machines have no GPU to detect. Override with
+# -DCMAKE_CUDA_ARCHITECTURES=... as usual.
+#
+# Also rewrites MNIST_DDP_WARNINGS (set by the top CMakeLists for the C
+# compiler) so that each C flag applies to C sources only and nvcc gets its own
+# equivalents, and keeps the sanitizer flags away from nvcc.
+
+set(_mnist_cuda_missing "")
+
+# nvcc: honour CMAKE_CUDA_COMPILER / CUDACXX / PATH, else the usual install prefix.
+if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
+  find_program(MNIST_NVCC nvcc HINTS ENV CUDA_PATH PATHS /usr/local/cuda/bin PATH_SUFFIXES bin)
+  if(MNIST_NVCC)
+    set(CMAKE_CUDA_COMPILER ${MNIST_NVCC})
+  endif()
 endif()
+include(CheckLanguage)
+check_language(CUDA)
+if(NOT CMAKE_CUDA_COMPILER)
+  list(APPEND _mnist_cuda_missing "nvcc (the CUDA toolkit)")
+endif()
+
+if(CMAKE_CUDA_COMPILER)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80-real 90)
+  endif()
+  # Link libcudart.so, not the static runtime, so ldd shows what runs.
+  set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+  enable_language(CUDA)
+  # C++20 for designated initializers (struct backend_ops). CMake 3.25 does not
+  # know nvcc 13's flag for it, so pass it by hand where CMake cannot.
+  if(CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    set(CMAKE_CUDA_EXTENSIONS OFF)
+  else()
+    string(APPEND CMAKE_CUDA_FLAGS " -std=c++20")
+  endif()
+  find_package(CUDAToolkit)
+  if(NOT CUDAToolkit_FOUND)
+    list(APPEND _mnist_cuda_missing "the CUDA runtime (libcudart)")
+  elseif(NOT TARGET CUDA::cublas)
+    list(APPEND _mnist_cuda_missing "cuBLAS (libcublas)")
+  endif()
+
+  # NCCL: CMake has no FindNCCL. Look beside the toolkit, then the system.
+  find_path(NCCL_INCLUDE_DIR nccl.h
+    HINTS ENV NCCL_HOME ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY NAMES nccl
+    HINTS ENV NCCL_HOME ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
+  if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+    list(APPEND _mnist_cuda_missing "NCCL (nccl.h and libnccl.so; set NCCL_HOME)")
+  endif()
+endif()
+
+if(_mnist_cuda_missing)
+  list(JOIN _mnist_cuda_missing ", " _mnist_cuda_missing_text)
+  if(MNIST_DDP_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "MNIST_DDP_CUDA=ON but the CUDA backend cannot be built: "
+      "not found: ${_mnist_cuda_missing_text}. Install them, point CUDAToolkit_ROOT / "
+      "NCCL_HOME at them, or configure with -DMNIST_DDP_CUDA=AUTO or OFF.")
+  endif()
+  message(STATUS "mnist-ddp: CUDA backend not built (not found: ${_mnist_cuda_missing_text})")
+  return()
+endif()
+
+if(NOT TARGET mnist::nccl)
+  add_library(mnist::nccl SHARED IMPORTED)
+  set_target_properties(mnist::nccl PROPERTIES
+    IMPORTED_LOCATION ${NCCL_LIBRARY}
+    INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
+endif()
+file(STRINGS ${NCCL_INCLUDE_DIR}/nccl.h _mnist_nccl_version REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
+string(REGEX REPLACE "[^0-9;]*([0-9]+)[^;]*" "\\1" _mnist_nccl_version "${_mnist_nccl_version}")
+list(JOIN _mnist_nccl_version "." _mnist_nccl_version)
+message(STATUS "mnist-ddp: CUDA ${CUDAToolkit_VERSION} (${CMAKE_CUDA_COMPILER}), "
+  "architectures ${CMAKE_CUDA_ARCHITECTURES}, NCCL ${_mnist_nccl_version} (${NCCL_LIBRARY})")
+
+# Warnings: the top-level list holds C compiler flags; give each to C only and
+# add nvcc's own (-Werror all-warnings for nvcc, the C flags for its host compiler).
+set(_mnist_c_warnings ${MNIST_DDP_WARNINGS})
+set(MNIST_DDP_WARNINGS "")
+foreach(_flag IN LISTS _mnist_c_warnings)
+  list(APPEND MNIST_DDP_WARNINGS "$<$<COMPILE_LANGUAGE:C>:${_flag}>")
+endforeach()
+list(JOIN _mnist_c_warnings "," _mnist_host_warnings)
+list(APPEND MNIST_DDP_WARNINGS "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=${_mnist_host_warnings}>")
+if(MNIST_DDP_WERROR)
+  list(APPEND MNIST_DDP_WARNINGS "$<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>")
+endif()
+
+# Sanitizers instrument C code only: nvcc does not take -fsanitize.
+get_directory_property(_mnist_dir_options COMPILE_OPTIONS)
+set(_mnist_new_options "")
+foreach(_opt IN LISTS _mnist_dir_options)
+  if(_opt MATCHES "^-f(no-)?(sanitize|omit-frame-pointer)")
+    list(APPEND _mnist_new_options "$<$<COMPILE_LANGUAGE:C>:${_opt}>")
+  else()
+    list(APPEND _mnist_new_options "${_opt}")
+  endif()
+endforeach()
+set_directory_properties(PROPERTIES COMPILE_OPTIONS "${_mnist_new_options}")
+
+# --fmad=false: no contraction into FMA, so the shared element bodies round
+# on the GPU as they do on the host (the kernels are memory-bound anyway).
+set(CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS} --fmad=false")
+
+set(MNIST_DDP_HAVE_CUDA ON)
+set(MNIST_CUDA_SOURCES
+  ${CMAKE_SOURCE_DIR}/cuda/backend_cuda.cu
+  ${CMAKE_SOURCE_DIR}/cuda/cuda_check.cu
+  ${CMAKE_SOURCE_DIR}/cuda/kernels.cu)
+set(MNIST_CUDA_LIBRARIES CUDA::cudart CUDA::cublas mnist::nccl stdc++)

@@ -1,0 +1,527 @@
+/*
+ * backend_cuda.cu - the CUDA backend: the kernels of cuda/kernels.cu, cuBLAS
+ * GEMM and an NCCL communicator behind include/backend.h.
+ *
+ * One rank per GPU: the rank's local rank (its index among the ranks on its
+ * node) is its device, and a node with more ranks than devices is refused.
+ * Every op is queued on one non-blocking compute stream, in call order: the
+ * kernels, cuBLAS (set to that stream, with a fixed workspace so that a
+ * captured GEMM allocates nothing) and NCCL. ->download and ->synchronize
+ * wait for the stream; ->upload waits for its copy, so the host buffer may be
+ * reused at once. A step recorded between ->capture_begin and ->capture_end
+ * becomes a CUDA graph that ->replay launches on the same stream.
+ *
+ * NCCL bootstrap: rank 0 calls ncclGetUniqueId, MPI_Bcast carries its bytes
+ * over the job's communicator, every rank calls ncclCommInitRank. The
+ * gradient allreduce is one ncclAllReduce (ncclAvg for REDUCE_MEAN, ncclSum
+ * for REDUCE_SUM) on the compute stream.
+ *
+ * Errors: backend_cuda_probe and backend_cuda_create report what failed in
+ * `why` ("cudaGetDeviceCount: error 35 (cudaErrorInsufficientDriver): ...").
+ * backend_cuda_create is collective over the job: every rank returns the same
+ * outcome, so a rank whose device is fine never waits in NCCL for one whose
+ * device failed. Once created, every CUDA, cuBLAS and NCCL call is checked and
+ * fatal (cuda/cuda_check.cuh): the communicator is aborted, the message names
+ * rank and host, and MPI_Abort ends the job.
+ *
+ * Built by cmake/cuda.cmake into mnist_core when MNIST_DDP_CUDA finds the
+ * toolkit, cuBLAS and NCCL.
+ */
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "check.h"
+#include "cuda_check.cuh"
+#include "dist.h"
+#include "gemm_map.h"
+#include "kernels.h"
+
+/* cuBLAS workspace: NVIDIA's recommendation for Hopper, ample for older GPUs. */
+#define CUDA_BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
+
+/*
+ * After ncclCommInitRank returns on this rank, how long to wait for every
+ * other rank to report its outcome. A rank whose init failed cannot reach the
+ * ranks still inside ncclCommInitRank; past this limit it ends the job.
+ */
+#define CUDA_NCCL_AGREE_SECONDS 120.0
+
+struct cuda_ctx {
+	int device;            /* CUDA device ordinal = local rank */
+	int rank, size;        /* in the job */
+	cudaStream_t stream;   /* every op, in order */
+	cublasHandle_t blas;   /* bound to stream */
+	void *blas_workspace;  /* (CUDA_BLAS_WORKSPACE_BYTES) bytes for cuBLAS */
+	ncclComm_t nccl;       /* all ranks of the job */
+	char name[128];        /* the device's name */
+};
+
+static struct cuda_ctx *ctx_of(void *ctx)
+{
+	return (struct cuda_ctx *)ctx;
+}
+
+/* A pending NCCL error (a peer failed, a network error) is fatal here too. */
+static void check_nccl_async(const struct cuda_ctx *c)
+{
+	ncclResult_t state = ncclSuccess;
+	NCCL_CHECK(ncclCommGetAsyncError(c->nccl, &state));
+	if (state != ncclSuccess) {
+		char text[CUDA_CHECK_MSG_LEN];
+		nccl_error_text(state, text, sizeof(text));
+		cuda_check_fail("NCCL communicator (asynchronous error)", text, __func__, __FILE__,
+				__LINE__);
+	}
+}
+
+/* ---- memory ----------------------------------------------------------------- */
+
+static void *cuda_alloc(void *ctx, size_t bytes)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	void *p = NULL;
+	cudaError_t rc = cudaMalloc(&p, bytes ? bytes : 1);
+	if (rc == cudaErrorMemoryAllocation) {
+		(void)cudaGetLastError(); /* not sticky: keep it from a later launch check */
+		return NULL;
+	}
+	CUDA_CHECK(rc);
+	CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, c->stream));
+	return p;
+}
+
+static void cuda_free(void *ctx, void *p)
+{
+	(void)ctx;
+	CUDA_CHECK(cudaFree(p));
+}
+
+static void cuda_upload(void *ctx, void *dst, const void *src, size_t bytes)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	if (bytes == 0)
+		return;
+	CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
+	CUDA_CHECK(cudaStreamSynchronize(c->stream));
+}
+
+static void cuda_download(void *ctx, void *dst, const void *src, size_t bytes)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	if (bytes > 0)
+		CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+	CUDA_CHECK(cudaStreamSynchronize(c->stream));
+	check_nccl_async(c);
+}
+
+/* ---- math --------------------------------------------------------------------- */
+
+static void cuda_gemm(void *ctx, const struct gemm_req *r)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	struct gemm_colmajor g = gemm_map(r);
+	if (g.m <= 0 || g.n <= 0)
+		return;
+	CUBLAS_CHECK(cublasSgemm(c->blas, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+				 g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, &g.alpha, g.a,
+				 g.lda, g.b, g.ldb, &g.beta, g.c, g.ldc));
+}
+
+static void cuda_gather(void *ctx, const uint8_t *images, const uint8_t *labels, int pixels,
+			const int32_t *index, const int32_t *cursor, int count, float *x,
+			int32_t *y)
+{
+	kernels_gather(ctx_of(ctx)->stream, NULL, images, labels, pixels, index, cursor, count, x,
+		       y);
+}
+
+static void cuda_advance(void *ctx, int32_t *cursor, int delta)
+{
+	kernels_advance(ctx_of(ctx)->stream, NULL, cursor, delta);
+}
+
+static void cuda_bias_act(void *ctx, float *y, const float *bias, int rows, int cols, int relu)
+{
+	kernels_bias_act(ctx_of(ctx)->stream, NULL, y, bias, rows, cols, relu);
+}
+
+static void cuda_relu_backward(void *ctx, float *dy, const float *y, size_t n)
+{
+	kernels_relu_backward(ctx_of(ctx)->stream, NULL, dy, y, n);
+}
+
+static void cuda_softmax_xent(void *ctx, const float *logits, const int32_t *labels, int rows,
+			      int cols, float scale, float *row_loss, float *dlogits)
+{
+	kernels_softmax_xent(ctx_of(ctx)->stream, NULL, logits, labels, rows, cols, scale,
+			     row_loss, dlogits);
+}
+
+static void cuda_argmax_hits(void *ctx, const float *logits, const int32_t *labels, int rows,
+			     int cols, int32_t *hits)
+{
+	kernels_argmax_hits(ctx_of(ctx)->stream, NULL, logits, labels, rows, cols, hits);
+}
+
+static void cuda_sgd_update(void *ctx, float *p, const float *g, float *v, size_t n, float lr,
+			    float momentum)
+{
+	kernels_sgd_update(ctx_of(ctx)->stream, NULL, p, g, v, n, lr, momentum);
+}
+
+/* ---- communication ---------------------------------------------------------- */
+
+static void cuda_allreduce(void *ctx, float *buf, size_t n, enum reduce_op op)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	if (n == 0)
+		return;
+	NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat, op == REDUCE_SUM ? ncclSum : ncclAvg,
+				 c->nccl, c->stream));
+}
+
+static void cuda_broadcast(void *ctx, float *buf, size_t n, int root)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	if (n == 0)
+		return;
+	NCCL_CHECK(ncclBroadcast(buf, buf, n, ncclFloat, root, c->nccl, c->stream));
+}
+
+static void cuda_synchronize(void *ctx)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	CUDA_CHECK(cudaStreamSynchronize(c->stream));
+	check_nccl_async(c);
+}
+
+/* ---- step capture ------------------------------------------------------------- */
+
+static void warn_capture(const char *what, cudaError_t rc)
+{
+	char text[CUDA_CHECK_MSG_LEN];
+	cuda_error_text(rc, text, sizeof(text));
+	fprintf(stderr, "rank %d on %s: CUDA graph %s failed: %s; running ops uncaptured\n",
+		check_rank(), check_host(), what, text);
+	(void)cudaGetLastError();
+}
+
+/* 0 when recording started; the ops that follow are recorded, not run. */
+static int cuda_capture_begin(void *ctx)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	cudaError_t rc = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal);
+	if (rc != cudaSuccess) {
+		warn_capture("capture", rc);
+		return 1;
+	}
+	return 0;
+}
+
+/* The recorded ops as an executable graph, or NULL (they have not run either way). */
+static void *cuda_capture_end(void *ctx)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	cudaGraph_t graph = NULL;
+	cudaGraphExec_t exec = NULL;
+	cudaError_t rc = cudaStreamEndCapture(c->stream, &graph);
+	if (rc != cudaSuccess || !graph) {
+		warn_capture("capture", rc);
+		if (graph)
+			cudaGraphDestroy(graph);
+		return NULL;
+	}
+	rc = cudaGraphInstantiate(&exec, graph, 0);
+	cudaGraphDestroy(graph);
+	if (rc != cudaSuccess) {
+		warn_capture("instantiation", rc);
+		return NULL;
+	}
+	return (void *)exec;
+}
+
+static void cuda_replay(void *ctx, void *graph)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)graph, c->stream));
+}
+
+static void cuda_graph_destroy(void *ctx, void *graph)
+{
+	(void)ctx;
+	if (graph)
+		CUDA_CHECK(cudaGraphExecDestroy((cudaGraphExec_t)graph));
+}
+
+/* ---- lifecycle ---------------------------------------------------------------- */
+
+/* Release what setup_local acquired, best effort: this runs on failure paths too. */
+static void teardown_local(struct cuda_ctx *c)
+{
+	if (c->blas)
+		cublasDestroy(c->blas);
+	if (c->blas_workspace)
+		cudaFree(c->blas_workspace);
+	if (c->stream)
+		cudaStreamDestroy(c->stream);
+	(void)cudaGetLastError();
+	free(c);
+}
+
+static void cuda_destroy(void *ctx)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	if (!c)
+		return;
+	CUDA_CHECK(cudaStreamSynchronize(c->stream));
+	if (c->nccl) {
+		check_nccl_async(c);
+		cuda_check_set_comm(NULL);
+		NCCL_CHECK(ncclCommFinalize(c->nccl));
+		NCCL_CHECK(ncclCommDestroy(c->nccl));
+		c->nccl = NULL;
+	}
+	CUBLAS_CHECK(cublasDestroy(c->blas));
+	c->blas = NULL;
+	CUDA_CHECK(cudaFree(c->blas_workspace));
+	c->blas_workspace = NULL;
+	CUDA_CHECK(cudaStreamDestroy(c->stream));
+	c->stream = NULL;
+	free(c);
+}
+
+static const struct backend_ops cuda_ops = {
+	.name = "cuda",
+	.alloc = cuda_alloc,
+	.free = cuda_free,
+	.upload = cuda_upload,
+	.download = cuda_download,
+	.gemm = cuda_gemm,
+	.gather = cuda_gather,
+	.advance = cuda_advance,
+	.bias_act = cuda_bias_act,
+	.relu_backward = cuda_relu_backward,
+	.softmax_xent = cuda_softmax_xent,
+	.argmax_hits = cuda_argmax_hits,
+	.sgd_update = cuda_sgd_update,
+	.allreduce = cuda_allreduce,
+	.broadcast = cuda_broadcast,
+	.synchronize = cuda_synchronize,
+	.capture_begin = cuda_capture_begin,
+	.capture_end = cuda_capture_end,
+	.replay = cuda_replay,
+	.graph_destroy = cuda_graph_destroy,
+	.destroy = cuda_destroy,
+};
+
+/* "what: error N (NAME): text" into why; clears the error. Returns 1. */
+static int fail_cuda(char *why, size_t whylen, const char *what, cudaError_t rc)
+{
+	char text[CUDA_CHECK_MSG_LEN];
+	cuda_error_text(rc, text, sizeof(text));
+	snprintf(why, whylen, "%s: %s", what, text);
+	(void)cudaGetLastError();
+	return 1;
+}
+
+/* 0 when device local_rank exists, is this rank's alone, and runs our kernels. */
+static int probe_device(const struct dist *d, char *why, size_t whylen)
+{
+	int count = 0; /* left unwritten when there is no driver */
+	cudaError_t rc = cudaGetDeviceCount(&count);
+	char what[96];
+	if (rc != cudaSuccess)
+		return fail_cuda(why, whylen, "cudaGetDeviceCount", rc);
+	if (count <= 0) {
+		snprintf(why, whylen, "cudaGetDeviceCount: no CUDA device");
+		return 1;
+	}
+	if (d->local_size > count) {
+		snprintf(why, whylen,
+			 "%d ranks on %s but %d CUDA device%s: the CUDA backend runs one rank per GPU "
+			 "(start at most %d ranks per node)",
+			 d->local_size, d->host, count, count == 1 ? "" : "s", count);
+		return 1;
+	}
+	snprintf(what, sizeof(what), "cudaSetDevice(%d)", d->local_rank);
+	rc = cudaSetDevice(d->local_rank);
+	if (rc != cudaSuccess)
+		return fail_cuda(why, whylen, what, rc);
+	snprintf(what, sizeof(what), "creating a context on device %d", d->local_rank);
+	rc = cudaFree(NULL);
+	if (rc != cudaSuccess)
+		return fail_cuda(why, whylen, what, rc);
+	snprintf(what, sizeof(what), "kernel image for device %d", d->local_rank);
+	rc = kernels_image_check();
+	if (rc != cudaSuccess)
+		return fail_cuda(why, whylen, what, rc);
+	return 0;
+}
+
+int backend_cuda_available(void)
+{
+	return 1;
+}
+
+int backend_cuda_probe(const struct dist *d, char *why, size_t whylen)
+{
+	if (probe_device(d, why, whylen))
+		return 0;
+	snprintf(why, whylen, "device %d", d->local_rank);
+	return 1;
+}
+
+/* This rank's part: device, stream, cuBLAS. 0 on success, else why is filled. */
+static int setup_local(struct cuda_ctx *c, const struct dist *d, char *why, size_t whylen)
+{
+	struct cudaDeviceProp prop;
+	cudaError_t rc;
+	cublasStatus_t brc;
+	char text[CUDA_CHECK_MSG_LEN];
+
+	c->device = d->local_rank;
+	c->rank = d->rank;
+	c->size = d->size;
+	if (probe_device(d, why, whylen))
+		return 1;
+	rc = cudaGetDeviceProperties(&prop, c->device);
+	if (rc != cudaSuccess)
+		return fail_cuda(why, whylen, "cudaGetDeviceProperties", rc);
+	snprintf(c->name, sizeof(c->name), "%s", prop.name);
+	rc = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+	if (rc != cudaSuccess)
+		return fail_cuda(why, whylen, "cudaStreamCreateWithFlags", rc);
+	rc = cudaMalloc(&c->blas_workspace, CUDA_BLAS_WORKSPACE_BYTES);
+	if (rc != cudaSuccess)
+		return fail_cuda(why, whylen, "cudaMalloc (cuBLAS workspace)", rc);
+	brc = cublasCreate(&c->blas);
+	if (brc == CUBLAS_STATUS_SUCCESS)
+		brc = cublasSetStream(c->blas, c->stream);
+	if (brc == CUBLAS_STATUS_SUCCESS)
+		brc = cublasSetWorkspace(c->blas, c->blas_workspace, CUDA_BLAS_WORKSPACE_BYTES);
+	if (brc == CUBLAS_STATUS_SUCCESS)
+		brc = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH); /* float32, no TF32 */
+	if (brc != CUBLAS_STATUS_SUCCESS) {
+		cublas_error_text(brc, text, sizeof(text));
+		snprintf(why, whylen, "cuBLAS setup: %s", text);
+		return 1;
+	}
+	return 0;
+}
+
+/* Every rank's status in; the lowest failing rank out, -1 when none failed. */
+static int agree(const struct dist *d, int status)
+{
+	int mine = status ? d->rank : d->size, first = 0;
+	MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, d->comm));
+	return first < d->size ? first : -1;
+}
+
+/*
+ * agree(), for after ncclCommInitRank: a rank stuck inside it (because a peer
+ * failed) cannot answer, so past the time limit this rank ends the job.
+ */
+static int agree_timed(const struct dist *d, int status, const char *why, ncclComm_t comm)
+{
+	int mine = status ? d->rank : d->size, first = 0, done = 0;
+	MPI_Request req;
+	double start = MPI_Wtime();
+	struct timespec pause = {0, 1000000};
+
+	MPI_CHECK(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, d->comm, &req));
+	for (;;) {
+		MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+		if (done)
+			break;
+		if (MPI_Wtime() - start > CUDA_NCCL_AGREE_SECONDS) {
+			if (comm)
+				ncclCommAbort(comm);
+			die(1, "NCCL setup: not every rank finished ncclCommInitRank within %.0f s "
+			       "(this rank: %s); ending the job",
+			    CUDA_NCCL_AGREE_SECONDS, status ? why : "ok");
+		}
+		nanosleep(&pause, NULL);
+	}
+	return first < d->size ? first : -1;
+}
+
+int backend_cuda_create(const struct dist *d, struct backend *out, char *why, size_t whylen)
+{
+	struct cuda_ctx *c;
+	struct {
+		int status;
+		ncclUniqueId id;
+	} boot;
+	ncclResult_t nrc;
+	char text[CUDA_CHECK_MSG_LEN];
+	int status, bad;
+
+	/* 1. This rank's device, stream and cuBLAS handle, then agree: MPI_Bcast next. */
+	c = (struct cuda_ctx *)calloc(1, sizeof(*c));
+	if (!c) {
+		snprintf(why, whylen, "out of memory");
+		status = 1;
+	} else {
+		status = setup_local(c, d, why, whylen);
+	}
+	bad = agree(d, status);
+	if (bad >= 0) {
+		if (!status)
+			snprintf(why, whylen, "rank %d could not start the CUDA backend", bad);
+		goto out_teardown;
+	}
+
+	/* 2. The NCCL id, from rank 0 to all. */
+	memset(&boot, 0, sizeof(boot));
+	if (d->rank == 0) {
+		nrc = ncclGetUniqueId(&boot.id);
+		if (nrc != ncclSuccess) {
+			nccl_error_text(nrc, text, sizeof(text));
+			snprintf(why, whylen, "ncclGetUniqueId: %s", text);
+			boot.status = 1;
+		}
+	}
+	MPI_CHECK(MPI_Bcast(&boot, (int)sizeof(boot), MPI_BYTE, 0, d->comm));
+	if (boot.status) {
+		if (d->rank != 0)
+			snprintf(why, whylen, "rank 0 could not create the NCCL id");
+		goto out_teardown;
+	}
+
+	/* 3. The communicator over all ranks. */
+	nrc = ncclCommInitRank(&c->nccl, d->size, boot.id, d->rank);
+	status = nrc != ncclSuccess;
+	if (status) {
+		nccl_error_text(nrc, text, sizeof(text));
+		snprintf(why, whylen, "ncclCommInitRank (rank %d of %d, device %d): %s", d->rank,
+			 d->size, c->device, text);
+	}
+	bad = agree_timed(d, status, why, c->nccl);
+	if (bad >= 0) {
+		if (!status)
+			snprintf(why, whylen, "rank %d could not join the NCCL communicator", bad);
+		goto out_abort_nccl;
+	}
+
+	cuda_check_set_comm(c->nccl);
+	out->ops = &cuda_ops;
+	out->ctx = c;
+	snprintf(out->device, sizeof(out->device), "%s", c->name);
+	return 0;
+
+out_abort_nccl:
+	if (c->nccl)
+		ncclCommAbort(c->nccl);
+	c->nccl = NULL;
+out_teardown:
+	if (c)
+		teardown_local(c);
+	return 1;
+}

@@ -1,0 +1,91 @@
+/*
+ * cuda_check.cuh - check macros for CUDA, cuBLAS and NCCL calls.
+ *
+ * In the spirit of MPI_CHECK (include/check.h): a failing call is fatal. The
+ * macro formats the library's error as "error N (NAME): text" and hands it to
+ * check_fail, which prints rank, host, the statement, function, file and line,
+ * then MPI_Aborts the job. Before that, the NCCL communicator registered with
+ * cuda_check_set_comm is aborted (ncclCommAbort), so that no peer is left in a
+ * collective that can never complete.
+ *
+ * Recoverable paths (backend_cuda_probe, backend_cuda_create) do not use the
+ * macros; they format the same text with the *_error_text functions.
+ */
+#ifndef MNIST_DDP_CUDA_CHECK_CUH
+#define MNIST_DDP_CUDA_CHECK_CUH
+
+#include <stddef.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "check.h"
+
+extern "C" {
+
+/* The communicator to abort on a fatal error; NULL forgets it. */
+void cuda_check_set_comm(ncclComm_t comm);
+
+/* Abort the registered communicator (once), then check_fail(stmt, detail, ...). */
+[[noreturn]] void cuda_check_fail(const char *stmt, const char *detail, const char *func,
+				  const char *file, int line);
+
+/* "error 35 (cudaErrorInsufficientDriver): CUDA driver version is insufficient ..." */
+void cuda_error_text(cudaError_t rc, char *buf, size_t len);
+/* "error 3 (CUBLAS_STATUS_ALLOC_FAILED): resource allocation failed" */
+void cublas_error_text(cublasStatus_t rc, char *buf, size_t len);
+/* "error 2 (ncclSystemError): unhandled system error (...last NCCL message...)" */
+void nccl_error_text(ncclResult_t rc, char *buf, size_t len);
+
+} /* extern "C" */
+
+#define CUDA_CHECK_MSG_LEN 512
+
+#define CUDA_CHECK(stmt)                                                                  \
+	do {                                                                              \
+		cudaError_t cuda_check_rc_ = (stmt);                                      \
+		if (cuda_check_rc_ != cudaSuccess) {                                      \
+			char cuda_check_msg_[CUDA_CHECK_MSG_LEN];                         \
+			cuda_error_text(cuda_check_rc_, cuda_check_msg_,                  \
+					sizeof(cuda_check_msg_));                         \
+			cuda_check_fail(#stmt, cuda_check_msg_, __func__, __FILE__, __LINE__); \
+		}                                                                         \
+	} while (0)
+
+/* After a kernel launch: a bad configuration or missing kernel image shows here. */
+#define CUDA_CHECK_LAUNCH(kernel_name)                                                    \
+	do {                                                                              \
+		cudaError_t cuda_check_rc_ = cudaGetLastError();                          \
+		if (cuda_check_rc_ != cudaSuccess) {                                      \
+			char cuda_check_msg_[CUDA_CHECK_MSG_LEN];                         \
+			cuda_error_text(cuda_check_rc_, cuda_check_msg_,                  \
+					sizeof(cuda_check_msg_));                         \
+			cuda_check_fail("launch of " kernel_name, cuda_check_msg_, __func__, \
+					__FILE__, __LINE__);                              \
+		}                                                                         \
+	} while (0)
+
+#define CUBLAS_CHECK(stmt)                                                                \
+	do {                                                                              \
+		cublasStatus_t cublas_check_rc_ = (stmt);                                 \
+		if (cublas_check_rc_ != CUBLAS_STATUS_SUCCESS) {                          \
+			char cublas_check_msg_[CUDA_CHECK_MSG_LEN];                       \
+			cublas_error_text(cublas_check_rc_, cublas_check_msg_,            \
+					  sizeof(cublas_check_msg_));                     \
+			cuda_check_fail(#stmt, cublas_check_msg_, __func__, __FILE__, __LINE__); \
+		}                                                                         \
+	} while (0)
+
+#define NCCL_CHECK(stmt)                                                                  \
+	do {                                                                              \
+		ncclResult_t nccl_check_rc_ = (stmt);                                     \
+		if (nccl_check_rc_ != ncclSuccess) {                                      \
+			char nccl_check_msg_[CUDA_CHECK_MSG_LEN];                         \
+			nccl_error_text(nccl_check_rc_, nccl_check_msg_,                  \
+					sizeof(nccl_check_msg_));                         \
+			cuda_check_fail(#stmt, nccl_check_msg_, __func__, __FILE__, __LINE__); \
+		}                                                                         \
+	} while (0)
+
+#endif /* MNIST_DDP_CUDA_CHECK_CUH */

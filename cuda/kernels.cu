@@ -1,0 +1,217 @@
+/*
+ * kernels.cu - the CUDA backend's element kernels and their launchers.
+ *
+ * Each kernel is a grid-stride loop that computes indices and calls one body
+ * from include/elem.h, the same body the host backend loops over. No shared
+ * memory, no barriers, no atomics: every item is written by exactly one
+ * thread, so the result does not depend on the launch geometry or on the
+ * order threads run in. Reductions (bias gradients, losses over a batch) are
+ * left to cuBLAS and the caller.
+ *
+ * The file is written in the common subset of C and C++. nvcc builds it into
+ * the CUDA backend; the unit tests build it with the host C compiler and
+ * tests/fake_cuda.h (tests/cuda_host/kernels_host.c), which runs each launch
+ * as nested loops over blocks and threads. Every launch goes through
+ * KERNEL_LAUNCH: here, a launch on the backend's stream followed by a check of
+ * cudaGetLastError; in the tests, those loops.
+ */
+#include "kernels.h"
+
+#include "elem.h"
+
+#if defined(__CUDACC__)
+#include "cuda_check.cuh"
+
+#define KERNEL_LAUNCH(kernel, geom, stream, ...)                                          \
+	do {                                                                              \
+		kernel<<<(geom).grid, (geom).block, 0, (stream)>>>(__VA_ARGS__);          \
+		CUDA_CHECK_LAUNCH(#kernel);                                               \
+	} while (0)
+#endif
+
+struct kernel_geom kernel_geom_for(size_t n)
+{
+	struct kernel_geom g;
+	size_t blocks = (n + KERNEL_BLOCK - 1) / KERNEL_BLOCK;
+	g.block = KERNEL_BLOCK;
+	g.grid = (unsigned int)(blocks < KERNEL_MAX_GRID ? blocks : KERNEL_MAX_GRID);
+	return g;
+}
+
+/* The geometry to launch with: the caller's, or the backend's for n items. */
+static struct kernel_geom pick_geom(const struct kernel_geom *geom, size_t n)
+{
+	return geom ? *geom : kernel_geom_for(n);
+}
+
+/* rows * cols as a work size; 0 when either is not positive. */
+static __host__ __device__ inline size_t work_2d(int rows, int cols)
+{
+	return rows > 0 && cols > 0 ? (size_t)rows * (size_t)cols : 0;
+}
+
+/* This thread's first item and the distance to its next one. */
+static __device__ inline size_t grid_first(void)
+{
+	return (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+static __device__ inline size_t grid_stride(void)
+{
+	return (size_t)gridDim.x * blockDim.x;
+}
+
+/* x (count, pixels), y (count): item i is pixel i % pixels of batch row i / pixels. */
+static __global__ void gather_kernel(const uint8_t *images, const uint8_t *labels, int pixels,
+				     const int32_t *index, const int32_t *cursor, int count,
+				     float *x, int32_t *y)
+{
+	size_t n = work_2d(count, pixels);
+	size_t first = (size_t)*cursor;
+	for (size_t i = grid_first(); i < n; i += grid_stride()) {
+		size_t row = i / (size_t)pixels;
+		size_t col = i - row * (size_t)pixels;
+		size_t e = (size_t)index[first + row];
+		x[i] = normalize_pixel_elem(images[e * (size_t)pixels + col]);
+		if (col == 0)
+			y[row] = (int32_t)labels[e];
+	}
+}
+
+/* One item: the cursor itself. */
+static __global__ void advance_kernel(int32_t *cursor, int delta)
+{
+	for (size_t i = grid_first(); i < 1; i += grid_stride())
+		*cursor += delta;
+}
+
+/* y (rows, cols), bias (cols): item i is column i % cols. */
+static __global__ void bias_act_kernel(float *y, const float *bias, int rows, int cols, int relu)
+{
+	size_t n = work_2d(rows, cols);
+	for (size_t i = grid_first(); i < n; i += grid_stride())
+		y[i] = bias_act_elem(y[i], bias[i % (size_t)cols], relu);
+}
+
+static __global__ void relu_backward_kernel(float *dy, const float *y, size_t n)
+{
+	for (size_t i = grid_first(); i < n; i += grid_stride())
+		dy[i] = relu_backward_elem(dy[i], y[i]);
+}
+
+/* Item r is row r of logits (rows, cols) and of dlogits. */
+static __global__ void softmax_xent_kernel(const float *logits, const int32_t *labels, int rows,
+					   int cols, float scale, float *row_loss, float *dlogits)
+{
+	for (size_t r = grid_first(); r < (size_t)rows; r += grid_stride()) {
+		size_t off = r * (size_t)cols;
+		row_loss[r] = softmax_xent_row_elem(logits + off, labels[r], cols, scale,
+						    dlogits ? dlogits + off : NULL);
+	}
+}
+
+static __global__ void argmax_hits_kernel(const float *logits, const int32_t *labels, int rows,
+					  int cols, int32_t *hits)
+{
+	for (size_t r = grid_first(); r < (size_t)rows; r += grid_stride())
+		hits[r] += argmax_hit_row_elem(logits + r * (size_t)cols, labels[r], cols);
+}
+
+static __global__ void sgd_update_kernel(float *p, const float *g, float *v, size_t n, float lr,
+					 float momentum)
+{
+	for (size_t i = grid_first(); i < n; i += grid_stride()) {
+		float unused = 0.0f;
+		sgd_update_elem(&p[i], g[i], v ? &v[i] : &unused, lr, momentum);
+	}
+}
+
+static __global__ void scale_kernel(float *x, size_t n, float alpha)
+{
+	for (size_t i = grid_first(); i < n; i += grid_stride())
+		x[i] = scale_elem(x[i], alpha);
+}
+
+void kernels_gather(cudaStream_t stream, const struct kernel_geom *geom, const uint8_t *images,
+		    const uint8_t *labels, int pixels, const int32_t *index, const int32_t *cursor,
+		    int count, float *x, int32_t *y)
+{
+	size_t n = work_2d(count, pixels);
+	if (n == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, n);
+	KERNEL_LAUNCH(gather_kernel, g, stream, images, labels, pixels, index, cursor, count, x, y);
+}
+
+void kernels_advance(cudaStream_t stream, const struct kernel_geom *geom, int32_t *cursor,
+		     int delta)
+{
+	struct kernel_geom g = pick_geom(geom, 1);
+	KERNEL_LAUNCH(advance_kernel, g, stream, cursor, delta);
+}
+
+void kernels_bias_act(cudaStream_t stream, const struct kernel_geom *geom, float *y,
+		      const float *bias, int rows, int cols, int relu)
+{
+	size_t n = work_2d(rows, cols);
+	if (n == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, n);
+	KERNEL_LAUNCH(bias_act_kernel, g, stream, y, bias, rows, cols, relu);
+}
+
+void kernels_relu_backward(cudaStream_t stream, const struct kernel_geom *geom, float *dy,
+			   const float *y, size_t n)
+{
+	if (n == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, n);
+	KERNEL_LAUNCH(relu_backward_kernel, g, stream, dy, y, n);
+}
+
+void kernels_softmax_xent(cudaStream_t stream, const struct kernel_geom *geom,
+			  const float *logits, const int32_t *labels, int rows, int cols, float scale,
+			  float *row_loss, float *dlogits)
+{
+	if (work_2d(rows, cols) == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, (size_t)rows);
+	KERNEL_LAUNCH(softmax_xent_kernel, g, stream, logits, labels, rows, cols, scale, row_loss,
+		      dlogits);
+}
+
+void kernels_argmax_hits(cudaStream_t stream, const struct kernel_geom *geom,
+			 const float *logits, const int32_t *labels, int rows, int cols,
+			 int32_t *hits)
+{
+	if (work_2d(rows, cols) == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, (size_t)rows);
+	KERNEL_LAUNCH(argmax_hits_kernel, g, stream, logits, labels, rows, cols, hits);
+}
+
+void kernels_sgd_update(cudaStream_t stream, const struct kernel_geom *geom, float *p,
+			const float *g, float *v, size_t n, float lr, float momentum)
+{
+	if (n == 0)
+		return;
+	struct kernel_geom gm = pick_geom(geom, n);
+	KERNEL_LAUNCH(sgd_update_kernel, gm, stream, p, g, v, n, lr, momentum);
+}
+
+void kernels_scale(cudaStream_t stream, const struct kernel_geom *geom, float *x, size_t n,
+		   float alpha)
+{
+	if (n == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, n);
+	KERNEL_LAUNCH(scale_kernel, g, stream, x, n, alpha);
+}
+
+#if defined(__CUDACC__)
+cudaError_t kernels_image_check(void)
+{
+	struct cudaFuncAttributes attr;
+	return cudaFuncGetAttributes(&attr, advance_kernel);
+}
+#endif
