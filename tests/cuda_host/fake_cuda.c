@@ -1,0 +1,26 @@
+/* fake_cuda.c - the globals behind tests/fake_cuda.h. */
+#include "fake_cuda.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+struct fake_uint3 blockIdx, threadIdx;
+dim3 blockDim, gridDim;
+struct fake_cuda_stats fake_cuda_stats;
+
+void fake_cuda_begin(unsigned int grid, unsigned int block, const char *kernel)
+{
+	if (grid == 0 || grid > 0x7fffffffu || block == 0 || block > 1024) {
+		fprintf(stderr, "fake_cuda: launch of %s with grid %u, block %u: invalid configuration\n",
+			kernel, grid, block);
+		abort();
+	}
+	gridDim.x = grid;
+	gridDim.y = gridDim.z = 1;
+	blockDim.x = block;
+	blockDim.y = blockDim.z = 1;
+	blockIdx.y = blockIdx.z = threadIdx.y = threadIdx.z = 0;
+	fake_cuda_stats.launches++;
+	fake_cuda_stats.grid = grid;
+	fake_cuda_stats.block = block;
+}
