@@ -1,0 +1,31 @@
+# Multi-rank and end-to-end tests, each started by a real mpirun (MNIST_MPIRUN).
+#   label mpi: plain MPI programs in tests/mpi/ linked with mnist_core
+#   label e2e: bash scripts in tests/e2e/ driving mnist-train through mpirun
+# They read real MNIST from MNIST_DATA_DIR and fail (never skip) without it,
+# saying to run scripts/get-mnist.sh. mpirun's own --timeout and the ctest
+# TIMEOUT bound every run, so a hung rank fails the test instead of stalling it.
+
+add_library(mnist_mpi_test_util STATIC ${CMAKE_CURRENT_SOURCE_DIR}/mpi/mpi_util.c)
+target_compile_options(mnist_mpi_test_util PRIVATE ${MNIST_DDP_WARNINGS})
+target_link_libraries(mnist_mpi_test_util PUBLIC mnist_core)
+target_include_directories(mnist_mpi_test_util PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/mpi)
+
+add_executable(test_dp_equiv ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_dp_equiv.c)
+target_compile_options(test_dp_equiv PRIVATE ${MNIST_DDP_WARNINGS})
+target_link_libraries(test_dp_equiv PRIVATE mnist_mpi_test_util)
+
+foreach(ranks 2 4)
+  add_test(NAME mpi_dp_equiv_${ranks}
+           COMMAND ${MNIST_MPIRUN} --timeout 100 -n ${ranks} $<TARGET_FILE:test_dp_equiv>
+                   ${MNIST_DATA_DIR}/train)
+  set_tests_properties(mpi_dp_equiv_${ranks} PROPERTIES LABELS mpi TIMEOUT 120
+                       PROCESSORS ${ranks})
+endforeach()
+
+add_executable(test_replicas ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_replicas.c)
+target_compile_options(test_replicas PRIVATE ${MNIST_DDP_WARNINGS})
+target_link_libraries(test_replicas PRIVATE mnist_mpi_test_util)
+add_test(NAME mpi_replicas_3
+         COMMAND ${MNIST_MPIRUN} --timeout 100 -n 3 $<TARGET_FILE:test_replicas>
+                 ${MNIST_DATA_DIR}/train)
+set_tests_properties(mpi_replicas_3 PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 3)
