@@ -164,7 +164,7 @@ static int parse_hidden(const char *s, struct train_config *c)
 			return -1;
 		c->hidden[n++] = (int)v;
 	}
-	if (n == 0 || s[strlen(s) - 1] == ',' || s[0] == ',')
+	if (n == 0 || s[strlen(s) - 1] == ',' || s[0] == ',' || strstr(s, ",,"))
 		return -1;
 	c->n_hidden = n;
 	return 0;
@@ -173,11 +173,13 @@ static int parse_hidden(const char *s, struct train_config *c)
 int config_parse(int argc, char **argv, struct train_config *c, char *err, size_t errlen)
 {
 	long v;
+	int hidden_given = 0;
 	config_defaults(c);
-	optind = 1;
+	/* 0, not 1: glibc and musl then also forget the previous scan's position. */
+	optind = 0;
 	opterr = 0;
 	for (;;) {
-		int prev = optind;
+		int prev = optind > 0 ? optind : 1;
 		int opt = getopt_long(argc, argv, ":", config_options, NULL);
 		if (opt == -1)
 			break;
@@ -208,6 +210,7 @@ int config_parse(int argc, char **argv, struct train_config *c, char *err, size_
 				return config_error(err, errlen, "--model: unknown model '%s'; expected seed, linear or mlp", arg);
 			break;
 		case OPT_HIDDEN:
+			hidden_given = 1;
 			if (parse_hidden(arg, c))
 				return config_error(err, errlen,
 						    "--hidden: '%s' is not a list of 1 to %d layer sizes in 1..16384 separated by commas (e.g. 512,256)",
@@ -235,7 +238,7 @@ int config_parse(int argc, char **argv, struct train_config *c, char *err, size_
 			char *end;
 			errno = 0;
 			unsigned long long s = strtoull(arg, &end, 10);
-			if (errno || end == arg || *end || arg[0] == '-')
+			if (errno || end == arg || *end || strchr(arg, '-'))
 				return config_error(err, errlen, "--seed: '%s' is not an integer in 0..18446744073709551615", arg);
 			c->seed = (uint64_t)s;
 			break;
@@ -290,12 +293,9 @@ int config_parse(int argc, char **argv, struct train_config *c, char *err, size_
 	if (optind < argc)
 		return config_error(err, errlen, "unexpected argument '%s' (options start with --; see --help)",
 				    argv[optind]);
-	if (c->n_hidden > 0 && c->model != MODEL_MLP) {
-		/* --hidden only shapes the mlp; accepted and ignored otherwise would be a silent default. */
-		for (int i = 1; i < argc; i++)
-			if (!strncmp(argv[i], "--hidden", 8))
-				return config_error(err, errlen, "--hidden: only the mlp model has hidden layers (add --model mlp)");
-	}
+	/* --hidden only shapes the mlp; accepted and ignored otherwise would be a silent default. */
+	if (hidden_given && c->model != MODEL_MLP)
+		return config_error(err, errlen, "--hidden: only the mlp model has hidden layers (add --model mlp)");
 	return CONFIG_OK;
 }
 
