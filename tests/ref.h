@@ -1,0 +1,99 @@
+/*
+ * ref.h - naive double-precision references and the comparison helper the
+ * tests share (the host unit tests, and the GPU parity tests that hold the
+ * CUDA backend against the same oracles).
+ *
+ * Nothing here depends on Criterion or MPI: ref_compare_* print what they
+ * find on stderr and return a summary, and the caller asserts on it.
+ *
+ * Every reference is written from the definition, element by element, in
+ * double precision; none of them calls into elem.h or a BLAS, so a bug in the
+ * shared code cannot hide in its own oracle.
+ */
+#ifndef MNIST_DDP_TESTS_REF_H
+#define MNIST_DDP_TESTS_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rng.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * The seed for a test's random inputs: MNIST_TEST_SEED from the environment
+ * when set (a number, or "random" for a time-based one), else `fallback`.
+ * Tests print it in every failure message so a failing run can be replayed.
+ */
+uint64_t ref_seed(uint64_t fallback);
+
+/* Random fills from r. */
+void ref_fill_uniform(struct rng *r, float *x, size_t n, double lo, double hi);
+void ref_fill_normal(struct rng *r, float *x, size_t n, double mean, double std);
+void ref_fill_bytes(struct rng *r, uint8_t *x, size_t n);
+void ref_fill_labels(struct rng *r, int32_t *y, size_t n, int classes);
+
+/* Float buffers widened to double and back. */
+void ref_widen(const float *x, double *out, size_t n);
+
+/*
+ * Row-major C = alpha * op(A) * op(B) + beta * C over doubles, the textbook
+ * triple loop. Sizes and strides as in struct gemm_req: A stored (m, k) with
+ * row stride lda, or (k, m) when trans_a; B stored (k, n), or (n, k) when
+ * trans_b; C (m, n) with row stride ldc. Entries of C past column n are left
+ * alone. beta == 0 ignores C's old contents (as BLAS does).
+ */
+void ref_gemm(int trans_a, int trans_b, int m, int n, int k, double alpha, const float *a,
+	      int lda, const float *b, int ldb, double beta, double *c, int ldc);
+
+/* MNIST pixel normalisation: (p / 255 - 0.1307) / 0.3081. */
+double ref_normalize_pixel(uint8_t p);
+
+/* y (rows, cols) = y + bias[col], then max(., 0) when relu. */
+void ref_bias_act(double *y, const float *bias, int rows, int cols, int relu);
+
+/* dy[i] = y[i] > 0 ? dy[i] : 0, y the ReLU's output. */
+void ref_relu_backward(double *dy, const float *y, size_t n);
+
+/*
+ * One row of softmax cross-entropy: returns -log softmax(logits)[label] and,
+ * when dlogits is not NULL, writes scale * (softmax - onehot(label)) (c).
+ * Log-sum-exp about the row max, in double.
+ */
+double ref_softmax_xent_row(const float *logits, int label, int c, double scale,
+			    double *dlogits);
+
+/* Index of the row's first maximum. */
+int ref_argmax_row(const float *logits, int c);
+
+/* One SGD step in double: v = mom * v + g, p -= lr * v (mom != 0); else p -= lr * g. */
+void ref_sgd_update(double *p, const float *g, double *v, size_t n, double lr, double mom);
+
+/* What a comparison found. */
+struct ref_cmp {
+	size_t n;       /* elements compared */
+	size_t bad;     /* elements outside the tolerance (NaN counts as outside) */
+	double max_err; /* largest |got - ref| */
+	size_t max_at;  /* where it occurred */
+};
+
+/*
+ * Compare got against ref with tolerance atol + rtol * |ref|. On any mismatch,
+ * print to stderr: `what`, the seed, the first few mismatches (index, got,
+ * ref, error, bound), the count and the largest error. Returns the summary;
+ * the test asserts that .bad is 0.
+ */
+struct ref_cmp ref_compare_f(const char *what, const float *got, const double *ref, size_t n,
+			     double atol, double rtol, uint64_t seed);
+
+/* The same for exact integer results (labels, hit counts). */
+struct ref_cmp ref_compare_i32(const char *what, const int32_t *got, const int32_t *ref,
+			       size_t n, uint64_t seed);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MNIST_DDP_TESTS_REF_H */
