@@ -12,9 +12,13 @@ void report_format_float(float v, char *buf, size_t len)
 	for (int digits = 1; digits <= 8; digits++) {
 		snprintf(buf, len, "%.*g", digits, (double)v);
 		if (strtof(buf, NULL) == v)
-			return;
+			break;
+		if (digits == 8)
+			snprintf(buf, len, "%.8g", (double)v);
 	}
-	snprintf(buf, len, "%.8g", (double)v);
+	/* A whole number below 1e8 reads better as "20.0" than as "2e+01" (numpy agrees). */
+	if (strchr(buf, 'e') && fabsf(v) >= 1.0f && fabsf(v) < 1e8f && v == truncf(v))
+		snprintf(buf, len, "%.1f", (double)v);
 }
 
 void report_loss_line(FILE *f, int epoch, int step, float loss)
