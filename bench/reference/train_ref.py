@@ -1,0 +1,199 @@
+#!/usr/bin/python3
+"""train_ref.py - the PyTorch reference for bench/train: mnist-train's models,
+data, hyperparameters and sharding, in PyTorch (CPU, or CUDA when asked).
+
+Single process:
+    /usr/bin/python3 bench/reference/train_ref.py --model seed --batch-size 32
+DDP (gloo on the CPU, nccl with --device cuda); torchrun is not used, each
+rank is started by hand:
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 WORLD_SIZE=2 RANK=0 train_ref.py ... &
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 WORLD_SIZE=2 RANK=1 train_ref.py ...
+
+What matches mnist-train:
+- data: the same IDX files (raw or .gz), read with numpy; pixels normalised as
+  (x/255 - 0.1307)/0.3081. The whole set is normalised once, before the clock
+  starts (the fastest way to feed PyTorch; mnist-train normalises each batch).
+- models: seed = Linear(784, 10) with normal(0, 0.01) weights, zero bias, ReLU
+  on the logits; linear = the same without the ReLU; mlp = Linear layers
+  784-H1-...-10 with ReLU between, PyTorch's default init.
+- loss: cross-entropy averaged over the batch, gradients averaged over ranks
+  (DDP); SGD with lr and momentum (dampening 0).
+- sharding: each epoch one global permutation shared by every rank; rank r
+  takes positions r, r+N, ...; short shards wrap around to the start
+  (DistributedSampler's padding), so every rank runs ceil(ceil(n/N)/batch) steps.
+The permutation comes from torch's generator, not mnist-train's, so the
+examples differ but not their number or the arithmetic.
+
+Prints on rank 0 one line (keys like mnist-train's summary):
+    summary: model=seed backend=torch ranks=1 epochs=1 steps_per_epoch=1875 images=60000
+             train_seconds=... images_per_second=... test_accuracy=... final_loss=...
+             step_median_ms=... step_p95_ms=... tta_seconds=...
+and with --metrics FILE the JSON lines mnist-train writes (epoch, step, loss,
+images_per_second, elapsed), plus one {"event": "step_times", ...} line.
+"""
+import argparse
+import gzip
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def read_idx(directory, prefix, kind):
+    """The `kind` ("images" or "labels") IDX file of `prefix` in `directory`, raw or .gz."""
+    name = f"{prefix}-{kind}-idx{3 if kind == 'images' else 1}-ubyte"
+    for path, opener in ((os.path.join(directory, name), open),
+                         (os.path.join(directory, name + ".gz"), gzip.open)):
+        if os.path.exists(path):
+            with opener(path, "rb") as f:
+                raw = f.read()
+            break
+    else:
+        sys.exit(f"train_ref: {name} not found in {directory}")
+    if kind == "images":
+        n, rows, cols = (int.from_bytes(raw[i:i + 4], "big") for i in (4, 8, 12))
+        return np.frombuffer(raw, np.uint8, n * rows * cols, 16).reshape(n, rows * cols)
+    n = int.from_bytes(raw[4:8], "big")
+    return np.frombuffer(raw, np.uint8, n, 8)
+
+
+def normalise(images):
+    return torch.from_numpy(((images.astype(np.float32) / 255.0 - 0.1307) / 0.3081).astype(np.float32))
+
+
+def make_model(kind, hidden):
+    if kind in ("seed", "linear"):
+        fc = nn.Linear(784, 10)
+        nn.init.normal_(fc.weight, 0.0, 0.01)
+        nn.init.zeros_(fc.bias)
+        return nn.Sequential(fc, nn.ReLU()) if kind == "seed" else nn.Sequential(fc)
+    layers, fan_in = [], 784
+    for h in hidden:
+        layers += [nn.Linear(fan_in, h), nn.ReLU()]
+        fan_in = h
+    layers.append(nn.Linear(fan_in, 10))
+    return nn.Sequential(*layers)
+
+
+def shard(n, rank, world, epoch, seed):
+    """This rank's examples of `epoch`: every world-th of one global permutation, padded by wrap-around."""
+    g = torch.Generator()
+    g.manual_seed(seed * 1000003 + epoch)
+    perm = torch.randperm(n, generator=g)
+    per_rank = (n + world - 1) // world
+    pos = torch.arange(per_rank) * world + rank
+    return perm[pos % n]
+
+
+def evaluate(model, x, y, device):
+    with torch.no_grad():
+        hits = 0
+        for i in range(0, x.shape[0], 1000):
+            hits += (model(x[i:i + 1000].to(device)).argmax(1) == y[i:i + 1000].to(device)).sum().item()
+    return hits / x.shape[0]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default=os.environ.get("DATA_PATH", "./MNIST_Data/train/"))
+    ap.add_argument("--test-data", default=None)
+    ap.add_argument("--model", choices=("seed", "linear", "mlp"), default="seed")
+    ap.add_argument("--hidden", default="512,256")
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--momentum", type=float, default=0.0)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--metrics", default=None)
+    ap.add_argument("--target-accuracy", type=float, default=0.0,
+                    help="score the test set after each epoch (off the clock) and stop once reached")
+    a = ap.parse_args()
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)) % max(1, torch.cuda.device_count())) \
+        if a.device == "cuda" else torch.device("cpu")
+    if world > 1:
+        dist.init_process_group("nccl" if a.device == "cuda" else "gloo", rank=rank, world_size=world)
+
+    x_train = normalise(read_idx(a.data, "train", "images")).to(device)
+    y_train = torch.from_numpy(read_idx(a.data, "train", "labels").astype(np.int64)).to(device)
+    test_dir = a.test_data or os.path.join(os.path.dirname(os.path.normpath(a.data)), "test")
+    have_test = os.path.isdir(test_dir)
+    if have_test:
+        x_test = normalise(read_idx(test_dir, "t10k", "images"))
+        y_test = torch.from_numpy(read_idx(test_dir, "t10k", "labels").astype(np.int64))
+
+    model = make_model(a.model, [int(h) for h in a.hidden.split(",")]).to(device)
+    if world > 1:
+        model = nn.parallel.DistributedDataParallel(model)  # broadcasts rank 0's parameters
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    n = x_train.shape[0]
+    per_rank = (n + world - 1) // world
+    steps = (per_rank + a.batch_size - 1) // a.batch_size
+    metrics = open(a.metrics, "w") if a.metrics and rank == 0 else None
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
+
+    step_times, images, train_seconds, tta, acc, loss_v = [], 0, 0.0, float("nan"), float("nan"), float("nan")
+    if world > 1:
+        dist.barrier()
+    for epoch in range(a.epochs):
+        idx = shard(n, rank, world, epoch, a.seed).to(device)
+        sync()
+        t_epoch = time.perf_counter()
+        for step in range(steps):
+            t0 = time.perf_counter()
+            b = idx[step * a.batch_size:(step + 1) * a.batch_size]
+            out = model(x_train.index_select(0, b))
+            loss = F.cross_entropy(out, y_train.index_select(0, b))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            images += b.shape[0] * world
+            last = epoch == a.epochs - 1 and step == steps - 1
+            if step % a.log_every == 0 or last:
+                loss_v = loss.item()
+                if metrics:
+                    el = train_seconds + time.perf_counter() - t_epoch
+                    metrics.write(json.dumps({"epoch": epoch, "step": step, "global_step": epoch * steps + step,
+                                              "loss": loss_v, "images_per_second": images / el if el > 0 else 0.0,
+                                              "elapsed": el}) + "\n")
+            sync()
+            step_times.append(time.perf_counter() - t0)
+        sync()
+        train_seconds += time.perf_counter() - t_epoch
+        if a.target_accuracy > 0 and have_test:
+            acc = evaluate(model, x_test, y_test, device)  # every rank scores the whole test set
+            if acc >= a.target_accuracy:
+                tta = train_seconds
+                break
+    if have_test and (a.target_accuracy <= 0 or tta != tta):
+        acc = evaluate(model, x_test, y_test, device)
+    st = np.array(step_times) * 1e3
+    if metrics:
+        metrics.write(json.dumps({"event": "step_times", "steps": len(st),
+                                  "median_ms": float(np.median(st)), "p95_ms": float(np.percentile(st, 95))}) + "\n")
+        metrics.close()
+    if rank == 0:
+        print(f"summary: model={a.model} backend=torch ranks={world} epochs={epoch + 1} steps_per_epoch={steps} "
+              f"images={images} train_seconds={train_seconds:.3f} images_per_second={images / train_seconds:.0f} "
+              f"test_accuracy={acc:.4f} final_loss={loss_v:.8g} step_median_ms={np.median(st):.4f} "
+              f"step_p95_ms={np.percentile(st, 95):.4f} tta_seconds={tta:.3f} threads={torch.get_num_threads()}",
+              flush=True)
+    if world > 1:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
