@@ -29,3 +29,14 @@ add_test(NAME mpi_replicas_3
          COMMAND ${MNIST_MPIRUN} --timeout 100 -n 3 $<TARGET_FILE:test_replicas>
                  ${MNIST_DATA_DIR}/train)
 set_tests_properties(mpi_replicas_3 PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 3)
+
+# End to end: the trainer itself under mpirun. Arguments: the binary, the data
+# directory, then the mpirun command line.
+add_test(NAME e2e_train
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_train_e2e.sh
+                 $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})
+set_tests_properties(e2e_train PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2)
+add_test(NAME e2e_bad_input
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_bad_input.sh
+                 $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})
+set_tests_properties(e2e_bad_input PROPERTIES LABELS e2e TIMEOUT 600 PROCESSORS 2)

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# test_bad_input.sh - bad flags and bad files end every rank with status 2 and a message.
+#
+#   tests/e2e/test_bad_input.sh build/mnist-train MNIST_Data mpirun --allow-run-as-root --oversubscribe
+#
+# Each case runs mnist-train under a real mpirun with 2 ranks, per-rank output
+# files and a timeout, and must
+#   - finish (no rank left waiting in a collective: a timeout is a failure),
+#   - exit with status 2 (mpirun returns the status of the first rank to fail),
+#   - print on the stderr of each culprit rank exactly one line naming the flag
+#     or file, with what is wrong, and on every other rank a line saying which
+#     rank stopped it,
+#   - not crash (no signal, no MPI_Abort), and not start training (no loss or
+#     summary line).
+# The cases: unknown flag, bad --epochs, --lr -1, --model foo, a missing data
+# directory, a truncated image file, a wrong magic, image and label counts
+# that disagree, a --test-data directory that does not exist, --limit larger
+# than the data set, --drop-last leaving no full batch, MPMD launches where
+# only one rank has a bad flag or a bad file, and a --metrics file in a
+# directory that does not exist (and no file left behind).
+# Exit 0 pass, 1 fail (every failure is printed).
+set -uo pipefail
+
+if [ $# -lt 3 ]; then
+	echo "usage: $0 MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...]" >&2
+	exit 1
+fi
+TRAIN=$1
+DATA=$2
+shift 2
+MPIRUN=("$@")
+CASE_TIMEOUT=60
+
+IMAGES=$DATA/train/train-images-idx3-ubyte
+LABELS=$DATA/train/train-labels-idx1-ubyte
+if [ ! -f "$IMAGES" ] || [ ! -f "$LABELS" ] ||
+	{ [ ! -e "$DATA/test/t10k-images-idx3-ubyte" ] && [ ! -e "$DATA/test/t10k-images-idx3-ubyte.gz" ]; }; then
+	echo "FAIL: real MNIST (raw IDX files) not found under $DATA/{train,test}: run" \
+		"scripts/get-mnist.sh (or configure with -DMNIST_DATA_DIR=DIR); this test does not skip" >&2
+	exit 1
+fi
+if [ ! -x "$TRAIN" ]; then
+	echo "FAIL: $TRAIN is not an executable (build mnist-train first)" >&2
+	exit 1
+fi
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/mnist-bad-input.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+export DATA_PATH=$DATA/train/
+
+# ---- bad data sets ---------------------------------------------------------
+# be32 N: N as 4 big-endian bytes (IDX headers are big-endian).
+be32() {
+	local v=$(($1))
+	printf "$(printf '\\%03o\\%03o\\%03o\\%03o' $((v >> 24 & 255)) $((v >> 16 & 255)) $((v >> 8 & 255)) $((v & 255)))"
+}
+write_images() { # FILE MAGIC COUNT
+	{ be32 "$2"; be32 "$3"; be32 28; be32 28; head -c $(($3 * 784)) /dev/zero; } >"$1"
+}
+write_labels() { # FILE MAGIC COUNT
+	{ be32 "$2"; be32 "$3"; head -c "$3" /dev/zero; } >"$1"
+}
+mkdir -p "$TMP/trunc" "$TMP/magic" "$TMP/count"
+head -c 3000000 "$IMAGES" >"$TMP/trunc/train-images-idx3-ubyte" # 3 MB of the real 47 MB file
+cp "$LABELS" "$TMP/trunc/"
+write_images "$TMP/magic/train-images-idx3-ubyte" 0x00000804 10 # dtype 0x08 but 4 dimensions
+write_labels "$TMP/magic/train-labels-idx1-ubyte" 0x00000801 10
+write_images "$TMP/count/train-images-idx3-ubyte" 0x00000803 10
+write_labels "$TMP/count/train-labels-idx1-ubyte" 0x00000801 9
+# The control: the same generator with nothing wrong must give a set that trains.
+mkdir -p "$TMP/good/train"
+write_images "$TMP/good/train/train-images-idx3-ubyte" 0x00000803 10
+write_labels "$TMP/good/train/train-labels-idx1-ubyte" 0x00000801 10
+
+failures=0
+fail() {
+	echo "FAIL: $*" >&2
+	failures=$((failures + 1))
+}
+
+# bad NAME CULPRITS NAMES WHAT MPIRUN_APP_ARGS...
+#   CULPRITS: the ranks that hold the bad input ("0 1", "0" or "1");
+#   NAMES: a fixed string the message must contain (the flag or the file);
+#   WHAT: an extended regex (case-insensitive) for what is wrong.
+bad() {
+	local name=$1 culprits=$2 names=$3 what=$4
+	shift 4
+	local dir=$TMP/case-$name before=$failures start=$SECONDS
+	# After the first rank exits non-zero, mpirun waits odls_base_sigkill_timeout
+	# (1 s) between SIGTERM and SIGKILL for the rest; every rank here has printed
+	# and left MPI_Finalize by then, so 0 only saves a second per case.
+	timeout -k 10 "$CASE_TIMEOUT" "${MPIRUN[@]}" --mca odls_base_sigkill_timeout 0 \
+		--output-filename "$dir/log" "$@" >"$dir.out" 2>&1
+	local rc=$?
+	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+		fail "$name: did not finish within ${CASE_TIMEOUT}s: a rank hung"
+	elif [ $rc -ne 2 ]; then
+		fail "$name: exit status $rc, expected 2"
+	fi
+	if grep -qE 'MPI_ABORT|Segmentation fault|core dumped|exited on signal|signal [0-9]+' "$dir.out"; then
+		fail "$name: a rank crashed or aborted instead of exiting with status 2"
+	fi
+	for r in 0 1; do
+		local err=$dir/log/1/rank.$r/stderr out=$dir/log/1/rank.$r/stdout
+		if [ ! -s "$err" ]; then
+			fail "$name: rank $r printed nothing on stderr"
+			continue
+		fi
+		if [ -f "$out" ] && grep -qE '^(epoch: |summary:)' "$out"; then
+			fail "$name: rank $r started training (loss or summary lines on stdout)"
+		fi
+		case " $culprits " in
+		*" $r "*)
+			local n
+			n=$(grep -F -- "$names" "$err" | grep -ciE -- "$what")
+			if [ "$n" -ne 1 ]; then
+				fail "$name: rank $r printed $n lines naming '$names' and matching /$what/, expected exactly 1; its stderr:"
+				sed 's/^/    /' "$err" >&2
+			fi
+			;;
+		*)
+			if ! grep -qE "stopping because rank [$culprits] failed" "$err"; then
+				fail "$name: rank $r does not say which rank stopped it; its stderr:"
+				sed 's/^/    /' "$err" >&2
+			fi
+			;;
+		esac
+	done
+	if [ $failures -eq $before ]; then
+		echo "ok: $name ($((SECONDS - start)) s): status 2; $(grep -hF -- "$names" "$dir"/log/1/rank.*/stderr | head -n 1)"
+	else
+		echo "    $name: mpirun's output:" >&2
+		sed 's/^/    /' "$dir.out" >&2
+	fi
+}
+
+T=$TRAIN
+timeout -k 10 "$CASE_TIMEOUT" "${MPIRUN[@]}" -n 2 "$T" --data "$TMP/good/train" --epochs 1 \
+	>"$TMP/control.out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] || ! grep -q '^summary: .*images=10 ' "$TMP/control.out"; then
+	fail "control: a well-formed synthetic set of 10 images did not train (status $rc), so the" \
+		"synthetic cases below would not test what they claim; output:"
+	sed 's/^/    /' "$TMP/control.out" >&2
+else
+	echo "ok: control: the synthetic IDX writer makes a set that trains (status 0)"
+fi
+
+bad unknown-flag "0 1" "--bogus" "unknown" -n 2 "$T" --bogus --limit 100
+bad epochs-not-a-number "0 1" "--epochs" "'x'.*integer" -n 2 "$T" --epochs x
+bad epochs-zero "0 1" "--epochs" "'0'.*integer" -n 2 "$T" --epochs 0
+bad lr-negative "0 1" "--lr" "'-1'.*positive" -n 2 "$T" --lr -1
+bad model-unknown "0 1" "--model" "'foo'.*seed" -n 2 "$T" --model foo
+bad data-dir-missing "0 1" "$TMP/nope" "not exist|missing|no such" -n 2 "$T" --data "$TMP/nope"
+bad images-truncated "0 1" "$TMP/trunc/train-images-idx3-ubyte" "truncat" -n 2 "$T" --data "$TMP/trunc"
+bad images-wrong-magic "0 1" "$TMP/magic/train-images-idx3-ubyte" "magic.*0x0*804" -n 2 "$T" --data "$TMP/magic"
+bad label-count-mismatch "0 1" "$TMP/count/train-labels-idx1-ubyte" "mismatch|disagree|differ" \
+	-n 2 "$T" --data "$TMP/count"
+bad test-data-missing "0 1" "--test-data" "$TMP/nope-test" -n 2 "$T" --test-data "$TMP/nope-test"
+bad limit-too-large "0 1" "--limit" "70000.*60000" -n 2 "$T" --limit 70000
+bad drop-last-no-batch "0 1" "--drop-last" "batch" -n 2 "$T" --drop-last --limit 40
+# MPMD: the ranks get different command lines; only one of them is bad.
+bad mpmd-rank0-bad-flag "0" "--epochs" "'x'.*integer" \
+	-n 1 "$T" --epochs x --limit 100 : -n 1 "$T" --limit 100
+bad mpmd-rank1-bad-flag "1" "--lr" "'-1'.*positive" \
+	-n 1 "$T" --limit 100 : -n 1 "$T" --limit 100 --lr -1
+bad mpmd-rank1-bad-file "1" "$TMP/magic/train-images-idx3-ubyte" "magic.*0x0*804" \
+	-n 1 "$T" --limit 10 --epochs 1 : -n 1 "$T" --limit 10 --epochs 1 --data "$TMP/magic"
+# Nothing half-written: no metrics file where its directory does not exist.
+bad metrics-dir-missing "0" "--metrics" "$TMP/no-such-dir/m.jsonl" \
+	-n 2 "$T" --limit 100 --epochs 1 --metrics "$TMP/no-such-dir/m.jsonl"
+if [ -e "$TMP/no-such-dir" ]; then
+	fail "metrics-dir-missing: $TMP/no-such-dir was created"
+fi
+
+if [ $failures -gt 0 ]; then
+	echo "FAIL: $failures check(s) failed" >&2
+	exit 1
+fi
+echo "PASS: bad input ends every rank with status 2 and a message"

@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# test_train_e2e.sh - end to end: mnist-train under a real mpirun, as a user runs it.
+#
+#   tests/e2e/test_train_e2e.sh build/mnist-train MNIST_Data mpirun --allow-run-as-root --oversubscribe
+#
+# Trains the seed model on 2 ranks over a subset of real MNIST (the test set
+# from the sibling test/ directory, found through DATA_PATH as the tutorial
+# sets it), with per-rank output files, and checks the product contract:
+# every rank's loss lines in the seed's exact words at steps 0, 10, 20, ...
+# of each epoch; rank 0 ending with exactly one summary line whose keys come
+# in the contract's order with the values this run implies; a first loss near
+# ln 10 that then falls. A second run with a limit that leaves padding and no
+# test set checks the image count and test_accuracy=nan; --help must list
+# every flag of the contract. Exit 0 pass, 1 fail (every failure is printed).
+set -uo pipefail
+
+if [ $# -lt 3 ]; then
+	echo "usage: $0 MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...]" >&2
+	exit 1
+fi
+TRAIN=$1
+DATA=$2
+shift 2
+MPIRUN=("$@")
+RUN_TIMEOUT=120
+
+failures=0
+fail() {
+	echo "FAIL: $*" >&2
+	failures=$((failures + 1))
+}
+ok() { echo "ok: $*"; }
+
+have_split() { # dir prefix
+	[ -e "$1/$2-images-idx3-ubyte" ] || [ -e "$1/$2-images-idx3-ubyte.gz" ]
+}
+if ! have_split "$DATA/train" train || ! have_split "$DATA/test" t10k; then
+	echo "FAIL: real MNIST not found under $DATA/{train,test}: run scripts/get-mnist.sh" \
+		"(or configure with -DMNIST_DATA_DIR=DIR); this test does not skip" >&2
+	exit 1
+fi
+if [ ! -x "$TRAIN" ]; then
+	echo "FAIL: $TRAIN is not an executable (build mnist-train first)" >&2
+	exit 1
+fi
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/mnist-e2e.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+
+# run NAME NRANKS ARGS...: mpirun with per-rank files under $TMP/NAME; sets RC.
+run() {
+	local name=$1 n=$2
+	shift 2
+	timeout -k 10 "$RUN_TIMEOUT" "${MPIRUN[@]}" -n "$n" \
+		--output-filename "$TMP/$name/log_output" --merge-stderr-to-stdout \
+		"$TRAIN" "$@" >"$TMP/$name.out" 2>&1
+	RC=$?
+	if [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
+		fail "$name: mpirun did not finish within ${RUN_TIMEOUT}s (a rank hung)"
+	elif [ "$RC" -ne 0 ]; then
+		fail "$name: mpirun exited with status $RC, expected 0; its output:"
+		sed 's/^/    /' "$TMP/$name.out" >&2
+	fi
+}
+
+LOSS_RE='^epoch: [0-9]+, step: [0-9]+, loss is -?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$'
+
+# check_loss_lines FILE RANK EPOCHS STEPS_PER_EPOCH LOG_EVERY: the seed's lines, in order.
+check_loss_lines() {
+	local file=$1 rank=$2 epochs=$3 steps=$4 every=$5
+	if [ ! -f "$file" ]; then
+		fail "rank $rank: no output file $file"
+		return
+	fi
+	local bad
+	bad=$(grep -E 'loss is|^epoch' "$file" | grep -Ev "$LOSS_RE")
+	[ -z "$bad" ] || fail "rank $rank: loss lines not in the seed's format 'epoch: E, step: S, loss is L': $bad"
+	local expected got
+	expected=$(for ((e = 0; e < epochs; e++)); do
+		for ((s = 0; s < steps; s += every)); do echo "$e $s"; done
+	done)
+	got=$(grep -E "$LOSS_RE" "$file" | sed -E 's/^epoch: ([0-9]+), step: ([0-9]+),.*/\1 \2/')
+	if [ "$got" != "$expected" ]; then
+		fail "rank $rank: logged (epoch step) pairs $(echo $got | tr '\n' ' ') differ from the expected $(echo $expected | tr '\n' ' ')"
+	fi
+	# A float32 printed with at most 8 significant digits.
+	local long
+	long=$(grep -E "$LOSS_RE" "$file" | sed -E 's/.*loss is -?//; s/[eE].*//; s/\.//; s/^0+//' |
+		awk 'length($0) > 8')
+	[ -z "$long" ] || fail "rank $rank: losses with more than 8 significant digits: $long"
+}
+
+# ---- run 1: the seed model on 2 ranks, 3200 images, 2 epochs ------------------
+LIMIT=3200 RANKS=2 EPOCHS=2 BATCH=32 EVERY=10
+SHARD=$(((LIMIT + RANKS - 1) / RANKS))
+STEPS=$(((SHARD + BATCH - 1) / BATCH))
+IMAGES=$((EPOCHS * RANKS * SHARD))
+DATA_PATH="$DATA/train/" run main $RANKS --limit $LIMIT --epochs $EPOCHS --log-every $EVERY
+R0=$TMP/main/log_output/1/rank.0/stdout
+R1=$TMP/main/log_output/1/rank.1/stdout
+ranks_seen=$(ls "$TMP/main/log_output/1" 2>/dev/null | tr '\n' ' ')
+[ "$ranks_seen" = "rank.0 rank.1 " ] || fail "per-rank output folders are '$ranks_seen', expected rank.0 and rank.1"
+
+for r in 0 1; do
+	check_loss_lines "$TMP/main/log_output/1/rank.$r/stdout" $r $EPOCHS $STEPS $EVERY
+done
+
+# Loss: near ln 10 at the start on every rank, then falling.
+for r in 0 1; do
+	f=$TMP/main/log_output/1/rank.$r/stdout
+	[ -f "$f" ] || continue
+	grep -E "$LOSS_RE" "$f" | sed 's/.*loss is //' | awk -v r=$r '
+		{ l[NR] = $1 }
+		END {
+			if (NR < 4) { printf "FAIL: rank %d: only %d loss lines\n", r, NR; exit 1 }
+			last = (l[NR] + l[NR-1] + l[NR-2]) / 3
+			printf "rank %d: first loss %s, mean of the last 3 logged %.4f\n", r, l[1], last
+			if (!(l[1] >= 2.2 && l[1] <= 2.45)) { printf "FAIL: rank %d: first loss %s is not in 2.2..2.45 (about ln 10)\n", r, l[1]; exit 1 }
+			if (!(last < 0.6 * l[1])) { printf "FAIL: rank %d: the loss did not fall: last logged mean %.4f vs first %s\n", r, last, l[1]; exit 1 }
+		}' || fail "rank $r: loss check (above)"
+done
+
+# The summary: exactly one, the last line of rank 0's output, none on rank 1.
+check_summary() { # FILE EXPECTED(key=value ...) ACC_RULE(accuracy|nan)
+	local file=$1 expect=$2 acc=$3
+	local n last before_summary=$failures
+	n=$(grep -c '^summary:' "$file")
+	last=$(grep -v '^[[:space:]]*$' "$file" | tail -n 1)
+	if [ "$n" -ne 1 ]; then
+		fail "$file holds $n summary lines, expected exactly 1"
+		return
+	fi
+	case $last in
+	summary:*) ;;
+	*)
+		fail "rank 0's output does not end with its summary line (last line: '$last')"
+		return
+		;;
+	esac
+	echo "$last" | awk -v expect="$expect" -v acc="$acc" '
+		BEGIN {
+			nkeys = split("model backend ranks epochs steps_per_epoch images train_seconds images_per_second test_accuracy", order, " ")
+			nexp = split(expect, e, " ")
+			for (i = 1; i <= nexp; i++) { split(e[i], kv, "="); want[kv[1]] = kv[2] }
+		}
+		{
+			bad = 0
+			if ($1 != "summary:") { print "FAIL: summary line does not start with summary:"; bad = 1 }
+			for (i = 2; i <= NF; i++) {
+				eq = index($i, "=")
+				if (eq < 2) { printf "FAIL: summary field %s is not key=value\n", $i; bad = 1; continue }
+				key[i - 1] = substr($i, 1, eq - 1); val[substr($i, 1, eq - 1)] = substr($i, eq + 1)
+			}
+			for (i = 1; i <= nkeys; i++)
+				if (key[i] != order[i]) { printf "FAIL: summary key %d is %s, expected %s (contract order)\n", i, key[i], order[i]; bad = 1 }
+			for (k in want)
+				if (val[k] != want[k]) { printf "FAIL: summary %s=%s, expected %s\n", k, val[k], want[k]; bad = 1 }
+			if (val["backend"] != "host" && val["backend"] != "cuda") { printf "FAIL: summary backend=%s, expected host or cuda\n", val["backend"]; bad = 1 }
+			ts = val["train_seconds"]; ips = val["images_per_second"]
+			if (ts !~ /^[0-9]+\.[0-9][0-9][0-9]$/ || ts + 0 > 600) { printf "FAIL: train_seconds=%s is not a duration in seconds with 3 decimals (0 to 600)\n", ts; bad = 1 }
+			if (ips !~ /^[0-9]+$/ || !(ips + 0 > 0)) { printf "FAIL: images_per_second=%s is not a positive integer\n", ips; bad = 1 }
+			else if (ts + 0 > 0) {
+				# images / train_seconds, allowing for train_seconds rounded to 1 ms.
+				lo = val["images"] / (ts + 0.0005); hi = (ts > 0.0005) ? val["images"] / (ts - 0.0005) : 1e30
+				if (ips + 0 < lo * 0.99 - 1 || ips + 0 > hi * 1.01 + 1) { printf "FAIL: images_per_second=%s is not images/train_seconds (%s/%s)\n", ips, val["images"], ts; bad = 1 }
+			}
+			a = val["test_accuracy"]
+			if (acc == "nan") { if (a != "nan") { printf "FAIL: test_accuracy=%s, expected nan without a test set\n", a; bad = 1 } }
+			else if (a !~ /^[0-9.]+$/ || !(a + 0 > 0.5 && a + 0 <= 1)) { printf "FAIL: test_accuracy=%s is not in (0.5, 1]\n", a; bad = 1 }
+			exit bad
+		}' || fail "summary checks (above): $last"
+	[ $failures -gt $before_summary ] || ok "summary: $last"
+}
+if [ -f "$R0" ]; then
+	check_summary "$R0" "model=seed ranks=$RANKS epochs=$EPOCHS steps_per_epoch=$STEPS images=$IMAGES" accuracy
+fi
+if [ -f "$R1" ] && grep -q '^summary:' "$R1"; then
+	fail "rank 1 printed a summary line; only rank 0 may"
+fi
+
+# ---- run 2: padding (1001 images over 2 ranks) and no test set ---------------
+mkdir -p "$TMP/notest/train"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte; do
+	src=$DATA/train/$f
+	[ -e "$src" ] || src=$src.gz
+	ln -s "$(cd "$(dirname "$src")" && pwd)/$(basename "$src")" "$TMP/notest/train/"
+done
+LIMIT=1001 EPOCHS=1
+SHARD=$(((LIMIT + RANKS - 1) / RANKS))
+STEPS=$(((SHARD + BATCH - 1) / BATCH))
+IMAGES=$((EPOCHS * RANKS * SHARD))
+before=$failures
+DATA_PATH="$TMP/notest/train/" run padded $RANKS --limit $LIMIT --epochs $EPOCHS --log-every $EVERY
+for r in 0 1; do
+	check_loss_lines "$TMP/padded/log_output/1/rank.$r/stdout" $r $EPOCHS $STEPS $EVERY
+done
+[ -f "$TMP/padded/log_output/1/rank.0/stdout" ] &&
+	check_summary "$TMP/padded/log_output/1/rank.0/stdout" \
+		"model=seed ranks=$RANKS epochs=$EPOCHS steps_per_epoch=$STEPS images=$IMAGES" nan
+[ $failures -gt $before ] || ok "padded run: $STEPS steps, images=$IMAGES (wrap-around included), test_accuracy=nan"
+
+# ---- --help: exit 0, every flag of the contract, printed once ---------------
+timeout -k 10 60 "${MPIRUN[@]}" -n 2 "$TRAIN" --help >"$TMP/help.out" 2>&1
+RC=$?
+[ "$RC" -eq 0 ] || fail "--help: mpirun exited with status $RC, expected 0"
+before=$failures
+for flag in --data --test-data --model --hidden --epochs --batch-size --lr --momentum --seed \
+	--log-every --limit --backend --grad-reduce --drop-last --threads --help; do
+	grep -qE -- "(^|[[:space:]])$flag([[:space:]=]|\$)" "$TMP/help.out" || fail "--help does not mention $flag"
+done
+usage=$(grep -c '^Usage' "$TMP/help.out")
+[ "$usage" -eq 1 ] || fail "--help printed its Usage line $usage times with 2 ranks, expected once (rank 0)"
+[ $failures -gt $before ] || ok "--help lists every flag of the contract"
+
+if [ $failures -gt 0 ]; then
+	echo "FAIL: $failures check(s) failed" >&2
+	exit 1
+fi
+echo "PASS: end to end"
