@@ -1,0 +1,400 @@
+#!/usr/bin/env bash
+# tests/multinode/namespaces.sh - a two-node cluster on one machine, started
+# through run_mpirun_1.sh (-H) and run_mpirun_2.sh (hostfile).
+#
+#   bash tests/multinode/namespaces.sh TRAINER SOURCE_DIR MNIST_DATA_DIR [MPIRUN]
+#   (registered by tests/cmake/60-multinode.cmake: ctest -L multinode)
+#
+# The cluster: network namespace HUB holds a bridge; NODE1 (10.77.0.1) and
+# NODE2 (10.77.0.2) each hold one end of a veth pair ("mnet0") whose other end
+# is a bridge port, so every byte between the nodes crosses the bridge. Each
+# node has its own host name (a UTS namespace). mpirun runs on node 1, as a
+# user runs it on the first node; an rsh agent stands in for ssh and runs the
+# remote daemon inside node 2's namespace. Only addresses inside these
+# namespaces are used; nothing outside them is contacted.
+#
+# Checked, for 2 nodes x 2 ranks:
+#   - both launch styles finish, each rank's log_output file holds the seed's
+#     "epoch: E, step: S, loss is L" lines, identical to a single-node 4-rank
+#     run with the same seed, and rank 0's param_crc32 and test_accuracy equal
+#     that run's;
+#   - the bridge port of node 2 carried at least the gradient allreduce
+#     traffic (interface byte counters), and node 2 was started by the agent;
+#   - rank 0 printed the placement of both nodes;
+#   - the same data path holding different data on node 2 is refused at
+#     start-up: every rank exits 2, rank 0 names the ranks and the checksum;
+#   - a wrong hostfile or host list (unknown host, bad slots, more ranks than
+#     slots, a node that does not answer) ends with a message, under a timeout.
+#
+# Needs root (network and mount namespaces); otherwise, or where the kernel
+# cannot make namespaces, bridges or veth pairs, it exits 77 (skipped) and
+# says why. Everything it makes (namespaces, the processes inside them, the
+# temporary directory) is removed on exit, failure or interrupt.
+set -uo pipefail
+
+readonly SKIP=77
+readonly SUBNET=10.77.0.0/24
+readonly SEED_PARAMS=7850 # --model seed: Dense 784 -> 10, weights and biases
+readonly TRAIN_ARGS=(--epochs 1 --limit 4096 --seed 5)
+readonly RUN_TIMEOUT=120 # seconds for one launch; a hang fails the test
+
+if (($# < 3)); then
+	echo "usage: $0 TRAINER SOURCE_DIR MNIST_DATA_DIR [MPIRUN]" >&2
+	exit 2
+fi
+trainer=$(readlink -f "$1")
+src=$(readlink -f "$2")
+data=$(readlink -f "$3")
+mpirun_bin=${4:-mpirun}
+
+failures=0
+fail() {
+	echo "FAIL: $*" >&2
+	failures=$((failures + 1))
+}
+pass() { echo "ok: $*"; }
+skip() {
+	echo "SKIPPED: $*" >&2
+	exit "$SKIP"
+}
+fatal() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+[[ -x $trainer ]] || fatal "trainer '$trainer' is not built"
+train_dir=$data/train
+labels=$(ls "$train_dir"/train-labels-idx1-ubyte "$train_dir"/train-labels-idx1-ubyte.gz 2>/dev/null | head -n 1)
+[[ -n $labels && -d $data/test ]] ||
+	fatal "MNIST is not in $data (train/ and test/): scripts/get-mnist.sh fetches it"
+[[ $(id -u) == 0 ]] || skip "network namespaces need root (CAP_NET_ADMIN, CAP_SYS_ADMIN); CI runs as root"
+for tool in ip unshare timeout mount; do
+	command -v "$tool" >/dev/null || skip "'$tool' is not installed"
+done
+
+tag=mnddp$$
+hub=$tag-hub
+n1=$tag-n1
+n2=$tag-n2
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mnist-multinode.XXXXXX") || fatal "mktemp failed"
+made_ns=()
+
+# Kill what still runs inside our namespaces (a hung mpirun, its daemons, ranks).
+reap() {
+	local ns pid
+	for ns in ${made_ns[@]+"${made_ns[@]}"}; do
+		for pid in $(ip netns pids "$ns" 2>/dev/null); do
+			kill -KILL "$pid" 2>/dev/null
+		done
+	done
+}
+cleanup() {
+	local ns
+	reap
+	for ns in ${made_ns[@]+"${made_ns[@]}"}; do
+		ip netns del "$ns" 2>/dev/null
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'echo "interrupted" >&2; exit 130' INT
+trap 'exit 143' TERM HUP
+
+# ---- the cluster -------------------------------------------------------------
+make_ns() {
+	ip netns add "$1" 2>"$tmp/err" ||
+		skip "cannot create network namespace $1: $(cat "$tmp/err")"
+	made_ns+=("$1")
+	ip -n "$1" link set lo up
+}
+make_ns "$hub"
+make_ns "$n1"
+make_ns "$n2"
+ip -n "$hub" link add br0 type bridge 2>"$tmp/err" ||
+	skip "cannot create a bridge: $(cat "$tmp/err")"
+ip -n "$hub" link set br0 up
+i=0
+for ns in "$n1" "$n2"; do
+	i=$((i + 1))
+	ip -n "$hub" link add "p$i" type veth peer name mnet0 netns "$ns" 2>"$tmp/err" ||
+		skip "cannot create a veth pair: $(cat "$tmp/err")"
+	ip -n "$hub" link set "p$i" master br0 up || fatal "cannot attach p$i to the bridge"
+	ip -n "$ns" addr add "10.77.0.$i/24" dev mnet0 || fatal "cannot address node $i"
+	ip -n "$ns" link set mnet0 up || fatal "cannot bring node $i up"
+done
+unshare --uts true 2>/dev/null || skip "cannot make UTS namespaces (unshare --uts)"
+pass "cluster: $n1 (10.77.0.1, mn-node1) and $n2 (10.77.0.2, mn-node2) on a bridge in $hub"
+
+# The rsh agent: mpirun calls "AGENT [options] HOST COMMAND..." as it would ssh.
+{
+	printf '#!/bin/bash\n'
+	printf 'log=%q n1=%q n2=%q\n' "$tmp/agent.log" "$n1" "$n2"
+	cat <<'EOF'
+# rsh agent of the test cluster: runs COMMAND in HOST's namespace with HOST's
+# node name, as ssh would on a real node. With NODE2_BIND_SRC and
+# NODE2_BIND_DST in mpirun's environment, node 2 sees SRC at path DST (its own
+# mount namespace): the same data path holds different data there.
+while (($#)) && [[ $1 == -* ]]; do shift; done
+host=$1
+shift
+echo "$host" >>"$log"
+case $host in
+10.77.0.1) ns=$n1 name=mn-node1 ;;
+10.77.0.2) ns=$n2 name=mn-node2 ;;
+*)
+	echo "ssh: connect to host $host port 22: No route to host" >&2
+	exit 255
+	;;
+esac
+bind_src="" bind_dst=""
+if [[ $name == mn-node2 ]]; then
+	bind_src=${NODE2_BIND_SRC:-} bind_dst=${NODE2_BIND_DST:-}
+fi
+exec ip netns exec "$ns" unshare --uts --mount sh -c '
+	hostname "$1" || exit 255
+	if [ -n "$2" ]; then mount --bind "$2" "$3" || exit 255; fi
+	exec sh -c "$4"' agent "$name" "$bind_src" "$bind_dst" "$*"
+EOF
+} >"$tmp/agent"
+chmod +x "$tmp/agent"
+
+# $on_node NS NAME CMD...: run CMD on a node (its namespace and host name).
+on_node=$tmp/on-node
+cat >"$on_node" <<'EOF'
+#!/bin/sh
+ns=$1 name=$2
+shift 2
+exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$name" "$@"
+EOF
+chmod +x "$on_node"
+
+# Byte counters of node 2's bridge port (tx: towards node 2, rx: from it).
+port_bytes() {
+	ip netns exec "$hub" cat "/sys/class/net/p2/statistics/$1_bytes"
+}
+
+# run_timed LIMIT OUT CMD...: run CMD (output to OUT); status in $rc, 124 on a hang.
+run_timed() {
+	local limit=$1 out=$2
+	shift 2
+	rc=0
+	timeout -k 5 "$limit" "$@" >"$out" 2>&1 || rc=$?
+	if ((rc == 124 || rc == 137)); then
+		reap # the launcher's children outlive a killed launcher
+		rc=124
+	fi
+}
+
+# shellcheck disable=SC2054 # commas belong to the values
+mpi_common=(--mca plm_rsh_agent "$tmp/agent" --mca btl tcp,self --mca pml ob1
+	--bind-to none -x OPENBLAS_NUM_THREADS=1)
+
+# ---- reference: one node, 4 ranks --------------------------------------------
+mkdir -p "$tmp/ref"
+run_timed "$RUN_TIMEOUT" "$tmp/ref/out" "$on_node" "$n1" mn-node1 env DATA_PATH="$train_dir/" \
+	OPENBLAS_NUM_THREADS=1 "$mpirun_bin" --allow-run-as-root --oversubscribe --bind-to none \
+	-n 4 -x DATA_PATH -x OPENBLAS_NUM_THREADS --output-filename "$tmp/ref/log_output" \
+	--merge-stderr-to-stdout "$trainer" "${TRAIN_ARGS[@]}"
+ref_summary=$(grep -h '^summary: ' "$tmp/ref/log_output/1/rank.0/stdout" 2>/dev/null)
+if ((rc != 0)) || [[ -z $ref_summary ]]; then
+	cat "$tmp/ref/out" "$tmp"/ref/log_output/1/rank.*/stdout >&2 2>/dev/null
+	fatal "the single-node reference run failed (status $rc)"
+fi
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
+ref_crc=$(field param_crc32 "$ref_summary")
+ref_acc=$(field test_accuracy "$ref_summary")
+steps=$(field steps_per_epoch "$ref_summary")
+pass "reference, 1 node x 4 ranks: test_accuracy=$ref_acc param_crc32=$ref_crc steps_per_epoch=$steps"
+
+# The seed's lines of one rank's log, in order.
+loss_lines() {
+	grep -E '^epoch: [0-9]+, step: [0-9]+, loss is ' "$1" 2>/dev/null
+}
+
+# check_run NAME DIR: the checks every good two-node run must pass.
+check_run() {
+	local name=$1 dir=$2 r log lines expect summary crc acc tx rx min
+	if ((rc != 0)); then
+		fail "$name: launcher exited with status $rc (want 0)"
+		sed 's/^/    /' "$dir/out" >&2
+		for log in "$dir"/log_output/1/rank.*/stdout; do
+			[[ -f $log ]] && sed "s|^|    $log: |" "$log" >&2
+		done
+		return
+	fi
+	for r in 0 1 2 3; do
+		log=$dir/log_output/1/rank.$r/stdout
+		if [[ ! -f $log ]]; then
+			fail "$name: rank $r wrote no log_output/1/rank.$r/stdout"
+			continue
+		fi
+		lines=$(loss_lines "$log")
+		expect=$(loss_lines "$tmp/ref/log_output/1/rank.$r/stdout")
+		if [[ -z $lines ]] || ! grep -qE '^epoch: 0, step: 0, loss is [0-9]' <<<"$lines"; then
+			fail "$name: rank $r's log has no seed lines ('epoch: 0, step: 0, loss is ...')"
+		elif [[ $lines != "$expect" ]]; then
+			fail "$name: rank $r's loss lines differ from the single-node run"
+			diff <(echo "$expect") <(echo "$lines") | sed 's/^/    /' >&2
+		fi
+	done
+	log=$dir/log_output/1/rank.0/stdout
+	summary=$(grep -h '^summary: ' "$log" 2>/dev/null)
+	crc=$(field param_crc32 "$summary")
+	acc=$(field test_accuracy "$summary")
+	if [[ -z $summary ]]; then
+		fail "$name: rank 0 printed no summary line"
+	elif [[ $crc != "$ref_crc" || $acc != "$ref_acc" ]]; then
+		fail "$name: param_crc32=$crc test_accuracy=$acc, single node: param_crc32=$ref_crc test_accuracy=$ref_acc"
+	else
+		pass "$name: 4 ranks' seed lines and param_crc32=$crc test_accuracy=$acc equal the single-node run"
+	fi
+	if grep -q 'placement: 4 ranks on 2 hosts' "$log" &&
+		grep -q 'placement: mn-node1: ranks 0-1 on cpu' "$log" &&
+		grep -q 'placement: mn-node2: ranks 2-3 on cpu' "$log"; then
+		pass "$name: rank 0 printed the placement (mn-node1: ranks 0-1, mn-node2: ranks 2-3)"
+	else
+		fail "$name: rank 0's placement lines are missing or wrong:"
+		grep 'placement' "$log" | sed 's/^/    /' >&2
+	fi
+	if grep -qx '10.77.0.2' "$tmp/agent.log" 2>/dev/null; then
+		pass "$name: node 2's daemon was started through the rsh agent"
+	else
+		fail "$name: the rsh agent never started node 2"
+	fi
+	# Node 2 must receive node 1's gradient sum and send its own every step.
+	tx=$((tx_after - tx_before))
+	rx=$((rx_after - rx_before))
+	min=$((steps * SEED_PARAMS * 4))
+	if ((tx >= min && rx >= min)); then
+		pass "$name: node 2's bridge port carried $tx bytes to and $rx bytes from node 2 (at least $min each)"
+	else
+		fail "$name: node 2's bridge port carried $tx bytes to and $rx bytes from node 2; the gradients alone need $min each way"
+	fi
+}
+
+# ---- launch 1: run_mpirun_1.sh -H, network chosen by MNIST_NET ----------------
+mkdir -p "$tmp/h"
+: >"$tmp/agent.log"
+tx_before=$(port_bytes tx) rx_before=$(port_bytes rx)
+(cd "$tmp/h" && run_timed "$RUN_TIMEOUT" "$tmp/h/out" "$on_node" "$n1" mn-node1 \
+	env TRAINER="$trainer" DATA_PATH="$train_dir/" MNIST_NET=mnet0 \
+	bash "$src/run_mpirun_1.sh" -H 10.77.0.1:2,10.77.0.2:2 "${mpi_common[@]}" -- "${TRAIN_ARGS[@]}"
+	exit "$rc")
+rc=$?
+tx_after=$(port_bytes tx) rx_after=$(port_bytes rx)
+check_run "run_mpirun_1.sh -H 10.77.0.1:2,10.77.0.2:2 (MNIST_NET=mnet0)" "$tmp/h"
+grep -q -- '--mca btl_tcp_if_include mnet0 --mca oob_tcp_if_include mnet0 -x NCCL_SOCKET_IFNAME' "$tmp/h/out" ||
+	fail "run_mpirun_1.sh did not pin the network to MNIST_NET=mnet0"
+
+# ---- launch 2: run_mpirun_2.sh HOSTFILE, network chosen by mpirun args --------
+mkdir -p "$tmp/hf"
+cat >"$tmp/hf/hostfile" <<'EOF'
+# the test cluster
+10.77.0.1 slots=2
+10.77.0.2 slots=2   # node 2
+EOF
+: >"$tmp/agent.log"
+tx_before=$(port_bytes tx) rx_before=$(port_bytes rx)
+(cd "$tmp/hf" && run_timed "$RUN_TIMEOUT" "$tmp/hf/out" "$on_node" "$n1" mn-node1 \
+	env TRAINER="$trainer" DATA_PATH="$train_dir/" \
+	bash "$src/run_mpirun_2.sh" ./hostfile "${mpi_common[@]}" \
+	--mca btl_tcp_if_include "$SUBNET" --mca oob_tcp_if_include "$SUBNET" -- "${TRAIN_ARGS[@]}"
+	exit "$rc")
+rc=$?
+tx_after=$(port_bytes tx) rx_after=$(port_bytes rx)
+check_run "run_mpirun_2.sh hostfile (2 x slots=2, $SUBNET)" "$tmp/hf"
+
+# ---- different data on node 2: refused by every rank with status 2 -----------
+mkdir -p "$tmp/bad"
+# node 2's labels: the same file with its first label changed (still 0..9)
+gzip -dcf "$labels" >"$tmp/bad/labels" || fatal "cannot copy $labels"
+first=$(od -An -tu1 -j 8 -N 1 "$tmp/bad/labels" | tr -d ' ')
+printf "\\$(printf '%03o' $(((first + 1) % 10)))" |
+	dd of="$tmp/bad/labels" bs=1 seek=8 conv=notrunc status=none
+cat >"$tmp/bad/trainer" <<EOF
+#!/bin/sh
+# the trainer, recording each rank's exit status
+$(printf '%q' "$trainer") "\$@"
+rc=\$?
+echo \$rc >$(printf '%q' "$tmp/bad")/status.\$OMPI_COMM_WORLD_RANK
+exit \$rc
+EOF
+chmod +x "$tmp/bad/trainer"
+# bad_data_run DIR TRAINER MPIRUN_ARGS...: 2 x 2 ranks, node 2 seeing the changed labels.
+bad_data_run() {
+	local dir=$1 prog=$2
+	shift 2
+	mkdir -p "$dir"
+	(cd "$dir" && run_timed "$RUN_TIMEOUT" "$dir/out" "$on_node" "$n1" mn-node1 \
+		env TRAINER="$prog" DATA_PATH="$train_dir/" \
+		NODE2_BIND_SRC="$tmp/bad/labels" NODE2_BIND_DST="$labels" \
+		bash "$src/run_mpirun_1.sh" -H 10.77.0.1:2,10.77.0.2:2 "${mpi_common[@]}" "$@" \
+		-- "${TRAIN_ARGS[@]}"
+		exit "$rc")
+	rc=$?
+}
+# With mpirun told not to end the job at the first failure, every rank's own status shows.
+bad_data_run "$tmp/bad/each" "$tmp/bad/trainer" --mca orte_abort_on_non_zero_status 0
+statuses=$(for r in 0 1 2 3; do cat "$tmp/bad/status.$r" 2>/dev/null || echo none; done | tr '\n' ' ')
+logs=$tmp/bad/each/log_output/1
+if ((rc != 124)) && [[ $statuses == "2 2 2 2 " ]] &&
+	grep -q 'start-up check: ranks 2-3 on mn-node2 differ from rank 0 on mn-node1: train_crc32=' "$logs/rank.0/stdout" &&
+	grep -q 'rank 1 on mn-node1: start-up check failed: stopping because ranks 2-3 differ from rank 0 in train_crc32' "$logs/rank.1/stdout" &&
+	grep -q 'rank 2 on mn-node2: start-up check failed: this rank differs from rank 0 in train_crc32' "$logs/rank.2/stdout" &&
+	grep -q 'rank 3 on mn-node2: start-up check failed: this rank differs from rank 0 in train_crc32' "$logs/rank.3/stdout" &&
+	! grep -q '^epoch: ' "$logs"/rank.*/stdout; then
+	pass "different data on node 2: refused before training, every rank exited 2, rank 0 named ranks 2-3 and train_crc32"
+else
+	fail "different data on node 2: rank statuses: $statuses(want 2 2 2 2), launcher status $rc, or messages missing:"
+	cat "$tmp/bad/each/out" 2>/dev/null | sed 's/^/    /' >&2
+fi
+# As launched by default, the launcher's status is the ranks' 2.
+bad_data_run "$tmp/bad/default" "$trainer"
+if ((rc == 2)); then
+	pass "different data on node 2: run_mpirun_1.sh exited with status 2"
+else
+	fail "different data on node 2: run_mpirun_1.sh exited with status $rc (want 2)"
+	sed 's/^/    /' "$tmp/bad/default/out" >&2
+fi
+
+# ---- wrong hosts: a message and a non-zero status, never a hang ---------------
+# wrong_case NAME WANT_STATUS MESSAGE HOSTFILE_TEXT LAUNCHER ARGS...
+#   HOSTFILE_TEXT goes to ./hostfile; WANT_STATUS "nonzero" accepts any failure.
+wrong_case() {
+	local name=$1 want=$2 message=$3 text=$4
+	shift 4
+	local dir
+	dir=$(mktemp -d "$tmp/wrong.XXXX")
+	printf '%b' "$text" >"$dir/hostfile"
+	(cd "$dir" && run_timed 60 "$dir/out" "$on_node" "$n1" mn-node1 \
+		env TRAINER="$trainer" DATA_PATH="$train_dir/" bash "$@" "${mpi_common[@]}" -- "${TRAIN_ARGS[@]}"
+		exit "$rc")
+	rc=$?
+	if ((rc == 124)); then
+		fail "$name: still running after 60 s (a hang)"
+	elif [[ $want == nonzero && $rc == 0 ]] || [[ $want != nonzero && $rc != "$want" ]]; then
+		fail "$name: status $rc, want $want"
+		sed 's/^/    /' "$dir/out" >&2
+	elif ! grep -qF -- "$message" "$dir/out"; then
+		fail "$name: status $rc but no message '$message':"
+		sed 's/^/    /' "$dir/out" >&2
+	else
+		pass "$name: status $rc, \"$(grep -m1 -F -- "$message" "$dir/out" | cut -c1-150)\""
+	fi
+}
+wrong_case "hostfile with an unknown host" 2 "unknown host 'no-such-node.invalid'" \
+	'10.77.0.1 slots=2\nno-such-node.invalid slots=2\n' "$src/run_mpirun_2.sh" ./hostfile
+wrong_case "hostfile with bad slots" 2 "slots 'two' for 10.77.0.2 is not a positive integer" \
+	'10.77.0.1 slots=2\n10.77.0.2 slots=two\n' "$src/run_mpirun_2.sh" ./hostfile
+wrong_case "hostfile with more ranks than slots" 2 "6 ranks asked for, but the hosts give only 4 slots" \
+	'10.77.0.1 slots=2\n10.77.0.2 slots=2\n' "$src/run_mpirun_2.sh" ./hostfile -n 6
+wrong_case "host list with bad slots" 2 "slots '0' for 10.77.0.2 is not a positive integer" \
+	'' "$src/run_mpirun_1.sh" -H 10.77.0.1:2,10.77.0.2:0
+wrong_case "hostfile with a node that does not answer" nonzero "ORTE was unable to reliably start one or more daemons" \
+	'10.77.0.1 slots=2\n10.77.0.9 slots=2\n' "$src/run_mpirun_2.sh" ./hostfile
+
+if ((failures)); then
+	echo "$failures check(s) failed" >&2
+	exit 1
+fi
+echo "all multi-node checks passed"
