@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agree.h"
 #include "backend.h"
 #include "check.h"
 #include "config.h"
@@ -167,6 +168,10 @@ int main(int argc, char **argv)
 			have_test ? "test set found" : "no test set (test_accuracy=nan)");
 		fflush(stderr);
 	}
+
+	/* Every rank runs the same configuration on the same data and build, or none runs. */
+	rc = agree_check(&d, &cfg, &train, have_test ? &test : NULL, &be, msg, sizeof(msg));
+	agree_or_exit(&d, rc, msg);
 
 	struct train_result res;
 	rc = train_run(&cfg, &d, &be, &train, have_test ? &test : NULL, metrics, &res, msg,
