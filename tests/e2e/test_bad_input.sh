@@ -29,7 +29,7 @@ TRAIN=$1
 DATA=$2
 shift 2
 MPIRUN=("$@")
-CASE_TIMEOUT=60
+CASE_TIMEOUT=${MNIST_CASE_TIMEOUT:-60} # seconds per case; a hung rank fails the case
 
 IMAGES=$DATA/train/train-images-idx3-ubyte
 LABELS=$DATA/train/train-labels-idx1-ubyte
