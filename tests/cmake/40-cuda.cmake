@@ -9,3 +9,44 @@ add_unit_test(test_kernels_host
   ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/fake_cuda.c
   ${CMAKE_CURRENT_SOURCE_DIR}/ref.c)
 target_include_directories(test_kernels_host PRIVATE ${CMAKE_SOURCE_DIR}/cuda)
+
+# The GPU parity suite (label gpu), built with the CUDA backend only:
+#   gpu_ops             every backend op, CUDA vs host, several shapes (1 rank)
+#   gpu_train_parity    200 training steps on both backends from one seed (1 rank)
+#   gpu_graph           a captured-and-replayed step vs plain launches (1 rank)
+#   gpu_allreduce_2     NCCL allreduce (avg, sum) and broadcast across 2 ranks
+# Where no device is usable every rank exits 77 after rank 0 prints why, and
+# ctest reports the test as skipped (SKIP_RETURN_CODE), never as passed.
+# The same programs with --self-test (a host backend in place of CUDA) check
+# the harness itself on any machine: labels unit and mpi, names *_selftest.
+if(MNIST_DDP_HAVE_CUDA)
+  add_library(mnist_gpu_test_util STATIC
+    ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_common.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_train.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/ref.c)
+  target_compile_options(mnist_gpu_test_util PRIVATE ${MNIST_DDP_WARNINGS})
+  target_include_directories(mnist_gpu_test_util PUBLIC
+    ${CMAKE_CURRENT_SOURCE_DIR}/gpu ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(mnist_gpu_test_util PUBLIC mnist_core)
+
+  foreach(prog gpu_ops gpu_train_parity gpu_graph gpu_allreduce)
+    add_executable(${prog} ${CMAKE_CURRENT_SOURCE_DIR}/gpu/${prog}.c)
+    target_compile_options(${prog} PRIVATE ${MNIST_DDP_WARNINGS})
+    target_link_libraries(${prog} PRIVATE mnist_gpu_test_util)
+  endforeach()
+
+  foreach(prog gpu_ops gpu_train_parity gpu_graph)
+    add_test(NAME ${prog} COMMAND ${MNIST_MPIRUN} --timeout 500 -n 1 $<TARGET_FILE:${prog}>)
+    set_tests_properties(${prog} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
+    add_test(NAME ${prog}_selftest
+             COMMAND ${MNIST_MPIRUN} --timeout 250 -n 1 $<TARGET_FILE:${prog}> --self-test)
+    set_tests_properties(${prog}_selftest PROPERTIES LABELS unit TIMEOUT 300)
+  endforeach()
+
+  add_test(NAME gpu_allreduce_2 COMMAND ${MNIST_MPIRUN} --timeout 500 -n 2 $<TARGET_FILE:gpu_allreduce>)
+  set_tests_properties(gpu_allreduce_2 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600
+                       PROCESSORS 2)
+  add_test(NAME gpu_allreduce_selftest_3
+           COMMAND ${MNIST_MPIRUN} --timeout 250 -n 3 $<TARGET_FILE:gpu_allreduce> --self-test)
+  set_tests_properties(gpu_allreduce_selftest_3 PROPERTIES LABELS mpi TIMEOUT 300 PROCESSORS 3)
+endif()

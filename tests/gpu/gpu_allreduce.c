@@ -1,0 +1,117 @@
+/*
+ * gpu_allreduce.c - the CUDA backend's collectives across ranks: NCCL
+ * allreduce (ncclAvg and ncclSum) and broadcast (ctest label gpu; started by
+ * mpirun on 2 ranks, one GPU each).
+ *
+ *   mpirun -n 2 build/tests/gpu_allreduce [--self-test]
+ *
+ * Rank r fills its buffer with (r + 1) * (i % 97 + 1): small integers whose
+ * sum over N ranks, N (N + 1) / 2 * (i % 97 + 1), is exact in float32, and so
+ * is the mean when N is a power of two. Every element is checked, and the
+ * count of wrong ones must be 0 (when N is not a power of two the mean may
+ * be off by one rounding: 2 FLT_EPSILON relative is allowed). Broadcast from
+ * the last rank must leave its pattern everywhere. Expected values are
+ * computed from (rank, size) alone. Rank 0 prints one row per case, with
+ * nccl-tests' columns: time, algorithm and bus bandwidth, #wrong.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "gpu_common.h"
+
+#define TIMED_ITERS 5
+
+static float pattern(int rank, size_t i)
+{
+	return (float)((rank + 1) * (int)(i % 97 + 1));
+}
+
+/* Elements of got that are not the expected value of the op (summed over all ranks). */
+static long long count_wrong(const struct gpu_test *t, const float *got, size_t n,
+			     enum reduce_op op)
+{
+	int p = t->d.size;
+	int pow2 = (p & (p - 1)) == 0;
+	double ranks_sum = (double)p * (p + 1) / 2.0;
+	long long wrong = 0;
+	for (size_t i = 0; i < n; i++) {
+		double sum = ranks_sum * (double)(i % 97 + 1);
+		double want = op == REDUCE_SUM ? sum : sum / p;
+		double tol = op == REDUCE_MEAN && !pow2 ? 2.0 * FLT_EPSILON * want : 0.0;
+		wrong += !(fabs((double)got[i] - want) <= tol);
+	}
+	return wrong;
+}
+
+static void allreduce_case(struct gpu_test *t, size_t n, enum reduce_op op, float *h)
+{
+	const struct backend *be = &t->dev;
+	for (size_t i = 0; i < n; i++)
+		h[i] = pattern(t->d.rank, i);
+	float *d = gpu_upload_new(be, h, n * sizeof(float));
+	be->ops->allreduce(be->ctx, d, n, op);
+	gpu_download(be, h, d, n * sizeof(float));
+	long long wrong = count_wrong(t, h, n, op), all_wrong = 0;
+	MPI_CHECK(MPI_Allreduce(&wrong, &all_wrong, 1, MPI_LONG_LONG, MPI_SUM, t->d.comm));
+
+	/* Timing on the same buffer: the values no longer matter. */
+	backend_synchronize(be);
+	MPI_CHECK(MPI_Barrier(t->d.comm));
+	double t0 = MPI_Wtime();
+	for (int it = 0; it < TIMED_ITERS; it++)
+		be->ops->allreduce(be->ctx, d, n, REDUCE_SUM);
+	backend_synchronize(be);
+	double us = (MPI_Wtime() - t0) / TIMED_ITERS * 1e6;
+	double algbw = (double)n * sizeof(float) / (us * 1e-6) / 1e9;
+	double busbw = algbw * 2.0 * (t->d.size - 1) / t->d.size;
+	if (t->d.rank == 0)
+		printf("%12zu %12zu %8s %10.1f %8.3f %8.3f %8lld\n", n * sizeof(float), n,
+		       op == REDUCE_SUM ? "sum" : "avg", us, algbw, busbw, all_wrong);
+	gpu_test_check(t, wrong == 0, "allreduce %s of %zu floats: %lld wrong on this rank",
+		       op == REDUCE_SUM ? "sum" : "mean", n, wrong);
+	backend_free(be, d);
+}
+
+static void broadcast_case(struct gpu_test *t, size_t n, float *h)
+{
+	const struct backend *be = &t->dev;
+	int root = t->d.size - 1;
+	for (size_t i = 0; i < n; i++)
+		h[i] = t->d.rank == root ? pattern(root, i) : -1.0f;
+	float *d = gpu_upload_new(be, h, n * sizeof(float));
+	be->ops->broadcast(be->ctx, d, n, root);
+	gpu_download(be, h, d, n * sizeof(float));
+	long long wrong = 0;
+	for (size_t i = 0; i < n; i++)
+		wrong += h[i] != pattern(root, i);
+	gpu_test_check(t, wrong == 0, "broadcast of %zu floats from rank %d: %lld wrong on this rank",
+		       n, root, wrong);
+	backend_free(be, d);
+}
+
+int main(int argc, char **argv)
+{
+	struct gpu_test t;
+	const size_t sizes[] = {1, 2, 7, 1024, 101770, 1000003, (size_t)4 << 20};
+	const size_t n_sizes = sizeof(sizes) / sizeof(sizes[0]);
+
+	gpu_test_init(&t, "gpu_allreduce", 1, &argc, &argv);
+	gpu_test_start(&t);
+	if (t.d.size < 2 && t.d.rank == 0)
+		printf("# note: one rank only; start with mpirun -n 2 or more to test communication\n");
+	float *h = xmalloc(sizes[n_sizes - 1] * sizeof(float));
+	if (t.d.rank == 0)
+		printf("#%11s %12s %8s %10s %8s %8s %8s\n", "size(B)", "count", "redop", "time(us)",
+		       "algbw", "busbw", "#wrong");
+	for (size_t s = 0; s < n_sizes; s++) {
+		allreduce_case(&t, sizes[s], REDUCE_SUM, h);
+		allreduce_case(&t, sizes[s], REDUCE_MEAN, h);
+	}
+	for (size_t s = 0; s < n_sizes; s++)
+		broadcast_case(&t, sizes[s], h);
+	free(h);
+	return gpu_test_finish(&t);
+}

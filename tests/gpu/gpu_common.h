@@ -1,0 +1,67 @@
+/*
+ * gpu_common.h - what the GPU parity programs (tests/gpu/, ctest label gpu)
+ * share: start-up, the skip rule, the two backends, checks and the exit code.
+ *
+ * Each program holds the CUDA backend against the host backend (the oracle).
+ * Where no device is usable on some rank, every rank exits 77 after rank 0
+ * prints why; ctest, told SKIP_RETURN_CODE 77, reports the test as skipped,
+ * never as passed.
+ *
+ * --self-test puts a second host backend where the CUDA backend would be, so
+ * the harness itself (comparisons, tolerances, the multi-rank plumbing) runs
+ * on any machine; those runs are registered under their own names and never
+ * stand in for the GPU runs.
+ */
+#ifndef MNIST_DDP_TESTS_GPU_COMMON_H
+#define MNIST_DDP_TESTS_GPU_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "dist.h"
+
+#define GPU_TEST_SKIP 77
+
+struct gpu_test {
+	const char *name;
+	struct dist d;
+	int self_test; /* --self-test: the host backend stands in for CUDA */
+	uint64_t seed; /* MNIST_TEST_SEED or the program's default */
+	int checks, failures;
+	struct backend dev;  /* under test: CUDA (or host in self-test) */
+	struct backend host; /* the oracle */
+};
+
+/* MPI start-up and the command line; prints the plan on rank 0. */
+void gpu_test_init(struct gpu_test *t, const char *name, uint64_t default_seed, int *argc,
+		   char ***argv);
+
+/*
+ * Unless self-testing: every rank probes its device; when any rank has none,
+ * rank 0 prints "SKIP <name>: rank R: <why>" and every rank exits 77.
+ * Then creates t->dev and t->host (a failure to create is a failure, not a skip).
+ */
+void gpu_test_start(struct gpu_test *t);
+
+/* Count a check; print it on this rank when it failed, or on rank 0 when verbose. */
+void gpu_test_check(struct gpu_test *t, int ok, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Destroy both backends, agree on the outcome, print it, finalize MPI: the exit code. */
+int gpu_test_finish(struct gpu_test *t);
+
+/* Backend memory: alloc + upload (fatal when out of memory), and download. */
+void *gpu_upload_new(const struct backend *b, const void *host, size_t bytes);
+void gpu_download(const struct backend *b, void *host, const void *dev, size_t bytes);
+
+/*
+ * Normalised error max_i |got_i - ref_i| / max(max_i |ref_i|, 1e-30), and the
+ * index of the largest difference in *at (may be NULL). NaN anywhere gives +inf.
+ */
+double gpu_norm_err(const float *got, const float *ref, size_t n, size_t *at);
+
+/* Elements that differ bit for bit (as floats compare; NaN always differs). */
+size_t gpu_count_diff(const float *a, const float *b, size_t n);
+
+#endif /* MNIST_DDP_TESTS_GPU_COMMON_H */
