@@ -54,8 +54,8 @@ Environment:
   LOG_DIR         output directory (default log_output): LOG_DIR/1/rank.N/stdout
   MNIST_SSH_OPTS  ssh options for starting the remote daemons (default
                   "-o BatchMode=yes -o ConnectTimeout=10": fail, never wait for a
-                  password); empty leaves mpirun's own; unused when MPIRUN_ARGS
-                  set plm_rsh_agent or plm_rsh_args
+                  password); empty leaves mpirun's own; unused when an rsh
+                  agent or its arguments are set (--mca plm_rsh_agent ...)
   MNIST_HOST_CHECK 0 skips the check that every host name resolves
   MPIRUN          the mpirun program (default mpirun)
 
@@ -262,8 +262,10 @@ if [[ -n ${MNIST_NET:-} ]]; then
 fi
 
 ssh_opts=${MNIST_SSH_OPTS--o BatchMode=yes -o ConnectTimeout=10}
-if [[ -n $ssh_opts ]] && ! has_mpi_arg '*plm_rsh_agent*' && ! has_mpi_arg '*plm_rsh_args*' &&
-	[[ -z ${OMPI_MCA_plm_rsh_agent:-}${OMPI_MCA_plm_rsh_args:-} ]]; then
+# Only for mpirun's own ssh: not when an rsh agent or its arguments are set
+# (plm_rsh_agent and its synonyms orte_rsh_agent, pls_rsh_agent), here or in the environment.
+if [[ -n $ssh_opts ]] && ! has_mpi_arg '*rsh_agent*' && ! has_mpi_arg '*rsh_args*' &&
+	! env | grep -qE '^OMPI_MCA_[a-z]+_rsh_(agent|args)='; then
 	cmd+=(--mca plm_rsh_args "$ssh_opts")
 fi
 

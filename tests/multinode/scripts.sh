@@ -126,6 +126,10 @@ FAKE_RC=3 launch run_mpirun_1.sh -H localhost:1
 ((rc == 3)) || fail "mpirun's status 3 is not the launcher's: $rc"
 launch run_mpirun_1.sh -H localhost:1 --mca plm_rsh_agent /bin/false
 expect_ok "own agent" && { [[ $argv != *plm_rsh_args* ]] || fail "plm_rsh_args added although an rsh agent was given: $argv"; }
+launch run_mpirun_1.sh -H localhost:1 --mca orte_rsh_agent /bin/false
+expect_ok "own agent (synonym)" && { [[ $argv != *plm_rsh_args* ]] || fail "plm_rsh_args added although orte_rsh_agent was given: $argv"; }
+OMPI_MCA_plm_rsh_agent=/bin/false launch run_mpirun_1.sh -H localhost:1
+expect_ok "own agent (environment)" && { [[ $argv != *plm_rsh_args* ]] || fail "plm_rsh_args added although OMPI_MCA_plm_rsh_agent is set: $argv"; }
 MNIST_SSH_OPTS='' launch run_mpirun_1.sh -H localhost:1
 expect_ok "MNIST_SSH_OPTS empty" && { [[ $argv != *plm_rsh_args* ]] || fail "MNIST_SSH_OPTS= still adds plm_rsh_args: $argv"; }
 launch run_mpirun_1.sh -H localhost:1 -n 3 --oversubscribe
