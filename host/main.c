@@ -139,6 +139,9 @@ int main(int argc, char **argv)
 	rc = load_data(&cfg, &train, &test, &have_test, msg, sizeof(msg));
 	agree_or_exit(&d, rc, msg);
 
+	rc = train_validate(&cfg, &d, &train, msg, sizeof(msg));
+	agree_or_exit(&d, rc, msg);
+
 	FILE *metrics = NULL;
 	rc = EXIT_OK;
 	if (d.rank == 0 && cfg.metrics_path[0] && !(metrics = fopen(cfg.metrics_path, "w"))) {

@@ -123,6 +123,25 @@ double train_evaluate(const struct dist *d, const struct backend *be, const stru
 	return counts[1] ? (double)counts[0] / (double)counts[1] : NAN;
 }
 
+int train_validate(const struct train_config *c, const struct dist *d,
+		   const struct mnist_set *train, char *err, size_t errlen)
+{
+	int n = train->count;
+	if (c->limit > n) {
+		snprintf(err, errlen, "--limit: %ld is more than the %d training images in %s",
+			 c->limit, n, c->data_dir);
+		return 2;
+	}
+	if (c->limit > 0)
+		n = (int)c->limit;
+	struct sampler smp;
+	if (sampler_create(&smp, n, d->rank, d->size, c->batch_size, c->drop_last, c->seed, err,
+			   errlen))
+		return 2;
+	sampler_destroy(&smp);
+	return 0;
+}
+
 /* Every replica must hold the same parameters; a difference is a bug worth stopping for. */
 static void check_replicas(const struct dist *d, const float *params, size_t n)
 {
@@ -146,15 +165,9 @@ int train_run(const struct train_config *c, const struct dist *d, const struct b
 	memset(res, 0, sizeof(*res));
 	res->test_accuracy = NAN;
 
-	int n = train->count;
-	if (c->limit > 0) {
-		if (c->limit > n) {
-			snprintf(err, errlen, "--limit: %ld is more than the %d training images in %s",
-				 c->limit, n, c->data_dir);
-			return 2;
-		}
-		n = (int)c->limit;
-	}
+	if (train_validate(c, d, train, err, errlen))
+		return 2;
+	int n = c->limit > 0 ? (int)c->limit : train->count;
 	if (sampler_create(&smp, n, d->rank, d->size, c->batch_size, c->drop_last, c->seed, err,
 			   errlen))
 		return 2;

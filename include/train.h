@@ -42,6 +42,13 @@ int train_run(const struct train_config *c, const struct dist *d, const struct b
 	      const struct mnist_set *train, const struct mnist_set *test,
 	      FILE *metrics, struct train_result *res, char *err, size_t errlen);
 
+/*
+ * The checks train_run makes before it starts (--limit against the data, a
+ * sampler that leaves at least one step): 0, or 2 with err filled.
+ */
+int train_validate(const struct train_config *c, const struct dist *d,
+		   const struct mnist_set *train, char *err, size_t errlen);
+
 /* Accuracy of params on `test`, each rank scoring every N-th example. */
 double train_evaluate(const struct dist *d, const struct backend *be, const struct model *m,
 		      struct model_ws *ws, const float *params, const struct mnist_set *test);
