@@ -142,6 +142,32 @@ int train_validate(const struct train_config *c, const struct dist *d,
 	return 0;
 }
 
+/* Steps timed with --metrics: at most this many (the first ones), 4 MiB of floats. */
+#define TRAIN_STEP_TIMES_MAX (1 << 20)
+
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
+/* One JSON line with the step-time distribution (sorts secs). */
+static void write_step_times(FILE *f, float *secs, int n)
+{
+	if (!n)
+		return;
+	qsort(secs, (size_t)n, sizeof(*secs), cmp_float);
+	double sum = 0.0;
+	for (int i = 0; i < n; i++)
+		sum += secs[i];
+	int p95 = (int)(0.95 * (n - 1) + 0.5);
+	fprintf(f,
+		"{\"event\": \"step_times\", \"steps\": %d, \"median_ms\": %.6f, \"p95_ms\": %.6f, "
+		"\"mean_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f}\n",
+		n, 1e3 * (n % 2 ? secs[n / 2] : 0.5 * (secs[n / 2 - 1] + secs[n / 2])),
+		1e3 * secs[p95], 1e3 * sum / n, 1e3 * secs[0], 1e3 * secs[n - 1]);
+}
+
 /* Every replica must hold the same parameters; a difference is a bug worth stopping for. */
 static void check_replicas(const struct dist *d, const float *params, size_t n)
 {
@@ -201,6 +227,13 @@ int train_run(const struct train_config *c, const struct dist *d, const struct b
 	const int zero = 0;
 	long long images = 0;
 	res->steps_per_epoch = smp.steps;
+	/*
+	 * With --metrics (rank 0), each step's wall time, the backend synchronized at
+	 * its end, into a buffer allocated here: the step itself allocates nothing.
+	 */
+	long long max_steps = (long long)c->epochs * smp.steps;
+	int n_timed = 0, max_timed = max_steps < TRAIN_STEP_TIMES_MAX ? (int)max_steps : TRAIN_STEP_TIMES_MAX;
+	float *step_secs = metrics ? xmalloc((size_t)max_timed * sizeof(float)) : NULL;
 
 	backend_synchronize(be);
 	MPI_CHECK(MPI_Barrier(d->comm));
@@ -210,6 +243,7 @@ int train_run(const struct train_config *c, const struct dist *d, const struct b
 		be->ops->upload(be->ctx, st.index, host_index, (size_t)smp.shard_len * sizeof(int32_t));
 		be->ops->upload(be->ctx, st.cursor, &zero, sizeof(zero));
 		for (int step = 0; step < smp.steps; step++) {
+			double t_step = step_secs ? report_now() : 0.0;
 			int rows = sampler_batch_rows(&smp, step);
 			if (capture && rows == c->batch_size && !graph) {
 				/* Record the step once; capture only records, nothing runs yet. */
@@ -225,6 +259,10 @@ int train_run(const struct train_config *c, const struct dist *d, const struct b
 			else
 				step_ops(&st, rows);
 			images += (long long)rows * d->size;
+			if (step_secs && n_timed < max_timed) {
+				backend_synchronize(be);
+				step_secs[n_timed++] = (float)(report_now() - t_step);
+			}
 
 			int last = epoch == c->epochs - 1 && step == smp.steps - 1;
 			if (step % c->log_every == 0 || last) {
@@ -254,6 +292,10 @@ int train_run(const struct train_config *c, const struct dist *d, const struct b
 	res->train_seconds = report_now() - t0;
 	progress_end(&prog);
 	res->images = images;
+	if (step_secs) {
+		write_step_times(metrics, step_secs, n_timed);
+		free(step_secs);
+	}
 
 	be->ops->download(be->ctx, host_params, st.params, pbytes);
 	check_replicas(d, host_params, m.n_params);
