@@ -175,6 +175,8 @@ def main():
         train_seconds += time.perf_counter() - t_epoch
         if a.target_accuracy > 0 and have_test:
             acc = evaluate(model, x_test, y_test, device)  # every rank scores the whole test set
+            if rank == 0:
+                print(f"epoch {epoch} train_seconds={train_seconds:.3f} test_accuracy={acc:.4f}", file=sys.stderr, flush=True)
             if acc >= a.target_accuracy:
                 tta = train_seconds
                 break
