@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sched.h>
+#include <time.h>
+
 #include "backend.h"
 #include "check.h"
 #include "dist.h"
@@ -16,6 +19,8 @@
 struct host_ctx {
 	MPI_Comm comm;
 	int size;
+	double timeout;  /* seconds a collective may take; 0: no deadline */
+	int epoch, step; /* position of the collectives, for the deadline message */
 };
 
 static void *host_alloc(void *ctx, size_t bytes)
@@ -188,12 +193,73 @@ static void host_sgd_update(void *ctx, float *p, const float *g, float *v, size_
 		sgd_plain(p, g, n, lr);
 }
 
+static double host_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/*
+ * The collective deadline: poll a nonblocking collective until it completes
+ * or h->timeout seconds pass. Spinning on MPI_Test for the first 2 ms keeps a
+ * normal step as fast as the blocking call; a longer wait yields the core,
+ * and past 50 ms sleeps 0.2 ms between polls (the rank is waiting on another
+ * that is late anyway). On expiry the rank says which collective of which
+ * step hangs, waits a second so that the other ranks still running can say
+ * the same, and aborts the job.
+ */
+static void host_wait(struct host_ctx *h, MPI_Request *req, const char *what)
+{
+	double start = host_now(), waited;
+	for (;;) {
+		int done = 0;
+		MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+		if (done)
+			return;
+		waited = host_now() - start;
+		if (waited >= h->timeout)
+			break;
+		if (waited > 0.05) {
+			struct timespec nap = {0, 200000};
+			nanosleep(&nap, NULL);
+		} else if (waited > 0.002) {
+			sched_yield();
+		}
+	}
+	fprintf(stderr, "rank %d on %s: %s at epoch %d step %d not complete after %g s\n",
+		check_rank(), check_host(), what, h->epoch, h->step, h->timeout);
+	fflush(stderr);
+	struct timespec grace = {1, 0};
+	nanosleep(&grace, NULL);
+	MPI_Abort(MPI_COMM_WORLD, 1);
+	exit(1);
+}
+
+static void host_set_timeout(void *ctx, double seconds)
+{
+	((struct host_ctx *)ctx)->timeout = seconds;
+}
+
+static void host_set_position(void *ctx, int epoch, int step)
+{
+	struct host_ctx *h = ctx;
+	h->epoch = epoch;
+	h->step = step;
+}
+
 static void host_allreduce(void *ctx, float *buf, size_t n, enum reduce_op op)
 {
 	struct host_ctx *h = ctx;
 	if (h->size == 1 || n == 0)
 		return;
-	MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, h->comm));
+	if (h->timeout > 0.0) {
+		MPI_Request req;
+		MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, h->comm, &req));
+		host_wait(h, &req, "allreduce");
+	} else {
+		MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, h->comm));
+	}
 	if (op == REDUCE_MEAN) {
 		float inv = 1.0f / (float)h->size;
 		for (size_t i = 0; i < n; i++)
@@ -204,8 +270,15 @@ static void host_allreduce(void *ctx, float *buf, size_t n, enum reduce_op op)
 static void host_broadcast(void *ctx, float *buf, size_t n, int root)
 {
 	struct host_ctx *h = ctx;
-	if (h->size > 1 && n)
+	if (h->size == 1 || n == 0)
+		return;
+	if (h->timeout > 0.0) {
+		MPI_Request req;
+		MPI_CHECK(MPI_Ibcast(buf, (int)n, MPI_FLOAT, root, h->comm, &req));
+		host_wait(h, &req, "broadcast");
+	} else {
 		MPI_CHECK(MPI_Bcast(buf, (int)n, MPI_FLOAT, root, h->comm));
+	}
 }
 
 static void host_destroy(void *ctx)
@@ -229,6 +302,8 @@ static const struct backend_ops host_ops = {
 	.sgd_update = host_sgd_update,
 	.allreduce = host_allreduce,
 	.broadcast = host_broadcast,
+	.set_timeout = host_set_timeout,
+	.set_position = host_set_position,
 	.destroy = host_destroy,
 };
 
@@ -237,6 +312,8 @@ int backend_host_create(const struct dist *d, int threads, struct backend *out)
 	struct host_ctx *h = xmalloc(sizeof(*h));
 	h->comm = d ? d->comm : MPI_COMM_SELF;
 	h->size = 1;
+	h->timeout = 0.0; /* no deadline until set_timeout */
+	h->epoch = h->step = 0;
 	if (d)
 		MPI_CHECK(MPI_Comm_size(h->comm, &h->size));
 	if (threads > 0)

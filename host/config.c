@@ -32,6 +32,12 @@ enum {
 	OPT_THREADS,
 	OPT_NO_GRAPH,
 	OPT_METRICS,
+	OPT_CHECKPOINT_DIR,
+	OPT_SAVE_EVERY,
+	OPT_KEEP,
+	OPT_RESUME,
+	OPT_TIMEOUT,
+	OPT_ALLOW_NONFINITE,
 	OPT_HELP,
 };
 
@@ -53,6 +59,12 @@ static const struct option config_options[] = {
 	{"threads", required_argument, NULL, OPT_THREADS},
 	{"no-graph", no_argument, NULL, OPT_NO_GRAPH},
 	{"metrics", required_argument, NULL, OPT_METRICS},
+	{"checkpoint-dir", required_argument, NULL, OPT_CHECKPOINT_DIR},
+	{"save-every", required_argument, NULL, OPT_SAVE_EVERY},
+	{"keep", required_argument, NULL, OPT_KEEP},
+	{"resume", required_argument, NULL, OPT_RESUME},
+	{"timeout", required_argument, NULL, OPT_TIMEOUT},
+	{"allow-nonfinite", no_argument, NULL, OPT_ALLOW_NONFINITE},
 	{"help", no_argument, NULL, OPT_HELP},
 	{NULL, 0, NULL, 0},
 };
@@ -76,6 +88,8 @@ void config_defaults(struct train_config *c)
 	c->backend = BACKEND_AUTO;
 	c->grad_reduce = REDUCE_MEAN;
 	c->use_graph = 1;
+	c->keep = 3;
+	c->timeout = 300.0;
 }
 
 void config_print_help(const char *prog)
@@ -112,6 +126,17 @@ void config_print_help(const char *prog)
 	       "  --log-every N         print a loss line every N steps (default 10)\n"
 	       "  --metrics FILE        rank 0 writes JSON lines (epoch, step, loss, images/s,\n"
 	       "                        elapsed) to FILE\n"
+	       "Checkpoints and failures (docs/reliability.md):\n"
+	       "  --checkpoint-dir DIR  rank 0 saves DIR/ckpt-<epoch>-<global step>.safetensors\n"
+	       "                        (parameters, optimizer state, position, configuration)\n"
+	       "                        at the end of every epoch, written atomically\n"
+	       "  --save-every N        also save every N steps (default 0: epoch ends only)\n"
+	       "  --keep K              keep the K newest checkpoints, 0 = all (default 3)\n"
+	       "  --resume PATH         continue from a checkpoint file, or from the newest\n"
+	       "                        valid one in a directory; --epochs stays the total\n"
+	       "  --timeout SECONDS     end the job when a collective is not complete after\n"
+	       "                        this long, 0 = wait forever (default 300)\n"
+	       "  --allow-nonfinite     keep training on a NaN or Inf loss (default: stop)\n"
 	       "  --help                this text\n\n"
 	       "Each rank prints `epoch: E, step: S, loss is L` on its stdout; rank 0 ends with\n"
 	       "one `summary:` line. Exit status: 0 done, 2 bad usage or input, 1 failure.\n",
@@ -174,6 +199,7 @@ int config_parse(int argc, char **argv, struct train_config *c, char *err, size_
 {
 	long v;
 	int hidden_given = 0;
+	const char *ckpt_flag = NULL; /* the first flag that needs --checkpoint-dir */
 	config_defaults(c);
 	/* 0, not 1: glibc and musl then also forget the previous scan's position. */
 	optind = 0;
@@ -282,6 +308,37 @@ int config_parse(int argc, char **argv, struct train_config *c, char *err, size_
 		case OPT_NO_GRAPH:
 			c->use_graph = 0;
 			break;
+		case OPT_CHECKPOINT_DIR:
+		case OPT_RESUME:
+			if (!*arg || strlen(arg) >= CONFIG_PATH_MAX - 96)
+				return config_error(err, errlen, "%s: expected a path of 1 to %d characters",
+						    flag, CONFIG_PATH_MAX - 97);
+			strcpy(opt == OPT_RESUME ? c->resume : c->checkpoint_dir, arg);
+			break;
+		case OPT_SAVE_EVERY:
+			ckpt_flag = ckpt_flag ? ckpt_flag : "--save-every";
+			if (parse_long(arg, 0, 1000000000, &v))
+				return config_error(err, errlen, "--save-every: '%s' is not an integer in 0..1000000000 (steps; 0: epoch ends only)", arg);
+			c->save_every = (int)v;
+			break;
+		case OPT_KEEP:
+			ckpt_flag = ckpt_flag ? ckpt_flag : "--keep";
+			if (parse_long(arg, 0, 1000000, &v))
+				return config_error(err, errlen, "--keep: '%s' is not an integer in 0..1000000 (0: keep all)", arg);
+			c->keep = (int)v;
+			break;
+		case OPT_TIMEOUT: {
+			char *end;
+			errno = 0;
+			double t = strtod(arg, &end);
+			if (errno || end == arg || *end || !isfinite(t) || t < 0.0 || t > 1e6)
+				return config_error(err, errlen, "--timeout: '%s' is not a number of seconds in 0..1000000 (0: no deadline)", arg);
+			c->timeout = t;
+			break;
+		}
+		case OPT_ALLOW_NONFINITE:
+			c->allow_nonfinite = 1;
+			break;
 		case OPT_HELP:
 			return CONFIG_HELP;
 		case ':':
@@ -296,6 +353,8 @@ int config_parse(int argc, char **argv, struct train_config *c, char *err, size_
 	/* --hidden only shapes the mlp; accepted and ignored otherwise would be a silent default. */
 	if (hidden_given && c->model != MODEL_MLP)
 		return config_error(err, errlen, "--hidden: only the mlp model has hidden layers (add --model mlp)");
+	if (ckpt_flag && !c->checkpoint_dir[0])
+		return config_error(err, errlen, "%s: only applies with --checkpoint-dir DIR", ckpt_flag);
 	return CONFIG_OK;
 }
 

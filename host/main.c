@@ -22,6 +22,7 @@
 #include "agree.h"
 #include "backend.h"
 #include "check.h"
+#include "checkpoint.h"
 #include "config.h"
 #include "dist.h"
 #include "idx.h"
@@ -148,6 +149,12 @@ int main(int argc, char **argv)
 		snprintf(msg, sizeof(msg), "--metrics: cannot open %s for writing", cfg.metrics_path);
 		rc = EXIT_BAD_INPUT;
 	}
+	agree_or_exit(&d, rc, msg);
+
+	/* Rank 0 writes the checkpoints: it makes sure it can before any rank trains. */
+	if (d.rank == 0 && cfg.checkpoint_dir[0] &&
+	    checkpoint_prepare_dir(cfg.checkpoint_dir, msg, sizeof(msg)))
+		rc = EXIT_BAD_INPUT;
 	agree_or_exit(&d, rc, msg);
 
 	struct backend be;

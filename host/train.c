@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "checkpoint.h"
 #include "report.h"
 #include "sampler.h"
 
@@ -179,6 +180,105 @@ static void check_replicas(const struct dist *d, const float *params, size_t n)
 		die(1, "replicas diverged: parameter checksums differ across ranks (%08x vs %08x)", lo, hi);
 }
 
+/* Where a resumed run starts, and rank 0's copy of the state it starts from. */
+struct resume_state {
+	int epoch, step;          /* the first step to run */
+	float *params, *velocity; /* (n_params) each, rank 0 only; NULL elsewhere */
+};
+
+/*
+ * --resume: rank 0 finds, validates and reads the checkpoint (a directory's
+ * newest valid one, warning about each corrupt one it skips); every rank
+ * agrees on the outcome and learns where to continue. The step after the
+ * checkpoint's is the same global step whatever the rank count: the sampler
+ * position is next_step global batches into the epoch's permutation, and
+ * checkpoint_compat has made sure the global batch is the same.
+ * Returns 0, or 2 on every rank with err saying why.
+ */
+static int train_resume(const struct train_config *c, const struct dist *d,
+			const struct model *m, const struct checkpoint_info *run,
+			struct resume_state *rs, char *err, size_t errlen)
+{
+	long long pos[2] = {0, 0};
+	int rc = 0;
+	memset(rs, 0, sizeof(*rs));
+	if (d->rank == 0) {
+		struct checkpoint_info ck;
+		char used[CONFIG_PATH_MAX + 96], why[2048];
+		rs->params = xmalloc(m->n_params * sizeof(float));
+		rs->velocity = xmalloc(m->n_params * sizeof(float));
+		if (checkpoint_resume(c->resume, m, run, &ck, rs->params, rs->velocity, used,
+				      sizeof(used), stderr, why, sizeof(why)) != CHECKPOINT_OK) {
+			snprintf(err, errlen, "--resume %s: %s", c->resume, why);
+			rc = 2;
+		} else {
+			pos[0] = ck.next_epoch;
+			pos[1] = ck.next_step;
+			fprintf(stderr,
+				"mnist-train: resuming from %s (after epoch %d step %d, global step %lld); "
+				"continuing at epoch %d step %d\n",
+				used, ck.epoch, ck.step, ck.global_step, ck.next_epoch, ck.next_step);
+			if (ck.ranks != run->ranks)
+				fprintf(stderr,
+					"mnist-train: the checkpoint was written by %d ranks x batch %d, this run "
+					"has %d x %d: the same global batch of %d examples per step, split "
+					"differently, so results match a run on %d ranks up to floating-point "
+					"rounding, not bitwise\n",
+					ck.ranks, ck.batch_size, run->ranks, run->batch_size,
+					run->ranks * run->batch_size, ck.ranks);
+			fflush(stderr);
+		}
+	}
+	if (dist_agree(d, rc, NULL)) {
+		if (d->rank != 0)
+			snprintf(err, errlen, "rank %d on %s: stopping because rank 0 could not resume from --resume %s",
+				 d->rank, d->host, c->resume);
+		free(rs->params);
+		free(rs->velocity);
+		memset(rs, 0, sizeof(*rs));
+		return 2;
+	}
+	MPI_CHECK(MPI_Bcast(pos, 2, MPI_LONG_LONG, 0, d->comm));
+	rs->epoch = (int)pos[0];
+	rs->step = (int)pos[1];
+	return 0;
+}
+
+/*
+ * Rank 0 saves a checkpoint after `global_step` steps (atomically) and prunes
+ * to --keep. Unless --allow-nonfinite, parameters that are not all finite
+ * stop the run here, so no checkpoint ever holds a diverged model. A failed
+ * write ends the job: training on without the checkpoints asked for would
+ * lose work silently.
+ */
+static void train_save(const struct train_config *c, const struct dist *d,
+		       const struct step_state *st, struct checkpoint_info *info,
+		       long long global_step, int steps_per_epoch, float *host_params,
+		       float *host_velocity)
+{
+	const struct backend *be = st->be;
+	size_t n = st->m->n_params;
+	char path[CONFIG_PATH_MAX + 96], why[2048];
+	if (d->rank != 0)
+		return;
+	be->ops->download(be->ctx, host_params, st->params, n * sizeof(float));
+	be->ops->download(be->ctx, host_velocity, st->velocity, n * sizeof(float));
+	checkpoint_info_set_position(info, global_step, steps_per_epoch);
+	if (!c->allow_nonfinite)
+		for (size_t i = 0; i < n; i++)
+			if (!isfinite(host_params[i]) || !isfinite(host_velocity[i]))
+				die(1, "parameter %zu is not finite after epoch %d step %d: training diverged; "
+				       "no checkpoint saved (--allow-nonfinite keeps going)",
+				    i, info->epoch, info->step);
+	if (checkpoint_save(c->checkpoint_dir, st->m, info, host_params, host_velocity, path,
+			    sizeof(path), why, sizeof(why)))
+		die(1, "checkpoint not saved: %s", why);
+	if (checkpoint_prune(c->checkpoint_dir, global_step, c->keep, why, sizeof(why)) < 0)
+		fprintf(stderr, "mnist-train: warning: --keep %d: %s\n", c->keep, why);
+	fprintf(stderr, "mnist-train: saved %s\n", path);
+	fflush(stderr);
+}
+
 int train_run(const struct train_config *c, const struct dist *d, const struct backend *be,
 	      const struct mnist_set *train, const struct mnist_set *test,
 	      FILE *metrics, struct train_result *res, char *err, size_t errlen)
@@ -200,6 +300,16 @@ int train_run(const struct train_config *c, const struct dist *d, const struct b
 
 	model_init(&m, c->model, c->hidden, c->n_hidden);
 	size_t pbytes = m.n_params * sizeof(float);
+	struct checkpoint_info ckpt;
+	struct resume_state rs = {0};
+	checkpoint_info_from_config(&ckpt, c, d->size, n, train->checksum);
+	ckpt.steps_per_epoch = smp.steps;
+	if (c->resume[0] && train_resume(c, d, &m, &ckpt, &rs, err, errlen)) {
+		sampler_destroy(&smp);
+		return 2;
+	}
+	backend_set_timeout(be, c->timeout);
+	backend_set_position(be, rs.epoch, rs.step);
 	int ws_rows = c->batch_size > TRAIN_EVAL_ROWS ? c->batch_size : TRAIN_EVAL_ROWS;
 	if (model_ws_create(be, &m, ws_rows, &ws))
 		die(1, "out of %s memory for a batch of %d", be->ops->name, ws_rows);
@@ -217,14 +327,22 @@ int train_run(const struct train_config *c, const struct dist *d, const struct b
 	int32_t *host_index = xmalloc((size_t)smp.shard_len * sizeof(int32_t));
 	float *host_rows = xmalloc((size_t)c->batch_size * sizeof(float));
 	model_init_params(&m, c->seed, host_params);
-	be->ops->upload(be->ctx, st.params, host_params, pbytes);
+	be->ops->upload(be->ctx, st.params, rs.params ? rs.params : host_params, pbytes);
 	be->ops->broadcast(be->ctx, st.params, m.n_params, 0);
+	if (c->resume[0]) {
+		/* The optimizer state too: every replica holds the same velocity. */
+		if (rs.velocity)
+			be->ops->upload(be->ctx, st.velocity, rs.velocity, pbytes);
+		be->ops->broadcast(be->ctx, st.velocity, m.n_params, 0);
+	}
+	float *host_velocity = c->checkpoint_dir[0] && d->rank == 0 ? xmalloc(pbytes) : NULL;
+	free(rs.params);
+	free(rs.velocity);
 
 	struct progress prog;
 	progress_start(&prog, d->rank == 0);
 	void *graph = NULL;
 	int capture = c->use_graph && backend_can_capture(be);
-	const int zero = 0;
 	long long images = 0;
 	res->steps_per_epoch = smp.steps;
 	/*
@@ -238,13 +356,17 @@ int train_run(const struct train_config *c, const struct dist *d, const struct b
 	backend_synchronize(be);
 	MPI_CHECK(MPI_Barrier(d->comm));
 	double t0 = report_now();
-	for (int epoch = 0; epoch < c->epochs; epoch++) {
+	for (int epoch = rs.epoch; epoch < c->epochs; epoch++) {
+		/* A resumed run starts its first epoch at the step after the checkpoint's. */
+		int first = epoch == rs.epoch ? rs.step : 0;
+		const int32_t cursor0 = (int32_t)first * c->batch_size;
 		sampler_epoch(&smp, epoch, host_index);
 		be->ops->upload(be->ctx, st.index, host_index, (size_t)smp.shard_len * sizeof(int32_t));
-		be->ops->upload(be->ctx, st.cursor, &zero, sizeof(zero));
-		for (int step = 0; step < smp.steps; step++) {
+		be->ops->upload(be->ctx, st.cursor, &cursor0, sizeof(cursor0));
+		for (int step = first; step < smp.steps; step++) {
 			double t_step = step_secs ? report_now() : 0.0;
 			int rows = sampler_batch_rows(&smp, step);
+			backend_set_position(be, epoch, step);
 			if (capture && rows == c->batch_size && !graph) {
 				/* Record the step once; capture only records, nothing runs yet. */
 				if (be->ops->capture_begin(be->ctx) == 0) {
@@ -280,7 +402,20 @@ int train_run(const struct train_config *c, const struct dist *d, const struct b
 						epoch, step, (long long)epoch * smp.steps + step, (double)loss,
 						el > 0 ? (double)images / el : 0.0, el);
 				}
+				/*
+				 * Non-finite loss: checked where the loss is downloaded anyway (logging
+				 * steps and the last step), so the step itself stays free of host
+				 * syncs; train_save checks the parameters before every checkpoint.
+				 */
+				if (!isfinite(loss) && !c->allow_nonfinite)
+					die(1, "loss is %s at epoch %d step %d: training diverged; stopping "
+					       "(--allow-nonfinite keeps going)",
+					    isnan(loss) ? "nan" : "inf", epoch, step);
 			}
+			long long done = (long long)epoch * smp.steps + step + 1;
+			if (c->checkpoint_dir[0] &&
+			    (step == smp.steps - 1 || (c->save_every > 0 && done % c->save_every == 0)))
+				train_save(c, d, &st, &ckpt, done, smp.steps, host_params, host_velocity);
 			if (prog.tty) {
 				double now = report_now();
 				progress_update(&prog, epoch, c->epochs, step, smp.steps,
@@ -308,6 +443,7 @@ int train_run(const struct train_config *c, const struct dist *d, const struct b
 		be->ops->graph_destroy(be->ctx, graph);
 	free(host_index);
 	free(host_rows);
+	free(host_velocity);
 	backend_free(be, st.params);
 	backend_free(be, st.grads);
 	backend_free(be, st.velocity);

@@ -94,6 +94,18 @@ struct backend_ops {
 	void (*replay)(void *ctx, void *graph);
 	void (*graph_destroy)(void *ctx, void *graph);
 
+	/*
+	 * Optional collective deadline (docs/reliability.md). set_timeout: an
+	 * allreduce or broadcast not complete after `seconds` (0: no deadline)
+	 * ends the job: each rank that waits prints
+	 *   rank R on HOST: allreduce at epoch E step S not complete after T s
+	 * on stderr and the job is aborted with status 1. set_position: the epoch
+	 * and step (as in the loss lines) that the collectives which follow belong
+	 * to, for that message; called every step, so it must be cheap.
+	 */
+	void (*set_timeout)(void *ctx, double seconds);
+	void (*set_position)(void *ctx, int epoch, int step);
+
 	void (*destroy)(void *ctx);
 };
 
@@ -121,6 +133,16 @@ static inline void backend_synchronize(const struct backend *b)
 static inline int backend_can_capture(const struct backend *b)
 {
 	return b->ops->capture_begin && b->ops->capture_end && b->ops->replay;
+}
+static inline void backend_set_timeout(const struct backend *b, double seconds)
+{
+	if (b->ops->set_timeout)
+		b->ops->set_timeout(b->ctx, seconds);
+}
+static inline void backend_set_position(const struct backend *b, int epoch, int step)
+{
+	if (b->ops->set_position)
+		b->ops->set_position(b->ctx, epoch, step);
 }
 
 /* Host backend: OpenBLAS GEMM with `threads` threads (0: leave as is), MPI_Allreduce. */

@@ -51,6 +51,13 @@ struct train_config {
 	int threads; /* 0 = automatic */
 	int use_graph; /* capture the step when the backend can */
 	char metrics_path[CONFIG_PATH_MAX]; /* "" = none */
+	/* Reliability (docs/reliability.md). */
+	char checkpoint_dir[CONFIG_PATH_MAX]; /* "" = no checkpoints */
+	int save_every;      /* steps between checkpoints (also at each epoch's end); 0 = epoch ends only */
+	int keep;            /* newest checkpoints kept; 0 = all */
+	char resume[CONFIG_PATH_MAX]; /* checkpoint file or directory; "" = start fresh */
+	double timeout;      /* seconds a collective may take; 0 = no deadline */
+	int allow_nonfinite; /* keep going on a NaN or Inf loss */
 };
 
 enum config_status {

@@ -1,0 +1,849 @@
+/*
+ * test_checkpoint.c - safetensors checkpoints (host/checkpoint.c) and the
+ * reliability flags of the command line (host/config.c).
+ *
+ *   ctest --test-dir build -R test_checkpoint --output-on-failure
+ *
+ * Round trips must be bitwise; every malformed file (truncated at every
+ * interesting length, a flipped byte anywhere, each structural defect of the
+ * header) must be refused as corrupt with a message naming the file; a file
+ * of another model or configuration must be refused as a mismatch naming what
+ * differs; --resume DIR must fall back past corrupt files with a warning and
+ * never past a mismatch; pruning keeps the newest K. Files live in a fresh
+ * mkdtemp directory per test (Criterion runs each test in its own process).
+ * Random inputs come from a seed printed in every failure message.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <criterion/criterion.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "config.h"
+#include "idx.h"
+#include "model.h"
+#include "rng.h"
+
+#define ERRLEN 2048
+#define SEED 20240606ull
+
+static char tmpdir[512];
+
+static void make_tmpdir(void)
+{
+	const char *base = getenv("TMPDIR");
+	snprintf(tmpdir, sizeof(tmpdir), "%s/test_checkpoint.XXXXXX", base && *base ? base : "/tmp");
+	cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp(%s) failed", tmpdir);
+}
+
+static void remove_tree(const char *dir)
+{
+	DIR *dp = opendir(dir);
+	struct dirent *de;
+	char path[1024];
+	if (!dp)
+		return;
+	while ((de = readdir(dp))) {
+		struct stat st;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+			remove_tree(path);
+		else
+			unlink(path);
+	}
+	closedir(dp);
+	rmdir(dir);
+}
+
+static void cleanup_tmpdir(void)
+{
+	remove_tree(tmpdir);
+}
+
+TestSuite(checkpoint, .init = make_tmpdir, .fini = cleanup_tmpdir);
+
+/* ---- fixtures ---------------------------------------------------------------- */
+
+/* An mlp 784 -> 5 -> 3 -> 10 (small, several layers) or the seed model. */
+static void small_model(struct model *m, struct train_config *c, int mlp)
+{
+	config_defaults(c);
+	if (mlp) {
+		c->model = MODEL_MLP;
+		c->hidden[0] = 5;
+		c->hidden[1] = 3;
+		c->n_hidden = 2;
+		c->momentum = 0.9f;
+	}
+	c->lr = 0.05f;
+	c->batch_size = 16;
+	c->epochs = 4;
+	model_init(m, c->model, c->hidden, c->n_hidden);
+}
+
+/* The run's configuration for 2 ranks over 1000 examples (32 steps per epoch). */
+static void run_info(const struct train_config *c, struct checkpoint_info *run)
+{
+	checkpoint_info_from_config(run, c, 2, 1000, 0x12345678u);
+	run->steps_per_epoch = 32;
+}
+
+static float *random_floats(size_t n, uint64_t stream)
+{
+	struct rng r = rng_make(SEED, stream);
+	float *p = malloc(n * sizeof(float));
+	cr_assert_not_null(p);
+	for (size_t i = 0; i < n; i++)
+		p[i] = (float)rng_normal(&r);
+	return p;
+}
+
+struct image {
+	uint8_t *buf;
+	size_t len;
+	struct model m;
+	struct train_config c;
+	struct checkpoint_info info;
+	float *params, *velocity;
+};
+
+/* A valid checkpoint image after global step `gs` of the small mlp (or the seed model). */
+static void make_image(struct image *im, int mlp, long long gs)
+{
+	small_model(&im->m, &im->c, mlp);
+	run_info(&im->c, &im->info);
+	checkpoint_info_set_position(&im->info, gs, 32);
+	im->params = random_floats(im->m.n_params, 1);
+	im->velocity = random_floats(im->m.n_params, 2);
+	cr_assert_eq(checkpoint_encode(&im->m, &im->info, im->params, im->velocity, &im->buf,
+				       &im->len),
+		     0);
+}
+
+static void free_image(struct image *im)
+{
+	free(im->buf);
+	free(im->params);
+	free(im->velocity);
+}
+
+static void write_file(const char *path, const uint8_t *buf, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	cr_assert_not_null(f, "cannot create %s", path);
+	cr_assert_eq(fwrite(buf, 1, len, f), len);
+	fclose(f);
+}
+
+static uint64_t header_len(const uint8_t *buf)
+{
+	uint64_t h = 0;
+	for (int i = 0; i < 8; i++)
+		h |= (uint64_t)buf[i] << (8 * i);
+	return h;
+}
+
+/* Re-seal an image whose bytes were changed on purpose: recompute its checksum. */
+static void reseal(uint8_t *buf, size_t len)
+{
+	const char *tag = "\"checksum\":\"crc32:";
+	size_t h = (size_t)header_len(buf);
+	char *hdr = malloc(h + 1);
+	memcpy(hdr, buf + 8, h);
+	hdr[h] = '\0';
+	char *at = strstr(hdr, tag);
+	cr_assert_not_null(at, "no checksum in the header");
+	size_t pos = 8 + (size_t)(at - hdr) + strlen(tag);
+	free(hdr);
+	memcpy(buf + pos, "00000000", 8);
+	uint32_t crc = idx_crc32(0, buf, len);
+	char hex[9];
+	snprintf(hex, sizeof(hex), "%08x", (unsigned)crc);
+	memcpy(buf + pos, hex, 8);
+}
+
+/*
+ * A file image with header text `json` (a printf format) over `data_len`
+ * bytes of data, sealed with a valid checksum when the header has a
+ * checksum field holding "crc32:00000000".
+ */
+static size_t craft(uint8_t **out, size_t data_len, const char *json, ...)
+{
+	char hdr[8192];
+	va_list ap;
+	va_start(ap, json);
+	int n = vsnprintf(hdr, sizeof(hdr), json, ap);
+	va_end(ap);
+	cr_assert(n > 0 && n < (int)sizeof(hdr));
+	size_t len = 8 + (size_t)n + data_len;
+	uint8_t *buf = calloc(1, len);
+	for (int i = 0; i < 8; i++)
+		buf[i] = (uint8_t)((uint64_t)n >> (8 * i));
+	memcpy(buf + 8, hdr, (size_t)n);
+	if (strstr(hdr, "\"checksum\":\"crc32:00000000\""))
+		reseal(buf, len);
+	*out = buf;
+	return len;
+}
+
+/* The metadata of a valid position-1 checkpoint of a 1-tensor file, as JSON members. */
+#define META_OK                                                                                \
+	"\"format\":\"" CHECKPOINT_FORMAT "\",\"epoch\":\"0\",\"step\":\"0\",\"global_step\":\"1\"," \
+	"\"next_epoch\":\"0\",\"next_step\":\"1\",\"sampler_offset\":\"32\","                   \
+	"\"steps_per_epoch\":\"32\",\"model\":\"seed\",\"hidden\":\"\",\"seed\":\"1\","          \
+	"\"lr\":\"0.05\",\"momentum\":\"0\",\"grad_reduce\":\"mean\",\"drop_last\":\"0\","        \
+	"\"ranks\":\"2\",\"batch_size\":\"16\",\"global_batch\":\"32\",\"examples\":\"1000\","   \
+	"\"train_crc32\":\"12345678\",\"epochs\":\"4\",\"checksum\":\"crc32:00000000\""
+
+static int parse_image(const uint8_t *buf, size_t len, char *err)
+{
+	struct checkpoint_info info;
+	struct checkpoint_view *view = malloc(sizeof(*view));
+	int rc = checkpoint_parse(buf, len, "ck.safetensors", &info, view, err, ERRLEN);
+	free(view);
+	return rc;
+}
+
+#define EXPECT_CORRUPT(buf, len, needle)                                                        \
+	do {                                                                                     \
+		char err_[ERRLEN] = "";                                                          \
+		int rc_ = parse_image((buf), (len), err_);                                       \
+		cr_expect_eq(rc_, CHECKPOINT_ERR_CORRUPT, "expected corrupt (%s), got %d: %s",   \
+			     (needle), rc_, err_);                                               \
+		cr_expect(strstr(err_, "ck.safetensors") != NULL, "message does not name the file: %s", \
+			  err_);                                                                 \
+		cr_expect(strstr(err_, (needle)) != NULL, "message lacks '%s': %s", (needle), err_); \
+	} while (0)
+
+/* ---- round trips ------------------------------------------------------------------ */
+
+Test(checkpoint, round_trip_is_bitwise)
+{
+	for (int mlp = 0; mlp < 2; mlp++) {
+		struct image im;
+		make_image(&im, mlp, 45);
+		struct checkpoint_info info;
+		struct checkpoint_view *view = malloc(sizeof(*view));
+		char err[ERRLEN] = "";
+		cr_assert_eq(checkpoint_parse(im.buf, im.len, "x", &info, view, err, sizeof(err)),
+			     CHECKPOINT_OK, "seed %llu: %s", SEED, err);
+		cr_expect_eq(header_len(im.buf) % 8, 0, "the data must start 8-aligned");
+		cr_expect_eq(view->n_tensors, 4 * im.m.n_layers);
+		cr_expect_eq(view->data_len, 2 * im.m.n_params * 4);
+		float *p = calloc(im.m.n_params, sizeof(float));
+		float *v = calloc(im.m.n_params, sizeof(float));
+		cr_assert_eq(checkpoint_extract(view, &im.m, "x", p, v, err, sizeof(err)), CHECKPOINT_OK,
+			     "%s", err);
+		cr_expect(!memcmp(p, im.params, im.m.n_params * 4), "params differ (seed %llu)", SEED);
+		cr_expect(!memcmp(v, im.velocity, im.m.n_params * 4), "velocity differs (seed %llu)", SEED);
+		/* Position: global step 45 of 32-step epochs = epoch 1 step 12, next 1/13. */
+		cr_expect_eq(info.epoch, 1);
+		cr_expect_eq(info.step, 12);
+		cr_expect_eq(info.global_step, 45);
+		cr_expect_eq(info.next_epoch, 1);
+		cr_expect_eq(info.next_step, 13);
+		cr_expect_eq(info.sampler_offset, 13 * 32);
+		cr_expect_eq(info.steps_per_epoch, 32);
+		cr_expect_eq(info.model, im.c.model);
+		cr_expect_eq(info.n_hidden, mlp ? 2 : 0);
+		cr_expect_eq(info.lr, im.c.lr);
+		cr_expect_eq(info.momentum, im.c.momentum);
+		cr_expect_eq(info.ranks, 2);
+		cr_expect_eq(info.batch_size, 16);
+		cr_expect_eq(info.examples, 1000);
+		cr_expect_eq(info.train_crc32, 0x12345678u);
+		cr_expect_eq(checkpoint_compat(&info, &im.info, "x", err, sizeof(err)), CHECKPOINT_OK,
+			     "%s", err);
+		free(p);
+		free(v);
+		free(view);
+		free_image(&im);
+	}
+}
+
+Test(checkpoint, layout_is_safetensors)
+{
+	struct image im;
+	make_image(&im, 0, 32);
+	size_t h = (size_t)header_len(im.buf);
+	char *hdr = strndup((const char *)im.buf + 8, h);
+	/* PyTorch's names and (out, in) layout; the velocity under optimizer.; all F32. */
+	cr_expect(strstr(hdr, "\"fc0.weight\":{\"dtype\":\"F32\",\"shape\":[10,784],\"data_offsets\":[0,31360]}"),
+		  "%s", hdr);
+	cr_expect(strstr(hdr, "\"fc0.bias\":{\"dtype\":\"F32\",\"shape\":[10],\"data_offsets\":[31360,31400]}"),
+		  "%s", hdr);
+	cr_expect(strstr(hdr, "\"optimizer.fc0.weight\":{\"dtype\":\"F32\",\"shape\":[10,784]"), "%s", hdr);
+	cr_expect(strstr(hdr, "\"__metadata__\":{\"format\":\"" CHECKPOINT_FORMAT "\""), "%s", hdr);
+	/* Little-endian data in place: fc0.weight[0][0] is the first float. */
+	uint32_t u;
+	memcpy(&u, &im.params[0], 4);
+	const uint8_t *d = im.buf + 8 + h;
+	cr_expect(d[0] == (uint8_t)u && d[1] == (uint8_t)(u >> 8) && d[2] == (uint8_t)(u >> 16) &&
+		  d[3] == (uint8_t)(u >> 24));
+	/* End of epoch 0: next is epoch 1 step 0. */
+	char err[ERRLEN];
+	struct checkpoint_info info;
+	struct checkpoint_view *view = malloc(sizeof(*view));
+	cr_assert_eq(checkpoint_parse(im.buf, im.len, "x", &info, view, err, sizeof(err)), 0, "%s", err);
+	cr_expect(info.epoch == 0 && info.step == 31 && info.next_epoch == 1 && info.next_step == 0 &&
+		  info.sampler_offset == 0);
+	free(view);
+	free(hdr);
+	free_image(&im);
+}
+
+/* ---- corrupt files ------------------------------------------------------------------ */
+
+Test(checkpoint, truncated_at_every_boundary)
+{
+	struct image im;
+	make_image(&im, 1, 7);
+	size_t h = (size_t)header_len(im.buf);
+	size_t cuts[] = {0, 1, 7, 8, 9, 8 + h / 2, 8 + h - 1, 8 + h, 8 + h + 1, 8 + h + 4000,
+			 im.len - 4, im.len - 1};
+	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++)
+		EXPECT_CORRUPT(im.buf, cuts[i], "truncated");
+	free_image(&im);
+}
+
+Test(checkpoint, every_flipped_byte_is_found)
+{
+	struct image im;
+	make_image(&im, 1, 7);
+	/* Every byte of the header and a spread of data bytes, one bit each. */
+	size_t h = (size_t)header_len(im.buf);
+	int missed = 0;
+	for (size_t i = 0; i < im.len; i += i < 8 + h ? 1 : 97) {
+		for (int bit = 0; bit < 8; bit += 3) {
+			im.buf[i] ^= (uint8_t)(1u << bit);
+			char err[ERRLEN] = "";
+			int rc = parse_image(im.buf, im.len, err);
+			im.buf[i] ^= (uint8_t)(1u << bit);
+			if (rc != CHECKPOINT_ERR_CORRUPT) {
+				if (missed++ < 5)
+					cr_log_error("byte %zu bit %d: rc %d, not corrupt", i, bit, rc);
+			}
+		}
+	}
+	cr_expect_eq(missed, 0, "%d flipped bits went unnoticed", missed);
+	/* A flipped data bit names the checksum. */
+	im.buf[im.len - 10] ^= 0x10;
+	EXPECT_CORRUPT(im.buf, im.len, "checksum mismatch");
+	free_image(&im);
+}
+
+Test(checkpoint, header_length_out_of_bounds)
+{
+	uint8_t buf[64] = {0};
+	EXPECT_CORRUPT(buf, sizeof(buf), "header length 0");
+	buf[0] = 0xff;
+	buf[7] = 0xff; /* 2^64-ish */
+	EXPECT_CORRUPT(buf, sizeof(buf), "outside");
+	memset(buf, 0, 8);
+	buf[0] = 100; /* more than the file */
+	EXPECT_CORRUPT(buf, sizeof(buf), "truncated");
+}
+
+Test(checkpoint, malformed_headers)
+{
+	uint8_t *b;
+	size_t n;
+	/* Each case is one defect in an otherwise valid file of one 8-float tensor. */
+	struct {
+		const char *json;
+		const char *needle;
+	} cases[] = {
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}", "expected ',' or '}'"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F16\",\"shape\":[8],\"data_offsets\":[0,32]}}", "dtype F16"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[9],\"data_offsets\":[0,32]}}", "needs 36"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", "cover 16 of the 32"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},\"u\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}", "overlap"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"u\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[16,32]}}", "gap"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[32,0]}}", "outside"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32],\"x\":1}}", "unknown key"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8]}}", "lacks"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[08],\"data_offsets\":[0,32]}}", "leading zero"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[-8],\"data_offsets\":[0,32]}}", "non-negative integer"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8.0],\"data_offsets\":[0,32]}}", "fraction"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32,40]}}", "too many entries"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]},\"t\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[32,32]}}", "duplicate tensor"},
+		{"{\"__metadata__\":{" META_OK ",\"epoch\":\"0\"},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "duplicate metadata"},
+		{"{\"__metadata__\":{" META_OK ",\"n\":5},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "must be strings"},
+		{"{\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "no __metadata__"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}} x", "bytes after"},
+		{"{\"__metadata__\":{" META_OK "},\"t\\ud800\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "surrogate"},
+		{"{\"__metadata__\":{" META_OK "},\"t\\q\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "bad escape"},
+		{"{\"__metadata__\":{\"format\":\"something-else\",\"checksum\":\"crc32:00000000\"},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "format 'something-else'"},
+		{"{\"__metadata__\":{\"format\":\"" CHECKPOINT_FORMAT "\",\"checksum\":\"crc32:00000000\"},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "lacks \"epoch\""},
+		{"{\"__metadata__\":{\"format\":\"" CHECKPOINT_FORMAT "\"},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "lacks \"checksum\""},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}", "expected ',' or '}'"},
+		{"[]", "expected '{'"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[99999999999999999],\"data_offsets\":[0,32]}}", "too large"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,32]}}", "larger than the file"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		n = craft(&b, 32, "%s", cases[i].json);
+		EXPECT_CORRUPT(b, n, cases[i].needle);
+		free(b);
+	}
+	/* The control: the same shape, well formed, parses. */
+	n = craft(&b, 32, "%s", "{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}  ");
+	char err[ERRLEN] = "";
+	cr_expect_eq(parse_image(b, n, err), CHECKPOINT_OK, "the control must parse: %s", err);
+	free(b);
+}
+
+Test(checkpoint, inconsistent_metadata)
+{
+	/* Values that parse but contradict each other or their range. */
+	const char *subs[][2] = {
+		{"\"global_step\":\"1\"", "\"global_step\":\"2\""},
+		{"\"next_step\":\"1\"", "\"next_step\":\"2\""},
+		{"\"sampler_offset\":\"32\"", "\"sampler_offset\":\"16\""},
+		{"\"global_batch\":\"32\"", "\"global_batch\":\"64\""},
+		{"\"step\":\"0\"", "\"step\":\"-1\""},
+		{"\"model\":\"seed\"", "\"model\":\"resnet\""},
+		{"\"hidden\":\"\"", "\"hidden\":\"5\""},
+		{"\"lr\":\"0.05\"", "\"lr\":\"nan\""},
+		{"\"momentum\":\"0\"", "\"momentum\":\"1.5\""},
+		{"\"grad_reduce\":\"mean\"", "\"grad_reduce\":\"max\""},
+		{"\"train_crc32\":\"12345678\"", "\"train_crc32\":\"1234567\""},
+		{"\"seed\":\"1\"", "\"seed\":\"-1\""},
+		{"\"steps_per_epoch\":\"32\"", "\"steps_per_epoch\":\"0\""},
+	};
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+		char json[4096];
+		snprintf(json, sizeof(json),
+			 "{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}");
+		char *at = strstr(json, subs[i][0]);
+		cr_assert_not_null(at, "%s", subs[i][0]);
+		char fixed[4096];
+		snprintf(fixed, sizeof(fixed), "%.*s%s%s", (int)(at - json), json, subs[i][1],
+			 at + strlen(subs[i][0]));
+		uint8_t *b;
+		size_t n = craft(&b, 32, "%s", fixed);
+		EXPECT_CORRUPT(b, n, "metadata");
+		free(b);
+	}
+}
+
+/* ---- another model or configuration ------------------------------------------------- */
+
+Test(checkpoint, other_model_is_a_mismatch)
+{
+	struct image im;
+	make_image(&im, 1, 7);
+	struct checkpoint_info info;
+	struct checkpoint_view *view = malloc(sizeof(*view));
+	char err[ERRLEN] = "";
+	cr_assert_eq(checkpoint_parse(im.buf, im.len, "x", &info, view, err, sizeof(err)), 0);
+	struct model other;
+	int hidden[2] = {6, 3};
+	model_init(&other, MODEL_MLP, hidden, 2);
+	float *p = calloc(other.n_params, 4), *v = calloc(other.n_params, 4);
+	cr_expect_eq(checkpoint_extract(view, &other, "x", p, v, err, sizeof(err)),
+		     CHECKPOINT_ERR_MISMATCH);
+	cr_expect(strstr(err, "fc0.weight is F32 [5, 784], this model has F32 [6, 784]"), "%s", err);
+	model_init(&other, MODEL_MLP, hidden, 1);
+	cr_expect_eq(checkpoint_extract(view, &other, "x", p, v, err, sizeof(err)),
+		     CHECKPOINT_ERR_MISMATCH);
+	free(p);
+	free(v);
+	free(view);
+	free_image(&im);
+}
+
+Test(checkpoint, compat_names_every_difference)
+{
+	struct model m;
+	struct train_config c;
+	struct checkpoint_info ck, run;
+	char err[ERRLEN];
+	small_model(&m, &c, 1);
+	run_info(&c, &ck);
+	checkpoint_info_set_position(&ck, 40, 32);
+
+	/* Same configuration: fine. A different rank count with the same global batch: fine. */
+	run = ck;
+	cr_expect_eq(checkpoint_compat(&ck, &run, "ck", err, sizeof(err)), CHECKPOINT_OK, "%s", err);
+	run.ranks = 4;
+	run.batch_size = 8;
+	cr_expect_eq(checkpoint_compat(&ck, &run, "ck", err, sizeof(err)), CHECKPOINT_OK, "%s", err);
+
+#define CASE(stmt, needle)                                                                   \
+	do {                                                                                 \
+		run = ck;                                                                    \
+		stmt;                                                                        \
+		cr_expect_eq(checkpoint_compat(&ck, &run, "ck", err, sizeof(err)),           \
+			     CHECKPOINT_ERR_MISMATCH, "%s: accepted", #stmt);                \
+		cr_expect(strstr(err, needle), "%s: message lacks '%s': %s", #stmt, needle, err); \
+		cr_expect(strstr(err, "ck does not fit this run"), "%s", err);             \
+	} while (0)
+	CASE(run.model = MODEL_LINEAR, "--model mlp in the checkpoint, linear here");
+	CASE(run.hidden[0] = 6, "--hidden 5,3 in the checkpoint, 6,3 here");
+	CASE(run.seed = 2, "--seed 1 in the checkpoint, 2 here");
+	CASE(run.lr = 0.1f, "--lr 0.0500000007 in the checkpoint, 0.100000001 here");
+	CASE(run.momentum = 0.5f, "--momentum");
+	CASE(run.grad_reduce = REDUCE_SUM, "--grad-reduce mean in the checkpoint, sum here");
+	CASE(run.drop_last = 1, "--drop-last off in the checkpoint, on here");
+	CASE(run.examples = 999, "(--limit)");
+	CASE(run.train_crc32 = 1, "a different data set");
+	CASE(run.ranks = 3, "global batch 32 in the checkpoint (2 ranks x --batch-size 16), 48 here");
+	CASE(run.batch_size = 32, "global batch 32");
+	CASE(run.epochs = 1, "--epochs 1 is the total, but the checkpoint is already at epoch 1 step 7");
+	/* Two differences: both named. */
+	CASE((run.seed = 9, run.lr = 1.0f), "--seed 1 in the checkpoint, 9 here; --lr");
+	/* Summed gradients scale with the rank count. */
+	ck.grad_reduce = REDUCE_SUM;
+	CASE((run.ranks = 4, run.batch_size = 8), "scales with the rank count");
+#undef CASE
+	/* Exactly at the end of training: nothing left, but allowed. */
+	ck.grad_reduce = REDUCE_MEAN;
+	checkpoint_info_set_position(&ck, 4 * 32, 32);
+	run = ck;
+	cr_expect_eq(checkpoint_compat(&ck, &run, "ck", err, sizeof(err)), CHECKPOINT_OK, "%s", err);
+}
+
+/* ---- files: save, load, resume, prune ---------------------------------------------- */
+
+static void save_at(struct image *im, long long gs, char *path)
+{
+	char err[ERRLEN];
+	checkpoint_info_set_position(&im->info, gs, 32);
+	cr_assert_eq(checkpoint_save(tmpdir, &im->m, &im->info, im->params, im->velocity, path,
+				     CONFIG_PATH_MAX + 96, err, sizeof(err)),
+		     CHECKPOINT_OK, "%s", err);
+}
+
+static int count_files(const char *dir, const char *prefix)
+{
+	DIR *dp = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+	cr_assert_not_null(dp);
+	while ((de = readdir(dp)))
+		n += !strncmp(de->d_name, prefix, strlen(prefix));
+	closedir(dp);
+	return n;
+}
+
+Test(checkpoint, save_is_atomic_and_loads)
+{
+	struct image im;
+	make_image(&im, 1, 1);
+	char path[CONFIG_PATH_MAX + 96], want[CONFIG_PATH_MAX + 96], err[ERRLEN];
+	save_at(&im, 40, path);
+	snprintf(want, sizeof(want), "%s/ckpt-1-40.safetensors", tmpdir);
+	cr_expect_str_eq(path, want);
+	cr_expect_eq(count_files(tmpdir, "."), 2, "a temporary file was left behind"); /* . and .. */
+	struct checkpoint_info info, run;
+	run_info(&im.c, &run);
+	float *p = calloc(im.m.n_params, 4), *v = calloc(im.m.n_params, 4);
+	cr_assert_eq(checkpoint_load(path, &im.m, &run, &info, p, v, err, sizeof(err)), CHECKPOINT_OK,
+		     "%s", err);
+	cr_expect(!memcmp(p, im.params, im.m.n_params * 4));
+	cr_expect(!memcmp(v, im.velocity, im.m.n_params * 4));
+	cr_expect_eq(info.global_step, 40);
+	/* Saving again over the same name replaces it whole. */
+	im.params[3] = 42.0f;
+	save_at(&im, 40, path);
+	cr_assert_eq(checkpoint_load(path, &im.m, &run, &info, p, v, err, sizeof(err)), CHECKPOINT_OK);
+	cr_expect_eq(p[3], 42.0f);
+	/* An unwritable destination is an I/O error naming the file. */
+	char missing[600];
+	snprintf(missing, sizeof(missing), "%s/no/such/dir", tmpdir);
+	cr_expect_eq(checkpoint_save(missing, &im.m, &im.info, im.params, im.velocity, path,
+				     sizeof(path), err, sizeof(err)),
+		     CHECKPOINT_ERR_IO);
+	cr_expect(strstr(err, missing), "%s", err);
+	/* A missing file: I/O error naming it. */
+	snprintf(missing, sizeof(missing), "%s/ckpt-9-999.safetensors", tmpdir);
+	cr_expect_eq(checkpoint_load(missing, &im.m, &run, &info, p, v, err, sizeof(err)),
+		     CHECKPOINT_ERR_IO);
+	cr_expect(strstr(err, missing) && strstr(err, "cannot open"), "%s", err);
+	free(p);
+	free(v);
+	free_image(&im);
+}
+
+Test(checkpoint, file_names)
+{
+	int e;
+	long long g;
+	char buf[64];
+	checkpoint_file_name(3, 1234, buf, sizeof(buf));
+	cr_expect_str_eq(buf, "ckpt-3-1234.safetensors");
+	cr_expect_eq(checkpoint_parse_file_name(buf, &e, &g), 0);
+	cr_expect(e == 3 && g == 1234);
+	const char *bad[] = {"ckpt-3-1234.safetensors.tmp", ".ckpt-3-1234.safetensors.tmp.77",
+			     "ckpt-3.safetensors", "ckpt--1-2.safetensors", "ckpt-03-2.safetensors",
+			     "ckpt-3-0.safetensors", "ckpt-a-2.safetensors", "ckpt-3-2.safetensor",
+			     "xckpt-3-2.safetensors", "ckpt-3-99999999999999999.safetensors", ""};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(checkpoint_parse_file_name(bad[i], &e, &g), -1, "accepted '%s'", bad[i]);
+}
+
+/* Read the warnings written to a temporary FILE. */
+static void read_all(FILE *f, char *buf, size_t len)
+{
+	rewind(f);
+	size_t n = fread(buf, 1, len - 1, f);
+	buf[n] = '\0';
+}
+
+Test(checkpoint, resume_dir_falls_back_past_corrupt_files)
+{
+	struct image im;
+	make_image(&im, 1, 1);
+	char p1[CONFIG_PATH_MAX + 96], p2[CONFIG_PATH_MAX + 96], p3[CONFIG_PATH_MAX + 96];
+	char used[CONFIG_PATH_MAX + 96], err[ERRLEN], warned[4096];
+	save_at(&im, 32, p1);
+	im.params[0] = 1.0f;
+	save_at(&im, 64, p2);
+	im.params[0] = 2.0f;
+	save_at(&im, 80, p3);
+	/* A stray temporary file and an unrelated file are ignored. */
+	char stray[CONFIG_PATH_MAX + 96];
+	snprintf(stray, sizeof(stray), "%s/.ckpt-3-99.safetensors.tmp.1", tmpdir);
+	write_file(stray, (const uint8_t *)"x", 1);
+	snprintf(stray, sizeof(stray), "%s/notes.txt", tmpdir);
+	write_file(stray, (const uint8_t *)"x", 1);
+
+	struct checkpoint_info info, run;
+	run_info(&im.c, &run);
+	float *p = calloc(im.m.n_params, 4), *v = calloc(im.m.n_params, 4);
+	FILE *warn = tmpfile();
+	cr_assert_eq(checkpoint_resume(tmpdir, &im.m, &run, &info, p, v, used, sizeof(used), warn, err,
+				       sizeof(err)),
+		     CHECKPOINT_OK, "%s", err);
+	cr_expect_str_eq(used, p3);
+	cr_expect_eq(p[0], 2.0f);
+	cr_expect_eq(ftell(warn), 0, "no warning expected when the newest is valid");
+
+	/* Truncate the newest: fall back to the previous one, with a warning naming the file. */
+	cr_assert_eq(truncate(p3, 5000), 0);
+	cr_assert_eq(checkpoint_resume(tmpdir, &im.m, &run, &info, p, v, used, sizeof(used), warn, err,
+				       sizeof(err)),
+		     CHECKPOINT_OK, "%s", err);
+	cr_expect_str_eq(used, p2);
+	cr_expect_eq(p[0], 1.0f);
+	cr_expect_eq(info.global_step, 64);
+	read_all(warn, warned, sizeof(warned));
+	cr_expect(strstr(warned, "warning: skipping checkpoint") && strstr(warned, p3) &&
+			  strstr(warned, "truncated") && strstr(warned, "falling back"),
+		  "%s", warned);
+
+	/* Corrupt the next one in its data too: back to the oldest. */
+	FILE *f = fopen(p2, "r+b");
+	fseek(f, -100, SEEK_END);
+	fputc(0x55, f);
+	fclose(f);
+	cr_assert_eq(checkpoint_resume(tmpdir, &im.m, &run, &info, p, v, used, sizeof(used), NULL, err,
+				       sizeof(err)),
+		     CHECKPOINT_OK, "%s", err);
+	cr_expect_str_eq(used, p1);
+
+	/* None valid: an error saying so. */
+	cr_assert_eq(truncate(p1, 0), 0);
+	cr_expect_eq(checkpoint_resume(tmpdir, &im.m, &run, &info, p, v, used, sizeof(used), NULL, err,
+				       sizeof(err)),
+		     CHECKPOINT_ERR_CORRUPT);
+	cr_expect(strstr(err, "no valid checkpoint among the 3 found"), "%s", err);
+
+	/* A corrupt FILE given explicitly: no fallback, the file is named. */
+	cr_expect_eq(checkpoint_resume(p3, &im.m, &run, &info, p, v, used, sizeof(used), NULL, err,
+				       sizeof(err)),
+		     CHECKPOINT_ERR_CORRUPT);
+	cr_expect(strstr(err, p3) && strstr(err, "truncated"), "%s", err);
+	fclose(warn);
+	free(p);
+	free(v);
+	free_image(&im);
+}
+
+Test(checkpoint, resume_never_falls_back_past_a_mismatch)
+{
+	struct image im;
+	make_image(&im, 1, 1);
+	char path[CONFIG_PATH_MAX + 96], used[CONFIG_PATH_MAX + 96], err[ERRLEN];
+	save_at(&im, 32, path);
+	im.info.seed = 77; /* the newest from another configuration */
+	save_at(&im, 64, path);
+	struct checkpoint_info info, run;
+	run_info(&im.c, &run);
+	float *p = calloc(im.m.n_params, 4), *v = calloc(im.m.n_params, 4);
+	cr_expect_eq(checkpoint_resume(tmpdir, &im.m, &run, &info, p, v, used, sizeof(used), NULL, err,
+				       sizeof(err)),
+		     CHECKPOINT_ERR_MISMATCH);
+	cr_expect(strstr(err, "ckpt-1-64.safetensors does not fit this run: --seed 77"), "%s", err);
+	free(p);
+	free(v);
+	free_image(&im);
+}
+
+Test(checkpoint, resume_of_nothing)
+{
+	struct image im;
+	make_image(&im, 0, 1);
+	char used[CONFIG_PATH_MAX + 96], err[ERRLEN], path[CONFIG_PATH_MAX + 96];
+	struct checkpoint_info info, run;
+	run_info(&im.c, &run);
+	float *p = calloc(im.m.n_params, 4), *v = calloc(im.m.n_params, 4);
+	cr_expect_eq(checkpoint_resume(tmpdir, &im.m, &run, &info, p, v, used, sizeof(used), NULL, err,
+				       sizeof(err)),
+		     CHECKPOINT_ERR_IO);
+	cr_expect(strstr(err, "no checkpoint"), "%s", err);
+	snprintf(path, sizeof(path), "%s/absent", tmpdir);
+	cr_expect_eq(checkpoint_resume(path, &im.m, &run, &info, p, v, used, sizeof(used), NULL, err,
+				       sizeof(err)),
+		     CHECKPOINT_ERR_IO);
+	cr_expect(strstr(err, path), "%s", err);
+	/* A file far larger than this model's checkpoint is refused before it is read. */
+	snprintf(path, sizeof(path), "%s/ckpt-0-1.safetensors", tmpdir);
+	FILE *f = fopen(path, "wb");
+	cr_assert_eq(fseek(f, 8 << 20, SEEK_SET), 0);
+	fputc(0, f);
+	fclose(f);
+	cr_expect_eq(checkpoint_load(path, &im.m, &run, &info, p, v, err, sizeof(err)),
+		     CHECKPOINT_ERR_MISMATCH);
+	cr_expect(strstr(err, "more than a checkpoint of this model can be"), "%s", err);
+	free(p);
+	free(v);
+	free_image(&im);
+}
+
+Test(checkpoint, prune_keeps_the_newest)
+{
+	struct image im;
+	make_image(&im, 0, 1);
+	char path[CONFIG_PATH_MAX + 96], err[ERRLEN];
+	for (long long gs = 10; gs <= 60; gs += 10)
+		save_at(&im, gs, path);
+	save_at(&im, 90, path); /* "from the future": a run that went further */
+	cr_expect_eq(checkpoint_prune(tmpdir, 60, 0, err, sizeof(err)), 0, "keep 0 deletes nothing");
+	cr_expect_eq(checkpoint_prune(tmpdir, 60, 2, err, sizeof(err)), 4, "%s", err);
+	struct checkpoint_entry *list;
+	int n = checkpoint_list(tmpdir, &list, err, sizeof(err));
+	cr_assert_eq(n, 3);
+	cr_expect_eq(list[0].global_step, 90);
+	cr_expect_eq(list[1].global_step, 60);
+	cr_expect_eq(list[2].global_step, 50);
+	free(list);
+	cr_expect_eq(checkpoint_prune(tmpdir, 60, 1, err, sizeof(err)), 1);
+	n = checkpoint_list(tmpdir, &list, err, sizeof(err));
+	cr_expect(n == 2 && list[1].global_step == 60);
+	free(list);
+	free_image(&im);
+}
+
+Test(checkpoint, prepare_dir)
+{
+	char dir[700], err[ERRLEN];
+	snprintf(dir, sizeof(dir), "%s/a/b/c", tmpdir);
+	cr_expect_eq(checkpoint_prepare_dir(dir, err, sizeof(err)), 0, "%s", err);
+	struct stat st;
+	cr_expect(stat(dir, &st) == 0 && S_ISDIR(st.st_mode));
+	cr_expect_eq(checkpoint_prepare_dir(dir, err, sizeof(err)), 0, "an existing directory is fine");
+	cr_expect_eq(count_files(dir, ".ckpt-probe"), 0, "the probe file was left behind");
+	snprintf(dir, sizeof(dir), "%s/file", tmpdir);
+	write_file(dir, (const uint8_t *)"x", 1);
+	cr_expect_eq(checkpoint_prepare_dir(dir, err, sizeof(err)), -1);
+	cr_expect(strstr(err, "--checkpoint-dir") && strstr(err, dir), "%s", err);
+	snprintf(dir, sizeof(dir), "%s/file/sub", tmpdir);
+	cr_expect_eq(checkpoint_prepare_dir(dir, err, sizeof(err)), -1);
+	cr_expect(strstr(err, "--checkpoint-dir"), "%s", err);
+}
+
+/* ---- the command line --------------------------------------------------------------- */
+
+static int parse_args(struct train_config *c, char *err, const char *a0, ...)
+{
+	static char storage[16][256];
+	char *argv[17];
+	int argc = 0;
+	va_list ap;
+	snprintf(storage[argc], sizeof(storage[0]), "mnist-train");
+	argv[argc] = storage[argc];
+	argc++;
+	va_start(ap, a0);
+	for (const char *a = a0; a && argc < 16; a = va_arg(ap, const char *)) {
+		snprintf(storage[argc], sizeof(storage[0]), "%s", a);
+		argv[argc] = storage[argc];
+		argc++;
+	}
+	va_end(ap);
+	argv[argc] = NULL;
+	return config_parse(argc, argv, c, err, ERRLEN);
+}
+
+Test(reliability_flags, defaults_and_values)
+{
+	struct train_config c;
+	char err[ERRLEN] = "";
+	cr_assert_eq(parse_args(&c, err, NULL), CONFIG_OK, "%s", err);
+	cr_expect_str_eq(c.checkpoint_dir, "");
+	cr_expect_str_eq(c.resume, "");
+	cr_expect_eq(c.save_every, 0);
+	cr_expect_eq(c.keep, 3);
+	cr_expect_eq(c.timeout, 300.0);
+	cr_expect_eq(c.allow_nonfinite, 0);
+	cr_assert_eq(parse_args(&c, err, "--checkpoint-dir", "ck", "--save-every", "50", "--keep",
+				"0", "--resume", "ck/ckpt-1-2.safetensors", "--timeout", "2.5",
+				"--allow-nonfinite", NULL),
+		     CONFIG_OK, "%s", err);
+	cr_expect_str_eq(c.checkpoint_dir, "ck");
+	cr_expect_str_eq(c.resume, "ck/ckpt-1-2.safetensors");
+	cr_expect_eq(c.save_every, 50);
+	cr_expect_eq(c.keep, 0);
+	cr_expect_eq(c.timeout, 2.5);
+	cr_expect_eq(c.allow_nonfinite, 1);
+	/* --resume alone (continue without saving) and --timeout 0 (no deadline) are fine. */
+	cr_expect_eq(parse_args(&c, err, "--resume", "ck", "--timeout", "0", NULL), CONFIG_OK, "%s", err);
+	cr_expect_eq(c.timeout, 0.0);
+}
+
+Test(reliability_flags, bad_values_name_the_flag)
+{
+	struct {
+		const char *flag, *value, *needle;
+	} cases[] = {
+		{"--save-every", "-1", "--save-every: '-1'"},
+		{"--save-every", "1x", "--save-every: '1x'"},
+		{"--save-every", "", "--save-every: ''"},
+		{"--keep", "many", "--keep: 'many'"},
+		{"--keep", "-2", "--keep: '-2'"},
+		{"--timeout", "-1", "--timeout: '-1'"},
+		{"--timeout", "inf", "--timeout: 'inf'"},
+		{"--timeout", "nan", "--timeout: 'nan'"},
+		{"--timeout", "5s", "--timeout: '5s'"},
+		{"--timeout", "1e7", "--timeout: '1e7'"},
+		{"--checkpoint-dir", "", "--checkpoint-dir: expected a path"},
+		{"--resume", "", "--resume: expected a path"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct train_config c;
+		char err[ERRLEN] = "";
+		int rc = parse_args(&c, err, "--checkpoint-dir", "ck", cases[i].flag, cases[i].value, NULL);
+		cr_expect_eq(rc, CONFIG_ERROR, "%s '%s' accepted", cases[i].flag, cases[i].value);
+		cr_expect(strstr(err, cases[i].needle), "%s '%s': message '%s' lacks '%s'",
+			  cases[i].flag, cases[i].value, err, cases[i].needle);
+	}
+	struct train_config c;
+	char err[ERRLEN] = "";
+	cr_expect_eq(parse_args(&c, err, "--save-every", "10", NULL), CONFIG_ERROR);
+	cr_expect(strstr(err, "--save-every: only applies with --checkpoint-dir"), "%s", err);
+	cr_expect_eq(parse_args(&c, err, "--keep", "2", NULL), CONFIG_ERROR);
+	cr_expect(strstr(err, "--keep: only applies with --checkpoint-dir"), "%s", err);
+	cr_expect_eq(parse_args(&c, err, "--checkpoint-dir", NULL), CONFIG_ERROR);
+	cr_expect(strstr(err, "--checkpoint-dir: missing value"), "%s", err);
+}
