@@ -136,9 +136,15 @@ void model_forward(const struct backend *be, const struct model *m, struct model
 void model_backward(const struct backend *be, const struct model *m, struct model_ws *ws,
 		    const float *params, float *grads, int rows)
 {
+	model_backward_scaled(be, m, ws, params, grads, rows, 1.0f / (float)rows);
+}
+
+void model_backward_scaled(const struct backend *be, const struct model *m, struct model_ws *ws,
+			   const float *params, float *grads, int rows, float scale)
+{
 	int top = m->n_layers;
-	be->ops->softmax_xent(be->ctx, ws->act[top], ws->labels, rows, m->dims[top],
-			      1.0f / (float)rows, ws->row_loss, ws->dact[top]);
+	be->ops->softmax_xent(be->ctx, ws->act[top], ws->labels, rows, m->dims[top], scale,
+			      ws->row_loss, ws->dact[top]);
 	for (int l = m->n_layers - 1; l >= 0; l--) {
 		int in = m->dims[l], out = m->dims[l + 1];
 		float *dz = ws->dact[l + 1]; /* (rows, out) */

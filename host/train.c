@@ -60,6 +60,7 @@ struct step_state {
 	float *params, *grads, *velocity; /* (n_params) each */
 	float lr, momentum;
 	enum reduce_op reduce;
+	int ranks;
 };
 
 static void step_ops(const struct step_state *s, int rows)
@@ -69,8 +70,16 @@ static void step_ops(const struct step_state *s, int rows)
 			rows, s->ws->act[0], s->ws->labels);
 	be->ops->advance(be->ctx, s->cursor, rows);
 	model_forward(be, s->m, s->ws, s->params, rows);
-	model_backward(be, s->m, s->ws, s->params, s->grads, rows);
-	be->ops->allreduce(be->ctx, s->grads, s->m->n_params, s->reduce);
+	/*
+	 * The mean over ranks is folded into the loss gradient's scale, 1/(rows * ranks),
+	 * and the ranks' gradients are summed: one bare allreduce, no extra pass over the
+	 * gradient buffer to divide it. For a power-of-two rank count the result is
+	 * bitwise the same as summing then dividing.
+	 */
+	int fold = s->reduce == REDUCE_MEAN && s->ranks > 1;
+	model_backward_scaled(be, s->m, s->ws, s->params, s->grads, rows,
+			      1.0f / ((float)rows * (float)(fold ? s->ranks : 1)));
+	be->ops->allreduce(be->ctx, s->grads, s->m->n_params, fold ? REDUCE_SUM : s->reduce);
 	be->ops->sgd_update(be->ctx, s->params, s->grads, s->velocity, s->m->n_params, s->lr,
 			    s->momentum);
 }
@@ -287,7 +296,7 @@ int train_run(const struct train_config *c, const struct dist *d, const struct b
 	struct model_ws ws;
 	struct sampler smp;
 	struct step_state st = {.be = be, .m = &m, .ws = &ws, .lr = c->lr,
-				.momentum = c->momentum, .reduce = c->grad_reduce};
+				.momentum = c->momentum, .reduce = c->grad_reduce, .ranks = d->size};
 	memset(res, 0, sizeof(*res));
 	res->test_accuracy = NAN;
 

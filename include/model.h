@@ -74,6 +74,13 @@ void model_forward(const struct backend *be, const struct model *m, struct model
 void model_backward(const struct backend *be, const struct model *m, struct model_ws *ws,
 		    const float *params, float *grads, int rows);
 
+/*
+ * The same with the gradient of scale * (sum of the rows' losses): model_backward is
+ * scale = 1/rows. The trainer passes 1/(rows * ranks) to fold the mean over ranks in.
+ */
+void model_backward_scaled(const struct backend *be, const struct model *m, struct model_ws *ws,
+			   const float *params, float *grads, int rows, float scale);
+
 /* Add each row's hit (argmax == label) to ws->hits, after model_forward. */
 void model_score(const struct backend *be, const struct model *m, struct model_ws *ws, int rows);
 
