@@ -16,6 +16,14 @@
  * gradient allreduce is one ncclAllReduce (ncclAvg for REDUCE_MEAN, ncclSum
  * for REDUCE_SUM) on the compute stream.
  *
+ * Collective deadline (->set_timeout, ->set_position): NCCL collectives are
+ * queued, not waited for, so the deadline applies where the host waits for
+ * the stream (->download, ->synchronize, ->upload, ->destroy) while a queued
+ * allreduce or broadcast (also one inside a replayed graph) has not been seen
+ * to complete. Past it the rank prints which collective of which step hangs,
+ * aborts its communicator and ends the job. The GPU's own kernels cannot hang,
+ * so waits with no collective pending are plain stream synchronizations.
+ *
  * Errors: backend_cuda_probe and backend_cuda_create report what failed in
  * `why` ("cudaGetDeviceCount: error 35 (cudaErrorInsufficientDriver): ...").
  * backend_cuda_create is collective over the job: every rank returns the same
@@ -31,6 +39,7 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,14 +62,32 @@
  */
 #define CUDA_NCCL_AGREE_SECONDS 120.0
 
+/* A collective queued on the stream, for the deadline message. */
+struct cuda_pending {
+	const char *what; /* "allreduce" or "broadcast"; NULL when none */
+	int epoch, step;  /* the position it was queued at */
+};
+
 struct cuda_ctx {
 	int device;            /* CUDA device ordinal = local rank */
 	int rank, size;        /* in the job */
 	cudaStream_t stream;   /* every op, in order */
+	cudaEvent_t waited;    /* recorded on stream by a timed wait */
 	cublasHandle_t blas;   /* bound to stream */
 	void *blas_workspace;  /* (CUDA_BLAS_WORKSPACE_BYTES) bytes for cuBLAS */
 	ncclComm_t nccl;       /* all ranks of the job */
 	char name[128];        /* the device's name */
+
+	double timeout;        /* seconds a wait on a collective may take; 0: no deadline */
+	int epoch, step;       /* from set_position: where the next collectives belong */
+	struct cuda_pending pending;        /* latest collective queued, not yet waited for */
+	struct cuda_pending before_capture; /* pending when a capture began */
+};
+
+/* A captured step: the executable graph and the collective it holds (or NULL). */
+struct cuda_graph {
+	cudaGraphExec_t exec;
+	const char *collective;
 };
 
 static struct cuda_ctx *ctx_of(void *ctx)
@@ -81,6 +108,72 @@ static void check_nccl_async(const struct cuda_ctx *c)
 	}
 }
 
+static double cuda_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A collective was queued (or replayed) at the current position. */
+static void note_collective(struct cuda_ctx *c, const char *what)
+{
+	c->pending.what = what;
+	c->pending.epoch = c->epoch;
+	c->pending.step = c->step;
+}
+
+/* The deadline passed: say which collective hangs, stop NCCL, end the job. */
+[[noreturn]] static void deadline_expired(struct cuda_ctx *c)
+{
+	fprintf(stderr, "rank %d on %s: %s at epoch %d step %d not complete after %g s\n",
+		check_rank(), check_host(), c->pending.what, c->pending.epoch, c->pending.step,
+		c->timeout);
+	fflush(stderr);
+	cuda_check_set_comm(NULL);
+	ncclCommAbort(c->nccl);
+	/* A moment for the other ranks still running to say the same. */
+	struct timespec grace = {1, 0};
+	nanosleep(&grace, NULL);
+	MPI_Abort(MPI_COMM_WORLD, 1);
+	exit(1);
+}
+
+/*
+ * Wait for all queued work. With a deadline and a collective pending, poll an
+ * event instead of blocking: spin for the first 2 ms (a normal step), then
+ * yield, and past 50 ms nap 0.2 ms between polls.
+ */
+static void cuda_wait(struct cuda_ctx *c)
+{
+	if (c->timeout > 0.0 && c->pending.what) {
+		double start = cuda_now(), waited;
+		CUDA_CHECK(cudaEventRecord(c->waited, c->stream));
+		for (;;) {
+			cudaError_t rc = cudaEventQuery(c->waited);
+			if (rc == cudaSuccess)
+				break;
+			if (rc != cudaErrorNotReady)
+				CUDA_CHECK_RESULT(rc, "cudaEventQuery(c->waited)");
+			check_nccl_async(c);
+			waited = cuda_now() - start;
+			if (waited >= c->timeout)
+				deadline_expired(c);
+			if (waited > 0.05) {
+				struct timespec nap = {0, 200000};
+				nanosleep(&nap, NULL);
+			} else if (waited > 0.002) {
+				sched_yield();
+			}
+		}
+	} else {
+		CUDA_CHECK(cudaStreamSynchronize(c->stream));
+	}
+	c->pending.what = NULL;
+	if (c->nccl)
+		check_nccl_async(c);
+}
+
 /* ---- memory ----------------------------------------------------------------- */
 
 static void *cuda_alloc(void *ctx, size_t bytes)
@@ -92,7 +185,7 @@ static void *cuda_alloc(void *ctx, size_t bytes)
 		(void)cudaGetLastError(); /* not sticky: keep it from a later launch check */
 		return NULL;
 	}
-	CUDA_CHECK(rc);
+	CUDA_CHECK_RESULT(rc, "cudaMalloc(&p, bytes)");
 	CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, c->stream));
 	return p;
 }
@@ -109,7 +202,7 @@ static void cuda_upload(void *ctx, void *dst, const void *src, size_t bytes)
 	if (bytes == 0)
 		return;
 	CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
-	CUDA_CHECK(cudaStreamSynchronize(c->stream));
+	cuda_wait(c);
 }
 
 static void cuda_download(void *ctx, void *dst, const void *src, size_t bytes)
@@ -117,8 +210,7 @@ static void cuda_download(void *ctx, void *dst, const void *src, size_t bytes)
 	struct cuda_ctx *c = ctx_of(ctx);
 	if (bytes > 0)
 		CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
-	CUDA_CHECK(cudaStreamSynchronize(c->stream));
-	check_nccl_async(c);
+	cuda_wait(c);
 }
 
 /* ---- math --------------------------------------------------------------------- */
@@ -185,6 +277,7 @@ static void cuda_allreduce(void *ctx, float *buf, size_t n, enum reduce_op op)
 		return;
 	NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat, op == REDUCE_SUM ? ncclSum : ncclAvg,
 				 c->nccl, c->stream));
+	note_collective(c, "allreduce");
 }
 
 static void cuda_broadcast(void *ctx, float *buf, size_t n, int root)
@@ -193,13 +286,24 @@ static void cuda_broadcast(void *ctx, float *buf, size_t n, int root)
 	if (n == 0)
 		return;
 	NCCL_CHECK(ncclBroadcast(buf, buf, n, ncclFloat, root, c->nccl, c->stream));
+	note_collective(c, "broadcast");
 }
 
 static void cuda_synchronize(void *ctx)
 {
+	cuda_wait(ctx_of(ctx));
+}
+
+static void cuda_set_timeout(void *ctx, double seconds)
+{
+	ctx_of(ctx)->timeout = seconds > 0.0 ? seconds : 0.0;
+}
+
+static void cuda_set_position(void *ctx, int epoch, int step)
+{
 	struct cuda_ctx *c = ctx_of(ctx);
-	CUDA_CHECK(cudaStreamSynchronize(c->stream));
-	check_nccl_async(c);
+	c->epoch = epoch;
+	c->step = step;
 }
 
 /* ---- step capture ------------------------------------------------------------- */
@@ -222,6 +326,9 @@ static int cuda_capture_begin(void *ctx)
 		warn_capture("capture", rc);
 		return 1;
 	}
+	/* Collectives queued while capturing are recorded, not run: keep them apart. */
+	c->before_capture = c->pending;
+	c->pending.what = NULL;
 	return 0;
 }
 
@@ -231,7 +338,11 @@ static void *cuda_capture_end(void *ctx)
 	struct cuda_ctx *c = ctx_of(ctx);
 	cudaGraph_t graph = NULL;
 	cudaGraphExec_t exec = NULL;
+	struct cuda_graph *g;
 	cudaError_t rc = cudaStreamEndCapture(c->stream, &graph);
+	const char *collective = c->pending.what; /* one recorded in the capture, or NULL */
+
+	c->pending = c->before_capture;
 	if (rc != cudaSuccess || !graph) {
 		warn_capture("capture", rc);
 		if (graph)
@@ -244,20 +355,33 @@ static void *cuda_capture_end(void *ctx)
 		warn_capture("instantiation", rc);
 		return NULL;
 	}
-	return (void *)exec;
+	g = (struct cuda_graph *)malloc(sizeof(*g));
+	if (!g) {
+		CUDA_CHECK(cudaGraphExecDestroy(exec));
+		return NULL;
+	}
+	g->exec = exec;
+	g->collective = collective;
+	return g;
 }
 
 static void cuda_replay(void *ctx, void *graph)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
-	CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)graph, c->stream));
+	struct cuda_graph *g = (struct cuda_graph *)graph;
+	CUDA_CHECK(cudaGraphLaunch(g->exec, c->stream));
+	if (g->collective)
+		note_collective(c, g->collective);
 }
 
 static void cuda_graph_destroy(void *ctx, void *graph)
 {
+	struct cuda_graph *g = (struct cuda_graph *)graph;
 	(void)ctx;
-	if (graph)
-		CUDA_CHECK(cudaGraphExecDestroy((cudaGraphExec_t)graph));
+	if (!g)
+		return;
+	CUDA_CHECK(cudaGraphExecDestroy(g->exec));
+	free(g);
 }
 
 /* ---- lifecycle ---------------------------------------------------------------- */
@@ -269,6 +393,8 @@ static void teardown_local(struct cuda_ctx *c)
 		cublasDestroy(c->blas);
 	if (c->blas_workspace)
 		cudaFree(c->blas_workspace);
+	if (c->waited)
+		cudaEventDestroy(c->waited);
 	if (c->stream)
 		cudaStreamDestroy(c->stream);
 	(void)cudaGetLastError();
@@ -280,9 +406,8 @@ static void cuda_destroy(void *ctx)
 	struct cuda_ctx *c = ctx_of(ctx);
 	if (!c)
 		return;
-	CUDA_CHECK(cudaStreamSynchronize(c->stream));
+	cuda_wait(c);
 	if (c->nccl) {
-		check_nccl_async(c);
 		cuda_check_set_comm(NULL);
 		NCCL_CHECK(ncclCommFinalize(c->nccl));
 		NCCL_CHECK(ncclCommDestroy(c->nccl));
@@ -292,6 +417,8 @@ static void cuda_destroy(void *ctx)
 	c->blas = NULL;
 	CUDA_CHECK(cudaFree(c->blas_workspace));
 	c->blas_workspace = NULL;
+	CUDA_CHECK(cudaEventDestroy(c->waited));
+	c->waited = NULL;
 	CUDA_CHECK(cudaStreamDestroy(c->stream));
 	c->stream = NULL;
 	free(c);
@@ -318,6 +445,8 @@ static const struct backend_ops cuda_ops = {
 	.capture_end = cuda_capture_end,
 	.replay = cuda_replay,
 	.graph_destroy = cuda_graph_destroy,
+	.set_timeout = cuda_set_timeout,
+	.set_position = cuda_set_position,
 	.destroy = cuda_destroy,
 };
 
@@ -398,6 +527,9 @@ static int setup_local(struct cuda_ctx *c, const struct dist *d, char *why, size
 	rc = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
 	if (rc != cudaSuccess)
 		return fail_cuda(why, whylen, "cudaStreamCreateWithFlags", rc);
+	rc = cudaEventCreateWithFlags(&c->waited, cudaEventDisableTiming);
+	if (rc != cudaSuccess)
+		return fail_cuda(why, whylen, "cudaEventCreateWithFlags", rc);
 	rc = cudaMalloc(&c->blas_workspace, CUDA_BLAS_WORKSPACE_BYTES);
 	if (rc != cudaSuccess)
 		return fail_cuda(why, whylen, "cudaMalloc (cuBLAS workspace)", rc);

@@ -42,29 +42,22 @@ void nccl_error_text(ncclResult_t rc, char *buf, size_t len);
 
 #define CUDA_CHECK_MSG_LEN 512
 
-#define CUDA_CHECK(stmt)                                                                  \
+/* A cudaError_t already in hand; `what` names the call that returned it. */
+#define CUDA_CHECK_RESULT(rc, what)                                                       \
 	do {                                                                              \
-		cudaError_t cuda_check_rc_ = (stmt);                                      \
+		cudaError_t cuda_check_rc_ = (rc);                                        \
 		if (cuda_check_rc_ != cudaSuccess) {                                      \
 			char cuda_check_msg_[CUDA_CHECK_MSG_LEN];                         \
 			cuda_error_text(cuda_check_rc_, cuda_check_msg_,                  \
 					sizeof(cuda_check_msg_));                         \
-			cuda_check_fail(#stmt, cuda_check_msg_, __func__, __FILE__, __LINE__); \
+			cuda_check_fail((what), cuda_check_msg_, __func__, __FILE__, __LINE__); \
 		}                                                                         \
 	} while (0)
 
+#define CUDA_CHECK(stmt) CUDA_CHECK_RESULT((stmt), #stmt)
+
 /* After a kernel launch: a bad configuration or missing kernel image shows here. */
-#define CUDA_CHECK_LAUNCH(kernel_name)                                                    \
-	do {                                                                              \
-		cudaError_t cuda_check_rc_ = cudaGetLastError();                          \
-		if (cuda_check_rc_ != cudaSuccess) {                                      \
-			char cuda_check_msg_[CUDA_CHECK_MSG_LEN];                         \
-			cuda_error_text(cuda_check_rc_, cuda_check_msg_,                  \
-					sizeof(cuda_check_msg_));                         \
-			cuda_check_fail("launch of " kernel_name, cuda_check_msg_, __func__, \
-					__FILE__, __LINE__);                              \
-		}                                                                         \
-	} while (0)
+#define CUDA_CHECK_LAUNCH(kernel_name) CUDA_CHECK_RESULT(cudaGetLastError(), "launch of " kernel_name)
 
 #define CUBLAS_CHECK(stmt)                                                                \
 	do {                                                                              \

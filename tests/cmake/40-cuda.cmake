@@ -15,6 +15,7 @@ target_include_directories(test_kernels_host PRIVATE ${CMAKE_SOURCE_DIR}/cuda)
 #   gpu_train_parity    200 training steps on both backends from one seed (1 rank)
 #   gpu_graph           a captured-and-replayed step vs plain launches (1 rank)
 #   gpu_allreduce_2     NCCL allreduce (avg, sum) and broadcast across 2 ranks
+#   gpu_deadline_2      a peer that never joins: the collective deadline fires
 # Where no device is usable every rank exits 77 after rank 0 prints why, and
 # ctest reports the test as skipped (SKIP_RETURN_CODE), never as passed.
 # The same programs with --self-test (a host backend in place of CUDA) check
@@ -29,7 +30,7 @@ if(MNIST_DDP_HAVE_CUDA)
     ${CMAKE_CURRENT_SOURCE_DIR}/gpu ${CMAKE_CURRENT_SOURCE_DIR})
   target_link_libraries(mnist_gpu_test_util PUBLIC mnist_core)
 
-  foreach(prog gpu_ops gpu_train_parity gpu_graph gpu_allreduce)
+  foreach(prog gpu_ops gpu_train_parity gpu_graph gpu_allreduce gpu_deadline)
     add_executable(${prog} ${CMAKE_CURRENT_SOURCE_DIR}/gpu/${prog}.c)
     target_compile_options(${prog} PRIVATE ${MNIST_DDP_WARNINGS})
     target_link_libraries(${prog} PRIVATE mnist_gpu_test_util)
@@ -49,4 +50,15 @@ if(MNIST_DDP_HAVE_CUDA)
   add_test(NAME gpu_allreduce_selftest_3
            COMMAND ${MNIST_MPIRUN} --timeout 250 -n 3 $<TARGET_FILE:gpu_allreduce> --self-test)
   set_tests_properties(gpu_allreduce_selftest_3 PROPERTIES LABELS mpi TIMEOUT 300 PROCESSORS 3)
+
+  # The deadline test passes on its message (the job itself ends by MPI_Abort).
+  set(_mnist_deadline_line "allreduce at epoch 3 step 7 not complete after 2 s")
+  add_test(NAME gpu_deadline_2 COMMAND ${MNIST_MPIRUN} --timeout 100 -n 2 $<TARGET_FILE:gpu_deadline>)
+  set_tests_properties(gpu_deadline_2 PROPERTIES LABELS gpu TIMEOUT 120 PROCESSORS 2
+                       SKIP_REGULAR_EXPRESSION "SKIP gpu_deadline"
+                       PASS_REGULAR_EXPRESSION "${_mnist_deadline_line}")
+  add_test(NAME gpu_deadline_selftest_2
+           COMMAND ${MNIST_MPIRUN} --timeout 100 -n 2 $<TARGET_FILE:gpu_deadline> --self-test)
+  set_tests_properties(gpu_deadline_selftest_2 PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 2
+                       PASS_REGULAR_EXPRESSION "${_mnist_deadline_line}")
 endif()

@@ -12,7 +12,9 @@
  * be off by one rounding: 2 FLT_EPSILON relative is allowed). Broadcast from
  * the last rank must leave its pattern everywhere. Expected values are
  * computed from (rank, size) alone. Rank 0 prints one row per case, with
- * nccl-tests' columns: time, algorithm and bus bandwidth, #wrong.
+ * nccl-tests' columns: time, algorithm and bus bandwidth, #wrong. A last
+ * round runs with a collective deadline set (->set_timeout), which must not
+ * fire on collectives that complete.
  */
 #include <float.h>
 #include <math.h>
@@ -112,6 +114,15 @@ int main(int argc, char **argv)
 	}
 	for (size_t s = 0; s < n_sizes; s++)
 		broadcast_case(&t, sizes[s], h);
+
+	/* The same with a collective deadline set: the timed waits, not reached. */
+	if (t.d.rank == 0)
+		printf("# with a 60 s collective deadline (set_timeout)\n");
+	backend_set_timeout(&t.dev, 60.0);
+	backend_set_position(&t.dev, 0, 1);
+	allreduce_case(&t, 101770, REDUCE_MEAN, h);
+	broadcast_case(&t, 101770, h);
+	backend_set_timeout(&t.dev, 0.0);
 	free(h);
 	return gpu_test_finish(&t);
 }

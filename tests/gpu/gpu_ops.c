@@ -63,8 +63,8 @@ static void check_close(struct gpu_test *t, const char *what, const float *dev,
 		       "%s: normalised error %.3g (limit %.0e), %zu of %zu differ in any bit%s", what,
 		       err, tol, diff, n, err > tol ? "; largest at the index below" : "");
 	if (err > tol)
-		printf("     [%zu]: cuda %.9g host %.9g (seed %llu)\n", at, (double)dev[at],
-		       (double)host[at], (unsigned long long)t->seed);
+		printf("     [%zu]: %s %.9g host %.9g (seed %llu)\n", at, t->dev.ops->name,
+		       (double)dev[at], (double)host[at], (unsigned long long)t->seed);
 }
 
 static void check_exact_i(struct gpu_test *t, const char *what, const int32_t *dev,
@@ -76,8 +76,8 @@ static void check_exact_i(struct gpu_test *t, const char *what, const int32_t *d
 			first = i;
 	gpu_test_check(t, diff == 0, "%s: %zu of %zu differ", what, diff, n);
 	if (diff)
-		printf("     first at [%zu]: cuda %ld host %ld (seed %llu)\n", first, (long)dev[first],
-		       (long)host[first], (unsigned long long)t->seed);
+		printf("     first at [%zu]: %s %ld host %ld (seed %llu)\n", first, t->dev.ops->name,
+		       (long)dev[first], (long)host[first], (unsigned long long)t->seed);
 }
 
 static void test_memory(struct gpu_test *t)
@@ -174,10 +174,11 @@ static void gemm_case(struct gpu_test *t, int ta, int tb, int m, int n, int k, f
 	size_t at = 0;
 	double vs_host = gpu_norm_err(got_dev, got_host, nc, &at);
 	gpu_test_check(t, outside[0] == 0 && outside[1] == 0 && pad_hit[0] == 0 && pad_hit[1] == 0,
-		       "gemm %c%c m=%d n=%d k=%d alpha=%g beta=%g pad=%d: worst error/bound cuda %.3f "
-		       "host %.3f (%zu, %zu outside), padding changed %zu, %zu; cuda vs host %.3g",
+		       "gemm %c%c m=%d n=%d k=%d alpha=%g beta=%g pad=%d: worst error/bound %s %.3g, "
+		       "host %.3g (%zu, %zu outside), padding changed %zu, %zu; normalised difference %.3g",
 		       ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, (double)alpha, (double)beta, pad,
-		       ratio[0], ratio[1], outside[0], outside[1], pad_hit[0], pad_hit[1], vs_host);
+		       t->dev.ops->name, ratio[0], ratio[1], outside[0], outside[1], pad_hit[0],
+		       pad_hit[1], vs_host);
 	free(a);
 	free(b);
 	free(c0);
@@ -254,8 +255,8 @@ static void test_gather_advance(struct gpu_test *t)
 		snprintf(what, sizeof(what), "gather labels %d from cursor %d", count, start);
 		check_exact_i(t, what, y_out[0], y_out[1], (size_t)count);
 		gpu_test_check(t, cur_after[0] == start + count && cur_after[1] == start + count,
-			       "advance %d + %d: cuda %d host %d", start, count, cur_after[0],
-			       cur_after[1]);
+			       "advance %d + %d: %s %d host %d", start, count, t->dev.ops->name,
+			       cur_after[0], cur_after[1]);
 		for (int w = 0; w < 2; w++) {
 			free(x_out[w]);
 			free(y_out[w]);
