@@ -19,7 +19,8 @@ target_include_directories(test_kernels_host PRIVATE ${CMAKE_SOURCE_DIR}/cuda)
 # Where no device is usable every rank exits 77 after rank 0 prints why, and
 # ctest reports the test as skipped (SKIP_RETURN_CODE), never as passed.
 # The same programs with --self-test (a host backend in place of CUDA) check
-# the harness itself on any machine: labels unit and mpi, names *_selftest.
+# the harness itself on any machine: label mpi (plain programs under mpirun),
+# names *_selftest*.
 if(MNIST_DDP_HAVE_CUDA)
   add_library(mnist_gpu_test_util STATIC
     ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_common.c
@@ -41,7 +42,7 @@ if(MNIST_DDP_HAVE_CUDA)
     set_tests_properties(${prog} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
     add_test(NAME ${prog}_selftest
              COMMAND ${MNIST_MPIRUN} --timeout 250 -n 1 $<TARGET_FILE:${prog}> --self-test)
-    set_tests_properties(${prog}_selftest PROPERTIES LABELS unit TIMEOUT 300)
+    set_tests_properties(${prog}_selftest PROPERTIES LABELS mpi TIMEOUT 300)
   endforeach()
 
   add_test(NAME gpu_allreduce_2 COMMAND ${MNIST_MPIRUN} --timeout 500 -n 2 $<TARGET_FILE:gpu_allreduce>)
