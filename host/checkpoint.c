@@ -1539,5 +1539,17 @@ int checkpoint_prepare_dir(const char *dir, char *err, size_t errlen)
 	}
 	close(fd);
 	unlink(probe);
+	/* Temporary files of a writer that died mid-save: no writer of this run exists yet. */
+	DIR *dp = opendir(dir);
+	struct dirent *de;
+	while (dp && (de = readdir(dp))) {
+		if (strncmp(de->d_name, "." CKPT_PREFIX, strlen("." CKPT_PREFIX)) ||
+		    !strstr(de->d_name, CKPT_SUFFIX ".tmp."))
+			continue;
+		snprintf(probe, sizeof(probe), "%s/%s", dir, de->d_name);
+		unlink(probe);
+	}
+	if (dp)
+		closedir(dp);
 	return 0;
 }

@@ -202,7 +202,10 @@ int checkpoint_parse_file_name(const char *file, int *epoch, long long *global_s
  */
 int checkpoint_prune(const char *dir, long long global_step, int keep, char *err, size_t errlen);
 
-/* Create dir (and its parents) when missing and check that files can be created in it. */
+/*
+ * Create dir (and its parents) when missing, check that files can be created
+ * in it, and remove the temporary files a writer killed mid-save left there.
+ */
 int checkpoint_prepare_dir(const char *dir, char *err, size_t errlen);
 
 #ifdef __cplusplus

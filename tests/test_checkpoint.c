@@ -755,6 +755,15 @@ Test(checkpoint, prepare_dir)
 	cr_expect(stat(dir, &st) == 0 && S_ISDIR(st.st_mode));
 	cr_expect_eq(checkpoint_prepare_dir(dir, err, sizeof(err)), 0, "an existing directory is fine");
 	cr_expect_eq(count_files(dir, ".ckpt-probe"), 0, "the probe file was left behind");
+	/* A killed writer's temporary file goes; everything else stays. */
+	char stale[800], keep[800];
+	snprintf(stale, sizeof(stale), "%s/.ckpt-2-70.safetensors.tmp.4242", dir);
+	snprintf(keep, sizeof(keep), "%s/.ckpt-notes", dir);
+	write_file(stale, (const uint8_t *)"x", 1);
+	write_file(keep, (const uint8_t *)"x", 1);
+	cr_expect_eq(checkpoint_prepare_dir(dir, err, sizeof(err)), 0, "%s", err);
+	cr_expect_neq(access(stale, F_OK), 0, "the stale temporary file is still there");
+	cr_expect_eq(access(keep, F_OK), 0, "an unrelated file was removed");
 	snprintf(dir, sizeof(dir), "%s/file", tmpdir);
 	write_file(dir, (const uint8_t *)"x", 1);
 	cr_expect_eq(checkpoint_prepare_dir(dir, err, sizeof(err)), -1);

@@ -8,3 +8,39 @@
 # Every script bounds each mpirun with timeout(1), and ctest's TIMEOUT bounds the
 # script, so a hang fails the test instead of stalling the suite.
 add_unit_test(test_checkpoint ${CMAKE_CURRENT_SOURCE_DIR}/test_checkpoint.c)
+
+# A Python 3 with numpy for the independent checkpoint reader: /usr/bin/python3
+# (Debian's python3-numpy, and python3-torch when installed) or the first python3
+# on PATH that has numpy. Without one the reader test fails and says why.
+if(NOT MNIST_PYTHON)
+  set(_mnist_python_found "")
+  find_program(_mnist_path_python python3)
+  foreach(_candidate /usr/bin/python3 ${_mnist_path_python})
+    if(NOT _mnist_python_found AND EXISTS ${_candidate})
+      execute_process(COMMAND ${_candidate} -c "import numpy" RESULT_VARIABLE _rc
+                      OUTPUT_QUIET ERROR_QUIET)
+      if(_rc EQUAL 0)
+        set(_mnist_python_found ${_candidate})
+      endif()
+    endif()
+  endforeach()
+  if(NOT _mnist_python_found)
+    set(_mnist_python_found /usr/bin/python3)
+    message(STATUS "mnist-ddp: no python3 with numpy found; reliability_python_reader will fail until one is installed")
+  endif()
+  set(MNIST_PYTHON ${_mnist_python_found} CACHE FILEPATH "Python 3 with numpy for tests/reliability/read_checkpoint.py")
+endif()
+
+set(_rel ${CMAKE_CURRENT_SOURCE_DIR}/reliability)
+set(_rel_args $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})
+
+add_test(NAME reliability_resume COMMAND bash ${_rel}/test_resume.sh ${_rel_args})
+add_test(NAME reliability_python_reader COMMAND bash ${_rel}/test_python_reader.sh ${_rel_args})
+set_tests_properties(reliability_resume reliability_python_reader PROPERTIES
+  LABELS reliability TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "PYTHON=${MNIST_PYTHON}")
+foreach(_case kill kill-writer stop nonfinite)
+  string(REPLACE "-" "_" _name ${_case})
+  add_test(NAME reliability_${_name} COMMAND bash ${_rel}/test_failures.sh ${_case} ${_rel_args})
+  set_tests_properties(reliability_${_name} PROPERTIES
+    LABELS reliability TIMEOUT 180 PROCESSORS 3 ENVIRONMENT "PYTHON=${MNIST_PYTHON}")
+endforeach()

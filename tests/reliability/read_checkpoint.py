@@ -1,0 +1,231 @@
+#!/usr/bin/python3
+"""read_checkpoint.py - read an mnist-train checkpoint (safetensors) without
+any of the trainer's code, check it, and score its weights on the MNIST test set.
+
+    /usr/bin/python3 tests/reliability/read_checkpoint.py CKPT [--test-data DIR]
+        [--expect-accuracy A] [--tolerance T] [--print-meta]
+
+The file is read with numpy only: 8-byte little-endian header length, JSON
+header, raw little-endian F32 tensors. Everything is checked before use: the
+header length against the file, each tensor's dtype, shape and byte range
+(the ranges must tile the data), the __metadata__ format and the whole-file
+CRC-32 ("checksum": "crc32:XXXXXXXX", computed with those 8 digits read as
+'0'). The network is rebuilt from the tensors alone (fc<l>.weight is (out, in),
+PyTorch's layout): ReLU between layers, and on the logits for model "seed".
+
+Accuracy is computed in float32 with numpy; when PyTorch is installed the
+weights are also loaded into torch.nn.Linear modules named fc0, fc1, ... with
+load_state_dict(strict=True) - the names map one to one - and scored again;
+when the safetensors package is installed its loader must give the same arrays.
+
+Prints "accuracy=A" (and "torch_accuracy=A"); exit 0, or 1 when the file is
+invalid or an --expect-accuracy check fails (the message says which).
+"""
+import argparse
+import gzip
+import json
+import os
+import struct
+import sys
+import zlib
+
+import numpy as np
+
+MAX_HEADER = 1 << 20
+FORMAT = "mnist-ddp-checkpoint-1"
+PIXEL_MEAN = np.float32(0.1307)  # include/elem.h: ELEM_PIXEL_MEAN, ELEM_PIXEL_STD
+PIXEL_STD = np.float32(0.3081)
+
+
+class Invalid(Exception):
+    pass
+
+
+def read_checkpoint(path):
+    """(metadata dict, {name: float32 array}) of a checked file."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    if len(blob) < 8:
+        raise Invalid(f"{path}: truncated: {len(blob)} bytes")
+    (hlen,) = struct.unpack("<Q", blob[:8])
+    if hlen < 2 or hlen > MAX_HEADER or hlen > len(blob) - 8:
+        raise Invalid(f"{path}: header length {hlen} does not fit the {len(blob)}-byte file")
+    try:
+        header = json.loads(blob[8:8 + hlen].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise Invalid(f"{path}: header is not JSON: {e}")
+    if not isinstance(header, dict):
+        raise Invalid(f"{path}: header is not a JSON object")
+    meta = header.pop("__metadata__", None)
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise Invalid(f"{path}: no __metadata__ of strings")
+    if meta.get("format") != FORMAT:
+        raise Invalid(f"{path}: format {meta.get('format')!r}, expected {FORMAT!r}")
+
+    # Whole-file CRC-32 with the checksum's digits read as '0'.
+    want = meta.get("checksum", "")
+    if len(want) != 14 or not want.startswith("crc32:"):
+        raise Invalid(f"{path}: checksum {want!r} is not crc32:XXXXXXXX")
+    key = b'"checksum":"' + want.encode() + b'"'
+    at = blob.find(key, 8, 8 + hlen)
+    if at < 0 or blob.find(key, at + 1, 8 + hlen) >= 0:
+        raise Invalid(f"{path}: checksum field not found exactly once in the header")
+    digits = at + len(key) - 9
+    sealed = bytearray(blob)
+    sealed[digits:digits + 8] = b"00000000"
+    got = zlib.crc32(bytes(sealed)) & 0xFFFFFFFF
+    if f"{got:08x}" != want[6:]:
+        raise Invalid(f"{path}: checksum mismatch (file says {want[6:]}, contents give {got:08x})")
+
+    data = memoryview(blob)[8 + hlen:]
+    tensors, ranges = {}, []
+    for name, info in header.items():
+        if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
+            raise Invalid(f"{path}: tensor {name}: entry must hold dtype, shape, data_offsets")
+        if info["dtype"] != "F32":
+            raise Invalid(f"{path}: tensor {name}: dtype {info['dtype']}, expected F32")
+        shape, (begin, end) = info["shape"], info["data_offsets"]
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if not (0 <= begin <= end <= len(data)) or end - begin != 4 * count:
+            raise Invalid(f"{path}: tensor {name}: data_offsets [{begin}, {end}] do not fit shape {shape}")
+        ranges.append((begin, end, name))
+        tensors[name] = np.frombuffer(data[begin:end], dtype="<f4").reshape(shape).astype(np.float32)
+    at = 0
+    for begin, end, name in sorted(ranges):
+        if begin != at:
+            raise Invalid(f"{path}: tensor {name} starts at {begin}, expected {at}")
+        at = end
+    if at != len(data):
+        raise Invalid(f"{path}: tensors cover {at} of {len(data)} data bytes")
+    return meta, tensors
+
+
+def read_idx(directory, prefix):
+    """(images (n, 784) uint8, labels (n) uint8) of an IDX pair, raw or gzip."""
+    def load(what):
+        for name in (f"{prefix}-{what}", f"{prefix}-{what}.gz"):
+            p = os.path.join(directory, name)
+            if os.path.exists(p):
+                with open(p, "rb") as f:
+                    raw = f.read()
+                return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+        raise SystemExit(f"read_checkpoint: no {prefix}-{what} in {directory}")
+    img, lab = load("images-idx3-ubyte"), load("labels-idx1-ubyte")
+    n, rows, cols = struct.unpack(">III", img[4:16])
+    if struct.unpack(">I", img[:4])[0] != 0x803 or rows * cols != 784 or len(img) != 16 + n * 784:
+        raise SystemExit(f"read_checkpoint: {directory}: bad image file")
+    if struct.unpack(">II", lab[:8]) != (0x801, n) or len(lab) != 8 + n:
+        raise SystemExit(f"read_checkpoint: {directory}: bad label file")
+    return (np.frombuffer(img, np.uint8, offset=16).reshape(n, 784),
+            np.frombuffer(lab, np.uint8, offset=8))
+
+
+def layers(tensors):
+    """[(W (out, in), b (out))] for fc0, fc1, ... in order."""
+    out, l = [], 0
+    while f"fc{l}.weight" in tensors:
+        out.append((tensors[f"fc{l}.weight"], tensors[f"fc{l}.bias"]))
+        l += 1
+    if not out:
+        raise Invalid("no fc0.weight tensor")
+    return out
+
+
+def normalise(images):
+    # The trainer's normalize_pixel_elem, in float32: (p * (1/255) - mean) * (1/std).
+    x = images.astype(np.float32) * np.float32(1.0 / 255.0)
+    return (x - PIXEL_MEAN) * (np.float32(1.0) / PIXEL_STD)
+
+
+def accuracy_numpy(meta, tensors, images, labels):
+    x = normalise(images)
+    net = layers(tensors)
+    for l, (w, b) in enumerate(net):
+        x = x @ w.T + b
+        if l < len(net) - 1 or meta["model"] == "seed":
+            x = np.maximum(x, np.float32(0.0))
+    return float(np.mean(np.argmax(x, axis=1) == labels))
+
+
+def accuracy_torch(meta, tensors, images, labels):
+    import torch
+
+    net = layers(tensors)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            for l, (w, _) in enumerate(net):
+                setattr(self, f"fc{l}", torch.nn.Linear(w.shape[1], w.shape[0]))
+
+        def forward(self, x):
+            for l in range(len(net)):
+                x = getattr(self, f"fc{l}")(x)
+                if l < len(net) - 1 or meta["model"] == "seed":
+                    x = torch.relu(x)
+            return x
+
+    model = Net()
+    state = {k: torch.from_numpy(v.copy()) for k, v in tensors.items() if not k.startswith("optimizer.")}
+    model.load_state_dict(state, strict=True)
+    with torch.no_grad():
+        logits = model(torch.from_numpy(normalise(images)))
+    return float((logits.argmax(dim=1).numpy() == labels).mean())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("checkpoint")
+    ap.add_argument("--test-data", help="directory with t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte")
+    ap.add_argument("--expect-accuracy", type=float)
+    ap.add_argument("--tolerance", type=float, default=0.0)
+    ap.add_argument("--print-meta", action="store_true")
+    a = ap.parse_args()
+    try:
+        meta, tensors = read_checkpoint(a.checkpoint)
+        for l, (w, b) in enumerate(layers(tensors)):
+            v = tensors.get(f"optimizer.fc{l}.weight")
+            if v is None or v.shape != w.shape or tensors.get(f"optimizer.fc{l}.bias", b[:0]).shape != b.shape:
+                raise Invalid(f"{a.checkpoint}: optimizer state of fc{l} missing or misshapen")
+    except Invalid as e:
+        print(f"read_checkpoint: invalid: {e}", file=sys.stderr)
+        return 1
+    print(f"checkpoint={a.checkpoint} model={meta['model']} epoch={meta['epoch']} step={meta['step']} "
+          f"global_step={meta['global_step']} tensors={len(tensors)} "
+          f"finite={int(all(np.isfinite(t).all() for t in tensors.values()))}")
+    if a.print_meta:
+        for k in sorted(meta):
+            print(f"meta {k}={meta[k]}")
+    try:
+        from safetensors.numpy import load_file
+        ref = load_file(a.checkpoint)
+        same = set(ref) == set(tensors) and all(np.array_equal(ref[k], tensors[k]) for k in ref)
+        print(f"safetensors_package=same" if same else "safetensors_package=DIFFERENT")
+        if not same:
+            return 1
+    except ImportError:
+        pass
+    if not a.test_data:
+        return 0
+    images, labels = read_idx(a.test_data, "t10k")
+    acc = accuracy_numpy(meta, tensors, images, labels)
+    print(f"accuracy={acc:.4f} ({int(round(acc * len(labels)))}/{len(labels)})")
+    results = [("numpy", acc)]
+    try:
+        import torch  # noqa: F401
+        tacc = accuracy_torch(meta, tensors, images, labels)
+        print(f"torch_accuracy={tacc:.4f}")
+        results.append(("torch", tacc))
+    except ImportError:
+        print("torch_accuracy=unavailable (PyTorch not installed)")
+    if a.expect_accuracy is not None:
+        for what, value in results:
+            if abs(value - a.expect_accuracy) > a.tolerance + 1e-9:
+                print(f"read_checkpoint: {what} accuracy {value:.4f} differs from the expected "
+                      f"{a.expect_accuracy:.4f} by more than {a.tolerance}", file=sys.stderr)
+                return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# test_python_reader.sh - a checkpoint read by a small independent Python
+# reader (read_checkpoint.py: numpy, and PyTorch when installed) scores the
+# same test accuracy as mnist-train reports for the same parameters.
+#
+#   PYTHON=/usr/bin/python3 tests/reliability/test_python_reader.sh build/mnist-train MNIST_Data mpirun ...
+#
+# The final checkpoint of a run holds the parameters that the run's summary
+# scores, so the reader's accuracy on the MNIST test set must equal the
+# summary's test_accuracy: for the seed model (ReLU on the logits) and an mlp.
+# The reader computes in float32 like the trainer but sums in another order,
+# so an argmax near a tie may flip: up to 2 of the 10000 images may differ
+# (measured: none). Controls: the reader must refuse a truncated copy and a
+# copy with a flipped byte. Exit 0 pass, 1 fail.
+set -uo pipefail
+. "$(dirname "$0")/common.sh"
+PYTHON=${PYTHON:-/usr/bin/python3}
+READER="$(dirname "$0")/read_checkpoint.py"
+
+if ! "$PYTHON" -c 'import numpy' 2>/dev/null; then
+	echo "FAIL: $PYTHON has no numpy (Debian: apt-get install python3-numpy); this test does not skip" >&2
+	exit 1
+fi
+
+check() { # NAME CKPT: the reader's accuracy against the run's summary
+	local name=$1 ckpt=$2 acc
+	acc=$(field "$name" test_accuracy)
+	if "$PYTHON" "$READER" "$ckpt" --test-data "$DATA/test" --expect-accuracy "$acc" --tolerance 0.0002 \
+		>"$TMP/$name.py" 2>&1; then
+		ok "$name: the Python reader scores $(grep -o 'accuracy=[0-9.]*' "$TMP/$name.py" | head -1), \
+$(grep -o 'torch_accuracy=[a-z0-9.]*' "$TMP/$name.py"); mnist-train reported $acc"
+	else
+		fail "$name: the Python reader disagrees with mnist-train's test_accuracy=$acc:"
+		sed 's/^/    /' "$TMP/$name.py" >&2
+	fi
+}
+
+run seed 2 --epochs 1 --log-every 1000 --checkpoint-dir "$TMP/seed"
+expect_ok seed && check seed "$TMP/seed/ckpt-0-938.safetensors"
+
+run mlp 2 --model mlp --hidden 64,32 --momentum 0.5 --epochs 1 --limit 20000 --log-every 1000 \
+	--checkpoint-dir "$TMP/mlp"
+expect_ok mlp && check mlp "$TMP/mlp/ckpt-0-313.safetensors"
+
+# Controls: the reader validates what it reads.
+if [ -f "$TMP/seed/ckpt-0-938.safetensors" ]; then
+	head -c 40000 "$TMP/seed/ckpt-0-938.safetensors" >"$TMP/short.safetensors"
+	cp "$TMP/seed/ckpt-0-938.safetensors" "$TMP/flip.safetensors"
+	byte=$(od -A n -t u1 -j 50000 -N 1 "$TMP/flip.safetensors" | tr -d ' ')
+	printf "\\$(printf '%03o' $((byte ^ 1)))" | dd of="$TMP/flip.safetensors" bs=1 seek=50000 conv=notrunc status=none
+	for bad in short flip; do
+		if "$PYTHON" "$READER" "$TMP/$bad.safetensors" >"$TMP/$bad.py" 2>&1; then
+			fail "control: the reader accepted the $bad copy"
+		else
+			ok "control: the reader refuses the $bad copy ($(head -1 "$TMP/$bad.py"))"
+		fi
+	done
+fi
+finish

@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# test_resume.sh - checkpoints and --resume through mnist-train under a real mpirun.
+#
+#   tests/reliability/test_resume.sh build/mnist-train MNIST_Data mpirun --allow-run-as-root --oversubscribe
+#
+# 1. The issue's case: the seed model, 2 epochs straight against 1 epoch, then
+#    --resume DIR and 1 more: param_crc32 identical (the host backend is
+#    deterministic, so the resumed run must be bitwise the straight one).
+# 2. An mlp with momentum (so the optimizer state matters), checkpoints every
+#    50 steps: resuming from the epoch-end checkpoint (DIR) and from a
+#    mid-epoch one (FILE) both give the straight run's parameters bitwise. A
+#    control resumes from the mid-epoch file with the velocity zeroed, which
+#    must not.
+# 3. Another rank count with the same global batch (4 ranks x 16 instead of
+#    2 x 32) is accepted and trains to the same accuracy; 3 ranks x 32 is
+#    refused with status 2 and a message naming the global batch.
+# 4. The newest checkpoint truncated, or with one byte flipped: --resume DIR
+#    warns, naming it, falls back to the previous one and still ends bitwise
+#    equal to the straight run. The bad file given as --resume FILE: status 2
+#    and a message naming it. A checkpoint of another configuration (--seed):
+#    status 2 naming the difference. No temporary file is ever left behind.
+# Exit 0 pass, 1 fail (every failure is printed).
+set -uo pipefail
+. "$(dirname "$0")/common.sh"
+
+COMMON=(--log-every 1000 --timeout 60)
+
+# ---- 1. seed model, 2 epochs vs 1 + resume + 1 ---------------------------------
+run seed_straight 2 "${COMMON[@]}" --epochs 2
+expect_ok seed_straight && SEED_CRC=$(field seed_straight param_crc32)
+run seed_first 2 "${COMMON[@]}" --epochs 1 --checkpoint-dir "$TMP/seed"
+expect_ok seed_first
+[ -f "$TMP/seed/ckpt-0-938.safetensors" ] || fail "seed: no ckpt-0-938.safetensors after epoch 0: $(ls -A "$TMP/seed")"
+run seed_resumed 2 "${COMMON[@]}" --epochs 2 --checkpoint-dir "$TMP/seed" --resume "$TMP/seed"
+if expect_ok seed_resumed; then
+	got=$(field seed_resumed param_crc32)
+	if [ "$got" = "${SEED_CRC:-none}" ]; then
+		ok "seed model: 2 epochs straight and 1 + resume + 1 end bitwise equal (param_crc32=$got)"
+	else
+		fail "seed model: straight param_crc32=${SEED_CRC:-none}, resumed $got"
+	fi
+	grep -q "resuming from $TMP/seed/ckpt-0-938.safetensors (after epoch 0 step 937, global step 938); continuing at epoch 1 step 0" \
+		"$TMP/seed_resumed.out" || fail "seed: no 'resuming from .../ckpt-0-938' line"
+	[ "$(field seed_resumed images)" = 60000 ] || fail "seed: the resumed run trained $(field seed_resumed images) images, expected one epoch (60000)"
+	[ -f "$TMP/seed/ckpt-1-1876.safetensors" ] || fail "seed: the resumed run saved no ckpt-1-1876.safetensors"
+fi
+
+# ---- 2. mlp with momentum, mid-epoch checkpoints ----------------------------------
+MLP=("${COMMON[@]}" --model mlp --hidden 32 --momentum 0.9 --lr 0.02 --limit 12000)
+run mlp_straight 2 "${MLP[@]}" --epochs 2
+expect_ok mlp_straight && MLP_CRC=$(field mlp_straight param_crc32)
+MLP_ACC=$(field mlp_straight test_accuracy)
+run mlp_first 2 "${MLP[@]}" --epochs 1 --checkpoint-dir "$TMP/mlp" --save-every 50 --keep 0
+expect_ok mlp_first
+want="ckpt-0-100.safetensors ckpt-0-150.safetensors ckpt-0-188.safetensors ckpt-0-50.safetensors"
+have=$(ls "$TMP/mlp" | sort | tr '\n' ' ' | sed 's/ $//')
+[ "$have" = "$want" ] || fail "mlp: checkpoints '$have', expected '$want' (every 50 steps and the epoch end, 188 steps)"
+run mlp_resumed_dir 2 "${MLP[@]}" --epochs 2 --resume "$TMP/mlp"
+if expect_ok mlp_resumed_dir; then
+	got=$(field mlp_resumed_dir param_crc32)
+	[ "$got" = "${MLP_CRC:-none}" ] && ok "mlp + momentum: resumed from the epoch end (DIR), bitwise equal ($got)" ||
+		fail "mlp: straight param_crc32=${MLP_CRC:-none}, resumed from DIR $got"
+fi
+run mlp_resumed_mid 2 "${MLP[@]}" --epochs 2 --resume "$TMP/mlp/ckpt-0-100.safetensors"
+if expect_ok mlp_resumed_mid; then
+	got=$(field mlp_resumed_mid param_crc32)
+	[ "$got" = "${MLP_CRC:-none}" ] && ok "mlp + momentum: resumed mid-epoch (FILE, epoch 0 step 100), bitwise equal ($got)" ||
+		fail "mlp: straight param_crc32=${MLP_CRC:-none}, resumed from step 100 $got"
+	grep -q "continuing at epoch 0 step 100" "$TMP/mlp_resumed_mid.out" || fail "mlp: mid-epoch resume did not continue at epoch 0 step 100"
+	[ "$(field mlp_resumed_mid images)" = $(((188 - 100 - 1) * 64 + 32 + 188 * 64 - 32)) ] ||
+		fail "mlp: mid-epoch resume trained $(field mlp_resumed_mid images) images"
+fi
+# Control: the same file with the velocity zeroed (re-sealed with a valid checksum) must differ.
+/usr/bin/env python3 - "$TMP/mlp/ckpt-0-100.safetensors" "$TMP/zerov.safetensors" <<'EOF' || fail "could not build the zero-velocity control"
+import json, struct, sys, zlib
+blob = bytearray(open(sys.argv[1], "rb").read())
+(n,) = struct.unpack("<Q", blob[:8])
+hdr = json.loads(blob[8:8 + n])
+for name, t in hdr.items():
+    if name.startswith("optimizer."):
+        b, e = t["data_offsets"]
+        blob[8 + n + b:8 + n + e] = bytes(e - b)
+want = hdr["__metadata__"]["checksum"]
+at = blob.find(b'"checksum":"' + want.encode()) + len('"checksum":"crc32:')
+blob[at:at + 8] = b"00000000"
+blob[at:at + 8] = b"%08x" % (zlib.crc32(bytes(blob)) & 0xFFFFFFFF)
+open(sys.argv[2], "wb").write(blob)
+EOF
+run mlp_zero_velocity 2 "${MLP[@]}" --epochs 2 --resume "$TMP/zerov.safetensors"
+if expect_ok mlp_zero_velocity; then
+	got=$(field mlp_zero_velocity param_crc32)
+	[ "$got" != "${MLP_CRC:-none}" ] && ok "control: the velocity zeroed gives other parameters ($got), so the comparison sees the optimizer state" ||
+		fail "control: zeroing the velocity changed nothing: the test cannot see the optimizer state"
+fi
+
+# ---- 3. rank count ---------------------------------------------------------------
+run mlp_4ranks 4 "${MLP[@]}" --batch-size 16 --epochs 2 --resume "$TMP/mlp/ckpt-0-100.safetensors"
+if expect_ok mlp_4ranks; then
+	grep -q "written by 2 ranks x batch 32, this run has 4 x 16" "$TMP/mlp_4ranks.out" ||
+		fail "4 ranks: no note about the changed rank count"
+	acc=$(field mlp_4ranks test_accuracy)
+	if awk -v a="$acc" -v b="${MLP_ACC:-0}" 'BEGIN { d = a - b; exit !(d < 0.01 && d > -0.01) }'; then
+		ok "4 ranks x 16 resumed from 2 x 32: accepted, test accuracy $acc (2 ranks straight: $MLP_ACC)"
+	else
+		fail "4 ranks x 16 resumed: test accuracy $acc, 2 ranks straight $MLP_ACC (more than 0.01 apart)"
+	fi
+fi
+run mlp_3ranks 3 "${MLP[@]}" --epochs 2 --resume "$TMP/mlp"
+if [ "$RC" -ne 2 ]; then
+	fail "3 ranks x 32 (global batch 96 vs 64): exit status $RC, expected 2"
+elif ! grep -q "global batch 64 in the checkpoint (2 ranks x --batch-size 32), 96 here" "$TMP/mlp_3ranks.out"; then
+	fail "3 ranks: the refusal does not explain the global batch:"
+	sed 's/^/    /' "$TMP/mlp_3ranks.out" >&2
+else
+	ok "3 ranks x 32: refused with status 2 ($(grep -m1 -o 'global batch 64[^:]*' "$TMP/mlp_3ranks.out"))"
+fi
+
+# ---- 4. corrupt newest: fallback; bad FILE; other configuration ------------------------
+for kind in truncated flipped; do
+	d="$TMP/fb_$kind"
+	cp -r "$TMP/mlp" "$d"
+	newest="$d/ckpt-0-188.safetensors"
+	if [ "$kind" = truncated ]; then
+		truncate -s 30000 "$newest"
+	else
+		# Invert one byte of the data (whatever it was).
+		byte=$(od -A n -t u1 -j 40000 -N 1 "$newest" | tr -d ' ')
+		printf "\\$(printf '%03o' $((byte ^ 255)))" | dd of="$newest" bs=1 seek=40000 conv=notrunc status=none
+	fi
+	run "fallback_$kind" 2 "${MLP[@]}" --epochs 2 --resume "$d"
+	if expect_ok "fallback_$kind"; then
+		out="$TMP/fallback_$kind.out"
+		grep -q "warning: skipping checkpoint $newest: .*; falling back to the previous one" "$out" ||
+			fail "$kind newest: no warning naming $newest"
+		grep -q "resuming from $d/ckpt-0-150.safetensors" "$out" || fail "$kind newest: did not resume from ckpt-0-150"
+		got=$(field "fallback_$kind" param_crc32)
+		[ "$got" = "${MLP_CRC:-none}" ] && ok "$kind newest checkpoint: warned, fell back to ckpt-0-150, still bitwise equal ($got)" ||
+			fail "$kind newest: param_crc32 $got, straight ${MLP_CRC:-none}"
+	fi
+	run "badfile_$kind" 2 "${MLP[@]}" --epochs 2 --resume "$newest"
+	if [ "$RC" -ne 2 ]; then
+		fail "--resume of the $kind file: exit status $RC, expected 2"
+	elif ! grep -q "^mnist-train: --resume $newest: $newest: " "$TMP/badfile_$kind.out"; then
+		fail "--resume of the $kind file: no message naming it:"
+		sed 's/^/    /' "$TMP/badfile_$kind.out" >&2
+	elif grep -q '^summary:' "$TMP/badfile_$kind.out"; then
+		fail "--resume of the $kind file: trained anyway"
+	else
+		ok "--resume FILE of the $kind file: status 2, $(grep -m1 -o "$newest: [^(]*" "$TMP/badfile_$kind.out" | tail -1)"
+	fi
+done
+run other_seed 2 "${MLP[@]}" --epochs 2 --seed 7 --resume "$TMP/mlp"
+if [ "$RC" -ne 2 ] || ! grep -q "does not fit this run: --seed 1 in the checkpoint, 7 here" "$TMP/other_seed.out"; then
+	fail "--seed 7 against a --seed 1 checkpoint: status $RC, expected 2 and a message naming --seed"
+	sed 's/^/    /' "$TMP/other_seed.out" >&2
+else
+	ok "another configuration (--seed 7): refused with status 2, naming --seed"
+fi
+run empty_dir 2 "${MLP[@]}" --epochs 2 --resume "$TMP/nothing_here"
+[ "$RC" -eq 2 ] && grep -q -- "--resume $TMP/nothing_here" "$TMP/empty_dir.out" &&
+	ok "--resume of a missing path: status 2 naming it" || fail "--resume of a missing path: status $RC"
+
+leftover=$(find "$TMP" -name '.ckpt-*' | head -3)
+[ -z "$leftover" ] && ok "no temporary checkpoint file left behind" || fail "temporary files left: $leftover"
+finish
