@@ -1078,12 +1078,16 @@ static int meta_info(const struct header *h, struct checkpoint_info *info, const
 	    info->global_step != (long long)info->epoch * spe + info->step + 1 ||
 	    info->next_epoch != nxt / spe || info->next_step != nxt % spe ||
 	    info->next_step > ((long long)1 << 50) / v[10] ||
-	    info->sampler_offset != (long long)info->next_step * v[10]) {
+	    info->sampler_offset != (long long)info->next_step * v[10] ||
+	    info->next_epoch > info->epochs ||
+	    (info->next_epoch == info->epochs && info->next_step > 0)) {
 		set_err(err, errlen,
 			"%s: metadata position is inconsistent (epoch %d step %d global_step %lld "
-			"next %d/%d sampler_offset %lld, %d steps per epoch, global batch %lld)",
+			"next %d/%d sampler_offset %lld, %d steps per epoch, global batch %lld, "
+			"%d epochs)",
 			name, info->epoch, info->step, info->global_step, info->next_epoch,
-			info->next_step, info->sampler_offset, info->steps_per_epoch, v[10]);
+			info->next_step, info->sampler_offset, info->steps_per_epoch, v[10],
+			info->epochs);
 		return -1;
 	}
 	return 0;

@@ -420,6 +420,7 @@ Test(checkpoint, inconsistent_metadata)
 		{"\"train_crc32\":\"12345678\"", "\"train_crc32\":\"1234567\""},
 		{"\"seed\":\"1\"", "\"seed\":\"-1\""},
 		{"\"steps_per_epoch\":\"32\"", "\"steps_per_epoch\":\"0\""},
+		{"\"epochs\":\"4\"", "\"epochs\":\"0\""},
 	};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		char json[4096];

@@ -44,3 +44,15 @@ foreach(_case kill kill-writer stop nonfinite)
   set_tests_properties(reliability_${_name} PROPERTIES
     LABELS reliability TIMEOUT 180 PROCESSORS 3 ENVIRONMENT "PYTHON=${MNIST_PYTHON}")
 endforeach()
+
+# valgrind: not with the sanitizers (an ASan binary cannot run under memcheck).
+if(NOT MNIST_DDP_SANITIZE)
+  add_executable(leak_control ${_rel}/leak_control.c)
+  target_compile_options(leak_control PRIVATE -O0 -g)
+  target_link_libraries(leak_control PRIVATE MPI::MPI_C)
+  add_test(NAME reliability_valgrind
+           COMMAND bash ${_rel}/test_valgrind.sh $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR}
+                   $<TARGET_FILE:leak_control> ${MNIST_MPIRUN})
+  set_tests_properties(reliability_valgrind PROPERTIES LABELS "reliability;valgrind" TIMEOUT 600
+                       PROCESSORS 2)
+endif()

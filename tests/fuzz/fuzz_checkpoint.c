@@ -1,0 +1,158 @@
+/*
+ * fuzz_checkpoint.c - libFuzzer target for the checkpoint reader (host/checkpoint.c).
+ *
+ *   CC=clang cmake -S . -B build-fuzz -DMNIST_DDP_FUZZ=ON -DMNIST_DDP_CUDA=OFF
+ *   cmake --build build-fuzz --target fuzz_checkpoint
+ *   tests/fuzz/run_fuzz.sh build-fuzz/tests/fuzz_checkpoint tests/fuzz/corpus/checkpoint 60
+ *
+ * The input is a whole checkpoint file. checkpoint_parse must refuse it with
+ * a message naming the file, or accept it with a tensor table that lies
+ * inside the data. An accepted file is then taken as far as a real resume
+ * takes it: the model its metadata names is built (when the file is large
+ * enough to hold it, so no input asks for a huge allocation), its tensors
+ * extracted, and the configuration compared with itself. A successful
+ * extraction must survive a round trip: encoding the same parameters and
+ * metadata again and parsing that must give back the same bits. The first
+ * bytes also go through the file-name parser.
+ *
+ * Nearly every mutation breaks the whole-file checksum, which would keep the
+ * fuzzer in front of it; so each input is also re-sealed (its checksum
+ * digits recomputed, when it has the field) and the copy taken through the
+ * same path, reaching the metadata and tensor checks behind the checksum with
+ * arbitrary headers. Built with
+ * tests/fuzz/replay_main.c instead of libFuzzer, it replays the corpus in the
+ * ordinary test suite (ctest -R fuzz_checkpoint_corpus).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "idx.h"
+#include "model.h"
+
+#define FUZZ_CHECK(cond)                                                                       \
+	do {                                                                                   \
+		if (!(cond)) {                                                                 \
+			fprintf(stderr, "fuzz_checkpoint: invariant broken: %s (%s:%d)\n", #cond, \
+				__FILE__, __LINE__);                                           \
+			abort();                                                               \
+		}                                                                              \
+	} while (0)
+
+static struct checkpoint_view view, view2;
+
+static void round_trip(const struct model *m, const struct checkpoint_info *info,
+		       const float *params, const float *velocity)
+{
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	char err[2048] = "";
+	struct checkpoint_info again;
+	FUZZ_CHECK(checkpoint_encode(m, info, params, velocity, &buf, &len) == 0);
+	FUZZ_CHECK(checkpoint_parse(buf, len, "again", &again, &view2, err, sizeof(err)) ==
+		   CHECKPOINT_OK);
+	float *p = malloc(m->n_params * sizeof(float));
+	float *v = malloc(m->n_params * sizeof(float));
+	FUZZ_CHECK(p && v);
+	FUZZ_CHECK(checkpoint_extract(&view2, m, "again", p, v, err, sizeof(err)) == CHECKPOINT_OK);
+	FUZZ_CHECK(!memcmp(p, params, m->n_params * sizeof(float)));
+	FUZZ_CHECK(!memcmp(v, velocity, m->n_params * sizeof(float)));
+	FUZZ_CHECK(again.global_step == info->global_step && again.next_epoch == info->next_epoch &&
+		   again.next_step == info->next_step && again.seed == info->seed &&
+		   again.model == info->model && again.n_hidden == info->n_hidden &&
+		   again.train_crc32 == info->train_crc32);
+	FUZZ_CHECK(checkpoint_compat(&again, info, "again", err, sizeof(err)) == CHECKPOINT_OK);
+	free(p);
+	free(v);
+	free(buf);
+}
+
+/* Parse, and when accepted, extract and round-trip as a resume would. */
+static void check_file(const uint8_t *data, size_t size)
+{
+	char err[2048] = "";
+	struct checkpoint_info info;
+	int rc = checkpoint_parse(data, size, "fuzz.safetensors", &info, &view, err, sizeof(err));
+	if (rc != CHECKPOINT_OK) {
+		FUZZ_CHECK(rc == CHECKPOINT_ERR_CORRUPT || rc == CHECKPOINT_ERR_IO);
+		FUZZ_CHECK(err[0] && strstr(err, "fuzz.safetensors"));
+		return;
+	}
+	FUZZ_CHECK(view.data >= data && view.data + view.data_len == data + size);
+	FUZZ_CHECK(view.n_tensors >= 0 && view.n_tensors <= CHECKPOINT_MAX_TENSORS);
+	for (int i = 0; i < view.n_tensors; i++)
+		FUZZ_CHECK(view.tensors[i].begin <= view.tensors[i].end &&
+			   view.tensors[i].end <= view.data_len);
+	FUZZ_CHECK(checkpoint_compat(&info, &info, "self", err, sizeof(err)) == CHECKPOINT_OK);
+
+	struct model m;
+	model_init(&m, info.model, info.hidden, info.n_hidden);
+	if (m.n_params > size / 8)
+		return; /* the file cannot hold this model: extract would refuse it anyway */
+	float *params = malloc(m.n_params * sizeof(float));
+	float *velocity = malloc(m.n_params * sizeof(float));
+	FUZZ_CHECK(params && velocity);
+	rc = checkpoint_extract(&view, &m, "fuzz.safetensors", params, velocity, err, sizeof(err));
+	if (rc == CHECKPOINT_OK)
+		round_trip(&m, &info, params, velocity);
+	else
+		FUZZ_CHECK(rc == CHECKPOINT_ERR_MISMATCH && strstr(err, "fuzz.safetensors"));
+	free(params);
+	free(velocity);
+}
+
+/* A copy of data with its checksum digits recomputed; NULL when it has no checksum field. */
+static uint8_t *reseal(const uint8_t *data, size_t size)
+{
+	static const char tag[] = "\"checksum\":\"crc32:";
+	size_t tl = sizeof(tag) - 1;
+	if (size < 8)
+		return NULL;
+	uint64_t h = 0;
+	for (int i = 0; i < 8; i++)
+		h |= (uint64_t)data[i] << (8 * i);
+	if (h > size - 8)
+		return NULL;
+	for (size_t at = 8; at + tl + 8 <= 8 + h; at++) {
+		if (memcmp(data + at, tag, tl))
+			continue;
+		uint8_t *copy = malloc(size);
+		FUZZ_CHECK(copy != NULL);
+		memcpy(copy, data, size);
+		memcpy(copy + at + tl, "00000000", 8);
+		char hex[9];
+		snprintf(hex, sizeof(hex), "%08x", (unsigned)idx_crc32(0, copy, size));
+		memcpy(copy + at + tl, hex, 8);
+		return copy;
+	}
+	return NULL;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	/* The file-name parser on the first bytes. */
+	char name[72];
+	size_t n = size < sizeof(name) - 1 ? size : sizeof(name) - 1;
+	memcpy(name, data, n);
+	name[n] = '\0';
+	int epoch;
+	long long gs;
+	if (checkpoint_parse_file_name(name, &epoch, &gs) == 0) {
+		char back[64];
+		FUZZ_CHECK(epoch >= 0 && gs >= 1);
+		checkpoint_file_name(epoch, gs, back, sizeof(back));
+		FUZZ_CHECK(!strcmp(back, name));
+	}
+
+	check_file(data, size);
+	uint8_t *sealed = reseal(data, size);
+	if (sealed) {
+		check_file(sealed, size);
+		free(sealed);
+	}
+	return 0;
+}
