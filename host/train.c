@@ -189,6 +189,31 @@ static void check_replicas(const struct dist *d, const float *params, size_t n)
 		die(1, "replicas diverged: parameter checksums differ across ranks (%08x vs %08x)", lo, hi);
 }
 
+/*
+ * The checkpoint and deadline flags must be the same on every rank (an MPMD
+ * launch could give them differently): a rank alone in the resume agreement
+ * would wait forever. One small allreduce of a CRC of them. 0, or 2 with err.
+ */
+static int reliability_agree(const struct train_config *c, const struct dist *d, char *err,
+			     size_t errlen)
+{
+	char text[2 * CONFIG_PATH_MAX + 128];
+	int len = snprintf(text, sizeof(text), "%s\n%s\n%d\n%d\n%.17g\n%d", c->resume,
+			   c->checkpoint_dir, c->save_every, c->keep, c->timeout, c->allow_nonfinite);
+	unsigned crc = idx_crc32(0, (const uint8_t *)text, len > 0 ? (size_t)len : 0);
+	unsigned lo = crc, hi = crc;
+	MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UNSIGNED, MPI_MIN, d->comm));
+	MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UNSIGNED, MPI_MAX, d->comm));
+	if (lo == hi)
+		return 0;
+	snprintf(err, errlen,
+		 "rank %d on %s: --resume, --checkpoint-dir, --save-every, --keep, --timeout and "
+		 "--allow-nonfinite differ between ranks (launched with different arguments?); "
+		 "give every rank the same",
+		 d->rank, d->host);
+	return 2;
+}
+
 /* Where a resumed run starts, and rank 0's copy of the state it starts from. */
 struct resume_state {
 	int epoch, step;          /* the first step to run */
@@ -223,6 +248,11 @@ static int train_resume(const struct train_config *c, const struct dist *d,
 		} else {
 			pos[0] = ck.next_epoch;
 			pos[1] = ck.next_step;
+			if (ck.next_epoch >= c->epochs)
+				fprintf(stderr,
+					"mnist-train: the checkpoint is at the end of --epochs %d: nothing "
+					"left to train, only the test set is scored\n",
+					c->epochs);
 			fprintf(stderr,
 				"mnist-train: resuming from %s (after epoch %d step %d, global step %lld); "
 				"continuing at epoch %d step %d\n",
@@ -313,7 +343,8 @@ int train_run(const struct train_config *c, const struct dist *d, const struct b
 	struct resume_state rs = {0};
 	checkpoint_info_from_config(&ckpt, c, d->size, n, train->checksum);
 	ckpt.steps_per_epoch = smp.steps;
-	if (c->resume[0] && train_resume(c, d, &m, &ckpt, &rs, err, errlen)) {
+	if (reliability_agree(c, d, err, errlen) ||
+	    (c->resume[0] && train_resume(c, d, &m, &ckpt, &rs, err, errlen))) {
 		sampler_destroy(&smp);
 		return 2;
 	}

@@ -18,7 +18,8 @@
 #    warns, naming it, falls back to the previous one and still ends bitwise
 #    equal to the straight run. The bad file given as --resume FILE: status 2
 #    and a message naming it. A checkpoint of another configuration (--seed):
-#    status 2 naming the difference. No temporary file is ever left behind.
+#    status 2 naming the difference. Ranks launched with different --resume
+#    (MPMD): status 2 on both, not a hang. No temporary file is left behind.
 # Exit 0 pass, 1 fail (every failure is printed).
 set -uo pipefail
 . "$(dirname "$0")/common.sh"
@@ -159,6 +160,17 @@ fi
 run empty_dir 2 "${MLP[@]}" --epochs 2 --resume "$TMP/nothing_here"
 [ "$RC" -eq 2 ] && grep -q -- "--resume $TMP/nothing_here" "$TMP/empty_dir.out" &&
 	ok "--resume of a missing path: status 2 naming it" || fail "--resume of a missing path: status $RC"
+
+# Ranks launched with different --resume (MPMD): refused on every rank, not a hang.
+timeout -k 10 "$RUN_TIMEOUT" "${MPIRUN[@]}" -n 1 "$TRAIN" --data "$DATA/train" "${MLP[@]}" --epochs 2 \
+	--resume "$TMP/mlp" : -n 1 "$TRAIN" --data "$DATA/train" "${MLP[@]}" --epochs 2 >"$TMP/mpmd.out" 2>&1
+RC=$?
+if [ "$RC" -eq 2 ] && [ "$(grep -c 'differ between ranks' "$TMP/mpmd.out")" -eq 2 ]; then
+	ok "ranks with different --resume (MPMD): both refuse with status 2"
+else
+	fail "ranks with different --resume: status $RC, expected 2 with a message from each rank"
+	tail -8 "$TMP/mpmd.out" | sed 's/^/    /' >&2
+fi
 
 leftover=$(find "$TMP" -name '.ckpt-*' | head -3)
 [ -z "$leftover" ] && ok "no temporary checkpoint file left behind" || fail "temporary files left: $leftover"
