@@ -214,6 +214,27 @@ static int reliability_agree(const struct train_config *c, const struct dist *d,
 	return 2;
 }
 
+/*
+ * Resuming from an earlier point than the newest checkpoint in --checkpoint-dir
+ * (an older FILE, or a fallback past a corrupt one): those newer files stay,
+ * and a later --resume DIR would pick them, so say so.
+ */
+static void warn_newer_checkpoints(const char *dir, long long global_step)
+{
+	struct checkpoint_entry *list = NULL;
+	char why[1024];
+	int n = checkpoint_list(dir, &list, why, sizeof(why));
+	int newer = 0;
+	for (int i = 0; i < n; i++)
+		newer += list[i].global_step > global_step;
+	if (newer)
+		fprintf(stderr,
+			"mnist-train: warning: %s holds %d checkpoint%s newer than the one resumed from "
+			"(newest: %s); they are kept, and a later --resume %s would pick %s first\n",
+			dir, newer, newer == 1 ? "" : "s", list[0].file, dir, newer == 1 ? "it" : "them");
+	free(list);
+}
+
 /* Where a resumed run starts, and rank 0's copy of the state it starts from. */
 struct resume_state {
 	int epoch, step;          /* the first step to run */
@@ -248,6 +269,8 @@ static int train_resume(const struct train_config *c, const struct dist *d,
 		} else {
 			pos[0] = ck.next_epoch;
 			pos[1] = ck.next_step;
+			if (c->checkpoint_dir[0])
+				warn_newer_checkpoints(c->checkpoint_dir, ck.global_step);
 			if (ck.next_epoch >= c->epochs)
 				fprintf(stderr,
 					"mnist-train: the checkpoint is at the end of --epochs %d: nothing "

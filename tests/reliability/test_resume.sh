@@ -62,12 +62,16 @@ if expect_ok mlp_resumed_dir; then
 	[ "$got" = "${MLP_CRC:-none}" ] && ok "mlp + momentum: resumed from the epoch end (DIR), bitwise equal ($got)" ||
 		fail "mlp: straight param_crc32=${MLP_CRC:-none}, resumed from DIR $got"
 fi
-run mlp_resumed_mid 2 "${MLP[@]}" --epochs 2 --resume "$TMP/mlp/ckpt-0-100.safetensors"
+cp -r "$TMP/mlp" "$TMP/mlp_mid"
+run mlp_resumed_mid 2 "${MLP[@]}" --epochs 2 --resume "$TMP/mlp_mid/ckpt-0-100.safetensors" \
+	--checkpoint-dir "$TMP/mlp_mid" --keep 0
 if expect_ok mlp_resumed_mid; then
 	got=$(field mlp_resumed_mid param_crc32)
 	[ "$got" = "${MLP_CRC:-none}" ] && ok "mlp + momentum: resumed mid-epoch (FILE, epoch 0 step 100), bitwise equal ($got)" ||
 		fail "mlp: straight param_crc32=${MLP_CRC:-none}, resumed from step 100 $got"
 	grep -q "continuing at epoch 0 step 100" "$TMP/mlp_resumed_mid.out" || fail "mlp: mid-epoch resume did not continue at epoch 0 step 100"
+	grep -q "warning: $TMP/mlp_mid holds 2 checkpoints newer than the one resumed from (newest: ckpt-0-188.safetensors)" \
+		"$TMP/mlp_resumed_mid.out" || fail "mlp: no warning about the 2 newer checkpoints left in --checkpoint-dir"
 	[ "$(field mlp_resumed_mid images)" = $(((188 - 100 - 1) * 64 + 32 + 188 * 64 - 32)) ] ||
 		fail "mlp: mid-epoch resume trained $(field mlp_resumed_mid images) images"
 fi
