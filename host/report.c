@@ -16,9 +16,15 @@ void report_format_float(float v, char *buf, size_t len)
 		if (digits == 8)
 			snprintf(buf, len, "%.8g", (double)v);
 	}
-	/* A whole number below 1e8 reads better as "20.0" than as "2e+01" (numpy agrees). */
-	if (strchr(buf, 'e') && fabsf(v) >= 1.0f && fabsf(v) < 1e8f && v == truncf(v))
-		snprintf(buf, len, "%.1f", (double)v);
+	/*
+	 * A whole number below 1e8 reads better as "20.0" than as "2e+01" (numpy
+	 * agrees). Written out from the shortest digits, not from v itself, so the
+	 * fixed form has no more significant digits than the exponent form:
+	 * 75332792.0f prints as "75332790.0", which reads back as the same float.
+	 * (An exponent form of a value >= 1 is always a whole decimal number.)
+	 */
+	if (strchr(buf, 'e') && fabsf(v) >= 1.0f && fabsf(v) < 1e8f)
+		snprintf(buf, len, "%.1f", strtod(buf, NULL));
 }
 
 void report_loss_line(FILE *f, int epoch, int step, float loss)
