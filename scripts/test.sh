@@ -5,6 +5,9 @@
 # no device is usable and are reported as skipped, never as passed.
 #
 #   bash scripts/test.sh
+#
+# Environment: MNIST_DDP_QUICK=1 runs the main suite only (no sanitizer build,
+# no fuzzing): for a quick check while working, never for CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CMAKE_ARGS="-DMNIST_DDP_WERROR=ON ${CMAKE_ARGS:-}"
@@ -13,3 +16,27 @@ bash scripts/setup.sh
 export OPENBLAS_NUM_THREADS=1
 echo "== ctest: the whole suite (build/)"
 ctest --test-dir build --output-on-failure --timeout 600
+[ "${MNIST_DDP_QUICK:-0}" = 1 ] && exit 0
+
+# The unit suite again, every object built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (host backend only: nvcc objects carry no ASan).
+echo "== ctest -L unit under ASan + UBSan (build-asan/)"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMNIST_DDP_SANITIZE=ON \
+	-DMNIST_DDP_CUDA=OFF -DMNIST_DDP_WERROR=ON >/dev/null
+cmake --build build-asan -j"$(nproc)" >/dev/null
+# A build that is not instrumented would pass for the wrong reason.
+if ! nm build-asan/tests/test_idx | grep -q __asan_init; then
+	echo "test.sh: build-asan/tests/test_idx is not built with AddressSanitizer" >&2
+	exit 1
+fi
+ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
+UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+	ctest --test-dir build-asan -L unit --output-on-failure --timeout 600
+
+# libFuzzer on the two readers of untrusted files, 20 s each (clang).
+echo "== fuzzing: the IDX and checkpoint readers (build-fuzz/)"
+CC=clang cmake -S . -B build-fuzz -DMNIST_DDP_FUZZ=ON -DMNIST_DDP_CUDA=OFF \
+	-DMNIST_DDP_WERROR=ON >/dev/null
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_idx fuzz_checkpoint >/dev/null
+ctest --test-dir build-fuzz -L fuzz --output-on-failure --timeout 600
+echo "test.sh: all suites passed"
