@@ -15,6 +15,8 @@
 #include "check.h"
 #include "dist.h"
 #include "elem.h"
+#include "gemm_small.h"
+#include "host_vector.h"
 
 struct host_ctx {
 	MPI_Comm comm;
@@ -44,8 +46,13 @@ static void host_copy(void *ctx, void *dst, const void *src, size_t bytes)
 		memcpy(dst, src, bytes);
 }
 
+/* Small and skinny shapes in gemm_small.c, the rest in OpenBLAS through the shared mapping. */
 static void host_gemm(void *ctx, const struct gemm_req *r)
 {
+	if (gemm_small_wanted(r)) {
+		gemm_small(r);
+		return;
+	}
 	struct gemm_colmajor c = gemm_map(r);
 	cblas_sgemm(CblasColMajor, c.trans_a ? CblasTrans : CblasNoTrans,
 		    c.trans_b ? CblasTrans : CblasNoTrans, c.m, c.n, c.k, c.alpha, c.a, c.lda, c.b,
@@ -53,23 +60,11 @@ static void host_gemm(void *ctx, const struct gemm_req *r)
 }
 
 /*
- * The element loops below run in blocks of HOST_BLOCK elements with a fixed-count
- * inner loop over restrict pointers, which -O2 vectorizes without runtime alias
- * checks, and HOST_VECTOR_CLONES builds each op for AVX-512, AVX2 and the
- * baseline ISA, chosen once at load time. Per element the arithmetic is elem.h's,
- * unchanged: ISO C mode does not contract into FMAs, so results are bitwise the
- * same as a scalar loop's.
+ * The element loops below run in blocks of HOST_BLOCK elements, built for the
+ * vector units as host_vector.h describes. Per element the arithmetic is
+ * elem.h's, unchanged: ISO C mode does not contract into FMAs, so results are
+ * bitwise the same as a scalar loop's.
  */
-#define HOST_BLOCK 16
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__)
-#define HOST_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef HOST_VECTOR_CLONES
-#define HOST_VECTOR_CLONES
-#endif
-
 /* dst (n) = normalize_pixel_elem(src (n)). */
 static inline void normalize_row(float *restrict dst, const uint8_t *restrict src, int n)
 {

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "rng.h"
@@ -30,7 +31,9 @@ int sampler_create(struct sampler *s, int n, int rank, int size, int batch, int 
 			 n, size, batch);
 		return -1;
 	}
+	/* Touched here, so that the first epoch's shuffle does not pay the page faults. */
 	s->perm = xmalloc((size_t)n * sizeof(*s->perm));
+	memset(s->perm, 0, (size_t)n * sizeof(*s->perm));
 	return 0;
 }
 
@@ -59,7 +62,7 @@ void sampler_epoch(struct sampler *s, int epoch, int32_t *out)
 	for (int j = 0; j < s->shard_len; j++) {
 		long pos = (long)s->rank + (long)s->size * j;
 		/* Padding positions wrap to the start of the permutation. */
-		out[j] = s->perm[pos % s->n];
+		out[j] = s->perm[pos < s->n ? pos : pos % s->n];
 	}
 }
 

@@ -387,7 +387,9 @@ int train_run(const struct train_config *c, const struct dist *d, const struct b
 
 	/* Rank 0's initial parameters, broadcast so every replica starts identical. */
 	float *host_params = xmalloc(pbytes);
+	/* Touched here, so that the first epoch's shuffle does not pay the page faults. */
 	int32_t *host_index = xmalloc((size_t)smp.shard_len * sizeof(int32_t));
+	memset(host_index, 0, (size_t)smp.shard_len * sizeof(int32_t));
 	float *host_rows = xmalloc((size_t)c->batch_size * sizeof(float));
 	model_init_params(&m, c->seed, host_params);
 	be->ops->upload(be->ctx, st.params, rs.params ? rs.params : host_params, pbytes);

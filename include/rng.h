@@ -29,14 +29,20 @@ static inline struct rng rng_make(uint64_t seed, uint64_t stream)
 	return r;
 }
 
-/* Uniform in [0, n), without modulo bias. */
+/*
+ * Uniform in [0, n), without modulo bias: x is rejected when it is at or past
+ * limit = UINT64_MAX - UINT64_MAX % n. That limit is above UINT64_MAX - n, so
+ * an x at or below that needs no check, and the division that computes the
+ * limit is only done for the rare x above it (same values, one division less).
+ */
 static inline uint64_t rng_below(struct rng *r, uint64_t n)
 {
-	uint64_t limit = UINT64_MAX - UINT64_MAX % n;
-	uint64_t x;
-	do
-		x = rng_next(r);
-	while (x >= limit);
+	uint64_t x = rng_next(r);
+	if (x > UINT64_MAX - n) {
+		uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+		while (x >= limit)
+			x = rng_next(r);
+	}
 	return x % n;
 }
 

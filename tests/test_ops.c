@@ -21,6 +21,7 @@
 
 #include "backend.h"
 #include "gemm_map.h"
+#include "gemm_small.h"
 #include "ref.h"
 
 #define C_SENTINEL 12345.0f
@@ -82,6 +83,10 @@ struct gemm_case {
 
 static const struct gemm_case gemm_cases[] = {
 	{1, 1, 1}, {1, 10, 7}, {5, 3, 1}, {7, 13, 9}, {32, 10, 784}, {17, 1, 33}, {3, 64, 5}, {10, 784, 32},
+	/* gemm_small's block edges: uneven row blocks, wide + single + tail column pieces, k tails */
+	{23, 53, 19}, {9, 29, 37}, {33, 40, 300}, {32, 256, 10},
+	/* large enough for OpenBLAS (gemm_small_wanted says no) */
+	{80, 96, 100},
 };
 
 static const float gemm_scalars[][2] = {{1.0f, 0.0f}, {0.75f, 0.5f}, {-1.25f, -2.0f}, {2.0f, 1.0f}};
@@ -206,6 +211,46 @@ Test(gemm_map, mapped_call_through_cblas_equals_row_major_product)
 	struct backend be = make_backend();
 	check_gemm(&be, run_mapped_cblas, "cblas(gemm_map)", seed);
 	backend_destroy(&be);
+}
+
+/* ---- the host backend's own small GEMM ------------------------------------ */
+
+/* gemm_small itself, on every case and transpose, whether or not the backend would route it there. */
+static void run_gemm_small(const struct backend *be, const struct gemm_req *r, float *c_dev)
+{
+	gemm_small(r);
+}
+
+Test(gemm_small, every_shape_and_transpose)
+{
+	uint64_t seed = ref_seed(103);
+	struct backend be = make_backend();
+	check_gemm(&be, run_gemm_small, "gemm_small", seed);
+	backend_destroy(&be);
+}
+
+Test(gemm_small, takes_the_skinny_model_shapes_and_leaves_the_large_ones)
+{
+	const struct {
+		int ta, tb, m, n, k, want;
+	} cases[] = {
+		{0, 1, 32, 10, 784, 1},  /* seed forward, batch 32 */
+		{1, 0, 10, 784, 32, 1},  /* seed weight gradient */
+		{0, 0, 1, 10, 32, 1},    /* bias gradient */
+		{0, 1, 500, 10, 784, 1}, /* scoring 500 rows */
+		{0, 0, 32, 256, 10, 1},  /* mlp input gradient of the output layer */
+		{0, 1, 32, 512, 784, 0}, /* mlp first layer forward */
+		{1, 0, 512, 784, 32, 0}, /* its weight gradient */
+		{0, 0, 128, 512, 256, 0},
+		{1, 1, 2, 2, 2, 0},      /* both transposed: never asked for, left to BLAS */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct gemm_req r = {.trans_a = cases[i].ta, .trans_b = cases[i].tb, .m = cases[i].m,
+				     .n = cases[i].n, .k = cases[i].k};
+		cr_expect_eq(gemm_small_wanted(&r), cases[i].want,
+			     "gemm_small_wanted(trans %d%d, %d x %d x %d) = %d, want %d", r.trans_a,
+			     r.trans_b, r.m, r.n, r.k, gemm_small_wanted(&r), cases[i].want);
+	}
 }
 
 /* ---- gather and advance ---------------------------------------------------- */
