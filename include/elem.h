@@ -45,20 +45,26 @@ ELEM_FN float relu_backward_elem(float dy, float y)
  * One row of softmax cross-entropy with its gradient.
  * logits: (c), label in [0, c). Writes dlogits[j] = scale * (softmax_j - [j == label])
  * and returns the row's loss, -log softmax_label. Stable: subtracts the row max.
+ * dlogits must not overlap logits.
  */
 ELEM_FN float softmax_xent_row_elem(const float *logits, int label, int c, float scale, float *dlogits)
 {
 	float m = logits[0];
 	for (int j = 1; j < c; j++)
 		m = logits[j] > m ? logits[j] : m;
+	/* Each exponential once: dlogits holds them until the sum is known. */
 	float s = 0.0f;
-	for (int j = 0; j < c; j++)
-		s += expf(logits[j] - m);
+	for (int j = 0; j < c; j++) {
+		float e = expf(logits[j] - m);
+		if (dlogits)
+			dlogits[j] = e;
+		s += e;
+	}
 	float log_s = logf(s);
 	if (dlogits) {
 		float inv = 1.0f / s;
 		for (int j = 0; j < c; j++) {
-			float p = expf(logits[j] - m) * inv;
+			float p = dlogits[j] * inv;
 			dlogits[j] = scale * (p - (j == label ? 1.0f : 0.0f));
 		}
 	}
