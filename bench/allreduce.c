@@ -30,6 +30,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "config.h"
 #include "dist.h"
 #include "report.h"
 
@@ -180,12 +181,15 @@ static long long bench_step_op(const struct dist *d, const struct bench_opts *o)
 	} sizes[] = {{"seed/linear", 7850}, {"mlp 512,256", 535818}};
 	struct backend be;
 	backend_host_create(d, 0, &be);
+	/* The trainer's default deadline: the step op is then the nonblocking, polled path. */
+	backend_set_timeout(&be, CONFIG_TIMEOUT_DEFAULT);
 	long long total_wrong = 0;
 	if (d->rank == 0) {
 		printf("#\n# Gradient reduction of one training step against a bare MPI_Allreduce in place.\n");
 		printf("# step op: the host backend's allreduce with REDUCE_SUM, as the trainer calls it (it\n");
 		printf("# folds the 1/n of the mean into the loss gradient); mean op: REDUCE_MEAN (sum, then a\n");
-		printf("# pass dividing by n). Medians of %d rounds; each round times all three, interleaved.\n", 9);
+		printf("# pass dividing by n). Both with the trainer's default --timeout %g (the collective\n", CONFIG_TIMEOUT_DEFAULT);
+		printf("# deadline). Medians of %d rounds; each round times all three, interleaved.\n", 9);
 		printf("#        model         count   bare (us)  step op (us)   ratio  mean op (us)   ratio #wrong\n");
 	}
 	size_t max_count = sizes[1].count;

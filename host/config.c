@@ -89,7 +89,7 @@ void config_defaults(struct train_config *c)
 	c->grad_reduce = REDUCE_MEAN;
 	c->use_graph = 1;
 	c->keep = 3;
-	c->timeout = 300.0;
+	c->timeout = CONFIG_TIMEOUT_DEFAULT;
 }
 
 void config_print_help(const char *prog)

@@ -50,7 +50,9 @@ void dist_init(int *argc, char ***argv, struct dist *d)
 {
 	memset(d, 0, sizeof(*d));
 	dist_mpi_defaults();
-	int rc = MPI_Init(argc, argv);
+	/* Funneled: other threads (OpenBLAS's, the deadline's watchdog) never call MPI. */
+	int provided = 0;
+	int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
 	if (rc != MPI_SUCCESS)
 		check_fail("MPI_Init", "could not start MPI", __func__, __FILE__, __LINE__, 1);
 	/* Errors come back as codes so the check macros can name them. */

@@ -31,6 +31,9 @@ enum backend_choice {
 	BACKEND_CUDA,
 };
 
+/* --timeout when not given: seconds a collective may take. */
+#define CONFIG_TIMEOUT_DEFAULT 300.0
+
 struct train_config {
 	char data_dir[CONFIG_PATH_MAX];
 	char test_dir[CONFIG_PATH_MAX]; /* "" = sibling test/ of data_dir when present */

@@ -56,3 +56,6 @@ if(NOT MNIST_DDP_SANITIZE)
   set_tests_properties(reliability_valgrind PROPERTIES LABELS "reliability;valgrind" TIMEOUT 600
                        PROCESSORS 2)
 endif()
+
+# The host backend's collective deadline (host/deadline.c) on its own, without MPI.
+add_unit_test(test_deadline ${CMAKE_CURRENT_SOURCE_DIR}/test_deadline.c)

@@ -1,0 +1,29 @@
+/*
+ * deadline.h - a watchdog for blocking collectives (host/deadline.c).
+ *
+ * The host backend calls the blocking MPI_Allreduce and MPI_Bcast, Open MPI's
+ * fastest, and arms a deadline around each. A watchdog thread, which never
+ * calls MPI, checks the armed deadline a few times a second; when a
+ * collective is still running past it, the watchdog prints
+ *   rank R on HOST: allreduce at epoch E step S not complete after T s
+ * on stderr, waits one second so that the other waiting ranks can print
+ * theirs, and ends the process with status 1, which makes mpirun end the job.
+ */
+#ifndef MNIST_DDP_DEADLINE_H
+#define MNIST_DDP_DEADLINE_H
+
+struct deadline;
+
+/* A disarmed watchdog with no timeout: no thread runs until a timeout is set. */
+struct deadline *deadline_create(void);
+/* Seconds a collective may take (0: no deadline). Starts the thread the first time. */
+void deadline_set_timeout(struct deadline *w, double seconds);
+/* The epoch and step the following collectives belong to, for the message. */
+void deadline_set_position(struct deadline *w, int epoch, int step);
+/* Around one collective: `what` names it in the message (a string literal). */
+void deadline_arm(struct deadline *w, const char *what);
+void deadline_disarm(struct deadline *w);
+/* Stop and join the thread; free. NULL is allowed. */
+void deadline_destroy(struct deadline *w);
+
+#endif /* MNIST_DDP_DEADLINE_H */

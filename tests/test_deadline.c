@@ -1,0 +1,109 @@
+/*
+ * test_deadline.c - the collective deadline's watchdog (host/deadline.c),
+ * without MPI: a deadline that passes while armed ends the process with
+ * status 1 and the message; a disarmed or unset one never fires; destroy
+ * stops the thread at once.
+ *
+ *   ctest --test-dir build -R test_deadline --output-on-failure
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "deadline.h"
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void pause_s(double s)
+{
+	struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
+	nanosleep(&ts, NULL);
+}
+
+/* Runs in its own process (Criterion forks): it must end with status 1 within the grace second. */
+Test(deadline, fires_on_an_armed_collective_past_its_time, .exit_code = 1, .timeout = 10.0)
+{
+	check_set_identity(3, "nodeA");
+	struct deadline *w = deadline_create();
+	deadline_set_timeout(w, 0.2);
+	deadline_set_position(w, 4, 17);
+	deadline_arm(w, "allreduce");
+	pause_s(5.0);
+	/* Not reached when the watchdog works: status 0 fails the test. */
+	exit(0);
+}
+
+/* The same firing, in a child so that its stderr can be read here. */
+Test(deadline, message_names_rank_host_collective_and_position, .timeout = 10.0)
+{
+	char path[] = "/tmp/test_deadline.XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	double t0 = now();
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		dup2(fd, 2);
+		check_set_identity(3, "nodeA");
+		struct deadline *w = deadline_create();
+		deadline_set_timeout(w, 0.2);
+		deadline_set_position(w, 4, 17);
+		deadline_arm(w, "broadcast");
+		pause_s(5.0);
+		_exit(0);
+	}
+	int status = 0;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	double took = now() - t0;
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1, "the child ended with status 0x%x", status);
+	/* 0.2 s deadline, at most one 10 ms period late, then the 1 s grace. */
+	cr_assert(took >= 1.15 && took < 3.0, "the child ended after %.2f s", took);
+	char text[256] = "";
+	FILE *f = fdopen(fd, "r");
+	rewind(f);
+	size_t got = fread(text, 1, sizeof(text) - 1, f);
+	text[got] = '\0';
+	fclose(f);
+	unlink(path);
+	cr_assert_str_eq(text, "rank 3 on nodeA: broadcast at epoch 4 step 17 not complete after 0.2 s\n");
+}
+
+Test(deadline, disarmed_and_unset_deadlines_never_fire, .timeout = 10.0)
+{
+	struct deadline *w = deadline_create();
+	deadline_arm(w, "allreduce"); /* no timeout yet: nothing to arm */
+	pause_s(0.1);
+	deadline_set_timeout(w, 0.05);
+	for (int i = 0; i < 20; i++) {
+		deadline_arm(w, "allreduce");
+		pause_s(0.01);
+		deadline_disarm(w);
+	}
+	pause_s(0.3); /* several periods with nothing armed */
+	double t0 = now();
+	deadline_destroy(w);
+	cr_assert(now() - t0 < 0.1, "destroy took %.3f s", now() - t0);
+}
+
+Test(deadline, timeout_zero_turns_it_off, .timeout = 10.0)
+{
+	struct deadline *w = deadline_create();
+	deadline_set_timeout(w, 0.05);
+	deadline_set_timeout(w, 0.0);
+	deadline_arm(w, "allreduce");
+	pause_s(0.4);
+	deadline_destroy(w);
+	deadline_destroy(NULL);
+}
