@@ -32,17 +32,26 @@ static void pause_s(double s)
 	nanosleep(&ts, NULL);
 }
 
-/* Runs in its own process (Criterion forks): it must end with status 1 within the grace second. */
-Test(deadline, fires_on_an_armed_collective_past_its_time, .exit_code = 1, .timeout = 10.0)
+/*
+ * As rank 3 on nodeA at epoch 4 step 17: a 0.2 s deadline armed around a
+ * collective that never ends. The watchdog must end the process with status
+ * 1; reaching the end exits with 0.
+ */
+static _Noreturn void stall_armed(const char *what)
 {
 	check_set_identity(3, "nodeA");
 	struct deadline *w = deadline_create();
 	deadline_set_timeout(w, 0.2);
 	deadline_set_position(w, 4, 17);
-	deadline_arm(w, "allreduce");
+	deadline_arm(w, what);
 	pause_s(5.0);
-	/* Not reached when the watchdog works: status 0 fails the test. */
-	exit(0);
+	_exit(0);
+}
+
+/* Runs in its own process (Criterion forks): it must end with status 1 within the grace second. */
+Test(deadline, fires_on_an_armed_collective_past_its_time, .exit_code = 1, .timeout = 10.0)
+{
+	stall_armed("allreduce");
 }
 
 /* The same firing, in a child so that its stderr can be read here. */
@@ -56,13 +65,7 @@ Test(deadline, message_names_rank_host_collective_and_position, .timeout = 10.0)
 	cr_assert(pid >= 0);
 	if (pid == 0) {
 		dup2(fd, 2);
-		check_set_identity(3, "nodeA");
-		struct deadline *w = deadline_create();
-		deadline_set_timeout(w, 0.2);
-		deadline_set_position(w, 4, 17);
-		deadline_arm(w, "broadcast");
-		pause_s(5.0);
-		_exit(0);
+		stall_armed("broadcast");
 	}
 	int status = 0;
 	cr_assert_eq(waitpid(pid, &status, 0), pid);

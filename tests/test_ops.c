@@ -175,12 +175,17 @@ static void run_mapped_cblas(const struct backend *be, const struct gemm_req *r,
 		    c.ldb, c.beta, c.c, c.ldc);
 }
 
+/* check_gemm on a fresh host backend (its memory is where the operands live). */
+static void check_gemm_on_host(gemm_runner run, const char *who, uint64_t seed)
+{
+	struct backend be = make_backend();
+	check_gemm(&be, run, who, seed);
+	backend_destroy(&be);
+}
+
 Test(ops, gemm_all_transposes_strided)
 {
-	uint64_t seed = ref_seed(101);
-	struct backend be = make_backend();
-	check_gemm(&be, run_backend_gemm, "backend", seed);
-	backend_destroy(&be);
+	check_gemm_on_host(run_backend_gemm, "backend", ref_seed(101));
 }
 
 Test(gemm_map, fields_for_each_transpose)
@@ -207,10 +212,7 @@ Test(gemm_map, fields_for_each_transpose)
 
 Test(gemm_map, mapped_call_through_cblas_equals_row_major_product)
 {
-	uint64_t seed = ref_seed(102);
-	struct backend be = make_backend();
-	check_gemm(&be, run_mapped_cblas, "cblas(gemm_map)", seed);
-	backend_destroy(&be);
+	check_gemm_on_host(run_mapped_cblas, "cblas(gemm_map)", ref_seed(102));
 }
 
 /* ---- the host backend's own small GEMM ------------------------------------ */
@@ -223,10 +225,7 @@ static void run_gemm_small(const struct backend *be, const struct gemm_req *r, f
 
 Test(gemm_small, every_shape_and_transpose)
 {
-	uint64_t seed = ref_seed(103);
-	struct backend be = make_backend();
-	check_gemm(&be, run_gemm_small, "gemm_small", seed);
-	backend_destroy(&be);
+	check_gemm_on_host(run_gemm_small, "gemm_small", ref_seed(103));
 }
 
 Test(gemm_small, takes_the_skinny_model_shapes_and_leaves_the_large_ones)
