@@ -181,7 +181,7 @@ static long long bench_step_op(const struct dist *d, const struct bench_opts *o)
 	} sizes[] = {{"seed/linear", 7850}, {"mlp 512,256", 535818}};
 	struct backend be;
 	backend_host_create(d, 0, &be);
-	/* The trainer's default deadline: the step op is then the nonblocking, polled path. */
+	/* The trainer's default deadline: the step op runs under its watchdog, as in training. */
 	backend_set_timeout(&be, CONFIG_TIMEOUT_DEFAULT);
 	long long total_wrong = 0;
 	if (d->rank == 0) {

@@ -83,6 +83,7 @@ static void host_gemm(void *ctx, const struct gemm_req *r)
  * elem.h's, unchanged: ISO C mode does not contract into FMAs, so results are
  * bitwise the same as a scalar loop's.
  */
+
 /*
  * dst (n) = normalize_pixel_elem(src (n)). Blocks of 64 pixels first: 64
  * bytes is one whole vector of uint8, which gcc then widens to four vectors of

@@ -6,18 +6,19 @@
  *   op(B) rows contiguous (trans_b == 0): the "axpy" form. A block of C, up
  *     to GS_MR rows by GS_NB * HOST_BLOCK columns, lives in accumulators; for
  *     each p a row piece of op(B) is loaded and multiplied by op(A)(i, p) for
- *     every row i of the block. This is the weight gradient dz^T * x (10 x 784 from
- *     a batch of 32), the bias gradient and the input gradients.
+ *     every row i of the block. This is the weight gradient dz^T * x (10 x 784
+ *     from a batch of 32), the bias gradient and the input gradients.
  *   op(B) columns contiguous (trans_b == 1, trans_a == 0): the "dot" form.
  *     C(i, j) is the dot product of row i of A and row j of B; a block of
  *     GS_MI rows by up to GS_NR columns runs side by side over HOST_BLOCK-wide
- *     pieces of k, so each load of A or B feeds several products. This is the forward pass x * W^T.
- * Both transposed (never asked for by the models) takes a plain triple loop.
- * Block sizes are compile-time constants in each specialised body (the
- * switches below) and the loops over them are unrolled, so the accumulators
- * stay in registers. This file is built
- * with -ffp-contract=fast: multiply-adds become FMAs where the CPU has them;
- * GEMM results are compared with a tolerance everywhere, never bitwise.
+ *     pieces of k, so each load of A or B feeds several products. This is the
+ *     forward pass x * W^T.
+ * Both transposed (never asked for by the models) and the axpy form's last
+ * columns take plain loops. Block sizes are compile-time constants in each
+ * specialised body (the switches below) and the loops over them are
+ * unrolled, so the accumulators stay in registers. This file is built with
+ * -ffp-contract=fast: multiply-adds become FMAs where the CPU has them; GEMM
+ * results are compared with a tolerance everywhere, never bitwise.
  */
 #include "gemm_small.h"
 
@@ -61,16 +62,27 @@ static inline __attribute__((always_inline)) void gs_store(float *restrict c,
 			c[l] = alpha * acc[l] + beta * c[l];
 }
 
-/* One element of C: the same rule. */
-static inline float gs_out(float acc, float alpha, float beta, const float *c)
-{
-	return beta == 0.0f ? alpha * acc : alpha * acc + beta * *c;
-}
-
-/* op(A)(i, p). */
+/* op(A)(i, p) and op(B)(p, j). */
 static inline float gs_a(const struct gemm_req *r, int i, int p)
 {
 	return r->trans_a ? r->a[(size_t)p * r->lda + i] : r->a[(size_t)i * r->lda + p];
+}
+
+static inline float gs_b(const struct gemm_req *r, int p, int j)
+{
+	return r->trans_b ? r->b[(size_t)j * r->ldb + p] : r->b[(size_t)p * r->ldb + j];
+}
+
+/* Columns j0 .. n-1 of C, every row, by plain loops: any transposes. */
+static void gemm_plain(const struct gemm_req *r, int j0)
+{
+	for (int i = 0; i < r->m; i++)
+		for (int j = j0; j < r->n; j++) {
+			float acc = 0.0f;
+			for (int p = 0; p < r->k; p++)
+				acc += gs_a(r, i, p) * gs_b(r, p, j);
+			gs_store(r->c + (size_t)i * r->ldc + j, &acc, 1, r->alpha, r->beta);
+		}
 }
 
 /* ---- axpy form: trans_b == 0 ------------------------------------------------ */
@@ -99,19 +111,6 @@ static inline __attribute__((always_inline)) void axpy_block(const struct gemm_r
 	for (int q = 0; q < MR; q++)
 		gs_store(r->c + (size_t)(i0 + q) * r->ldc + j0, acc[q], NB * HOST_BLOCK, r->alpha,
 			 r->beta);
-}
-
-/* The columns past the last whole HOST_BLOCK, any number of rows: plain loops. */
-static void axpy_tail(const struct gemm_req *r, int j0)
-{
-	for (int i = 0; i < r->m; i++)
-		for (int j = j0; j < r->n; j++) {
-			float acc = 0.0f;
-			for (int p = 0; p < r->k; p++)
-				acc += gs_a(r, i, p) * r->b[(size_t)p * r->ldb + j];
-			float *c = r->c + (size_t)i * r->ldc + j;
-			*c = gs_out(acc, r->alpha, r->beta, c);
-		}
 }
 
 #define AXPY_CASES(NB)                                                        \
@@ -145,7 +144,7 @@ static void gemm_axpy(const struct gemm_req *r)
 			AXPY_CASES(1)
 	}
 	if (jfull < r->n)
-		axpy_tail(r, jfull);
+		gemm_plain(r, jfull); /* the columns past the last whole HOST_BLOCK */
 }
 
 /* ---- dot form: trans_a == 0, trans_b == 1 ------------------------------------ */
@@ -218,20 +217,6 @@ static void gemm_dot(const struct gemm_req *r)
 		}
 }
 
-/* ---- both transposed: plain loops ------------------------------------------- */
-
-static void gemm_plain(const struct gemm_req *r)
-{
-	for (int i = 0; i < r->m; i++)
-		for (int j = 0; j < r->n; j++) {
-			float acc = 0.0f;
-			for (int p = 0; p < r->k; p++)
-				acc += gs_a(r, i, p) * r->b[(size_t)j * r->ldb + p];
-			float *c = r->c + (size_t)i * r->ldc + j;
-			*c = gs_out(acc, r->alpha, r->beta, c);
-		}
-}
-
 void gemm_small(const struct gemm_req *r)
 {
 	if (r->m <= 0 || r->n <= 0)
@@ -241,5 +226,5 @@ void gemm_small(const struct gemm_req *r)
 	else if (!r->trans_a)
 		gemm_dot(r);
 	else
-		gemm_plain(r);
+		gemm_plain(r, 0);
 }

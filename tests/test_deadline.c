@@ -18,13 +18,7 @@
 
 #include "check.h"
 #include "deadline.h"
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "report.h"
 
 static void pause_s(double s)
 {
@@ -60,7 +54,7 @@ Test(deadline, message_names_rank_host_collective_and_position, .timeout = 10.0)
 	char path[] = "/tmp/test_deadline.XXXXXX";
 	int fd = mkstemp(path);
 	cr_assert(fd >= 0);
-	double t0 = now();
+	double t0 = report_now();
 	pid_t pid = fork();
 	cr_assert(pid >= 0);
 	if (pid == 0) {
@@ -69,7 +63,7 @@ Test(deadline, message_names_rank_host_collective_and_position, .timeout = 10.0)
 	}
 	int status = 0;
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
-	double took = now() - t0;
+	double took = report_now() - t0;
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1, "the child ended with status 0x%x", status);
 	/* 0.2 s deadline, at most one 10 ms period late, then the 1 s grace. */
 	cr_assert(took >= 1.15 && took < 3.0, "the child ended after %.2f s", took);
@@ -95,9 +89,9 @@ Test(deadline, disarmed_and_unset_deadlines_never_fire, .timeout = 10.0)
 		deadline_disarm(w);
 	}
 	pause_s(0.3); /* several periods with nothing armed */
-	double t0 = now();
+	double t0 = report_now();
 	deadline_destroy(w);
-	cr_assert(now() - t0 < 0.1, "destroy took %.3f s", now() - t0);
+	cr_assert(report_now() - t0 < 0.1, "destroy took %.3f s", report_now() - t0);
 }
 
 Test(deadline, timeout_zero_turns_it_off, .timeout = 10.0)
