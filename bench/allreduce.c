@@ -28,11 +28,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "backend.h"
 #include "check.h"
 #include "config.h"
 #include "dist.h"
-#include "report.h"
+#include "io/report.h"
 
 #ifdef MNIST_DDP_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -145,10 +146,10 @@ static long long bench_mpi(const struct dist *d, const struct bench_opts *o, dou
 			for (int i = 0; i < o->warmup; i++)
 				MPI_CHECK(MPI_Allreduce(src, recv, (int)n, MPI_FLOAT, MPI_SUM, d->comm));
 			MPI_CHECK(MPI_Barrier(d->comm));
-			double t0 = report_now();
+			double t0 = clock_seconds();
 			for (int i = 0; i < iters; i++)
 				MPI_CHECK(MPI_Allreduce(src, recv, (int)n, MPI_FLOAT, MPI_SUM, d->comm));
-			us[inplace] = slowest(d, (report_now() - t0) / iters) * 1e6;
+			us[inplace] = slowest(d, (clock_seconds() - t0) / iters) * 1e6;
 
 			if (inplace)
 				fill(recv, n, o->seed, d->rank);
@@ -204,21 +205,21 @@ static long long bench_step_op(const struct dist *d, const struct bench_opts *o)
 			be.ops->allreduce(be.ctx, buf, n, REDUCE_MEAN);
 		for (int r = 0; r < ROUNDS; r++) {
 			MPI_CHECK(MPI_Barrier(d->comm));
-			double t0 = report_now();
+			double t0 = clock_seconds();
 			for (int i = 0; i < iters; i++)
 				MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM,
 							d->comm));
-			bare[r] = slowest(d, (report_now() - t0) / iters) * 1e6;
+			bare[r] = slowest(d, (clock_seconds() - t0) / iters) * 1e6;
 			MPI_CHECK(MPI_Barrier(d->comm));
-			t0 = report_now();
+			t0 = clock_seconds();
 			for (int i = 0; i < iters; i++)
 				be.ops->allreduce(be.ctx, buf, n, REDUCE_SUM);
-			op[r] = slowest(d, (report_now() - t0) / iters) * 1e6;
+			op[r] = slowest(d, (clock_seconds() - t0) / iters) * 1e6;
 			MPI_CHECK(MPI_Barrier(d->comm));
-			t0 = report_now();
+			t0 = clock_seconds();
 			for (int i = 0; i < iters; i++)
 				be.ops->allreduce(be.ctx, buf, n, REDUCE_MEAN);
-			mean[r] = slowest(d, (report_now() - t0) / iters) * 1e6;
+			mean[r] = slowest(d, (clock_seconds() - t0) / iters) * 1e6;
 		}
 		/* Median by insertion sort of 9 values. */
 		for (int i = 1; i < ROUNDS; i++)
@@ -319,11 +320,11 @@ static long long bench_nccl(const struct dist *d, const struct bench_opts *o, do
 				BENCH_NCCL_CHECK(ncclAllReduce(src, recv, n, ncclFloat, ncclSum, comm, stream));
 			BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
 			MPI_CHECK(MPI_Barrier(d->comm));
-			double t0 = report_now();
+			double t0 = clock_seconds();
 			for (int i = 0; i < iters; i++)
 				BENCH_NCCL_CHECK(ncclAllReduce(src, recv, n, ncclFloat, ncclSum, comm, stream));
 			BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
-			us[inplace] = slowest(d, (report_now() - t0) / iters) * 1e6;
+			us[inplace] = slowest(d, (clock_seconds() - t0) / iters) * 1e6;
 
 			if (inplace)
 				BENCH_CUDA_CHECK(cudaMemcpy(recv, host, n * sizeof(float), cudaMemcpyHostToDevice));

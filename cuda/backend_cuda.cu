@@ -47,6 +47,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "clock.h"
 #include "cuda_check.cuh"
 #include "dist.h"
 #include "gemm_map.h"
@@ -108,13 +109,6 @@ static void check_nccl_async(const struct cuda_ctx *c)
 	}
 }
 
-static double cuda_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* A collective was queued (or replayed) at the current position. */
 static void note_collective(struct cuda_ctx *c, const char *what)
 {
@@ -147,7 +141,7 @@ static void note_collective(struct cuda_ctx *c, const char *what)
 static void cuda_wait(struct cuda_ctx *c)
 {
 	if (c->timeout > 0.0 && c->pending.what) {
-		double start = cuda_now(), waited;
+		double start = clock_seconds(), waited;
 		CUDA_CHECK(cudaEventRecord(c->waited, c->stream));
 		for (;;) {
 			cudaError_t rc = cudaEventQuery(c->waited);
@@ -156,7 +150,7 @@ static void cuda_wait(struct cuda_ctx *c)
 			if (rc != cudaErrorNotReady)
 				CUDA_CHECK_RESULT(rc, "cudaEventQuery(c->waited)");
 			check_nccl_async(c);
-			waited = cuda_now() - start;
+			waited = clock_seconds() - start;
 			if (waited >= c->timeout)
 				deadline_expired(c);
 			if (waited > 0.05) {

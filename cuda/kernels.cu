@@ -10,7 +10,7 @@
  *
  * The file is written in the common subset of C and C++. nvcc builds it into
  * the CUDA backend; the unit tests build it with the host C compiler and
- * tests/fake_cuda.h (tests/cuda_host/kernels_host.c), which runs each launch
+ * a stand-in <cuda_runtime.h> (tests/cuda_host/), which runs each launch
  * as nested loops over blocks and threads. Every launch goes through
  * KERNEL_LAUNCH: here, a launch on the backend's stream followed by a check of
  * cudaGetLastError; in the tests, those loops.

@@ -8,8 +8,8 @@
  * pointers are device memory. A launch with nothing to do is skipped.
  *
  * nvcc compiles kernels.cu against <cuda_runtime.h>. The unit tests compile the
- * same file with the host C compiler, which takes tests/fake_cuda.h instead
- * (see tests/cuda_host/kernels_host.c), so this header is C as well as C++.
+ * same file with the host C compiler and a stand-in <cuda_runtime.h> first on
+ * the include path (tests/cuda_host/), so this header is C as well as C++.
  */
 #ifndef MNIST_DDP_KERNELS_H
 #define MNIST_DDP_KERNELS_H
@@ -17,11 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(__CUDACC__)
+/* nvcc: the CUDA runtime; a host-compiled test puts its own stand-in first on the path. */
 #include <cuda_runtime.h>
-#else
-#include "fake_cuda.h"
-#endif
 
 #ifdef __cplusplus
 extern "C" {

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "model.h"
+#include "train/model.h"
 
 #define AGREE_NOTE_BYTES 512  /* rank 0's word to each rank on a mismatch */
 #define AGREE_DIFF_BYTES 1024 /* one rank's differences, as rank 0 prints them */
@@ -459,7 +459,7 @@ int agree_check(const struct dist *d, const struct train_config *c,
 	int differing = 0;
 
 	memset(mine, 0, sizeof(mine));
-	agree_fingerprint(c, train, test, be->ops->name, d->host, d->local_rank, be->device,
+	agree_fingerprint(c, train, test, backend_name(be), d->host, d->local_rank, be->device,
 			  mine, sizeof(mine));
 	if (d->rank == 0)
 		all = xmalloc((size_t)d->size * AGREE_RECORD_BYTES);

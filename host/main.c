@@ -22,20 +22,25 @@
 #include "agree.h"
 #include "backend.h"
 #include "check.h"
-#include "checkpoint.h"
 #include "config.h"
 #include "dist.h"
-#include "idx.h"
-#include "report.h"
-#include "train.h"
+#include "io/checkpoint.h"
+#include "io/crc32.h"
+#include "io/idx.h"
+#include "io/report.h"
+#include "train/train.h"
 
-enum { EXIT_OK = 0, EXIT_FAILURE_RUNTIME = 1, EXIT_BAD_INPUT = 2 };
+/* The contract's exit status for a status (they are the same numbers: include/check.h). */
+static int exit_code(enum status st)
+{
+	return st == STATUS_OK ? 0 : st == STATUS_BAD_INPUT ? 2 : 1;
+}
 
 /*
- * Stop every rank with `status` when any rank reports a failure: a rank with
- * its own message prints it, the others say which rank stopped them.
+ * Stop every rank with the worst status any rank reports: a rank with its own
+ * message prints it, the others say which rank stopped them.
  */
-static void agree_or_exit(struct dist *d, int status, const char *msg)
+static void agree_or_exit(struct dist *d, enum status status, const char *msg)
 {
 	int bad_rank = -1;
 	int worst = dist_agree(d, status, &bad_rank);
@@ -48,7 +53,7 @@ static void agree_or_exit(struct dist *d, int status, const char *msg)
 			d->rank, d->host, bad_rank);
 	fflush(stderr);
 	dist_finalize(d);
-	exit(worst);
+	exit(exit_code((enum status)worst));
 }
 
 /* The sibling test/ directory of the training directory ("a/train/" -> "a/test"). */
@@ -70,38 +75,35 @@ static void sibling_test_dir(const char *data_dir, char *out, size_t len)
 	}
 }
 
-/* Load the training set and, when there is one, the test set. Returns 0 or 2 with msg. */
-static int load_data(const struct train_config *c, struct mnist_set *train,
-		     struct mnist_set *test, int *have_test, char *msg, size_t len)
+/* Load the training set and, when there is one, the test set. */
+static enum status load_data(const struct train_config *c, struct mnist_set *train,
+			     struct mnist_set *test, int *have_test, char *msg, size_t len)
 {
 	char err[1024];
-	int rc = idx_load_set(c->data_dir, "train", train, err, sizeof(err));
-	if (rc == IDX_ERR_MISSING) {
-		snprintf(msg, len,
-			 "%s (training data: set --data or DATA_PATH to a directory holding "
-			 "train-images-idx3-ubyte and train-labels-idx1-ubyte; scripts/get-mnist.sh fetches MNIST)",
-			 err);
-		return EXIT_BAD_INPUT;
-	}
-	if (rc) {
-		snprintf(msg, len, "%s", err);
-		return EXIT_BAD_INPUT;
-	}
+	enum status rc = idx_load_set(c->data_dir, "train", train, err, sizeof(err));
+	*have_test = 0;
+	if (rc && !idx_set_present(c->data_dir, "train"))
+		return status_fail(msg, len, rc,
+				   "%s (training data: set --data or DATA_PATH to a directory holding "
+				   "train-images-idx3-ubyte and train-labels-idx1-ubyte; "
+				   "scripts/get-mnist.sh fetches MNIST)",
+				   err);
+	if (rc)
+		return status_fail(msg, len, rc, "%s", err);
 	char dir[CONFIG_PATH_MAX];
 	if (c->test_dir_given)
 		snprintf(dir, sizeof(dir), "%s", c->test_dir);
 	else
 		sibling_test_dir(c->data_dir, dir, sizeof(dir));
+	if (!c->test_dir_given && !idx_set_present(dir, "t10k"))
+		return STATUS_OK; /* no test set: test_accuracy=nan */
 	rc = idx_load_set(dir, "t10k", test, err, sizeof(err));
-	*have_test = rc == IDX_OK;
-	if (rc == IDX_ERR_MISSING && !c->test_dir_given)
-		return EXIT_OK; /* no test set: test_accuracy=nan */
 	if (rc) {
-		snprintf(msg, len, "%s%s", c->test_dir_given ? "--test-data: " : "", err);
 		mnist_set_destroy(train);
-		return EXIT_BAD_INPUT;
+		return status_fail(msg, len, rc, "%s%s", c->test_dir_given ? "--test-data: " : "", err);
 	}
-	return EXIT_OK;
+	*have_test = 1;
+	return STATUS_OK;
 }
 
 /* OpenBLAS threads per rank: the cores this rank may use, shared by the ranks on its node. */
@@ -131,9 +133,11 @@ int main(int argc, char **argv)
 		if (d.rank == 0)
 			config_print_help(argv[0]);
 		dist_finalize(&d);
-		return EXIT_OK;
+		return exit_code(STATUS_OK);
 	}
-	agree_or_exit(&d, rc == CONFIG_ERROR ? EXIT_BAD_INPUT : EXIT_OK, msg);
+	agree_or_exit(&d, rc == CONFIG_ERROR ? STATUS_BAD_INPUT : STATUS_OK, msg);
+	/* From here on every collective of the job runs under --timeout. */
+	dist_set_timeout(&d, cfg.timeout);
 
 	struct mnist_set train = {0}, test = {0};
 	int have_test = 0;
@@ -144,17 +148,17 @@ int main(int argc, char **argv)
 	agree_or_exit(&d, rc, msg);
 
 	FILE *metrics = NULL;
-	rc = EXIT_OK;
+	rc = STATUS_OK;
 	if (d.rank == 0 && cfg.metrics_path[0] && !(metrics = fopen(cfg.metrics_path, "w"))) {
 		snprintf(msg, sizeof(msg), "--metrics: cannot open %s for writing", cfg.metrics_path);
-		rc = EXIT_BAD_INPUT;
+		rc = STATUS_BAD_INPUT;
 	}
 	agree_or_exit(&d, rc, msg);
 
 	/* Rank 0 writes the checkpoints: it makes sure it can before any rank trains. */
 	if (d.rank == 0 && cfg.checkpoint_dir[0] &&
 	    checkpoint_prepare_dir(cfg.checkpoint_dir, msg, sizeof(msg)))
-		rc = EXIT_BAD_INPUT;
+		rc = STATUS_BAD_INPUT;
 	agree_or_exit(&d, rc, msg);
 
 	struct backend be;
@@ -164,7 +168,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mnist-train: rank %d on %s: %s\n", d.rank, d.host, msg);
 		fflush(stderr);
 		dist_finalize(&d);
-		return EXIT_FAILURE_RUNTIME;
+		return exit_code(STATUS_RUNTIME);
 	}
 	if (d.rank == 0) {
 		if (msg[0])
@@ -199,7 +203,8 @@ int main(int argc, char **argv)
 			.train_seconds = res.train_seconds,
 			.test_accuracy = res.test_accuracy,
 			.final_loss = res.final_loss,
-			.param_crc = idx_crc32(0, (const uint8_t *)res.params, res.n_params * sizeof(float)),
+			.param_crc = crc32_bytes(0, res.params, res.n_params * sizeof(float)),
+			.test_images = res.test_images,
 		};
 		report_summary(stdout, &s);
 	}
@@ -211,5 +216,5 @@ int main(int argc, char **argv)
 	if (have_test)
 		mnist_set_destroy(&test);
 	dist_finalize(&d);
-	return EXIT_OK;
+	return exit_code(STATUS_OK);
 }

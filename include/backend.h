@@ -115,7 +115,11 @@ struct backend {
 	char device[128]; /* what runs the math, for logs: "cpu" or the GPU's name */
 };
 
-/* Wrappers that hide the context argument and the optional entries. */
+/*
+ * The wrappers: callers (the loop, the model, the tests) use these only; the
+ * table itself is for the backends' own files. Each hides the context
+ * argument, and the optional entries answer as documented above when absent.
+ */
 static inline void *backend_alloc(const struct backend *b, size_t bytes)
 {
 	return b->ops->alloc(b->ctx, bytes);
@@ -124,6 +128,65 @@ static inline void backend_free(const struct backend *b, void *p)
 {
 	if (p)
 		b->ops->free(b->ctx, p);
+}
+static inline void backend_upload(const struct backend *b, void *dst, const void *src,
+				  size_t bytes)
+{
+	b->ops->upload(b->ctx, dst, src, bytes);
+}
+static inline void backend_download(const struct backend *b, void *dst, const void *src,
+				    size_t bytes)
+{
+	b->ops->download(b->ctx, dst, src, bytes);
+}
+static inline void backend_gemm(const struct backend *b, const struct gemm_req *r)
+{
+	b->ops->gemm(b->ctx, r);
+}
+static inline void backend_gather(const struct backend *b, const uint8_t *images,
+				  const uint8_t *labels, int pixels, const int32_t *index,
+				  const int32_t *cursor, int count, float *x, int32_t *y)
+{
+	b->ops->gather(b->ctx, images, labels, pixels, index, cursor, count, x, y);
+}
+static inline void backend_advance(const struct backend *b, int32_t *cursor, int delta)
+{
+	b->ops->advance(b->ctx, cursor, delta);
+}
+static inline void backend_bias_act(const struct backend *b, float *y, const float *bias,
+				    int rows, int cols, int relu)
+{
+	b->ops->bias_act(b->ctx, y, bias, rows, cols, relu);
+}
+static inline void backend_relu_backward(const struct backend *b, float *dy, const float *y,
+					 size_t n)
+{
+	b->ops->relu_backward(b->ctx, dy, y, n);
+}
+static inline void backend_softmax_xent(const struct backend *b, const float *logits,
+					const int32_t *labels, int rows, int cols, float scale,
+					float *row_loss, float *dlogits)
+{
+	b->ops->softmax_xent(b->ctx, logits, labels, rows, cols, scale, row_loss, dlogits);
+}
+static inline void backend_argmax_hits(const struct backend *b, const float *logits,
+				       const int32_t *labels, int rows, int cols, int32_t *hits)
+{
+	b->ops->argmax_hits(b->ctx, logits, labels, rows, cols, hits);
+}
+static inline void backend_sgd_update(const struct backend *b, float *p, const float *g,
+				      float *v, size_t n, float lr, float momentum)
+{
+	b->ops->sgd_update(b->ctx, p, g, v, n, lr, momentum);
+}
+static inline void backend_allreduce(const struct backend *b, float *buf, size_t n,
+				     enum reduce_op op)
+{
+	b->ops->allreduce(b->ctx, buf, n, op);
+}
+static inline void backend_broadcast(const struct backend *b, float *buf, size_t n, int root)
+{
+	b->ops->broadcast(b->ctx, buf, n, root);
 }
 static inline void backend_synchronize(const struct backend *b)
 {
@@ -134,6 +197,25 @@ static inline int backend_can_capture(const struct backend *b)
 {
 	return b->ops->capture_begin && b->ops->capture_end && b->ops->replay;
 }
+/* 0 when recording started (the ops that follow are recorded, not run). */
+static inline int backend_capture_begin(const struct backend *b)
+{
+	return backend_can_capture(b) ? b->ops->capture_begin(b->ctx) : 1;
+}
+/* The recorded ops as a replayable handle, or NULL (they have not run either way). */
+static inline void *backend_capture_end(const struct backend *b)
+{
+	return b->ops->capture_end(b->ctx);
+}
+static inline void backend_replay(const struct backend *b, void *graph)
+{
+	b->ops->replay(b->ctx, graph);
+}
+static inline void backend_graph_destroy(const struct backend *b, void *graph)
+{
+	if (graph && b->ops->graph_destroy)
+		b->ops->graph_destroy(b->ctx, graph);
+}
 static inline void backend_set_timeout(const struct backend *b, double seconds)
 {
 	if (b->ops->set_timeout)
@@ -143,6 +225,11 @@ static inline void backend_set_position(const struct backend *b, int epoch, int 
 {
 	if (b->ops->set_position)
 		b->ops->set_position(b->ctx, epoch, step);
+}
+/* "host" or "cuda". */
+static inline const char *backend_name(const struct backend *b)
+{
+	return b->ops->name;
 }
 
 /* Host backend: OpenBLAS GEMM with `threads` threads (0: leave as is), MPI_Allreduce. */

@@ -1,5 +1,5 @@
 /*
- * check.h - fatal error reporting shared by every module.
+ * check.h - errors: the status of a recoverable one, and the fatal path.
  *
  * A library failure cannot be recovered from inside a collective job: the
  * check macros print the rank, host, failing statement, function, file and
@@ -14,6 +14,24 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/*
+ * Recoverable errors, one vocabulary for every module: a function that can
+ * fail on its input returns one of these (with a message), and only main()
+ * turns it into the exit status (the values are the contract's exit codes).
+ */
+enum status {
+	STATUS_OK = 0,
+	STATUS_RUNTIME = 1,   /* the run could not go on: out of memory, a failed write */
+	STATUS_BAD_INPUT = 2, /* bad usage, configuration, file or data */
+};
+
+/* Format the message into err (when err is not NULL and errlen > 0) and return st. */
+enum status status_fail(char *err, size_t errlen, enum status st, const char *fmt, ...)
+#if defined(__GNUC__)
+	__attribute__((format(printf, 4, 5)))
+#endif
+	;
 
 /* Set once by dist_init; used by every message that names the rank. */
 void check_set_identity(int rank, const char *host);

@@ -44,7 +44,19 @@ struct gemm_colmajor {
 	int ldc;
 };
 
-struct gemm_colmajor gemm_map(const struct gemm_req *r);
+static inline struct gemm_colmajor gemm_map(const struct gemm_req *r)
+{
+	struct gemm_colmajor c = {
+		r->trans_b, r->trans_a, /* C^T = op(B)^T op(A)^T: the operands swap */
+		r->n, r->m, r->k,
+		r->alpha,
+		r->b, r->ldb,
+		r->a, r->lda,
+		r->beta,
+		r->c, r->ldc,
+	};
+	return c;
+}
 
 /* Leading dimension a row-major (rows, cols) matrix needs when it is dense. */
 static inline int gemm_dense_ld(int cols)

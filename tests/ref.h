@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rng.h"
+#include "train/rng.h"
 
 #ifdef __cplusplus
 extern "C" {

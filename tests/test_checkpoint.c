@@ -26,11 +26,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
+#include "io/crc32.h"
+#include "io/checkpoint.h"
 #include "config.h"
-#include "idx.h"
-#include "model.h"
-#include "rng.h"
+#include "io/idx.h"
+#include "train/model.h"
+#include "train/rng.h"
 
 #define ERRLEN 2048
 #define SEED 20240606ull
@@ -166,7 +167,7 @@ static void reseal(uint8_t *buf, size_t len)
 	size_t pos = 8 + (size_t)(at - hdr) + strlen(tag);
 	free(hdr);
 	memcpy(buf + pos, "00000000", 8);
-	uint32_t crc = idx_crc32(0, buf, len);
+	uint32_t crc = crc32_bytes(0, buf, len);
 	char hex[9];
 	snprintf(hex, sizeof(hex), "%08x", (unsigned)crc);
 	memcpy(buf + pos, hex, 8);

@@ -30,8 +30,8 @@
 
 #include "backend.h"
 #include "elem.h"
-#include "idx.h"
-#include "model.h"
+#include "io/idx.h"
+#include "train/model.h"
 #include "ref.h"
 
 #define GC_ROWS 4

@@ -22,7 +22,8 @@
 
 #include <zlib.h>
 
-#include "idx.h"
+#include "io/crc32.h"
+#include "io/idx.h"
 
 #define ERRLEN 1024
 #define SENTINEL 0xa5
@@ -217,10 +218,10 @@ Test(idx, crc32_known_vectors)
 {
 	const uint8_t *check = (const uint8_t *)"123456789";
 
-	cr_assert_eq(idx_crc32(0, NULL, 0), 0u);
-	cr_assert_eq(idx_crc32(0, check, 9), 0xcbf43926u, "CRC-32 of \"123456789\" is 0x%08x",
-		     (unsigned)idx_crc32(0, check, 9));
-	cr_assert_eq(idx_crc32(idx_crc32(0, check, 4), check + 4, 5), 0xcbf43926u,
+	cr_assert_eq(crc32_bytes(0, NULL, 0), 0u);
+	cr_assert_eq(crc32_bytes(0, check, 9), 0xcbf43926u, "CRC-32 of \"123456789\" is 0x%08x",
+		     (unsigned)crc32_bytes(0, check, 9));
+	cr_assert_eq(crc32_bytes(crc32_bytes(0, check, 4), check + 4, 5), 0xcbf43926u,
 		     "chained CRC differs from one-shot");
 }
 
@@ -236,7 +237,7 @@ Test(idx, crc32_matches_zlib_on_random_bytes)
 	srand(seed);
 	for (size_t i = 0; i < n; i++)
 		b[i] = (uint8_t)(rand() >> 7);
-	ours = idx_crc32(idx_crc32(0, b, 777), b + 777, n - 777);
+	ours = crc32_bytes(crc32_bytes(0, b, 777), b + 777, n - 777);
 	theirs = crc32(crc32(0L, Z_NULL, 0), b, (uInt)n);
 	cr_assert_eq(ours, (uint32_t)theirs, "seed %u: idx_crc32 0x%08x, zlib 0x%08lx", seed,
 		     (unsigned)ours, (unsigned long)theirs);
@@ -257,7 +258,7 @@ static void load_real(const char *sub, const char *prefix, struct mnist_set *set
 			 "run scripts/get-mnist.sh and run this test through ctest");
 	snprintf(dir, sizeof(dir), "%s/%s", root, sub);
 	rc = idx_load_set(dir, prefix, set, err, sizeof(err));
-	if (rc != IDX_OK)
+	if (rc != STATUS_OK)
 		cr_assert_fail("real MNIST not loadable from %s (%s): run scripts/get-mnist.sh to fetch it",
 			 dir, err);
 }
@@ -319,7 +320,7 @@ Test(idx, real_gz_copy_loads_the_same)
 	free(b);
 
 	rc = idx_load_set(tmpdir, "t10k", &gz, err, sizeof(err));
-	cr_assert_eq(rc, IDX_OK, "%s", err);
+	cr_assert_eq(rc, STATUS_OK, "%s", err);
 	cr_assert_eq(gz.count, raw.count);
 	cr_assert_eq(gz.checksum, raw.checksum);
 	cr_assert_eq(memcmp(gz.images, raw.images, (size_t)raw.count * IDX_PIXELS), 0);
@@ -339,8 +340,8 @@ static void check_synthetic(const struct mnist_set *s, int n)
 		cr_assert_eq(s->images[i], pixel_at(i), "pixel %zu", i);
 	for (int i = 0; i < n; i++)
 		cr_assert_eq(s->labels[i], i % 10, "label %d", i);
-	crc = idx_crc32(crc, s->images, (size_t)n * IDX_PIXELS);
-	crc = idx_crc32(crc, s->labels, (size_t)n);
+	crc = crc32_bytes(crc, s->images, (size_t)n * IDX_PIXELS);
+	crc = crc32_bytes(crc, s->labels, (size_t)n);
 	cr_assert_eq(s->checksum, crc);
 }
 
@@ -350,13 +351,13 @@ Test(idx, synthetic_set_loads)
 	char err[ERRLEN] = "", dir[600];
 
 	write_good_set("train", 3);
-	cr_assert_eq(idx_load_set(tmpdir, "train", &s, err, sizeof(err)), IDX_OK, "%s", err);
+	cr_assert_eq(idx_load_set(tmpdir, "train", &s, err, sizeof(err)), STATUS_OK, "%s", err);
 	check_synthetic(&s, 3);
 	mnist_set_destroy(&s);
 
 	/* DATA_PATH=./MNIST_Data/train/ ends with a slash. */
 	snprintf(dir, sizeof(dir), "%s/", tmpdir);
-	cr_assert_eq(idx_load_set(dir, "train", &s, err, sizeof(err)), IDX_OK, "%s", err);
+	cr_assert_eq(idx_load_set(dir, "train", &s, err, sizeof(err)), STATUS_OK, "%s", err);
 	check_synthetic(&s, 3);
 	mnist_set_destroy(&s);
 }
@@ -374,7 +375,7 @@ Test(idx, synthetic_gz_set_loads_the_same)
 	b = good_labels(4, &len);
 	write_gz("train-labels-idx1-ubyte.gz", b, len, 9);
 	free(b);
-	cr_assert_eq(idx_load_set(tmpdir, "train", &s, err, sizeof(err)), IDX_OK, "%s", err);
+	cr_assert_eq(idx_load_set(tmpdir, "train", &s, err, sizeof(err)), STATUS_OK, "%s", err);
 	check_synthetic(&s, 4);
 	mnist_set_destroy(&s);
 }
@@ -394,7 +395,7 @@ Test(idx, gzip_is_detected_by_magic_not_name)
 	b = good_labels(2, &len);
 	write_file("train-labels-idx1-ubyte.gz", b, len);
 	free(b);
-	cr_assert_eq(idx_load_set(tmpdir, "train", &s, err, sizeof(err)), IDX_OK, "%s", err);
+	cr_assert_eq(idx_load_set(tmpdir, "train", &s, err, sizeof(err)), STATUS_OK, "%s", err);
 	check_synthetic(&s, 2);
 	mnist_set_destroy(&s);
 }
@@ -407,13 +408,13 @@ Test(idx, parse_points_past_the_header)
 	size_t len;
 	uint8_t *b = good_images(2, &len);
 
-	cr_assert_eq(idx_parse_images(b, len, "mem", &count, &data, err, sizeof(err)), IDX_OK,
+	cr_assert_eq(idx_parse_images(b, len, "mem", &count, &data, err, sizeof(err)), STATUS_OK,
 		     "%s", err);
 	cr_assert_eq(count, 2);
 	cr_assert_eq(data, b + 16);
 	free(b);
 	b = good_labels(2, &len);
-	cr_assert_eq(idx_parse_labels(b, len, "mem", &count, &data, err, sizeof(err)), IDX_OK,
+	cr_assert_eq(idx_parse_labels(b, len, "mem", &count, &data, err, sizeof(err)), STATUS_OK,
 		     "%s", err);
 	cr_assert_eq(data, b + 8);
 	free(b);
@@ -435,7 +436,7 @@ Test(idx, every_truncation_is_rejected)
 		memcpy(c, b, cut);
 		err[0] = '\0';
 		cr_assert_eq(idx_parse_images(c, cut, "cut-images", &count, &data, err, sizeof(err)),
-			     IDX_ERR_INVALID, "cut at %zu accepted", cut);
+			     STATUS_BAD_INPUT, "cut at %zu accepted", cut);
 		cr_assert_not_null(strstr(err, "cut-images"), "cut %zu: %s", cut, err);
 		cr_assert_eq(count, -1);
 		cr_assert_null(data);
@@ -449,7 +450,7 @@ Test(idx, every_truncation_is_rejected)
 		memcpy(c, b, cut);
 		err[0] = '\0';
 		cr_assert_eq(idx_parse_labels(c, cut, "cut-labels", &count, &data, err, sizeof(err)),
-			     IDX_ERR_INVALID, "cut at %zu accepted", cut);
+			     STATUS_BAD_INPUT, "cut at %zu accepted", cut);
 		cr_assert_not_null(strstr(err, "cut-labels"), "cut %zu: %s", cut, err);
 		free(c);
 	}
@@ -492,7 +493,7 @@ Test(idx, wrong_image_magic)
 	write_images(b, len);
 	free(b);
 	write_labels_good(3);
-	expect_load_fail(IDX_ERR_INVALID, IMAGES, "bad magic 0x00000804", "expected 0x00000803");
+	expect_load_fail(STATUS_BAD_INPUT, IMAGES, "bad magic 0x00000804", "expected 0x00000803");
 }
 
 Test(idx, label_file_given_as_images)
@@ -503,7 +504,7 @@ Test(idx, label_file_given_as_images)
 	write_images(b, len);
 	free(b);
 	write_labels_good(3);
-	expect_load_fail(IDX_ERR_INVALID, IMAGES, "bad magic 0x00000801", "expected 0x00000803");
+	expect_load_fail(STATUS_BAD_INPUT, IMAGES, "bad magic 0x00000801", "expected 0x00000803");
 }
 
 Test(idx, wrong_label_magic)
@@ -514,7 +515,7 @@ Test(idx, wrong_label_magic)
 	write_images_good(3);
 	write_file(LABELS, b, len);
 	free(b);
-	expect_load_fail(IDX_ERR_INVALID, LABELS, "bad magic 0x00000803", "expected 0x00000801");
+	expect_load_fail(STATUS_BAD_INPUT, LABELS, "bad magic 0x00000803", "expected 0x00000801");
 }
 
 Test(idx, wrong_dimensions)
@@ -525,7 +526,7 @@ Test(idx, wrong_dimensions)
 	write_images(b, len);
 	free(b);
 	write_labels_good(3);
-	expect_load_fail(IDX_ERR_INVALID, IMAGES, "27x28", "expected 28x28");
+	expect_load_fail(STATUS_BAD_INPUT, IMAGES, "27x28", "expected 28x28");
 }
 
 Test(idx, image_count_zero)
@@ -536,7 +537,7 @@ Test(idx, image_count_zero)
 	write_images(b, len);
 	free(b);
 	write_labels_good(3);
-	expect_load_fail(IDX_ERR_INVALID, IMAGES, "count is 0", NULL);
+	expect_load_fail(STATUS_BAD_INPUT, IMAGES, "count is 0", NULL);
 }
 
 Test(idx, label_count_zero)
@@ -547,7 +548,7 @@ Test(idx, label_count_zero)
 	write_images_good(3);
 	write_file(LABELS, b, len);
 	free(b);
-	expect_load_fail(IDX_ERR_INVALID, LABELS, "count is 0", NULL);
+	expect_load_fail(STATUS_BAD_INPUT, LABELS, "count is 0", NULL);
 }
 
 Test(idx, image_count_absurd)
@@ -558,7 +559,7 @@ Test(idx, image_count_absurd)
 	write_images(b, len);
 	free(b);
 	write_labels_good(3);
-	expect_load_fail(IDX_ERR_INVALID, IMAGES, "count 4294967295", "limit");
+	expect_load_fail(STATUS_BAD_INPUT, IMAGES, "count 4294967295", "limit");
 }
 
 Test(idx, label_count_absurd)
@@ -569,7 +570,7 @@ Test(idx, label_count_absurd)
 	write_images_good(3);
 	write_file(LABELS, b, len);
 	free(b);
-	expect_load_fail(IDX_ERR_INVALID, LABELS, "count 4294967295", "limit");
+	expect_load_fail(STATUS_BAD_INPUT, LABELS, "count 4294967295", "limit");
 }
 
 Test(idx, images_truncated_by_one_byte)
@@ -582,7 +583,7 @@ Test(idx, images_truncated_by_one_byte)
 	free(b);
 	write_labels_good(3);
 	snprintf(want, sizeof(want), "truncated: %zu bytes, header promises %zu", len - 1, len);
-	expect_load_fail(IDX_ERR_INVALID, IMAGES, want, NULL);
+	expect_load_fail(STATUS_BAD_INPUT, IMAGES, want, NULL);
 }
 
 Test(idx, labels_truncated_by_one_byte)
@@ -595,7 +596,7 @@ Test(idx, labels_truncated_by_one_byte)
 	write_file(LABELS, b, len - 1);
 	free(b);
 	snprintf(want, sizeof(want), "truncated: %zu bytes, header promises %zu", len - 1, len);
-	expect_load_fail(IDX_ERR_INVALID, LABELS, want, NULL);
+	expect_load_fail(STATUS_BAD_INPUT, LABELS, want, NULL);
 }
 
 Test(idx, images_truncated_to_half_a_header)
@@ -606,7 +607,7 @@ Test(idx, images_truncated_to_half_a_header)
 	write_images(b, 8);
 	free(b);
 	write_labels_good(3);
-	expect_load_fail(IDX_ERR_INVALID, IMAGES, "truncated: 8 bytes", "16-byte");
+	expect_load_fail(STATUS_BAD_INPUT, IMAGES, "truncated: 8 bytes", "16-byte");
 }
 
 Test(idx, labels_truncated_to_half_a_header)
@@ -617,7 +618,7 @@ Test(idx, labels_truncated_to_half_a_header)
 	write_images_good(3);
 	write_file(LABELS, b, 4);
 	free(b);
-	expect_load_fail(IDX_ERR_INVALID, LABELS, "truncated: 4 bytes", "8-byte");
+	expect_load_fail(STATUS_BAD_INPUT, LABELS, "truncated: 4 bytes", "8-byte");
 }
 
 Test(idx, image_trailing_bytes)
@@ -628,7 +629,7 @@ Test(idx, image_trailing_bytes)
 	write_images(b, len);
 	free(b);
 	write_labels_good(3);
-	expect_load_fail(IDX_ERR_INVALID, IMAGES, "5 trailing bytes", NULL);
+	expect_load_fail(STATUS_BAD_INPUT, IMAGES, "5 trailing bytes", NULL);
 }
 
 Test(idx, label_trailing_bytes)
@@ -639,7 +640,7 @@ Test(idx, label_trailing_bytes)
 	write_images_good(3);
 	write_file(LABELS, b, len);
 	free(b);
-	expect_load_fail(IDX_ERR_INVALID, LABELS, "1 trailing bytes", NULL);
+	expect_load_fail(STATUS_BAD_INPUT, LABELS, "1 trailing bytes", NULL);
 }
 
 Test(idx, label_out_of_range)
@@ -652,7 +653,7 @@ Test(idx, label_out_of_range)
 	write_images_good(4);
 	write_file(LABELS, b, len);
 	free(b);
-	expect_load_fail(IDX_ERR_INVALID, LABELS, "label 10 at index 2", "0..9");
+	expect_load_fail(STATUS_BAD_INPUT, LABELS, "label 10 at index 2", "0..9");
 }
 
 Test(idx, image_label_count_mismatch)
@@ -663,8 +664,8 @@ Test(idx, image_label_count_mismatch)
 	write_labels_good(4);
 	tmp_path(images, sizeof(images), IMAGES);
 	tmp_path(labels, sizeof(labels), LABELS);
-	expect_load_fail(IDX_ERR_INVALID, IMAGES, "count mismatch", "3 images");
-	expect_load_fail(IDX_ERR_INVALID, LABELS, "4 labels", NULL);
+	expect_load_fail(STATUS_BAD_INPUT, IMAGES, "count mismatch", "3 images");
+	expect_load_fail(STATUS_BAD_INPUT, LABELS, "4 labels", NULL);
 }
 
 Test(idx, missing_directory)
@@ -675,8 +676,9 @@ Test(idx, missing_directory)
 	tmp_path(dir, sizeof(dir), "no-such-dir");
 	memset(&set, SENTINEL, sizeof(set));
 	memcpy(&before, &set, sizeof(set));
-	cr_assert_eq(idx_load_set(dir, "train", &set, err, sizeof(err)), IDX_ERR_MISSING, "%s",
+	cr_assert_eq(idx_load_set(dir, "train", &set, err, sizeof(err)), STATUS_BAD_INPUT, "%s",
 		     err);
+	cr_assert_eq(idx_set_present(dir, "train"), 0);
 	cr_assert_eq(memcmp(&set, &before, sizeof(set)), 0);
 	cr_assert_not_null(strstr(err, dir), "%s", err);
 	cr_assert_not_null(strstr(err, "does not exist"), "%s", err);
@@ -685,27 +687,29 @@ Test(idx, missing_directory)
 Test(idx, missing_image_file)
 {
 	write_labels_good(3);
-	expect_load_fail(IDX_ERR_MISSING, IMAGES, "missing", ".gz");
+	expect_load_fail(STATUS_BAD_INPUT, IMAGES, "missing", ".gz");
+	cr_assert_eq(idx_set_present(tmpdir, "train"), 0, "labels alone are not a set");
 }
 
-Test(idx, missing_label_file_is_invalid_not_missing)
+Test(idx, missing_label_file_is_a_present_but_broken_set)
 {
 	write_images_good(3);
-	expect_load_fail(IDX_ERR_INVALID, LABELS, "missing", NULL);
+	expect_load_fail(STATUS_BAD_INPUT, LABELS, "missing", NULL);
+	cr_assert_eq(idx_set_present(tmpdir, "train"), 1, "the images make the set present");
 }
 
 Test(idx, empty_image_file)
 {
 	write_images("", 0);
 	write_labels_good(3);
-	expect_load_fail(IDX_ERR_INVALID, IMAGES, "empty file", NULL);
+	expect_load_fail(STATUS_BAD_INPUT, IMAGES, "empty file", NULL);
 }
 
 Test(idx, empty_label_file)
 {
 	write_images_good(3);
 	write_file(LABELS, "", 0);
-	expect_load_fail(IDX_ERR_INVALID, LABELS, "empty file", NULL);
+	expect_load_fail(STATUS_BAD_INPUT, LABELS, "empty file", NULL);
 }
 
 Test(idx, corrupt_gzip_data)
@@ -725,7 +729,7 @@ Test(idx, corrupt_gzip_data)
 		g[i] ^= 0x5a;
 	write_file(IMAGES ".gz", g, glen);
 	free(g);
-	expect_load_fail(IDX_ERR_INVALID, IMAGES ".gz", "corrupt gzip", NULL);
+	expect_load_fail(STATUS_BAD_INPUT, IMAGES ".gz", "corrupt gzip", NULL);
 }
 
 Test(idx, gzip_with_bad_crc)
@@ -742,7 +746,7 @@ Test(idx, gzip_with_bad_crc)
 	g[glen - 8] ^= 0xff; /* the CRC-32 in the gzip trailer */
 	write_file(IMAGES ".gz", g, glen);
 	free(g);
-	expect_load_fail(IDX_ERR_INVALID, IMAGES ".gz", "corrupt gzip", NULL);
+	expect_load_fail(STATUS_BAD_INPUT, IMAGES ".gz", "corrupt gzip", NULL);
 }
 
 Test(idx, truncated_gzip)
@@ -758,7 +762,7 @@ Test(idx, truncated_gzip)
 	g = slurp(path, &glen);
 	write_file(IMAGES ".gz", g, glen / 2);
 	free(g);
-	expect_load_fail(IDX_ERR_INVALID, IMAGES ".gz", "truncated gzip", NULL);
+	expect_load_fail(STATUS_BAD_INPUT, IMAGES ".gz", "truncated gzip", NULL);
 }
 
 /* ---- idx_read_file limits ---------------------------------------------------------- */
@@ -791,36 +795,36 @@ Test(idx, gzip_bomb_is_refused)
 	cr_assert_not_null(zeros);
 	write_gz("bomb.gz", zeros, n, 9);
 	free(zeros);
-	expect_read_fail("bomb.gz", 4096, IDX_ERR_INVALID, "past the limit of 4096 bytes");
+	expect_read_fail("bomb.gz", 4096, STATUS_BAD_INPUT, "past the limit of 4096 bytes");
 	/* Exactly at the limit is fine. */
 	tmp_path(path, sizeof(path), "bomb.gz");
-	cr_assert_eq(idx_read_file(path, n, &buf, &len, err, sizeof(err)), IDX_OK, "%s", err);
+	cr_assert_eq(idx_read_file(path, n, &buf, &len, err, sizeof(err)), STATUS_OK, "%s", err);
 	cr_assert_eq(len, n);
 	free(buf);
-	expect_read_fail("bomb.gz", n - 1, IDX_ERR_INVALID, "past the limit");
+	expect_read_fail("bomb.gz", n - 1, STATUS_BAD_INPUT, "past the limit");
 }
 
 Test(idx, raw_file_over_the_limit_is_refused)
 {
 	write_images_good(2);
-	expect_read_fail(IMAGES, 100, IDX_ERR_INVALID, "more than the limit of 100");
+	expect_read_fail(IMAGES, 100, STATUS_BAD_INPUT, "more than the limit of 100");
 }
 
 Test(idx, read_missing_file)
 {
-	expect_read_fail("nothing-here", 100, IDX_ERR_MISSING, "cannot open");
+	expect_read_fail("nothing-here", 100, STATUS_BAD_INPUT, "cannot open");
 }
 
 Test(idx, read_empty_file)
 {
 	write_file("empty", "", 0);
-	expect_read_fail("empty", 100, IDX_ERR_INVALID, "empty file");
+	expect_read_fail("empty", 100, STATUS_BAD_INPUT, "empty file");
 }
 
 Test(idx, read_empty_gzip)
 {
 	write_gz("empty.gz", "", 0, 6);
-	expect_read_fail("empty.gz", 100, IDX_ERR_INVALID, "empty file");
+	expect_read_fail("empty.gz", 100, STATUS_BAD_INPUT, "empty file");
 }
 
 Test(idx, messages_fit_a_small_buffer)
@@ -829,7 +833,7 @@ Test(idx, messages_fit_a_small_buffer)
 	char err[8];
 
 	write_images("", 0);
-	cr_assert_eq(idx_load_set(tmpdir, "train", &s, err, sizeof(err)), IDX_ERR_INVALID);
+	cr_assert_eq(idx_load_set(tmpdir, "train", &s, err, sizeof(err)), STATUS_BAD_INPUT);
 	cr_assert_eq(strlen(err), sizeof(err) - 1);
-	cr_assert_eq(idx_load_set(tmpdir, "train", &s, NULL, 0), IDX_ERR_INVALID);
+	cr_assert_eq(idx_load_set(tmpdir, "train", &s, NULL, 0), STATUS_BAD_INPUT);
 }

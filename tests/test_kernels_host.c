@@ -3,7 +3,7 @@
  *
  *   ctest --test-dir build -R test_kernels_host --output-on-failure
  *
- * cuda/kernels.cu is compiled by the host C compiler with tests/fake_cuda.h
+ * cuda/kernels.cu is compiled by the host C compiler with the stand-in tests/cuda_host/cuda_runtime.h
  * (tests/cuda_host/kernels_host.c), so every launcher here runs the very
  * kernels, index arithmetic, bounds checks and launch geometry that nvcc
  * builds into the CUDA backend, as nested loops over blocks and threads. This
@@ -29,7 +29,7 @@
 
 #include "backend.h"
 #include "elem.h"
-#include "fake_cuda.h"
+#include "cuda_runtime.h" /* the stand-in: tests/cuda_host/ */
 #include "kernels.h"
 #include "ref.h"
 

@@ -40,13 +40,13 @@ static void *dev_copy(const struct backend *be, const void *src, size_t bytes)
 {
 	void *p = backend_alloc(be, bytes);
 	cr_assert_not_null(p, "backend alloc of %zu bytes failed", bytes);
-	be->ops->upload(be->ctx, p, src, bytes);
+	backend_upload(be, p, src, bytes);
 	return p;
 }
 
 static void dev_read(const struct backend *be, void *dst, const void *src, size_t bytes)
 {
-	be->ops->download(be->ctx, dst, src, bytes);
+	backend_download(be, dst, src, bytes);
 	backend_synchronize(be);
 }
 
@@ -163,7 +163,7 @@ static void check_gemm(const struct backend *be, gemm_runner run, const char *wh
 
 static void run_backend_gemm(const struct backend *be, const struct gemm_req *r, float *c_dev)
 {
-	be->ops->gemm(be->ctx, r);
+	backend_gemm(be, r);
 }
 
 /* The mapped struct handed to column-major BLAS, as the CUDA backend hands it to cuBLAS. */
@@ -292,7 +292,7 @@ static void check_gather(const struct backend *be, int pixels, int n_img, int le
 	/* Two batches: at the start cursor, then after advance(count). */
 	for (int round = 0; round < 2; round++) {
 		int at = start + round * count;
-		be->ops->gather(be->ctx, images_d, labels_d, pixels, index_d, cursor_d, count, x_d, y_d);
+		backend_gather(be, images_d, labels_d, pixels, index_d, cursor_d, count, x_d, y_d);
 		dev_read(be, x, x_d, xn * sizeof(float));
 		dev_read(be, y, y_d, ((size_t)count + 1) * sizeof(int32_t));
 		for (int i = 0; i < count; i++) {
@@ -311,11 +311,11 @@ static void check_gather(const struct backend *be, int pixels, int n_img, int le
 		cr_assert(cx.bad == 0 && cy.bad == 0, "%s: %zu pixel and %zu label mismatches (seed %llu)",
 			  what, cx.bad, cy.bad, (unsigned long long)seed);
 
-		be->ops->advance(be->ctx, cursor_d, count);
+		backend_advance(be, cursor_d, count);
 		dev_read(be, &cursor, cursor_d, sizeof(cursor));
 		cr_assert_eq(cursor, at + count, "advance(%d) from %d gave %d", count, at, cursor);
 	}
-	be->ops->advance(be->ctx, cursor_d, -(start + 2 * count));
+	backend_advance(be, cursor_d, -(start + 2 * count));
 	dev_read(be, &cursor, cursor_d, sizeof(cursor));
 	cr_assert_eq(cursor, 0, "advance by a negative delta back to 0 gave %d", cursor);
 
@@ -367,7 +367,7 @@ Test(ops, bias_act_with_and_without_relu)
 			ref_bias_act(want, bias, rows, cols, relu);
 			float *y_d = dev_copy(&be, y, n * sizeof(float));
 			float *b_d = dev_copy(&be, bias, (size_t)cols * sizeof(float));
-			be.ops->bias_act(be.ctx, y_d, b_d, rows, cols, relu);
+			backend_bias_act(&be, y_d, b_d, rows, cols, relu);
 			dev_read(&be, y, y_d, n * sizeof(float));
 			char what[96];
 			snprintf(what, sizeof(what), "bias_act rows=%d cols=%d relu=%d", rows, cols, relu);
@@ -408,7 +408,7 @@ Test(ops, relu_backward)
 		ref_relu_backward(want, y, n);
 		float *dy_d = dev_copy(&be, dy, n * sizeof(float));
 		float *y_d = dev_copy(&be, y, n * sizeof(float));
-		be.ops->relu_backward(be.ctx, dy_d, y_d, n);
+		backend_relu_backward(&be, dy_d, y_d, n);
 		dev_read(&be, dy, dy_d, n * sizeof(float));
 		char what[64];
 		snprintf(what, sizeof(what), "relu_backward n=%zu", n);
@@ -434,8 +434,8 @@ static void check_softmax(const struct backend *be, const float *logits, const i
 	float *loss2_d = backend_alloc(be, (size_t)rows * sizeof(float));
 	float *g_d = backend_alloc(be, n * sizeof(float));
 	cr_assert(loss_d && loss2_d && g_d);
-	be->ops->softmax_xent(be->ctx, l_d, y_d, rows, cols, scale, loss_d, g_d);
-	be->ops->softmax_xent(be->ctx, l_d, y_d, rows, cols, scale, loss2_d, NULL);
+	backend_softmax_xent(be, l_d, y_d, rows, cols, scale, loss_d, g_d);
+	backend_softmax_xent(be, l_d, y_d, rows, cols, scale, loss2_d, NULL);
 
 	float *loss = xcalloc_t((size_t)rows, sizeof(float));
 	float *loss2 = xcalloc_t((size_t)rows, sizeof(float));
@@ -553,7 +553,7 @@ Test(ops, argmax_hits_accumulate_first_max_wins)
 		int32_t *h_d = dev_copy(&be, hits, (size_t)rows * sizeof(int32_t));
 		memcpy(want, hits, (size_t)rows * sizeof(int32_t));
 		for (int round = 0; round < 2; round++) {
-			be.ops->argmax_hits(be.ctx, l_d, y_d, rows, cols, h_d);
+			backend_argmax_hits(&be, l_d, y_d, rows, cols, h_d);
 			for (int i = 0; i < rows; i++)
 				want[i] += ref_argmax_row(logits + (size_t)i * cols, cols) == labels[i];
 			dev_read(&be, hits, h_d, (size_t)rows * sizeof(int32_t));
@@ -579,7 +579,7 @@ Test(ops, argmax_hits_accumulate_first_max_wins)
 	float *l_d = dev_copy(&be, tie, sizeof(tie));
 	int32_t *y_d = dev_copy(&be, tie_labels, sizeof(tie_labels));
 	int32_t *h_d = dev_copy(&be, tie_hits, sizeof(tie_hits));
-	be.ops->argmax_hits(be.ctx, l_d, y_d, 2, 4, h_d);
+	backend_argmax_hits(&be, l_d, y_d, 2, 4, h_d);
 	dev_read(&be, tie_hits, h_d, sizeof(tie_hits));
 	cr_assert(tie_hits[0] == 1 && tie_hits[1] == 0,
 		  "tie [1,5,5,0]: label 1 scored %d (want 1), label 2 scored %d (want 0)", tie_hits[0],
@@ -620,8 +620,8 @@ Test(ops, sgd_update_with_and_without_momentum)
 			cr_assert_not_null(g_d);
 			for (int step = 0; step < 5; step++) {
 				ref_fill_normal(&r, g, n, 0.0, 1.0);
-				be.ops->upload(be.ctx, g_d, g, n * sizeof(float));
-				be.ops->sgd_update(be.ctx, p_d, g_d, v_d, n, lr, mom);
+				backend_upload(&be, g_d, g, n * sizeof(float));
+				backend_sgd_update(&be, p_d, g_d, v_d, n, lr, mom);
 				ref_sgd_update(want_p, g, want_v, n, lr, mom);
 			}
 			dev_read(&be, p, p_d, n * sizeof(float));
@@ -657,16 +657,16 @@ Test(ops, collectives_without_mpi_are_identity)
 	float x[N], y[N];
 	ref_fill_normal(&r, x, N, 0.0, 10.0);
 	float *d = dev_copy(&be, x, sizeof(x));
-	be.ops->allreduce(be.ctx, d, N, REDUCE_MEAN);
+	backend_allreduce(&be, d, N, REDUCE_MEAN);
 	dev_read(&be, y, d, sizeof(y));
 	cr_assert(memcmp(x, y, sizeof(x)) == 0, "allreduce(mean) on one rank changed the buffer");
-	be.ops->allreduce(be.ctx, d, N, REDUCE_SUM);
+	backend_allreduce(&be, d, N, REDUCE_SUM);
 	dev_read(&be, y, d, sizeof(y));
 	cr_assert(memcmp(x, y, sizeof(x)) == 0, "allreduce(sum) on one rank changed the buffer");
-	be.ops->broadcast(be.ctx, d, N, 0);
+	backend_broadcast(&be, d, N, 0);
 	dev_read(&be, y, d, sizeof(y));
 	cr_assert(memcmp(x, y, sizeof(x)) == 0, "broadcast on one rank changed the buffer");
-	be.ops->allreduce(be.ctx, d, 0, REDUCE_MEAN); /* n == 0 is allowed */
+	backend_allreduce(&be, d, 0, REDUCE_MEAN); /* n == 0 is allowed */
 	backend_synchronize(&be);
 	backend_free(&be, d);
 	backend_destroy(&be);

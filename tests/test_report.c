@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "ref.h"
-#include "report.h"
+#include "io/report.h"
 
 /* Significant digits in a %g-style number: first to last nonzero digit of the mantissa. */
 static int sig_digits(const char *s)

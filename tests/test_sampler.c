@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sampler.h"
+#include "train/sampler.h"
 
 static const int sizes_n[] = {1, 2, 3, 4, 5, 7, 10, 31, 32, 33, 63, 64, 65, 100, 101, 997, 1000};
 static const int sizes_batch[] = {1, 2, 3, 8, 32};

@@ -1,14 +1,16 @@
 # CUDA backend tests.
 #
 # test_kernels_host (label unit): cuda/kernels.cu compiled by the host C
-# compiler with tests/fake_cuda.h and run on the CPU against the naive
+# compiler with the stand-in tests/cuda_host/cuda_runtime.h and run on the CPU against the naive
 # references and the host backend. Needs no CUDA toolkit: built in every build.
 add_unit_test(test_kernels_host
   ${CMAKE_CURRENT_SOURCE_DIR}/test_kernels_host.c
   ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/kernels_host.c
   ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/fake_cuda.c
   ${CMAKE_CURRENT_SOURCE_DIR}/ref.c)
-target_include_directories(test_kernels_host PRIVATE ${CMAKE_SOURCE_DIR}/cuda)
+# The stand-in <cuda_runtime.h> comes before any other on the path.
+target_include_directories(test_kernels_host BEFORE PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host
+                           ${CMAKE_SOURCE_DIR}/cuda)
 
 # The GPU parity suite (label gpu), built with the CUDA backend only:
 #   gpu_ops             every backend op, CUDA vs host, several shapes (1 rank)

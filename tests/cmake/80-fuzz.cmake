@@ -30,14 +30,15 @@ if(MNIST_DDP_FUZZ)
   endif()
   set(_fz_flags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
                 -fno-omit-frame-pointer -g -O1)
-  add_executable(fuzz_idx ${_fz}/fuzz_idx.c ${CMAKE_SOURCE_DIR}/host/idx.c)
-  target_link_libraries(fuzz_idx PRIVATE ZLIB::ZLIB)
-  add_executable(fuzz_checkpoint ${_fz}/fuzz_checkpoint.c ${CMAKE_SOURCE_DIR}/host/checkpoint.c
-                 ${CMAKE_SOURCE_DIR}/host/model.c ${CMAKE_SOURCE_DIR}/host/idx.c
-                 ${CMAKE_SOURCE_DIR}/host/config.c ${CMAKE_SOURCE_DIR}/host/check.c)
+  add_executable(fuzz_idx ${_fz}/fuzz_idx.c ${CMAKE_SOURCE_DIR}/host/io/idx.c
+                 ${CMAKE_SOURCE_DIR}/host/dist/check.c)
+  target_link_libraries(fuzz_idx PRIVATE MPI::MPI_C ZLIB::ZLIB)
+  add_executable(fuzz_checkpoint ${_fz}/fuzz_checkpoint.c ${CMAKE_SOURCE_DIR}/host/io/checkpoint.c
+                 ${CMAKE_SOURCE_DIR}/host/train/model.c ${CMAKE_SOURCE_DIR}/host/io/idx.c
+                 ${CMAKE_SOURCE_DIR}/host/config.c ${CMAKE_SOURCE_DIR}/host/dist/check.c)
   target_link_libraries(fuzz_checkpoint PRIVATE MPI::MPI_C ZLIB::ZLIB ${MATH_LIBRARY})
   foreach(_t idx checkpoint)
-    target_include_directories(fuzz_${_t} PRIVATE ${CMAKE_SOURCE_DIR}/include)
+    target_include_directories(fuzz_${_t} PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/host)
     target_compile_definitions(fuzz_${_t} PRIVATE MNIST_DDP_VERSION="${PROJECT_VERSION}")
     # The project's warning list has GCC-only entries; clang gets the common ones.
     target_compile_options(fuzz_${_t} PRIVATE ${_fz_flags} -Wall -Wextra -Wshadow

@@ -1,5 +1,5 @@
-/* fake_cuda.c - the globals behind tests/fake_cuda.h. */
-#include "fake_cuda.h"
+/* fake_cuda.c - the globals behind the stand-in tests/cuda_host/cuda_runtime.h. */
+#include "cuda_runtime.h"
 
 #include <stdio.h>
 #include <stdlib.h>

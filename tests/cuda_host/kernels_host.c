@@ -1,7 +1,7 @@
 /*
  * kernels_host.c - cuda/kernels.cu compiled by the host C compiler.
  *
- * cuda/kernels.h sees no __CUDACC__ and takes tests/fake_cuda.h for the CUDA
+ * cuda/kernels.h finds the stand-in tests/cuda_host/cuda_runtime.h for the CUDA
  * built-ins; the kernels and their launchers are otherwise the very code nvcc
  * builds into the CUDA backend. Linked into tests/test_kernels_host only.
  */

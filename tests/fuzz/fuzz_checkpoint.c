@@ -28,9 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
-#include "idx.h"
-#include "model.h"
+#include "io/crc32.h"
+#include "io/checkpoint.h"
+#include "io/idx.h"
+#include "train/model.h"
 
 #define FUZZ_CHECK(cond)                                                                       \
 	do {                                                                                   \
@@ -123,7 +124,7 @@ static uint8_t *reseal(const uint8_t *data, size_t size)
 		memcpy(copy, data, size);
 		memcpy(copy + at + tl, "00000000", 8);
 		char hex[9];
-		snprintf(hex, sizeof(hex), "%08x", (unsigned)idx_crc32(0, copy, size));
+		snprintf(hex, sizeof(hex), "%08x", (unsigned)crc32_bytes(0, copy, size));
 		memcpy(copy + at + tl, hex, 8);
 		return copy;
 	}

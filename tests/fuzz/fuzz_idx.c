@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "idx.h"
+#include "io/idx.h"
 
 #define FUZZ_CHECK(cond)                                                                  \
 	do {                                                                              \
@@ -41,7 +41,7 @@ static void check_images(const uint8_t *buf, size_t len, const char *name)
 	int count = -1;
 	const uint8_t *data = NULL;
 	int rc = idx_parse_images(buf, len, name, &count, &data, err, sizeof(err));
-	if (rc == IDX_OK) {
+	if (rc == STATUS_OK) {
 		FUZZ_CHECK(count >= 1 && (unsigned)count <= IDX_MAX_COUNT);
 		FUZZ_CHECK(len == 16 + (size_t)count * IDX_PIXELS);
 		FUZZ_CHECK(data == buf + 16);
@@ -50,7 +50,7 @@ static void check_images(const uint8_t *buf, size_t len, const char *name)
 			sum += data[i]; /* every pixel readable */
 		(void)sum;
 	} else {
-		FUZZ_CHECK(rc == IDX_ERR_INVALID);
+		FUZZ_CHECK(rc == STATUS_BAD_INPUT);
 		FUZZ_CHECK(err[0] && strstr(err, name));
 		FUZZ_CHECK(count == -1 && data == NULL); /* outputs untouched */
 	}
@@ -62,14 +62,14 @@ static void check_labels(const uint8_t *buf, size_t len, const char *name)
 	int count = -1;
 	const uint8_t *data = NULL;
 	int rc = idx_parse_labels(buf, len, name, &count, &data, err, sizeof(err));
-	if (rc == IDX_OK) {
+	if (rc == STATUS_OK) {
 		FUZZ_CHECK(count >= 1 && (unsigned)count <= IDX_MAX_COUNT);
 		FUZZ_CHECK(len == 8 + (size_t)count);
 		FUZZ_CHECK(data == buf + 8);
 		for (int i = 0; i < count; i++)
 			FUZZ_CHECK(data[i] < IDX_CLASSES);
 	} else {
-		FUZZ_CHECK(rc == IDX_ERR_INVALID);
+		FUZZ_CHECK(rc == STATUS_BAD_INPUT);
 		FUZZ_CHECK(err[0] && strstr(err, name));
 		FUZZ_CHECK(count == -1 && data == NULL);
 	}
@@ -124,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t len = 0;
 		char err[1024] = "";
 		int rc = idx_read_file(path, limit, &buf, &len, err, sizeof(err));
-		if (rc == IDX_OK) {
+		if (rc == STATUS_OK) {
 			FUZZ_CHECK(buf != NULL && len <= limit);
 			/* A raw file reads back as itself. */
 			if (size < 2 || data[0] != 0x1f || data[1] != 0x8b)

@@ -54,7 +54,7 @@ static void allreduce_case(struct gpu_test *t, size_t n, enum reduce_op op, floa
 	for (size_t i = 0; i < n; i++)
 		h[i] = pattern(t->d.rank, i);
 	float *d = gpu_upload_new(be, h, n * sizeof(float));
-	be->ops->allreduce(be->ctx, d, n, op);
+	backend_allreduce(be, d, n, op);
 	gpu_download(be, h, d, n * sizeof(float));
 	long long wrong = count_wrong(t, h, n, op), all_wrong = 0;
 	MPI_CHECK(MPI_Allreduce(&wrong, &all_wrong, 1, MPI_LONG_LONG, MPI_SUM, t->d.comm));
@@ -64,7 +64,7 @@ static void allreduce_case(struct gpu_test *t, size_t n, enum reduce_op op, floa
 	MPI_CHECK(MPI_Barrier(t->d.comm));
 	double t0 = MPI_Wtime();
 	for (int it = 0; it < TIMED_ITERS; it++)
-		be->ops->allreduce(be->ctx, d, n, REDUCE_SUM);
+		backend_allreduce(be, d, n, REDUCE_SUM);
 	backend_synchronize(be);
 	double us = (MPI_Wtime() - t0) / TIMED_ITERS * 1e6;
 	double algbw = (double)n * sizeof(float) / (us * 1e-6) / 1e9;
@@ -84,7 +84,7 @@ static void broadcast_case(struct gpu_test *t, size_t n, float *h)
 	for (size_t i = 0; i < n; i++)
 		h[i] = t->d.rank == root ? pattern(root, i) : -1.0f;
 	float *d = gpu_upload_new(be, h, n * sizeof(float));
-	be->ops->broadcast(be->ctx, d, n, root);
+	backend_broadcast(be, d, n, root);
 	gpu_download(be, h, d, n * sizeof(float));
 	long long wrong = 0;
 	for (size_t i = 0; i < n; i++)

@@ -102,15 +102,15 @@ void *gpu_upload_new(const struct backend *b, const void *host, size_t bytes)
 {
 	void *p = backend_alloc(b, bytes);
 	if (!p)
-		die(1, "%s backend: out of memory for %zu bytes", b->ops->name, bytes);
+		die(1, "%s backend: out of memory for %zu bytes", backend_name(b), bytes);
 	if (host)
-		b->ops->upload(b->ctx, p, host, bytes);
+		backend_upload(b, p, host, bytes);
 	return p;
 }
 
 void gpu_download(const struct backend *b, void *host, const void *dev, size_t bytes)
 {
-	b->ops->download(b->ctx, host, dev, bytes);
+	backend_download(b, host, dev, bytes);
 }
 
 double gpu_norm_err(const float *got, const float *ref, size_t n, size_t *at)

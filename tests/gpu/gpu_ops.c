@@ -63,7 +63,7 @@ static void check_close(struct gpu_test *t, const char *what, const float *dev,
 		       "%s: normalised error %.3g (limit %.0e), %zu of %zu differ in any bit%s", what,
 		       err, tol, diff, n, err > tol ? "; largest at the index below" : "");
 	if (err > tol)
-		printf("     [%zu]: %s %.9g host %.9g (seed %llu)\n", at, t->dev.ops->name,
+		printf("     [%zu]: %s %.9g host %.9g (seed %llu)\n", at, backend_name(&t->dev),
 		       (double)dev[at], (double)host[at], (unsigned long long)t->seed);
 }
 
@@ -76,7 +76,7 @@ static void check_exact_i(struct gpu_test *t, const char *what, const int32_t *d
 			first = i;
 	gpu_test_check(t, diff == 0, "%s: %zu of %zu differ", what, diff, n);
 	if (diff)
-		printf("     first at [%zu]: %s %ld host %ld (seed %llu)\n", first, t->dev.ops->name,
+		printf("     first at [%zu]: %s %ld host %ld (seed %llu)\n", first, backend_name(&t->dev),
 		       (long)dev[first], (long)host[first], (unsigned long long)t->seed);
 }
 
@@ -144,7 +144,7 @@ static void gemm_case(struct gpu_test *t, int ta, int tb, int m, int n, int k, f
 			.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .alpha = alpha,
 			.a = da, .lda = lda, .b = db, .ldb = ldb, .beta = beta, .c = dc, .ldc = ldc,
 		};
-		be->ops->gemm(be->ctx, &req);
+		backend_gemm(be, &req);
 		gpu_download(be, outs[w], dc, nc * sizeof(float));
 		backend_free(be, da);
 		backend_free(be, db);
@@ -177,7 +177,7 @@ static void gemm_case(struct gpu_test *t, int ta, int tb, int m, int n, int k, f
 		       "gemm %c%c m=%d n=%d k=%d alpha=%g beta=%g pad=%d: worst error/bound %s %.3g, "
 		       "host %.3g (%zu, %zu outside), padding changed %zu, %zu; normalised difference %.3g",
 		       ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, (double)alpha, (double)beta, pad,
-		       t->dev.ops->name, ratio[0], ratio[1], outside[0], outside[1], pad_hit[0],
+		       backend_name(&t->dev), ratio[0], ratio[1], outside[0], outside[1], pad_hit[0],
 		       pad_hit[1], vs_host);
 	free(a);
 	free(b);
@@ -237,8 +237,8 @@ static void test_gather_advance(struct gpu_test *t)
 			int32_t *dc = gpu_upload_new(be, &start, sizeof(start));
 			float *x = gpu_upload_new(be, NULL, nx * sizeof(float));
 			int32_t *y = gpu_upload_new(be, NULL, (size_t)count * sizeof(int32_t));
-			be->ops->gather(be->ctx, di, dl, pixels, dx, dc, count, x, y);
-			be->ops->advance(be->ctx, dc, count);
+			backend_gather(be, di, dl, pixels, dx, dc, count, x, y);
+			backend_advance(be, dc, count);
 			gpu_download(be, x_out[w], x, nx * sizeof(float));
 			gpu_download(be, y_out[w], y, (size_t)count * sizeof(int32_t));
 			gpu_download(be, &cur_after[w], dc, sizeof(int32_t));
@@ -255,7 +255,7 @@ static void test_gather_advance(struct gpu_test *t)
 		snprintf(what, sizeof(what), "gather labels %d from cursor %d", count, start);
 		check_exact_i(t, what, y_out[0], y_out[1], (size_t)count);
 		gpu_test_check(t, cur_after[0] == start + count && cur_after[1] == start + count,
-			       "advance %d + %d: %s %d host %d", start, count, t->dev.ops->name,
+			       "advance %d + %d: %s %d host %d", start, count, backend_name(&t->dev),
 			       cur_after[0], cur_after[1]);
 		for (int w = 0; w < 2; w++) {
 			free(x_out[w]);
@@ -283,7 +283,7 @@ static void test_bias_act(struct gpu_test *t)
 				const struct backend *be = bes[w];
 				float *y = gpu_upload_new(be, y0, n * sizeof(float));
 				float *b = gpu_upload_new(be, bias, (size_t)cols * sizeof(float));
-				be->ops->bias_act(be->ctx, y, b, rows, cols, relu);
+				backend_bias_act(be, y, b, rows, cols, relu);
 				gpu_download(be, out[w], y, n * sizeof(float));
 				backend_free(be, y);
 				backend_free(be, b);
@@ -315,7 +315,7 @@ static void test_relu_backward(struct gpu_test *t)
 			const struct backend *be = bes[w];
 			float *dy = gpu_upload_new(be, dy0, n * sizeof(float));
 			float *y = gpu_upload_new(be, act, n * sizeof(float));
-			be->ops->relu_backward(be->ctx, dy, y, n);
+			backend_relu_backward(be, dy, y, n);
 			gpu_download(be, out[w], dy, n * sizeof(float));
 			backend_free(be, dy);
 			backend_free(be, y);
@@ -351,7 +351,7 @@ static void test_softmax_xent(struct gpu_test *t)
 				int32_t *dlab = gpu_upload_new(be, labels, (size_t)rows * sizeof(int32_t));
 				float *dloss = gpu_upload_new(be, NULL, (size_t)rows * sizeof(float));
 				float *dgrad = gpu_upload_new(be, NULL, n * sizeof(float));
-				be->ops->softmax_xent(be->ctx, dl, dlab, rows, cols, scale, dloss,
+				backend_softmax_xent(be, dl, dlab, rows, cols, scale, dloss,
 						      with_grad ? dgrad : NULL);
 				gpu_download(be, loss[w], dloss, (size_t)rows * sizeof(float));
 				gpu_download(be, grad[w], dgrad, n * sizeof(float));
@@ -398,8 +398,8 @@ static void test_argmax_hits(struct gpu_test *t)
 			float *dl = gpu_upload_new(be, logits, n * sizeof(float));
 			int32_t *dlab = gpu_upload_new(be, labels, (size_t)rows * sizeof(int32_t));
 			int32_t *dh = gpu_upload_new(be, hits0, (size_t)rows * sizeof(int32_t));
-			be->ops->argmax_hits(be->ctx, dl, dlab, rows, cols, dh);
-			be->ops->argmax_hits(be->ctx, dl, dlab, rows, cols, dh);
+			backend_argmax_hits(be, dl, dlab, rows, cols, dh);
+			backend_argmax_hits(be, dl, dlab, rows, cols, dh);
 			gpu_download(be, out[w], dh, (size_t)rows * sizeof(int32_t));
 			backend_free(be, dl);
 			backend_free(be, dlab);
@@ -436,7 +436,7 @@ static void test_sgd_update(struct gpu_test *t)
 				float *dg = gpu_upload_new(be, g, n * sizeof(float));
 				float *dv = gpu_upload_new(be, v0, n * sizeof(float));
 				for (int step = 0; step < 3; step++)
-					be->ops->sgd_update(be->ctx, dp, dg, dv, n, 0.05f, moms[mi]);
+					backend_sgd_update(be, dp, dg, dv, n, 0.05f, moms[mi]);
 				gpu_download(be, p_out[w], dp, n * sizeof(float));
 				gpu_download(be, v_out[w], dv, n * sizeof(float));
 				backend_free(be, dp);

@@ -6,8 +6,8 @@
 
 #include "check.h"
 #include "gpu_common.h"
-#include "idx.h"
-#include "rng.h"
+#include "io/idx.h"
+#include "train/rng.h"
 
 void gpu_data_make(struct gpu_data *g, uint64_t seed, int n_images, int index_len)
 {
@@ -55,7 +55,7 @@ void gpu_run_create(struct gpu_run *r, const struct backend *be, const struct mo
 	r->momentum = momentum;
 	r->reduce = reduce;
 	if (model_ws_create(be, m, batch, &r->ws) != 0)
-		die(1, "%s backend: out of memory for the model workspace", be->ops->name);
+		die(1, "%s backend: out of memory for the model workspace", backend_name(be));
 	r->images = gpu_upload_new(be, g->images, (size_t)g->n_images * IDX_PIXELS);
 	r->labels = gpu_upload_new(be, g->labels, (size_t)g->n_images);
 	r->index = gpu_upload_new(be, g->index, (size_t)g->index_len * sizeof(int32_t));
@@ -82,13 +82,13 @@ void gpu_run_destroy(struct gpu_run *r)
 void gpu_run_step(struct gpu_run *r)
 {
 	const struct backend *be = r->be;
-	be->ops->gather(be->ctx, r->images, r->labels, IDX_PIXELS, r->index, r->cursor, r->batch,
+	backend_gather(be, r->images, r->labels, IDX_PIXELS, r->index, r->cursor, r->batch,
 			r->ws.act[0], r->ws.labels);
-	be->ops->advance(be->ctx, r->cursor, r->batch);
+	backend_advance(be, r->cursor, r->batch);
 	model_forward(be, r->m, &r->ws, r->params, r->batch);
 	model_backward(be, r->m, &r->ws, r->params, r->grads, r->batch);
-	be->ops->allreduce(be->ctx, r->grads, r->m->n_params, r->reduce);
-	be->ops->sgd_update(be->ctx, r->params, r->grads, r->velocity, r->m->n_params, r->lr,
+	backend_allreduce(be, r->grads, r->m->n_params, r->reduce);
+	backend_sgd_update(be, r->params, r->grads, r->velocity, r->m->n_params, r->lr,
 			    r->momentum);
 }
 
@@ -125,6 +125,6 @@ void gpu_run_get_state(const struct gpu_run *r, float *params, float *velocity)
 void gpu_run_set_state(const struct gpu_run *r, const float *params, const float *velocity)
 {
 	size_t bytes = r->m->n_params * sizeof(float);
-	r->be->ops->upload(r->be->ctx, r->params, params, bytes);
-	r->be->ops->upload(r->be->ctx, r->velocity, velocity, bytes);
+	backend_upload(r->be, r->params, params, bytes);
+	backend_upload(r->be, r->velocity, velocity, bytes);
 }

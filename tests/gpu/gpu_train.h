@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "backend.h"
-#include "model.h"
+#include "train/model.h"
 
 /*
  * Synthetic MNIST-shaped data: class prototypes with half the pixels noise and

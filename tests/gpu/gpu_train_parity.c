@@ -37,7 +37,7 @@
 #include "check.h"
 #include "gpu_common.h"
 #include "gpu_train.h"
-#include "rng.h"
+#include "train/rng.h"
 
 #define STEPS 200
 #define BATCH 32

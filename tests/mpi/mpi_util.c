@@ -1,4 +1,5 @@
 /* mpi_util.c - helpers for the multi-rank test programs: see mpi_util.h. */
+#include "io/crc32.h"
 #include "mpi_util.h"
 
 #include <math.h>
@@ -30,7 +31,7 @@ int mpi_util_load_train(const struct dist *d, const char *dir, struct mnist_set 
 			"      This test needs real MNIST: run scripts/get-mnist.sh (it fills "
 			"MNIST_Data/{train,test}) or configure with -DMNIST_DATA_DIR=DIR.\n",
 			d->rank, dir, err);
-	if (rc == IDX_OK)
+	if (rc == STATUS_OK)
 		mnist_set_destroy(out);
 	return 1;
 }
@@ -56,7 +57,7 @@ int mpi_util_replicas_identical(const struct dist *d, const float *params, size_
 			fprintf(stderr, "FAIL: %s: %zu parameters are too many to gather\n", label, n);
 		return 1;
 	}
-	uint32_t crc = idx_crc32(0, (const uint8_t *)params, n * sizeof(float));
+	uint32_t crc = crc32_bytes(0, (const uint8_t *)params, n * sizeof(float));
 	uint32_t *crcs = NULL;
 	float *all = NULL;
 	if (d->rank == 0) {
@@ -73,7 +74,7 @@ int mpi_util_replicas_identical(const struct dist *d, const float *params, size_
 			int hash_differs = crcs[r] != crcs[0];
 			int bytes_differ = memcmp(p, all, n * sizeof(float)) != 0;
 			/* The gathered bytes must also be the ones the rank hashed. */
-			int gathered_crc_ok = idx_crc32(0, (const uint8_t *)p, n * sizeof(float)) == crcs[r];
+			int gathered_crc_ok = crc32_bytes(0, (const uint8_t *)p, n * sizeof(float)) == crcs[r];
 			if (!hash_differs && !bytes_differ && gathered_crc_ok)
 				continue;
 			failed = 1;

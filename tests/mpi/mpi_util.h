@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 #include "dist.h"
-#include "idx.h"
+#include "io/idx.h"
 
 /*
  * Load the training split from dir on every rank. When any rank cannot, rank 0

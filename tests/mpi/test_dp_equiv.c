@@ -31,9 +31,9 @@
 #include "check.h"
 #include "config.h"
 #include "dist.h"
-#include "idx.h"
+#include "io/idx.h"
 #include "mpi_util.h"
-#include "train.h"
+#include "train/train.h"
 
 #define EQUIV_BATCH 16   /* per rank */
 #define EQUIV_STEPS 20   /* per epoch */

@@ -22,9 +22,9 @@
 #include "check.h"
 #include "config.h"
 #include "dist.h"
-#include "idx.h"
+#include "io/idx.h"
 #include "mpi_util.h"
-#include "train.h"
+#include "train/train.h"
 
 struct replica_case {
 	const char *name;

@@ -13,7 +13,7 @@
 
 #include "agree.h"
 #include "config.h"
-#include "idx.h"
+#include "io/idx.h"
 
 static struct mnist_set train_set = {.count = 60000, .checksum = 0x1234abcdu};
 static struct mnist_set test_set = {.count = 10000, .checksum = 0x0badf00du};

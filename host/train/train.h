@@ -13,8 +13,8 @@
 #include "backend.h"
 #include "config.h"
 #include "dist.h"
-#include "idx.h"
-#include "model.h"
+#include "io/idx.h"
+#include "train/model.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,6 +25,7 @@ struct train_result {
 	long long images;     /* trained on by all ranks together, padding included */
 	double train_seconds; /* the training loop only */
 	double test_accuracy; /* NAN without a test set */
+	long long test_images; /* test examples scored by all ranks together (0 without a test set) */
 	float first_loss;     /* this rank's loss at epoch 0 step 0 */
 	float final_loss;     /* this rank's loss at the last step */
 	float *params;        /* (n_params) final parameters, host memory; the caller frees */
@@ -34,11 +35,11 @@ struct train_result {
 /*
  * Train on `train` (and score `test` when not NULL) with every rank of d.
  * Every rank must call it with the same configuration. metrics (may be NULL)
- * receives rank 0's JSON lines. Returns 0, or 2 with
+ * receives rank 0's JSON lines. Returns STATUS_OK, or STATUS_BAD_INPUT with
  * err filled when the configuration cannot run (the same on every rank).
  * Runtime failures are fatal and end the job.
  */
-int train_run(const struct train_config *c, const struct dist *d, const struct backend *be,
+enum status train_run(const struct train_config *c, const struct dist *d, const struct backend *be,
 	      const struct mnist_set *train, const struct mnist_set *test,
 	      FILE *metrics, struct train_result *res, char *err, size_t errlen);
 
@@ -46,12 +47,19 @@ int train_run(const struct train_config *c, const struct dist *d, const struct b
  * The checks train_run makes before it starts (--limit against the data, a
  * sampler that leaves at least one step): 0, or 2 with err filled.
  */
-int train_validate(const struct train_config *c, const struct dist *d,
-		   const struct mnist_set *train, char *err, size_t errlen);
+enum status train_validate(const struct train_config *c, const struct dist *d,
+			   const struct mnist_set *train, char *err, size_t errlen);
 
-/* Accuracy of params on `test`, each rank scoring every N-th example. */
+/*
+ * Accuracy of params on `test`, rank r of N scoring examples r, r + N, ...;
+ * scored (may be NULL) gets how many examples all ranks scored together.
+ */
 double train_evaluate(const struct dist *d, const struct backend *be, const struct model *m,
-		      struct model_ws *ws, const float *params, const struct mnist_set *test);
+		      struct model_ws *ws, const float *params, const struct mnist_set *test,
+		      long long *scored);
+
+/* How many of `count` test examples rank `rank` of `size` scores: ceil((count - rank) / size). */
+int train_test_shard(int count, int rank, int size);
 
 #ifdef __cplusplus
 }

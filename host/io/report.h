@@ -26,10 +26,17 @@ struct summary {
 	double test_accuracy; /* NAN when there is no test set */
 	float final_loss;
 	uint32_t param_crc; /* CRC-32 of the final parameters' bytes */
+	long long test_images; /* test examples scored (0 without a test set) */
 };
 
 /* "summary: model=... backend=... ranks=... ..." (keys in the contract's order). */
 void report_summary(FILE *f, const struct summary *s);
+
+/* --metrics: one JSON line for a logged step. */
+void report_metrics_step(FILE *f, int epoch, int step, long long global_step, float loss,
+			 double images_per_second, double elapsed);
+/* --metrics: the last line, the step-time distribution of secs (n; sorted in place). */
+void report_metrics_step_times(FILE *f, float *secs, int n);
 
 /* A one-line progress display on a terminal; inactive (every call a no-op) otherwise. */
 struct progress {
@@ -40,9 +47,6 @@ void progress_start(struct progress *p, int enabled);
 void progress_update(struct progress *p, int epoch, int epochs, int step, int steps,
 		     double images_per_second, double now);
 void progress_end(struct progress *p);
-
-/* Wall-clock seconds from a monotonic clock. */
-double report_now(void);
 
 #ifdef __cplusplus
 }

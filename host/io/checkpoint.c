@@ -14,7 +14,7 @@
  * Tested by tests/test_checkpoint.c (round trips, every malformed case,
  * discovery, pruning) and fuzzed by tests/fuzz/fuzz_checkpoint.c.
  */
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -27,7 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "idx.h" /* idx_crc32 */
+#include "io/crc32.h"
 
 #define CKPT_PREFIX "ckpt-"
 #define CKPT_SUFFIX ".safetensors"
@@ -318,7 +318,7 @@ int checkpoint_encode(const struct model *m, const struct checkpoint_info *info,
 		data += t[i].count * 4u;
 	}
 	/* The checksum covers every byte, its own digits read as '0'. */
-	uint32_t crc = idx_crc32(0, img, total);
+	uint32_t crc = crc32_bytes(0, img, total);
 	char hex[CKPT_DIGITS + 1];
 	snprintf(hex, sizeof(hex), "%08x", (unsigned)crc);
 	memcpy(img + 8 + digits_at, hex, CKPT_DIGITS);
@@ -867,9 +867,9 @@ static int check_checksum(const uint8_t *buf, size_t len, const struct header *h
 	}
 	size_t at = 8 + e->raw_at + tag; /* the digits within the file */
 	static const uint8_t zeros[CKPT_DIGITS] = {'0', '0', '0', '0', '0', '0', '0', '0'};
-	uint32_t crc = idx_crc32(0, buf, at);
-	crc = idx_crc32(crc, zeros, CKPT_DIGITS);
-	crc = idx_crc32(crc, buf + at + CKPT_DIGITS, len - at - CKPT_DIGITS);
+	uint32_t crc = crc32_bytes(0, buf, at);
+	crc = crc32_bytes(crc, zeros, CKPT_DIGITS);
+	crc = crc32_bytes(crc, buf + at + CKPT_DIGITS, len - at - CKPT_DIGITS);
 	if (crc != want) {
 		set_err(err, errlen,
 			"%s: checksum mismatch (file says %08x, contents give %08x): the file is corrupt",

@@ -1,12 +1,12 @@
 /* sampler.c - per-epoch global shuffle and per-rank shards: see include/sampler.h. */
-#include "sampler.h"
+#include "train/sampler.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
-#include "rng.h"
+#include "train/rng.h"
 
 int sampler_create(struct sampler *s, int n, int rank, int size, int batch, int drop_last,
 		   uint64_t seed, char *err, size_t errlen)

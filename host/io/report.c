@@ -1,5 +1,5 @@
 /* report.c - log lines, summary, progress display: see include/report.h. */
-#include "report.h"
+#include "io/report.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -49,15 +49,40 @@ void report_summary(FILE *f, const struct summary *s)
 		fprintf(f, "test_accuracy=nan");
 	else
 		fprintf(f, "test_accuracy=%.4f", s->test_accuracy);
-	fprintf(f, " final_loss=%s param_crc32=%08x\n", loss, (unsigned)s->param_crc);
+	fprintf(f, " final_loss=%s param_crc32=%08x test_images=%lld\n", loss,
+		(unsigned)s->param_crc, s->test_images);
 	fflush(f);
 }
 
-double report_now(void)
+void report_metrics_step(FILE *f, int epoch, int step, long long global_step, float loss,
+			 double images_per_second, double elapsed)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+	fprintf(f,
+		"{\"epoch\": %d, \"step\": %d, \"global_step\": %lld, \"loss\": %.8g, "
+		"\"images_per_second\": %.1f, \"elapsed\": %.6f}\n",
+		epoch, step, global_step, (double)loss, images_per_second, elapsed);
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
+void report_metrics_step_times(FILE *f, float *secs, int n)
+{
+	if (!n)
+		return;
+	qsort(secs, (size_t)n, sizeof(*secs), cmp_float);
+	double sum = 0.0;
+	for (int i = 0; i < n; i++)
+		sum += secs[i];
+	int p95 = (int)(0.95 * (n - 1) + 0.5);
+	fprintf(f,
+		"{\"event\": \"step_times\", \"steps\": %d, \"median_ms\": %.6f, \"p95_ms\": %.6f, "
+		"\"mean_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f}\n",
+		n, 1e3 * (n % 2 ? secs[n / 2] : 0.5 * (secs[n / 2 - 1] + secs[n / 2])),
+		1e3 * secs[p95], 1e3 * sum / n, 1e3 * secs[0], 1e3 * secs[n - 1]);
 }
 
 void progress_start(struct progress *p, int enabled)

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "check.h" /* enum status */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -26,13 +28,6 @@ extern "C" {
 #define IDX_MAX_COUNT 1000000u
 /* A compressed file may not expand past this many bytes. */
 #define IDX_MAX_BYTES ((size_t)IDX_MAX_COUNT * IDX_PIXELS + 16)
-
-/* Return codes. */
-enum idx_status {
-	IDX_OK = 0,
-	IDX_ERR_MISSING = 1, /* neither the raw nor the .gz file exists */
-	IDX_ERR_INVALID = 2, /* present but unreadable, malformed or inconsistent */
-};
 
 /* One split of MNIST, kept as uint8 and normalised on the fly. */
 struct mnist_set {
@@ -48,31 +43,33 @@ struct mnist_set {
  * idx_parse_labels: magic 0x00000801 (ubyte, 1 dim), every label 0..9, exact length.
  * On success *count is the header's count and *data points into buf past the header.
  */
-int idx_parse_images(const uint8_t *buf, size_t len, const char *name, int *count,
-		     const uint8_t **data, char *err, size_t errlen);
-int idx_parse_labels(const uint8_t *buf, size_t len, const char *name, int *count,
-		     const uint8_t **data, char *err, size_t errlen);
+enum status idx_parse_images(const uint8_t *buf, size_t len, const char *name, int *count,
+			     const uint8_t **data, char *err, size_t errlen);
+enum status idx_parse_labels(const uint8_t *buf, size_t len, const char *name, int *count,
+			     const uint8_t **data, char *err, size_t errlen);
 
 /*
  * Read a whole file, raw or gzip-compressed (decided by the gzip magic, not the
  * name), refusing to grow past max_bytes. *buf is malloc'ed; the caller frees it.
+ * STATUS_OK, STATUS_BAD_INPUT (missing, unreadable, too large, corrupt gzip) or
+ * STATUS_RUNTIME (out of memory), with err naming the file.
  */
-int idx_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len,
-		  char *err, size_t errlen);
+enum status idx_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len,
+			  char *err, size_t errlen);
+
+/* 1 when dir holds `<prefix>-images-idx3-ubyte` or the same with `.gz`. */
+int idx_set_present(const char *dir, const char *prefix);
 
 /*
- * Load a split from dir: prefix is "train" or "t10k". Tries `<prefix>-images-idx3-ubyte`
- * then the same with `.gz` (likewise for labels). Returns IDX_ERR_MISSING when the
- * image file is absent under both names, IDX_ERR_INVALID for any other problem
- * (including image and label counts that disagree).
+ * Load a split from dir: prefix is "train" or "t10k". Reads `<prefix>-images-idx3-ubyte`
+ * or, when absent, the same with `.gz` (likewise for labels). STATUS_OK, or
+ * STATUS_BAD_INPUT for a missing, malformed or inconsistent set (image and
+ * label counts that disagree included), STATUS_RUNTIME when out of memory.
  */
-int idx_load_set(const char *dir, const char *prefix, struct mnist_set *out, char *err,
-		 size_t errlen);
+enum status idx_load_set(const char *dir, const char *prefix, struct mnist_set *out, char *err,
+			 size_t errlen);
 
 void mnist_set_destroy(struct mnist_set *s);
-
-/* CRC-32 (IEEE) continuing from crc (start with 0). */
-uint32_t idx_crc32(uint32_t crc, const uint8_t *p, size_t n);
 
 #ifdef __cplusplus
 }

@@ -18,11 +18,13 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "clock.h"
 
 struct deadline {
 	_Atomic int64_t expires_ns; /* CLOCK_MONOTONIC; 0: disarmed */
 	_Atomic int64_t timeout_ns; /* 0: no deadline */
 	_Atomic int epoch, step;
+	_Atomic int at_step; /* the armed collective belongs to (epoch, step) */
 	_Atomic(const char *) what;
 	pthread_mutex_t mu;
 	pthread_cond_t wake;
@@ -31,18 +33,15 @@ struct deadline {
 	pthread_t thread;
 };
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static _Noreturn void deadline_fire(struct deadline *w)
 {
-	fprintf(stderr, "rank %d on %s: %s at epoch %d step %d not complete after %g s\n",
-		check_rank(), check_host(), atomic_load(&w->what), atomic_load(&w->epoch),
-		atomic_load(&w->step), (double)atomic_load(&w->timeout_ns) / 1e9);
+	char where[64] = "";
+	if (atomic_load(&w->at_step))
+		snprintf(where, sizeof(where), " at epoch %d step %d", atomic_load(&w->epoch),
+			 atomic_load(&w->step));
+	fprintf(stderr, "rank %d on %s: %s%s not complete after %g s\n", check_rank(),
+		check_host(), atomic_load(&w->what), where,
+		(double)atomic_load(&w->timeout_ns) / 1e9);
 	fflush(stderr);
 	struct timespec grace = {1, 0};
 	nanosleep(&grace, NULL);
@@ -57,11 +56,11 @@ static void *deadline_main(void *arg)
 	while (!w->stop) {
 		int64_t period = atomic_load(&w->timeout_ns) / 20;
 		period = period < 10000000 ? 10000000 : period > 500000000 ? 500000000 : period;
-		int64_t until = now_ns() + period;
+		int64_t until = clock_ns() + period;
 		struct timespec ts = {(time_t)(until / 1000000000), (long)(until % 1000000000)};
 		pthread_cond_timedwait(&w->wake, &w->mu, &ts);
 		int64_t expires = atomic_load(&w->expires_ns);
-		if (!w->stop && expires && now_ns() > expires)
+		if (!w->stop && expires && clock_ns() > expires)
 			deadline_fire(w);
 	}
 	pthread_mutex_unlock(&w->mu);
@@ -75,6 +74,7 @@ struct deadline *deadline_create(void)
 	atomic_init(&w->timeout_ns, 0);
 	atomic_init(&w->epoch, 0);
 	atomic_init(&w->step, 0);
+	atomic_init(&w->at_step, 0);
 	atomic_init(&w->what, "collective");
 	pthread_condattr_t attr;
 	pthread_condattr_init(&attr);
@@ -87,6 +87,8 @@ struct deadline *deadline_create(void)
 
 void deadline_set_timeout(struct deadline *w, double seconds)
 {
+	if (!w)
+		return;
 	atomic_store(&w->timeout_ns, seconds > 0.0 ? (int64_t)(seconds * 1e9) : 0);
 	if (seconds > 0.0 && !w->started) {
 		int rc = pthread_create(&w->thread, NULL, deadline_main, w);
@@ -98,21 +100,28 @@ void deadline_set_timeout(struct deadline *w, double seconds)
 
 void deadline_set_position(struct deadline *w, int epoch, int step)
 {
+	if (!w)
+		return;
 	atomic_store_explicit(&w->epoch, epoch, memory_order_relaxed);
 	atomic_store_explicit(&w->step, step, memory_order_relaxed);
 }
 
-void deadline_arm(struct deadline *w, const char *what)
+void deadline_arm(struct deadline *w, const char *what, int at_step)
 {
+	if (!w)
+		return;
 	int64_t t = atomic_load_explicit(&w->timeout_ns, memory_order_relaxed);
 	if (!t)
 		return;
 	atomic_store_explicit(&w->what, what, memory_order_relaxed);
-	atomic_store_explicit(&w->expires_ns, now_ns() + t, memory_order_release);
+	atomic_store_explicit(&w->at_step, at_step, memory_order_relaxed);
+	atomic_store_explicit(&w->expires_ns, clock_ns() + t, memory_order_release);
 }
 
 void deadline_disarm(struct deadline *w)
 {
+	if (!w)
+		return;
 	atomic_store_explicit(&w->expires_ns, 0, memory_order_release);
 }
 

@@ -23,7 +23,7 @@
 #include "backend.h"
 #include "config.h"
 #include "dist.h"
-#include "idx.h"
+#include "io/idx.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,23 +1,24 @@
 /*
- * dist.c - MPI start-up: rank, size, the ranks sharing this node, host name.
+ * dist.c - MPI start-up (rank, size, the ranks sharing this node, host name)
+ * and the host program's collectives, each under the job's deadline.
  */
 #include "dist.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "deadline.h"
 
 /*
  * Open MPI's shared-memory transport sends a message of up to 4 KiB eagerly
  * and a larger one by rendezvous, a round trip more. The seed model's whole
- * gradient is 31 KiB, so with 2 ranks on one node its allreduce took 16.5 us
- * at the default and 4.9 us with the eager limit at the transport's fragment
- * size, 32 KiB (bench/allreduce on the 2-core development VM); that is most
- * of a 12 us training step. The default is raised here, before MPI_Init
- * reads it; a value from the environment or from `mpirun --mca` (which
- * arrives as the same variable) is kept.
+ * gradient is 31 KiB, so the eager limit is raised to the transport's
+ * fragment size, 32 KiB (docs/benchmarks.md has the measurement), before
+ * MPI_Init reads it; a value from the environment or from `mpirun --mca`
+ * (which arrives as the same variable) is kept.
  */
 #if defined(OPEN_MPI) && OPEN_MPI
 #if OMPI_MAJOR_VERSION >= 5
@@ -72,10 +73,18 @@ void dist_init(int *argc, char ***argv, struct dist *d)
 	/* One leader per node: the node count is the number of local rank 0s. */
 	int leader = d->local_rank == 0;
 	MPI_CHECK(MPI_Allreduce(&leader, &d->node_count, 1, MPI_INT, MPI_SUM, d->comm));
+	d->watch = deadline_create(); /* armed only once dist_set_timeout gives it a time */
+}
+
+void dist_set_timeout(struct dist *d, double seconds)
+{
+	deadline_set_timeout(d->watch, seconds);
 }
 
 void dist_finalize(struct dist *d)
 {
+	deadline_destroy(d->watch);
+	d->watch = NULL;
 	if (d->local_comm != MPI_COMM_NULL && d->local_comm)
 		MPI_Comm_free(&d->local_comm);
 	if (d->comm != MPI_COMM_NULL && d->comm)
@@ -90,8 +99,48 @@ int dist_agree(const struct dist *d, int status, int *first_bad)
 		int status;
 		int rank;
 	} in = {status, d->rank}, out;
+	deadline_arm(d->watch, "start-up agreement", 0);
 	MPI_CHECK(MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MAXLOC, d->comm));
+	deadline_disarm(d->watch);
 	if (first_bad)
 		*first_bad = out.status ? out.rank : -1;
 	return out.status;
+}
+
+void dist_bcast(const struct dist *d, void *buf, size_t bytes, int root, const char *what)
+{
+	if (bytes > (size_t)INT_MAX)
+		die(1, "%s: %zu bytes is more than one broadcast carries", what, bytes);
+	deadline_arm(d->watch, what, 0);
+	MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, d->comm));
+	deadline_disarm(d->watch);
+}
+
+void dist_sum_ll(const struct dist *d, long long *v, int n, const char *what)
+{
+	deadline_arm(d->watch, what, 0);
+	MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_LONG_LONG, MPI_SUM, d->comm));
+	deadline_disarm(d->watch);
+}
+
+int dist_same_u32(const struct dist *d, uint32_t v, uint32_t *lo, uint32_t *hi,
+		  const char *what)
+{
+	/* One allreduce: the minimum of v and of its complement (whose minimum is ~max). */
+	unsigned pair[2] = {v, ~v};
+	deadline_arm(d->watch, what, 0);
+	MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, pair, 2, MPI_UNSIGNED, MPI_MIN, d->comm));
+	deadline_disarm(d->watch);
+	if (lo)
+		*lo = pair[0];
+	if (hi)
+		*hi = ~pair[1];
+	return pair[0] == ~pair[1];
+}
+
+void dist_barrier(const struct dist *d, const char *what)
+{
+	deadline_arm(d->watch, what, 0);
+	MPI_CHECK(MPI_Barrier(d->comm));
+	deadline_disarm(d->watch);
 }

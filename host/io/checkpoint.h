@@ -37,7 +37,7 @@
 
 #include "backend.h"
 #include "config.h"
-#include "model.h"
+#include "train/model.h"
 
 #ifdef __cplusplus
 extern "C" {

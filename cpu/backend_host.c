@@ -22,7 +22,7 @@
 struct host_ctx {
 	MPI_Comm comm;
 	int size;
-	struct deadline *watch; /* the collective deadline (host/deadline.c) */
+	struct deadline *watch; /* the job's collective deadline (struct dist), or NULL */
 };
 
 /* Buffers from this size up (the data sets) are asked to live on 2 MiB pages. */
@@ -216,9 +216,8 @@ static void host_sgd_update(void *ctx, float *p, const float *g, float *v, size_
 
 /*
  * The collectives are Open MPI's blocking calls, its fastest (the nonblocking
- * ones go through a slower component: 1.6x the time for the seed model's
- * gradient on 2 ranks, 2.4x for the mlp's, bench/allreduce); the deadline is
- * the watchdog of host/deadline.c, armed around each call.
+ * ones go through a slower component: docs/benchmarks.md); the deadline is
+ * the job's watchdog (include/deadline.h), armed around each call.
  */
 static void host_set_timeout(void *ctx, double seconds)
 {
@@ -235,7 +234,7 @@ static void host_allreduce(void *ctx, float *buf, size_t n, enum reduce_op op)
 	struct host_ctx *h = ctx;
 	if (h->size == 1 || n == 0)
 		return;
-	deadline_arm(h->watch, "allreduce");
+	deadline_arm(h->watch, "allreduce", 1);
 	MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, h->comm));
 	deadline_disarm(h->watch);
 	if (op == REDUCE_MEAN) {
@@ -250,16 +249,14 @@ static void host_broadcast(void *ctx, float *buf, size_t n, int root)
 	struct host_ctx *h = ctx;
 	if (h->size == 1 || n == 0)
 		return;
-	deadline_arm(h->watch, "broadcast");
+	deadline_arm(h->watch, "broadcast", 1);
 	MPI_CHECK(MPI_Bcast(buf, (int)n, MPI_FLOAT, root, h->comm));
 	deadline_disarm(h->watch);
 }
 
 static void host_destroy(void *ctx)
 {
-	struct host_ctx *h = ctx;
-	deadline_destroy(h->watch);
-	free(h);
+	free(ctx); /* the watchdog belongs to the job */
 }
 
 static const struct backend_ops host_ops = {
@@ -288,7 +285,7 @@ int backend_host_create(const struct dist *d, int threads, struct backend *out)
 	struct host_ctx *h = xmalloc(sizeof(*h));
 	h->comm = d ? d->comm : MPI_COMM_SELF;
 	h->size = 1;
-	h->watch = deadline_create(); /* no deadline until set_timeout */
+	h->watch = d ? d->watch : NULL;
 	if (d)
 		MPI_CHECK(MPI_Comm_size(h->comm, &h->size));
 	if (threads > 0)

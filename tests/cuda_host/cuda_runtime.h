@@ -1,9 +1,9 @@
 /*
- * fake_cuda.h - the CUDA built-ins, for compiling cuda/kernels.cu with the
+ * cuda_runtime.h (tests/cuda_host/) - the CUDA built-ins, for compiling cuda/kernels.cu with the
  * host C compiler in the unit tests.
  *
- * cuda/kernels.h includes this header in place of <cuda_runtime.h> when the
- * compiler is not nvcc. The qualifiers vanish, blockIdx/threadIdx/blockDim/
+ * The kernel test puts tests/cuda_host/ first on its include path, so
+ * cuda/kernels.h's #include <cuda_runtime.h> finds this header. The qualifiers vanish, blockIdx/threadIdx/blockDim/
  * gridDim become globals, and KERNEL_LAUNCH (on the GPU: a <<<grid, block,
  * 0, stream>>> launch plus a cudaGetLastError check) runs the kernel once per
  * (block, thread) as nested loops, in order. Kernels that are correct grid-
@@ -21,7 +21,7 @@
 #define MNIST_DDP_FAKE_CUDA_H
 
 #if defined(__CUDACC__)
-#error "fake_cuda.h stands in for CUDA under the host compiler only"
+#error "tests/cuda_host/cuda_runtime.h stands in for CUDA under the host compiler only"
 #endif
 
 #include <stdint.h>

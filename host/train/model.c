@@ -1,5 +1,5 @@
 /* model.c - Dense stacks over a flat parameter buffer: see include/model.h. */
-#include "model.h"
+#include "train/model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "idx.h"
-#include "rng.h"
+#include "io/idx.h"
+#include "train/rng.h"
 
 void model_init(struct model *m, enum model_kind kind, const int *hidden, int n_hidden)
 {
@@ -84,7 +84,7 @@ int model_ws_create(const struct backend *be, const struct model *m, int max_row
 	float *ones = xmalloc(rows * sizeof(float));
 	for (size_t i = 0; i < rows; i++)
 		ones[i] = 1.0f;
-	be->ops->upload(be->ctx, ws->ones, ones, rows * sizeof(float));
+	backend_upload(be, ws->ones, ones, rows * sizeof(float));
 	free(ones);
 	return 0;
 
@@ -112,7 +112,7 @@ static void gemm(const struct backend *be, int ta, int tb, int m, int n, int k, 
 {
 	struct gemm_req r = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .alpha = 1.0f,
 			     .a = a, .lda = lda, .b = b, .ldb = ldb, .beta = beta, .c = c, .ldc = ldc};
-	be->ops->gemm(be->ctx, &r);
+	backend_gemm(be, &r);
 }
 
 static int layer_relu(const struct model *m, int l)
@@ -128,7 +128,7 @@ void model_forward(const struct backend *be, const struct model *m, struct model
 		/* act[l+1] (rows, out) = act[l] (rows, in) * W^T (in, out) */
 		gemm(be, 0, 1, rows, out, in, ws->act[l], in, params + m->w_off[l], in, 0.0f,
 		     ws->act[l + 1], out);
-		be->ops->bias_act(be->ctx, ws->act[l + 1], params + m->b_off[l], rows, out,
+		backend_bias_act(be, ws->act[l + 1], params + m->b_off[l], rows, out,
 				  layer_relu(m, l));
 	}
 }
@@ -143,13 +143,13 @@ void model_backward_scaled(const struct backend *be, const struct model *m, stru
 			   const float *params, float *grads, int rows, float scale)
 {
 	int top = m->n_layers;
-	be->ops->softmax_xent(be->ctx, ws->act[top], ws->labels, rows, m->dims[top], scale,
+	backend_softmax_xent(be, ws->act[top], ws->labels, rows, m->dims[top], scale,
 			      ws->row_loss, ws->dact[top]);
 	for (int l = m->n_layers - 1; l >= 0; l--) {
 		int in = m->dims[l], out = m->dims[l + 1];
 		float *dz = ws->dact[l + 1]; /* (rows, out) */
 		if (layer_relu(m, l))
-			be->ops->relu_backward(be->ctx, dz, ws->act[l + 1], (size_t)rows * out);
+			backend_relu_backward(be, dz, ws->act[l + 1], (size_t)rows * out);
 		/* dW (out, in) = dz^T (out, rows) * act[l] (rows, in) */
 		gemm(be, 1, 0, out, in, rows, dz, out, ws->act[l], in, 0.0f, grads + m->w_off[l], in);
 		/* db (1, out) = ones (1, rows) * dz (rows, out) */
@@ -164,5 +164,5 @@ void model_backward_scaled(const struct backend *be, const struct model *m, stru
 void model_score(const struct backend *be, const struct model *m, struct model_ws *ws, int rows)
 {
 	int top = m->n_layers;
-	be->ops->argmax_hits(be->ctx, ws->act[top], ws->labels, rows, m->dims[top], ws->hits);
+	backend_argmax_hits(be, ws->act[top], ws->labels, rows, m->dims[top], ws->hits);
 }

@@ -1,4 +1,4 @@
-/* check.c - fatal error reporting: see include/check.h. */
+/* check.c - error statuses and fatal error reporting: see include/check.h. */
 #include "check.h"
 
 #include <mpi.h>
@@ -55,6 +55,17 @@ void die(int code, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "rank %d on %s: %s\n", check_rank_, check_host_, msg);
 	check_abort(code);
+}
+
+enum status status_fail(char *err, size_t errlen, enum status st, const char *fmt, ...)
+{
+	va_list ap;
+	if (!err || errlen == 0)
+		return st;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return st;
 }
 
 void *xmalloc(size_t bytes)

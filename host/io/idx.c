@@ -1,0 +1,394 @@
+/*
+ * idx.c - read and validate MNIST IDX files (raw or gzip), see include/idx.h.
+ *
+ * Nothing from a file is trusted before it is checked: the magic, the number
+ * of dimensions, the 28 x 28 image size, the count and the exact file length
+ * are validated before any pixel or label is used, and a file (or a gzip
+ * stream) that would grow past the caller's limit is refused while reading,
+ * not after. Every failure writes one message naming the file into err and
+ * leaves the caller's output untouched; cleanup runs through a goto chain.
+ *
+ * Tested by tests/test_idx.c (ctest -R test_idx); real data comes from
+ * scripts/get-mnist.sh.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "io/idx.h"
+
+#include "check.h"
+#include "io/crc32.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <zlib.h>
+
+#define IDX_MAGIC_IMAGES 0x00000803u
+#define IDX_MAGIC_LABELS 0x00000801u
+#define IDX_IMAGE_HEADER 16u /* magic, count, rows, cols */
+#define IDX_LABEL_HEADER 8u  /* magic, count */
+/* First allocation for a stream of unknown length (gzip); doubled as it fills. */
+#define IDX_READ_CHUNK ((size_t)1 << 22)
+#define IDX_PATH_MAX 4096
+
+static uint32_t read_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/* ---- parsing ------------------------------------------------------------- */
+
+/*
+ * Checks shared by both kinds: enough bytes for the header, the magic, the
+ * count, and the exact length header + count * item. Returns STATUS_OK or
+ * STATUS_BAD_INPUT with the message written.
+ */
+static enum status check_header(const uint8_t *buf, size_t len, const char *name, const char *kind,
+			uint32_t want_magic, size_t header, int *count, char *err, size_t errlen)
+{
+	uint32_t magic, n;
+
+	if (len == 0) {
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: empty file (0 bytes), expected an IDX %s file", name,
+			kind);
+	}
+	if (len < 4) {
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+			"%s: truncated: %zu bytes, shorter than the 4-byte magic (an IDX %s header is %zu bytes)",
+			name, len, kind, header);
+	}
+	magic = read_be32(buf);
+	if (magic != want_magic) {
+		const char *hint = "";
+
+		if (magic == IDX_MAGIC_IMAGES)
+			hint = " (that is an image file)";
+		else if (magic == IDX_MAGIC_LABELS)
+			hint = " (that is a label file)";
+		else if (buf[0] == 0x1f && buf[1] == 0x8b)
+			hint = " (gzip data inside gzip?)";
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: bad magic 0x%08x%s, expected 0x%08x (IDX unsigned-byte %s)",
+			name, (unsigned)magic, hint, (unsigned)want_magic, kind);
+	}
+	if (len < header) {
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: truncated: %zu bytes, shorter than the %zu-byte %s header",
+			name, len, header, kind);
+	}
+	n = read_be32(buf + 4);
+	if (n == 0) {
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: count is 0, expected 1..%u %s", name, IDX_MAX_COUNT,
+			kind);
+	}
+	if (n > IDX_MAX_COUNT) {
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: count %u is absurd: more than the limit of %u %s", name,
+			(unsigned)n, IDX_MAX_COUNT, kind);
+	}
+	*count = (int)n;
+	return STATUS_OK;
+}
+
+/* The file must be exactly header + count * item bytes. */
+static enum status check_length(size_t len, const char *name, size_t header, int count, size_t item,
+			char *err, size_t errlen)
+{
+	size_t want = header + (size_t)count * item; /* count <= IDX_MAX_COUNT: no overflow */
+
+	if (len < want) {
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: truncated: %zu bytes, header promises %zu", name, len,
+			want);
+	}
+	if (len > want) {
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: %zu trailing bytes after the %zu the header promises",
+			name, len - want, want);
+	}
+	return STATUS_OK;
+}
+
+enum status idx_parse_images(const uint8_t *buf, size_t len, const char *name, int *count,
+		     const uint8_t **data, char *err, size_t errlen)
+{
+	uint32_t rows, cols;
+	int n = 0;
+	enum status rc;
+
+	rc = check_header(buf, len, name, "images", IDX_MAGIC_IMAGES, IDX_IMAGE_HEADER, &n, err,
+			  errlen);
+	if (rc != STATUS_OK)
+		return rc;
+	rows = read_be32(buf + 8);
+	cols = read_be32(buf + 12);
+	if (rows != IDX_ROWS || cols != IDX_COLS) {
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: wrong dimensions: images are %ux%u, expected %dx%d", name,
+			(unsigned)rows, (unsigned)cols, IDX_ROWS, IDX_COLS);
+	}
+	rc = check_length(len, name, IDX_IMAGE_HEADER, n, IDX_PIXELS, err, errlen);
+	if (rc != STATUS_OK)
+		return rc;
+	*count = n;
+	*data = buf + IDX_IMAGE_HEADER;
+	return STATUS_OK;
+}
+
+enum status idx_parse_labels(const uint8_t *buf, size_t len, const char *name, int *count,
+		     const uint8_t **data, char *err, size_t errlen)
+{
+	const uint8_t *labels;
+	int n = 0;
+	enum status rc;
+
+	rc = check_header(buf, len, name, "labels", IDX_MAGIC_LABELS, IDX_LABEL_HEADER, &n, err,
+			  errlen);
+	if (rc != STATUS_OK)
+		return rc;
+	rc = check_length(len, name, IDX_LABEL_HEADER, n, 1, err, errlen);
+	if (rc != STATUS_OK)
+		return rc;
+	labels = buf + IDX_LABEL_HEADER;
+	for (int i = 0; i < n; i++) {
+		if (labels[i] >= IDX_CLASSES) {
+			return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: label %u at index %d is out of range 0..%d", name,
+				(unsigned)labels[i], i, IDX_CLASSES - 1);
+		}
+	}
+	*count = n;
+	*data = labels;
+	return STATUS_OK;
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+/*
+ * One read path for both kinds: zlib's gzread decompresses a gzip stream and
+ * copies any other file as it is (gzdirect tells which). Everything is read
+ * into a buffer that may not grow past max_bytes: one byte more than the
+ * limit is asked for, so that a stream exactly at the limit is told apart
+ * from a longer one, and a raw file's size is checked before any allocation.
+ */
+enum status idx_read_file(const char *path, size_t max_bytes, uint8_t **out, size_t *out_len,
+			  char *err, size_t errlen)
+{
+	struct stat st;
+	size_t limit = max_bytes == SIZE_MAX ? SIZE_MAX : max_bytes + 1;
+	size_t cap, len = 0;
+	uint8_t *buf = NULL;
+	enum status rc = STATUS_BAD_INPUT;
+	gzFile gz;
+	int direct, zrc;
+
+	if (stat(path, &st) != 0)
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: cannot open: %s", path,
+				   strerror(errno));
+	errno = 0;
+	gz = gzopen(path, "rb");
+	if (!gz)
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: cannot open: %s", path,
+				   errno ? strerror(errno) : "out of memory");
+	gzbuffer(gz, 1u << 17);
+	direct = gzdirect(gz);
+	if (direct && S_ISREG(st.st_mode) && (uint64_t)st.st_size > max_bytes) {
+		rc = status_fail(err, errlen, STATUS_BAD_INPUT, "%s: file is %lld bytes, more than the limit of %zu",
+			    path, (long long)st.st_size, max_bytes);
+		goto out_close;
+	}
+	/* A raw file's size is known: room for one byte more, so its end needs no realloc. */
+	cap = direct && S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : IDX_READ_CHUNK;
+	cap = cap < limit ? cap : limit;
+	buf = malloc(cap ? cap : 1);
+	if (!buf) {
+		rc = status_fail(err, errlen, STATUS_RUNTIME, "%s: out of memory allocating %zu bytes", path, cap);
+		goto out_close;
+	}
+	for (;;) {
+		if (len == cap) {
+			if (cap >= limit)
+				break;
+			size_t grown = cap > limit / 2 ? limit : cap * 2;
+			uint8_t *bigger = realloc(buf, grown);
+			if (!bigger) {
+				rc = status_fail(err, errlen, STATUS_RUNTIME, "%s: out of memory growing to %zu bytes",
+					    path, grown);
+				goto out_free;
+			}
+			buf = bigger;
+			cap = grown;
+		}
+		size_t want = cap - len > (1u << 30) ? (1u << 30) : cap - len;
+		int got = gzread(gz, buf + len, (unsigned int)want);
+		if (got < 0) {
+			int zerr = Z_OK;
+			const char *msg = gzerror(gz, &zerr);
+			size_t pl = strlen(path);
+			/* zlib prefixes its message with the path; ours has it already. */
+			if (strncmp(msg, path, pl) == 0 && strncmp(msg + pl, ": ", 2) == 0)
+				msg += pl + 2;
+			if (zerr == Z_ERRNO)
+				rc = status_fail(err, errlen, STATUS_BAD_INPUT, "%s: read error: %s", path,
+					    strerror(errno));
+			else
+				rc = status_fail(err, errlen, STATUS_BAD_INPUT, "%s: corrupt gzip data: %s", path, msg);
+			goto out_free;
+		}
+		if (got == 0)
+			break;
+		len += (size_t)got;
+	}
+	if (len > max_bytes) {
+		rc = status_fail(err, errlen, STATUS_BAD_INPUT,
+			    "%s: %s past the limit of %zu bytes (refused before reading further)", path,
+			    direct ? "file grows" : "gzip data expands", max_bytes);
+		goto out_free;
+	}
+	zrc = gzclose(gz);
+	gz = NULL;
+	if (zrc == Z_BUF_ERROR) {
+		rc = status_fail(err, errlen, STATUS_BAD_INPUT,
+			    "%s: corrupt gzip data: truncated gzip stream (ends after %zu bytes of output)",
+			    path, len);
+		goto out_free;
+	}
+	if (zrc != Z_OK) {
+		rc = status_fail(err, errlen, STATUS_BAD_INPUT, "%s: error closing the file (zlib code %d)", path, zrc);
+		goto out_free;
+	}
+	if (len == 0) {
+		rc = status_fail(err, errlen, STATUS_BAD_INPUT, "%s: empty file (0 bytes)", path);
+		goto out_free;
+	}
+	*out = buf;
+	*out_len = len;
+	return STATUS_OK;
+
+out_free:
+	free(buf);
+out_close:
+	if (gz)
+		gzclose(gz);
+	return rc;
+}
+
+/* ---- loading a split --------------------------------------------------------- */
+
+/*
+ * The file `<dir>/<prefix>-<what>`, or the same with .gz, into path: 1 when
+ * either exists (the raw name first), 0 when neither does or the name does
+ * not fit (path then holds the raw name, or is empty).
+ */
+static int find_file(const char *dir, const char *prefix, const char *what, char *path,
+		     size_t cap)
+{
+	size_t dl = strlen(dir);
+	const char *sep = (dl > 0 && dir[dl - 1] == '/') ? "" : "/";
+	struct stat st;
+	for (int gz = 1; gz >= 0; gz--) {
+		int n = snprintf(path, cap, "%s%s%s-%s%s", dir, sep, prefix, what, gz ? ".gz" : "");
+		if (n < 0 || (size_t)n >= cap) {
+			path[0] = '\0';
+			return 0;
+		}
+		if (stat(path, &st) == 0)
+			return 1;
+	}
+	return 0; /* path holds the raw name */
+}
+
+int idx_set_present(const char *dir, const char *prefix)
+{
+	char path[IDX_PATH_MAX];
+	return find_file(dir, prefix, "images-idx3-ubyte", path, sizeof(path));
+}
+
+/* Move the payload to the front of buf and give back the header's worth of slack. */
+static uint8_t *strip_header(uint8_t *buf, size_t header, size_t payload)
+{
+	uint8_t *shrunk;
+
+	memmove(buf, buf + header, payload);
+	shrunk = realloc(buf, payload);
+	return shrunk ? shrunk : buf;
+}
+
+enum status idx_load_set(const char *dir, const char *prefix, struct mnist_set *out, char *err,
+			 size_t errlen)
+{
+	char image_path[IDX_PATH_MAX];
+	char label_path[IDX_PATH_MAX];
+	uint8_t *image_buf = NULL, *label_buf = NULL;
+	size_t image_len = 0, label_len = 0;
+	const uint8_t *image_data, *label_data;
+	int image_count = 0, label_count = 0;
+	struct stat st;
+	struct mnist_set set;
+	enum status rc;
+
+	if (stat(dir, &st) != 0)
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "%s: data directory %s (run scripts/get-mnist.sh?)", dir,
+				   errno == ENOENT ? "does not exist" : strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: not a directory", dir);
+
+	if (!find_file(dir, prefix, "images-idx3-ubyte", image_path, sizeof(image_path)))
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "%s: missing, and no %s.gz either (run scripts/get-mnist.sh?)",
+				   image_path, image_path);
+	rc = idx_read_file(image_path, IDX_MAX_BYTES, &image_buf, &image_len, err, errlen);
+	if (rc != STATUS_OK)
+		goto out;
+	rc = idx_parse_images(image_buf, image_len, image_path, &image_count, &image_data, err,
+			      errlen);
+	if (rc != STATUS_OK)
+		goto out_free_images;
+
+	if (!find_file(dir, prefix, "labels-idx1-ubyte", label_path, sizeof(label_path))) {
+		/* The images are there, so this is a broken set, not an absent one. */
+		rc = status_fail(err, errlen, STATUS_BAD_INPUT,
+				 "%s: missing, and no %s.gz either, although %s exists", label_path,
+				 label_path, image_path);
+		goto out_free_images;
+	}
+	rc = idx_read_file(label_path, (size_t)IDX_MAX_COUNT + IDX_LABEL_HEADER, &label_buf,
+			   &label_len, err, errlen);
+	if (rc != STATUS_OK)
+		goto out_free_images;
+	rc = idx_parse_labels(label_buf, label_len, label_path, &label_count, &label_data, err,
+			      errlen);
+	if (rc != STATUS_OK)
+		goto out_free_labels;
+
+	if (image_count != label_count) {
+		rc = status_fail(err, errlen, STATUS_BAD_INPUT,
+				 "image/label count mismatch: %s has %d images, %s has %d labels",
+				 image_path, image_count, label_path, label_count);
+		goto out_free_labels;
+	}
+
+	set.count = image_count;
+	set.images = strip_header(image_buf, IDX_IMAGE_HEADER, (size_t)image_count * IDX_PIXELS);
+	set.labels = strip_header(label_buf, IDX_LABEL_HEADER, (size_t)label_count);
+	set.checksum = crc32_bytes(0, set.images, (size_t)set.count * IDX_PIXELS);
+	set.checksum = crc32_bytes(set.checksum, set.labels, (size_t)set.count);
+	*out = set;
+	return STATUS_OK;
+
+out_free_labels:
+	free(label_buf);
+out_free_images:
+	free(image_buf);
+out:
+	return rc;
+}
+
+void mnist_set_destroy(struct mnist_set *s)
+{
+	if (!s)
+		return;
+	free(s->images);
+	free(s->labels);
+	s->images = NULL;
+	s->labels = NULL;
+	s->count = 0;
+	s->checksum = 0;
+}

@@ -1,0 +1,158 @@
+/*
+ * resume.c - the checkpoint policy: see host/train/resume.h. The format and
+ * the validation are io/checkpoint.c's; this file decides which checkpoint,
+ * where to continue and when to save.
+ */
+#include "train/resume.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "io/crc32.h"
+
+/*
+ * The checkpoint and deadline flags must be the same on every rank (an MPMD
+ * launch could give them differently): a rank alone in the resume agreement
+ * would wait forever. One small collective on a CRC of them.
+ */
+static enum status reliability_agree(const struct train_config *c, const struct dist *d,
+				     char *err, size_t errlen)
+{
+	char text[2 * CONFIG_PATH_MAX + 128];
+	int len = snprintf(text, sizeof(text), "%s\n%s\n%d\n%d\n%.17g\n%d", c->resume,
+			   c->checkpoint_dir, c->save_every, c->keep, c->timeout, c->allow_nonfinite);
+	uint32_t crc = crc32_bytes(0, text, len > 0 ? (size_t)len : 0);
+	if (dist_same_u32(d, crc, NULL, NULL, "checkpoint flag agreement"))
+		return STATUS_OK;
+	return status_fail(err, errlen, STATUS_BAD_INPUT,
+			   "rank %d on %s: --resume, --checkpoint-dir, --save-every, --keep, --timeout "
+			   "and --allow-nonfinite differ between ranks (launched with different "
+			   "arguments?); give every rank the same",
+			   d->rank, d->host);
+}
+
+/*
+ * Resuming from an earlier point than the newest checkpoint in --checkpoint-dir
+ * (an older FILE, or a fallback past a corrupt one): those newer files stay,
+ * and a later --resume DIR would pick them, so say so.
+ */
+static void warn_newer_checkpoints(const char *dir, long long global_step)
+{
+	struct checkpoint_entry *list = NULL;
+	char why[1024];
+	int n = checkpoint_list(dir, &list, why, sizeof(why));
+	int newer = 0;
+	for (int i = 0; i < n; i++)
+		newer += list[i].global_step > global_step;
+	if (newer)
+		fprintf(stderr,
+			"mnist-train: warning: %s holds %d checkpoint%s newer than the one resumed from "
+			"(newest: %s); they are kept, and a later --resume %s would pick %s first\n",
+			dir, newer, newer == 1 ? "" : "s", list[0].file, dir, newer == 1 ? "it" : "them");
+	free(list);
+}
+
+/*
+ * Rank 0's part of --resume: read the checkpoint into rs and say where the run
+ * continues. The step after the checkpoint's is the same global step whatever
+ * the rank count: the sampler position is next_step global batches into the
+ * epoch's permutation, and checkpoint_compat has made sure the global batch
+ * is the same.
+ */
+static enum status load_on_rank0(const struct train_config *c, const struct model *m,
+				 const struct checkpoint_info *run, struct resume_state *rs,
+				 long long pos[2], char *err, size_t errlen)
+{
+	struct checkpoint_info ck;
+	char used[CONFIG_PATH_MAX + 96], why[2048];
+	rs->params = xmalloc(m->n_params * sizeof(float));
+	rs->velocity = xmalloc(m->n_params * sizeof(float));
+	if (checkpoint_resume(c->resume, m, run, &ck, rs->params, rs->velocity, used, sizeof(used),
+			      stderr, why, sizeof(why)) != CHECKPOINT_OK)
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "--resume %s: %s", c->resume, why);
+	pos[0] = ck.next_epoch;
+	pos[1] = ck.next_step;
+	if (c->checkpoint_dir[0])
+		warn_newer_checkpoints(c->checkpoint_dir, ck.global_step);
+	if (ck.next_epoch >= c->epochs)
+		fprintf(stderr,
+			"mnist-train: the checkpoint is at the end of --epochs %d: nothing left to "
+			"train, only the test set is scored\n",
+			c->epochs);
+	fprintf(stderr,
+		"mnist-train: resuming from %s (after epoch %d step %d, global step %lld); "
+		"continuing at epoch %d step %d\n",
+		used, ck.epoch, ck.step, ck.global_step, ck.next_epoch, ck.next_step);
+	if (ck.ranks != run->ranks)
+		fprintf(stderr,
+			"mnist-train: the checkpoint was written by %d ranks x batch %d, this run has "
+			"%d x %d: the same global batch of %d examples per step, split differently, so "
+			"results match a run on %d ranks up to floating-point rounding, not bitwise\n",
+			ck.ranks, ck.batch_size, run->ranks, run->batch_size,
+			run->ranks * run->batch_size, ck.ranks);
+	fflush(stderr);
+	return STATUS_OK;
+}
+
+enum status resume_prepare(const struct train_config *c, const struct dist *d,
+			   const struct model *m, const struct checkpoint_info *run,
+			   struct resume_state *rs, char *err, size_t errlen)
+{
+	long long pos[2] = {0, 0};
+	enum status rc = STATUS_OK;
+	memset(rs, 0, sizeof(*rs));
+	if (reliability_agree(c, d, err, errlen))
+		return STATUS_BAD_INPUT;
+	if (!c->resume[0])
+		return STATUS_OK;
+	if (d->rank == 0)
+		rc = load_on_rank0(c, m, run, rs, pos, err, errlen);
+	if (dist_agree(d, rc, NULL)) {
+		if (d->rank != 0)
+			status_fail(err, errlen, STATUS_BAD_INPUT,
+				    "rank %d on %s: stopping because rank 0 could not resume from --resume %s",
+				    d->rank, d->host, c->resume);
+		free(rs->params);
+		free(rs->velocity);
+		memset(rs, 0, sizeof(*rs));
+		return STATUS_BAD_INPUT;
+	}
+	dist_bcast(d, pos, sizeof(pos), 0, "resume position");
+	rs->epoch = (int)pos[0];
+	rs->step = (int)pos[1];
+	return STATUS_OK;
+}
+
+int resume_save_due(const struct train_config *c, int epoch, int step, int steps_per_epoch)
+{
+	long long done = (long long)epoch * steps_per_epoch + step + 1;
+	return c->checkpoint_dir[0] &&
+	       (step == steps_per_epoch - 1 || (c->save_every > 0 && done % c->save_every == 0));
+}
+
+void resume_save(const struct train_config *c, const struct dist *d, const struct model *m,
+		 struct checkpoint_info *info, long long global_step, int steps_per_epoch,
+		 const float *host_params, const float *host_velocity)
+{
+	size_t n = m->n_params;
+	char path[CONFIG_PATH_MAX + 96], why[2048];
+	if (d->rank != 0)
+		return;
+	checkpoint_info_set_position(info, global_step, steps_per_epoch);
+	if (!c->allow_nonfinite)
+		for (size_t i = 0; i < n; i++)
+			if (!isfinite(host_params[i]) || !isfinite(host_velocity[i]))
+				die(1, "parameter %zu is not finite after epoch %d step %d: training diverged; "
+				       "no checkpoint saved (--allow-nonfinite keeps going)",
+				    i, info->epoch, info->step);
+	if (checkpoint_save(c->checkpoint_dir, m, info, host_params, host_velocity, path,
+			    sizeof(path), why, sizeof(why)))
+		die(1, "checkpoint not saved: %s", why);
+	if (checkpoint_prune(c->checkpoint_dir, global_step, c->keep, why, sizeof(why)) < 0)
+		fprintf(stderr, "mnist-train: warning: --keep %d: %s\n", c->keep, why);
+	fprintf(stderr, "mnist-train: saved %s\n", path);
+	fflush(stderr);
+}

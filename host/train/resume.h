@@ -1,0 +1,58 @@
+/*
+ * resume.h - the checkpoint policy of a run: where a resumed run starts, and
+ * when and how rank 0 saves (the file format is io/checkpoint.h's).
+ *
+ * Collective where it says so: every rank calls resume_prepare with the same
+ * settings and all get the same outcome, so no rank waits alone.
+ */
+#ifndef MNIST_DDP_RESUME_H
+#define MNIST_DDP_RESUME_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "dist.h"
+#include "io/checkpoint.h"
+#include "train/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Where a resumed run starts, and rank 0's copy of the state it starts from. */
+struct resume_state {
+	int epoch, step;          /* the first step to run */
+	float *params, *velocity; /* (n_params) each, rank 0 only; NULL elsewhere (free them) */
+};
+
+/*
+ * Collective. The checkpoint and deadline flags must agree across the ranks;
+ * with --resume, rank 0 finds, validates and reads the checkpoint (a
+ * directory's newest valid one, warning about each corrupt one it skips) and
+ * every rank learns where to continue. Without --resume rs starts at (0, 0).
+ * run: this run's configuration (checkpoint_info_from_config). Returns
+ * STATUS_OK, or STATUS_BAD_INPUT on every rank with err saying why.
+ */
+enum status resume_prepare(const struct train_config *c, const struct dist *d,
+			   const struct model *m, const struct checkpoint_info *run,
+			   struct resume_state *rs, char *err, size_t errlen);
+
+/*
+ * Rank 0 (others return at once): save the state after `global_step` steps
+ * from host copies of the parameters and velocity, atomically, and prune to
+ * --keep. Unless --allow-nonfinite, parameters that are not all finite stop
+ * the run here, so no checkpoint ever holds a diverged model; a failed write
+ * ends the job (training on without the checkpoints asked for loses work).
+ */
+void resume_save(const struct train_config *c, const struct dist *d, const struct model *m,
+		 struct checkpoint_info *info, long long global_step, int steps_per_epoch,
+		 const float *host_params, const float *host_velocity);
+
+/* Whether step `step` of `epoch` ends with a checkpoint (--checkpoint-dir, --save-every). */
+int resume_save_due(const struct train_config *c, int epoch, int step, int steps_per_epoch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MNIST_DDP_RESUME_H */

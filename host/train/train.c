@@ -1,0 +1,361 @@
+/*
+ * train.c - the data-parallel training loop. Each step, on every rank:
+ *   gather the rank's batch (indices from the sampler, pixels normalised on the fly)
+ *   forward, softmax cross-entropy, backward into one flat gradient buffer
+ *   one allreduce of that buffer (mean over ranks by default)
+ *   SGD update of the flat parameter buffer
+ * Everything goes through the backend, so the loop is the same on the host and
+ * on a GPU, where the whole step can be captured once and replayed. The loop
+ * calls no MPI (dist.h carries its few collectives) and writes no file format
+ * (io/: log lines, metrics, checkpoints; train/resume.c decides when to save).
+ */
+#include "train/train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "clock.h"
+#include "io/crc32.h"
+#include "io/report.h"
+#include "train/resume.h"
+#include "train/sampler.h"
+
+/* Rows per evaluation batch (the workspace holds at least this many). */
+#define TRAIN_EVAL_ROWS 500
+
+/* Backend copies of one split. */
+struct device_set {
+	uint8_t *images; /* (count, 784) */
+	uint8_t *labels; /* (count) */
+	int count;
+};
+
+static int device_set_upload(const struct backend *be, const struct mnist_set *s, int count,
+			     struct device_set *out)
+{
+	out->count = count;
+	out->images = backend_alloc(be, (size_t)count * IDX_PIXELS);
+	out->labels = backend_alloc(be, (size_t)count);
+	if (!out->images || !out->labels)
+		return -1;
+	backend_upload(be, out->images, s->images, (size_t)count * IDX_PIXELS);
+	backend_upload(be, out->labels, s->labels, (size_t)count);
+	return STATUS_OK;
+}
+
+static void device_set_free(const struct backend *be, struct device_set *s)
+{
+	backend_free(be, s->images);
+	backend_free(be, s->labels);
+	memset(s, 0, sizeof(*s));
+}
+
+/* Everything one step reads and writes, in backend memory. */
+struct step_state {
+	const struct backend *be;
+	const struct model *m;
+	struct model_ws *ws;
+	struct device_set data;
+	int32_t *index;  /* (shard_len) this rank's examples of the epoch */
+	int32_t *cursor; /* (1) position in index of the next batch */
+	float *params, *grads, *velocity; /* (n_params) each */
+	float lr, momentum;
+	enum reduce_op reduce;
+	int ranks;
+};
+
+static void step_ops(const struct step_state *s, int rows)
+{
+	const struct backend *be = s->be;
+	backend_gather(be, s->data.images, s->data.labels, IDX_PIXELS, s->index, s->cursor,
+			rows, s->ws->act[0], s->ws->labels);
+	backend_advance(be, s->cursor, rows);
+	model_forward(be, s->m, s->ws, s->params, rows);
+	/*
+	 * The mean over ranks is folded into the loss gradient's scale, 1/(rows * ranks),
+	 * and the ranks' gradients are summed: one bare allreduce, no extra pass over the
+	 * gradient buffer to divide it. For a power-of-two rank count the result is
+	 * bitwise the same as summing then dividing.
+	 */
+	int fold = s->reduce == REDUCE_MEAN && s->ranks > 1;
+	model_backward_scaled(be, s->m, s->ws, s->params, s->grads, rows,
+			      1.0f / ((float)rows * (float)(fold ? s->ranks : 1)));
+	backend_allreduce(be, s->grads, s->m->n_params, fold ? REDUCE_SUM : s->reduce);
+	backend_sgd_update(be, s->params, s->grads, s->velocity, s->m->n_params, s->lr,
+			    s->momentum);
+}
+
+/* The mean of this rank's per-example losses of the last step. */
+static float step_loss(const struct step_state *s, int rows, float *host_rows)
+{
+	backend_download(s->be, host_rows, s->ws->row_loss, (size_t)rows * sizeof(float));
+	double sum = 0.0;
+	for (int i = 0; i < rows; i++)
+		sum += host_rows[i];
+	return (float)(sum / rows);
+}
+
+int train_test_shard(int count, int rank, int size)
+{
+	return count > rank ? (count - rank + size - 1) / size : 0;
+}
+
+double train_evaluate(const struct dist *d, const struct backend *be, const struct model *m,
+		      struct model_ws *ws, const float *params, const struct mnist_set *test,
+		      long long *scored)
+{
+	struct device_set data = {0};
+	int shard = train_test_shard(test->count, d->rank, d->size);
+	int32_t *host_index = xmalloc((size_t)(shard + 1) * sizeof(int32_t));
+	int32_t *host_hits = xmalloc((size_t)ws->max_rows * sizeof(int32_t));
+	int32_t *index = backend_alloc(be, (size_t)(shard + 1) * sizeof(int32_t));
+	int32_t *cursor = backend_alloc(be, sizeof(int32_t));
+	if (!index || !cursor || device_set_upload(be, test, test->count, &data))
+		die(1, "out of device memory for the test set (%d examples)", test->count);
+	for (int j = 0; j < shard; j++)
+		host_index[j] = d->rank + j * d->size;
+	backend_upload(be, index, host_index, (size_t)shard * sizeof(int32_t));
+	memset(host_hits, 0, (size_t)ws->max_rows * sizeof(int32_t));
+	backend_upload(be, ws->hits, host_hits, (size_t)ws->max_rows * sizeof(int32_t));
+
+	for (int done = 0; done < shard; done += ws->max_rows) {
+		int rows = shard - done < ws->max_rows ? shard - done : ws->max_rows;
+		backend_gather(be, data.images, data.labels, IDX_PIXELS, index, cursor, rows,
+				ws->act[0], ws->labels);
+		backend_advance(be, cursor, rows);
+		model_forward(be, m, ws, params, rows);
+		model_score(be, m, ws, rows);
+	}
+	backend_download(be, host_hits, ws->hits, (size_t)ws->max_rows * sizeof(int32_t));
+	long long counts[2] = {0, shard};
+	for (int i = 0; i < ws->max_rows; i++)
+		counts[0] += host_hits[i];
+	dist_sum_ll(d, counts, 2, "evaluation");
+	if (scored)
+		*scored = counts[1];
+
+	backend_free(be, index);
+	backend_free(be, cursor);
+	device_set_free(be, &data);
+	free(host_index);
+	free(host_hits);
+	return counts[1] ? (double)counts[0] / (double)counts[1] : NAN;
+}
+
+enum status train_validate(const struct train_config *c, const struct dist *d,
+			   const struct mnist_set *train, char *err, size_t errlen)
+{
+	int n = train->count;
+	if (c->limit > n)
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "--limit: %ld is more than the %d training images in %s", c->limit, n,
+				   c->data_dir);
+	if (c->limit > 0)
+		n = (int)c->limit;
+	struct sampler smp;
+	if (sampler_create(&smp, n, d->rank, d->size, c->batch_size, c->drop_last, c->seed, err,
+			   errlen))
+		return STATUS_BAD_INPUT;
+	sampler_destroy(&smp);
+	return STATUS_OK;
+}
+
+/* Steps timed with --metrics: at most this many (the first ones), 4 MiB of floats. */
+#define TRAIN_STEP_TIMES_MAX (1 << 20)
+
+/*
+ * Every replica must hold the same parameters; a difference is a bug worth
+ * stopping for. MNIST_DDP_TEST_PERTURB_RANK=R (a test hook, tests/e2e) makes
+ * rank R change one parameter by one ulp first, so a test can see this fire.
+ */
+static void check_replicas(const struct dist *d, float *params, size_t n)
+{
+	const char *perturb = getenv("MNIST_DDP_TEST_PERTURB_RANK");
+	if (perturb && *perturb && atoi(perturb) == d->rank && n > 0)
+		params[0] = nextafterf(params[0], INFINITY);
+	uint32_t lo, hi, crc = crc32_bytes(0, params, n * sizeof(float));
+	if (!dist_same_u32(d, crc, &lo, &hi, "replica check"))
+		die(1, "replicas diverged: parameter checksums differ across ranks (%08x vs %08x)", lo, hi);
+}
+
+enum status train_run(const struct train_config *c, const struct dist *d, const struct backend *be,
+	      const struct mnist_set *train, const struct mnist_set *test,
+	      FILE *metrics, struct train_result *res, char *err, size_t errlen)
+{
+	struct model m;
+	struct model_ws ws;
+	struct sampler smp;
+	struct step_state st = {.be = be, .m = &m, .ws = &ws, .lr = c->lr,
+				.momentum = c->momentum, .reduce = c->grad_reduce, .ranks = d->size};
+	memset(res, 0, sizeof(*res));
+	res->test_accuracy = NAN;
+
+	if (train_validate(c, d, train, err, errlen))
+		return STATUS_BAD_INPUT;
+	int n = c->limit > 0 ? (int)c->limit : train->count;
+	if (sampler_create(&smp, n, d->rank, d->size, c->batch_size, c->drop_last, c->seed, err,
+			   errlen))
+		return STATUS_BAD_INPUT;
+
+	model_init(&m, c->model, c->hidden, c->n_hidden);
+	size_t pbytes = m.n_params * sizeof(float);
+	struct checkpoint_info ckpt;
+	struct resume_state rs;
+	checkpoint_info_from_config(&ckpt, c, d->size, n, train->checksum);
+	ckpt.steps_per_epoch = smp.steps;
+	if (resume_prepare(c, d, &m, &ckpt, &rs, err, errlen)) {
+		sampler_destroy(&smp);
+		return STATUS_BAD_INPUT;
+	}
+	backend_set_timeout(be, c->timeout);
+	backend_set_position(be, rs.epoch, rs.step);
+	int ws_rows = c->batch_size > TRAIN_EVAL_ROWS ? c->batch_size : TRAIN_EVAL_ROWS;
+	if (model_ws_create(be, &m, ws_rows, &ws))
+		die(1, "out of %s memory for a batch of %d", backend_name(be), ws_rows);
+	st.params = backend_alloc(be, pbytes);
+	st.grads = backend_alloc(be, pbytes);
+	st.velocity = backend_alloc(be, pbytes);
+	st.index = backend_alloc(be, (size_t)smp.shard_len * sizeof(int32_t));
+	st.cursor = backend_alloc(be, sizeof(int32_t));
+	if (!st.params || !st.grads || !st.velocity || !st.index || !st.cursor ||
+	    device_set_upload(be, train, n, &st.data))
+		die(1, "out of %s memory for the model and the training set", backend_name(be));
+
+	/* Rank 0's initial parameters, broadcast so every replica starts identical. */
+	float *host_params = xmalloc(pbytes);
+	/* Touched here, so that the first epoch's shuffle does not pay the page faults. */
+	int32_t *host_index = xmalloc((size_t)smp.shard_len * sizeof(int32_t));
+	memset(host_index, 0, (size_t)smp.shard_len * sizeof(int32_t));
+	float *host_rows = xmalloc((size_t)c->batch_size * sizeof(float));
+	model_init_params(&m, c->seed, host_params);
+	backend_upload(be, st.params, rs.params ? rs.params : host_params, pbytes);
+	backend_broadcast(be, st.params, m.n_params, 0);
+	if (c->resume[0]) {
+		/* The optimizer state too: every replica holds the same velocity. */
+		if (rs.velocity)
+			backend_upload(be, st.velocity, rs.velocity, pbytes);
+		backend_broadcast(be, st.velocity, m.n_params, 0);
+	}
+	float *host_velocity = c->checkpoint_dir[0] && d->rank == 0 ? xmalloc(pbytes) : NULL;
+	free(rs.params);
+	free(rs.velocity);
+
+	struct progress prog;
+	progress_start(&prog, d->rank == 0);
+	void *graph = NULL;
+	int capture = c->use_graph && backend_can_capture(be);
+	long long images = 0;
+	res->steps_per_epoch = smp.steps;
+	/*
+	 * With --metrics (rank 0), each step's wall time, the backend synchronized at
+	 * its end, into a buffer allocated here: the step itself allocates nothing.
+	 */
+	long long max_steps = (long long)c->epochs * smp.steps;
+	int n_timed = 0, max_timed = max_steps < TRAIN_STEP_TIMES_MAX ? (int)max_steps : TRAIN_STEP_TIMES_MAX;
+	float *step_secs = metrics ? xmalloc((size_t)max_timed * sizeof(float)) : NULL;
+
+	backend_synchronize(be);
+	dist_barrier(d, "start of training");
+	double t0 = clock_seconds();
+	for (int epoch = rs.epoch; epoch < c->epochs; epoch++) {
+		/* A resumed run starts its first epoch at the step after the checkpoint's. */
+		int first = epoch == rs.epoch ? rs.step : 0;
+		const int32_t cursor0 = (int32_t)first * c->batch_size;
+		sampler_epoch(&smp, epoch, host_index);
+		backend_upload(be, st.index, host_index, (size_t)smp.shard_len * sizeof(int32_t));
+		backend_upload(be, st.cursor, &cursor0, sizeof(cursor0));
+		for (int step = first; step < smp.steps; step++) {
+			double t_step = step_secs ? clock_seconds() : 0.0;
+			int rows = sampler_batch_rows(&smp, step);
+			backend_set_position(be, epoch, step);
+			if (capture && rows == c->batch_size && !graph) {
+				/* Record the step once; capture only records, nothing runs yet. */
+				if (backend_capture_begin(be) == 0) {
+					step_ops(&st, rows);
+					graph = backend_capture_end(be);
+				}
+				if (!graph)
+					capture = 0; /* plain launches from now on */
+			}
+			if (graph && rows == c->batch_size)
+				backend_replay(be, graph);
+			else
+				step_ops(&st, rows);
+			images += (long long)rows * d->size;
+			if (step_secs && n_timed < max_timed) {
+				backend_synchronize(be);
+				step_secs[n_timed++] = (float)(clock_seconds() - t_step);
+			}
+
+			int last = epoch == c->epochs - 1 && step == smp.steps - 1;
+			if (step % c->log_every == 0 || last) {
+				float loss = step_loss(&st, rows, host_rows);
+				if (epoch == 0 && step == 0)
+					res->first_loss = loss;
+				res->final_loss = loss;
+				if (step % c->log_every == 0)
+					report_loss_line(stdout, epoch, step, loss);
+				if (metrics) {
+					double el = clock_seconds() - t0;
+					report_metrics_step(metrics, epoch, step, (long long)epoch * smp.steps + step,
+							    loss, el > 0 ? (double)images / el : 0.0, el);
+				}
+				/*
+				 * Non-finite loss: checked where the loss is downloaded anyway (logging
+				 * steps and the last step), so the step itself stays free of host
+				 * syncs; resume_save checks the parameters before every checkpoint.
+				 */
+				if (!isfinite(loss) && !c->allow_nonfinite)
+					die(1, "loss is %s at epoch %d step %d: training diverged; stopping "
+					       "(--allow-nonfinite keeps going)",
+					    isnan(loss) ? "nan" : "inf", epoch, step);
+			}
+			if (resume_save_due(c, epoch, step, smp.steps)) {
+				if (d->rank == 0) {
+					backend_download(be, host_params, st.params, pbytes);
+					backend_download(be, host_velocity, st.velocity, pbytes);
+				}
+				resume_save(c, d, &m, &ckpt, (long long)epoch * smp.steps + step + 1, smp.steps,
+					    host_params, host_velocity);
+			}
+			if (prog.tty) {
+				double now = clock_seconds();
+				progress_update(&prog, epoch, c->epochs, step, smp.steps,
+						now > t0 ? (double)images / (now - t0) : 0.0, now);
+			}
+		}
+	}
+	backend_synchronize(be);
+	res->train_seconds = clock_seconds() - t0;
+	progress_end(&prog);
+	res->images = images;
+	if (step_secs) {
+		report_metrics_step_times(metrics, step_secs, n_timed);
+		free(step_secs);
+	}
+
+	backend_download(be, host_params, st.params, pbytes);
+	check_replicas(d, host_params, m.n_params);
+	if (test)
+		res->test_accuracy = train_evaluate(d, be, &m, &ws, st.params, test, &res->test_images);
+	res->params = host_params;
+	res->n_params = m.n_params;
+
+	if (graph)
+		backend_graph_destroy(be, graph);
+	free(host_index);
+	free(host_rows);
+	free(host_velocity);
+	backend_free(be, st.params);
+	backend_free(be, st.grads);
+	backend_free(be, st.velocity);
+	backend_free(be, st.index);
+	backend_free(be, st.cursor);
+	device_set_free(be, &st.data);
+	model_ws_destroy(be, &ws);
+	sampler_destroy(&smp);
+	return STATUS_OK;
+}
