@@ -1,22 +1,31 @@
 #!/usr/bin/env bash
-# run_mpirun_2.sh - start mnist-train on the nodes of a hostfile, as the seed
-# tutorial's run_mpirun_2.sh does:
+# run_mpirun_2.sh - mnist-train on the nodes of a hostfile, as the seed
+# tutorial's run_mpirun_2.sh:
 #
 #   export DATA_PATH=./MNIST_Data/train/
-#   bash run_mpirun_2.sh ./hostfile -- --epochs 10
+#   bash run_mpirun_2.sh ./hostfile [MPIRUN_ARGS...] [-- TRAINER_ARGS...]
 #
-# HOSTFILE is the first argument (else $HOSTFILE, else ./hostfile next to this
-# script): one "HOST slots=N" line per node. The rank count defaults to the
-# sum of the slots. Everything else, the checks, DATA_PATH, log_output and the
-# variables, is run_mpirun_1.sh's: see `bash run_mpirun_2.sh --help`.
+# HOSTFILE (the first argument, else $HOSTFILE) holds one "HOST slots=N" line
+# per node (see ./hostfile); one rank per slot unless NP is set. Each rank's
+# output goes to log_output/1/rank.N/stdout. MNIST_NET=IFACE picks the
+# network; TRAINER the program (default build/mnist-train, the same path on
+# every node). docs/multi-node.md.
 set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+launcher=run_mpirun_2.sh
 hostfile=${HOSTFILE:-}
 if (($#)) && [[ $1 != -* ]]; then
 	hostfile=$1
 	shift
 fi
-hostfile=${hostfile:-$here/hostfile}
+if [[ -z $hostfile ]]; then
+	echo "$launcher: no hostfile: give its path as the first argument or in HOSTFILE" \
+		"(one 'HOST slots=N' line per node, as in ./hostfile)" >&2
+	exit 2
+fi
+source "$here/scripts/mpirun-env.sh"
 
-_MNIST_LAUNCHER=run_mpirun_2.sh exec bash "$here/run_mpirun_1.sh" --hostfile "$hostfile" "$@"
+cmd=("$mpirun" ${NP:+-n "$NP"} --hostfile "$hostfile" --output-filename log_output --merge-stderr-to-stdout
+	"${mpi_opts[@]}" ${mpi_args[@]+"${mpi_args[@]}"} "$trainer" ${trainer_args[@]+"${trainer_args[@]}"})
+echo "$launcher: ${cmd[*]}" >&2
+exec "${cmd[@]}"
