@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "train/sampler.h"
+#include "train/train.h"
 
 static const int sizes_n[] = {1, 2, 3, 4, 5, 7, 10, 31, 32, 33, 63, 64, 65, 100, 101, 997, 1000};
 static const int sizes_batch[] = {1, 2, 3, 8, 32};
@@ -243,4 +244,24 @@ Test(sampler, permutation_reproducible_and_varied)
 		swapped |= t[0] == 1;
 	}
 	cr_assert(swapped, "32 epochs of n = 2 never changed the order");
+}
+
+/* The test set: every example scored by exactly one rank, whatever the rank count. */
+Test(sampler, test_shards_cover_every_test_example_once)
+{
+	const int counts[] = {1, 2, 3, 7, 9999, 10000, 10001};
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+		for (int size = 1; size <= 16; size++) {
+			long long sum = 0;
+			for (int r = 0; r < size; r++) {
+				int shard = train_test_shard(counts[c], r, size);
+				/* rank r scores r, r + size, ...: the last one below count */
+				int want = counts[c] > r ? (counts[c] - 1 - r) / size + 1 : 0;
+				cr_assert_eq(shard, want, "count %d, rank %d of %d: shard %d, want %d",
+					     counts[c], r, size, shard, want);
+				sum += shard;
+			}
+			cr_assert_eq(sum, counts[c], "count %d over %d ranks: %lld scored", counts[c],
+				     size, sum);
+		}
 }

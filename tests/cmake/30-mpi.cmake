@@ -40,3 +40,7 @@ add_test(NAME e2e_bad_input
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_bad_input.sh
                  $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})
 set_tests_properties(e2e_bad_input PROPERTIES LABELS e2e TIMEOUT 600 PROCESSORS 2)
+add_test(NAME e2e_collectives
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_collectives.sh
+                 $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})
+set_tests_properties(e2e_collectives PROPERTIES LABELS e2e TIMEOUT 400 PROCESSORS 3)
