@@ -16,10 +16,11 @@
  */
 #include "agree.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "text.h"
 
 #define AGREE_NOTE_BYTES 512 /* rank 0's word to the ranks on a mismatch */
 #define AGREE_LIST_HOSTS 4   /* hosts named in one line before "..." */
@@ -34,59 +35,16 @@ struct agree_record {
 };
 _Static_assert(sizeof(struct agree_record) == 2048, "the record is part of the wire format");
 
-/* A bounded text buffer; an append that does not fit ends it with "...". */
-struct text {
-	char *buf;
-	size_t len, used;
-	int full;
-};
-
-static void text_init(struct text *t, char *buf, size_t len)
+/* Append item (n bytes) to a ", "-separated list unless it is there already. */
+static void list_add(struct text *t, const char *item, size_t n)
 {
-	t->buf = buf;
-	t->len = len;
-	t->used = 0;
-	t->full = 0;
-	if (buf && len)
-		buf[0] = '\0';
-}
-
-static void text_add(struct text *t, const char *fmt, ...)
-#if defined(__GNUC__)
-	__attribute__((format(printf, 2, 3)))
-#endif
-	;
-
-static void text_add(struct text *t, const char *fmt, ...)
-{
-	if (!t->buf || t->len < 4 || t->full)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(t->buf + t->used, t->len - t->used, fmt, ap);
-	va_end(ap);
-	if (n >= 0 && (size_t)n < t->len - t->used) {
-		t->used += (size_t)n;
-		return;
-	}
-	t->full = 1;
-	t->used = t->len - 1;
-	memcpy(t->buf + t->len - 4, "...", 4);
-}
-
-/* Append item to a ", "-separated list unless it is there already; 1 when added. */
-static int list_add(struct text *t, const char *item, size_t n)
-{
-	for (const char *p = t->buf; p && *p;) {
+	for (const char *p = t->buf; *p; p += strspn(p, ", ")) {
 		size_t k = strcspn(p, ",");
 		if (k == n && !memcmp(p, item, n))
-			return 0;
+			return;
 		p += k;
-		while (*p == ',' || *p == ' ')
-			p++;
 	}
 	text_add(t, "%s%.*s", t->used ? ", " : "", (int)n, item);
-	return 1;
 }
 
 /* "0-3,5,7-8" for an ascending list of ranks. */
@@ -246,48 +204,76 @@ int agree_diff(const char *ref, const char *other, char *diff, size_t difflen, c
 
 /* ---- rank 0's report ---------------------------------------------------------- */
 
+/*
+ * The ranks of list[from..n) not taken yet whose text at `off` (a field of
+ * the record) equals list[from]'s, in rank order: into group, and taken.
+ */
+static int take_group(const struct agree_record *all, const int *list, int n, int from,
+		      size_t off, char *taken, int *group)
+{
+	const char *want = (const char *)&all[list[from]] + off;
+	int k = 0;
+	for (int i = from; i < n; i++)
+		if (!taken[list[i]] && !strcmp((const char *)&all[list[i]] + off, want)) {
+			taken[list[i]] = 1;
+			group[k++] = list[i];
+		}
+	return k;
+}
+
+/* The distinct hosts of a group of ranks, the first AGREE_LIST_HOSTS of them named. */
+static void hosts_text(struct text *t, const struct agree_record *all, const int *group, int n)
+{
+	int named = 0;
+	for (int k = 0; k < n; k++) {
+		int seen = 0;
+		for (int j = 0; j < k && !seen; j++)
+			seen = !strcmp(all[group[j]].host, all[group[k]].host);
+		if (seen)
+			continue;
+		if (named++ == AGREE_LIST_HOSTS) {
+			text_add(t, ", ...");
+			break;
+		}
+		text_add(t, "%s%s", named > 1 ? ", " : "", all[group[k]].host);
+	}
+}
+
 /* One stderr line per host, hosts in the order of their lowest rank. */
 static void print_placement(const struct agree_record *all, int size, int gpu)
 {
-	int *ranks = xcalloc((size_t)size, sizeof(*ranks));
-	char *seen = xcalloc((size_t)size, 1);
+	const size_t host = offsetof(struct agree_record, host);
+	int *list = xcalloc(2 * (size_t)size, sizeof(*list)), *group = list + size;
+	char *taken = xcalloc((size_t)size, 1);
 	int hosts = 0;
-	for (int pass = 0; pass < 2; pass++) {
-		memset(seen, 0, (size_t)size);
-		for (int i = 0; i < size; i++) {
-			if (seen[i])
-				continue;
-			int n = 0, same_device = 1;
-			for (int j = i; j < size; j++)
-				if (!strcmp(all[j].host, all[i].host)) {
-					seen[j] = 1;
-					ranks[n++] = j;
-					same_device &= !strcmp(all[j].device, all[i].device);
-				}
-			if (pass == 0) {
-				hosts++;
-				continue;
-			}
-			char line[2048];
-			struct text t;
-			text_init(&t, line, sizeof(line));
-			text_add(&t, "%s: rank%s ", all[i].host, n == 1 ? "" : "s");
-			ranks_text(&t, ranks, n);
-			if (same_device && !gpu)
-				text_add(&t, " on %s", all[i].device);
-			else /* one device per rank: the local rank picks the GPU */
-				for (int k = 0; k < n; k++)
-					text_add(&t, "%s rank %d on %s%s%s%s", k ? "," : ";", ranks[k],
-						 gpu ? "cuda:" : "", gpu ? all[ranks[k]].local_rank : "",
-						 gpu ? " " : "", all[ranks[k]].device);
-			fprintf(stderr, "mnist-train: placement: %s\n", line);
-		}
-		if (pass == 0)
-			fprintf(stderr, "mnist-train: placement: %d rank%s on %d host%s\n", size,
-				size == 1 ? "" : "s", hosts, hosts == 1 ? "" : "s");
+	for (int i = 0; i < size; i++)
+		list[i] = i;
+	for (int i = 0; i < size; i++)
+		hosts += !taken[i] && take_group(all, list, size, i, host, taken, group);
+	fprintf(stderr, "mnist-train: placement: %d rank%s on %d host%s\n", size, size == 1 ? "" : "s",
+		hosts, hosts == 1 ? "" : "s");
+	memset(taken, 0, (size_t)size);
+	for (int i = 0; i < size; i++) {
+		if (taken[i])
+			continue;
+		int n = take_group(all, list, size, i, host, taken, group), same_device = 1;
+		for (int k = 0; k < n; k++)
+			same_device &= !strcmp(all[group[k]].device, all[i].device);
+		char line[2048];
+		struct text t;
+		text_init(&t, line, sizeof(line));
+		text_add(&t, "%s: rank%s ", all[i].host, n == 1 ? "" : "s");
+		ranks_text(&t, group, n);
+		if (same_device && !gpu)
+			text_add(&t, " on %s", all[i].device);
+		else /* one device per rank: the local rank picks the GPU */
+			for (int k = 0; k < n; k++)
+				text_add(&t, "%s rank %d on %s%s%s%s", k ? "," : ";", group[k], gpu ? "cuda:" : "",
+					 gpu ? all[group[k]].local_rank : "", gpu ? " " : "", all[group[k]].device);
+		fprintf(stderr, "mnist-train: placement: %s\n", line);
 	}
-	free(seen);
-	free(ranks);
+	free(taken);
+	free(list);
 }
 
 /*
@@ -298,9 +284,8 @@ static void print_placement(const struct agree_record *all, int size, int gpu)
 static int report_differences(const struct agree_record *all, int size, char *keys,
 			      size_t keyslen, char *note, size_t notelen)
 {
-	int *bad = xcalloc((size_t)size, sizeof(*bad));
-	int *members = xcalloc((size_t)size, sizeof(*members));
-	char *done = xcalloc((size_t)size, 1);
+	int *bad = xcalloc(2 * (size_t)size, sizeof(*bad)), *group = bad + size;
+	char *taken = xcalloc((size_t)size, 1);
 	struct text kt, nt;
 	text_init(&kt, keys, keyslen);
 	text_init(&nt, note, notelen);
@@ -312,40 +297,26 @@ static int report_differences(const struct agree_record *all, int size, char *ke
 		for (const char *k = all[r].keys; *k;) {
 			size_t n = strcspn(k, ",");
 			list_add(&kt, k, n);
-			k += n;
-			while (*k == ',' || *k == ' ')
-				k++;
+			k += n + strspn(k + n, ", ");
 		}
 	}
 	for (int g = 0; g < differing; g++) {
-		if (done[bad[g]])
+		if (taken[bad[g]])
 			continue;
-		const char *diff = all[bad[g]].diff;
 		char hosts[320], line[256];
 		struct text ht, lt;
 		text_init(&ht, hosts, sizeof(hosts));
 		text_init(&lt, line, sizeof(line));
-		int n = 0, named = 0;
-		for (int h = g; h < differing; h++) {
-			int q = bad[h];
-			if (done[q] || strcmp(diff, all[q].diff))
-				continue;
-			done[q] = 1;
-			members[n++] = q;
-			if (named < AGREE_LIST_HOSTS)
-				named += list_add(&ht, all[q].host, strlen(all[q].host));
-			else if (named++ == AGREE_LIST_HOSTS)
-				text_add(&ht, ", ...");
-		}
-		ranks_text(&lt, members, n);
+		int n = take_group(all, bad, differing, g, offsetof(struct agree_record, diff), taken, group);
+		hosts_text(&ht, all, group, n);
+		ranks_text(&lt, group, n);
 		fprintf(stderr, "mnist-train: start-up check: rank%s %s on %s differ%s from rank 0 on %s: %s\n",
-			n == 1 ? "" : "s", line, hosts, n == 1 ? "s" : "", all[0].host, diff);
+			n == 1 ? "" : "s", line, hosts, n == 1 ? "s" : "", all[0].host, all[group[0]].diff);
 	}
 	text_add(&nt, "rank%s ", differing == 1 ? "" : "s");
 	ranks_text(&nt, bad, differing);
 	text_add(&nt, " differ%s from rank 0 in %s", differing == 1 ? "s" : "", keys);
-	free(done);
-	free(members);
+	free(taken);
 	free(bad);
 	return differing;
 }

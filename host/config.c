@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "io/report.h"
+#include "text.h"
 
 /* SETTING_CHOICE values are stored as an int-sized enum. */
 _Static_assert(sizeof(enum model_kind) == sizeof(int), "enum model_kind is int-sized");
@@ -273,15 +274,15 @@ enum status config_set(const struct setting *s, struct train_config *c, const ch
 					   s->expect);
 		return STATUS_OK;
 	case SETTING_CHOICE: {
-		char names[128] = "";
+		char names[128];
+		struct text t;
+		text_init(&t, names, sizeof(names));
 		for (int i = 0; s->choices[i]; i++) {
 			if (!strcmp(text, s->choices[i])) {
 				put_int(c, s->offset, i);
 				return STATUS_OK;
 			}
-			size_t used = strlen(names);
-			const char *sep = i == 0 ? "" : s->choices[i + 1] ? ", " : " or ";
-			snprintf(names + used, sizeof(names) - used, "%s%s", sep, s->choices[i]);
+			text_add(&t, "%s%s", i == 0 ? "" : s->choices[i + 1] ? ", " : " or ", s->choices[i]);
 		}
 		return status_fail(err, errlen, STATUS_BAD_INPUT, "unknown %s '%s'; expected %s",
 				   s->expect, text, names);
@@ -427,7 +428,11 @@ enum status config_parse(int argc, char **argv, struct train_config *c, char *er
 	return STATUS_OK;
 }
 
-/* Words of text from column `col` on, wrapped at HELP_WIDTH with HELP_COLUMN indents. */
+/*
+ * Words of text from column `col` on, wrapped at HELP_WIDTH with HELP_COLUMN
+ * indents; HELP_NBSP joins words that stay on one line ("(default 0)").
+ */
+#define HELP_NBSP '\x01'
 static void print_wrapped(const char *text, int col)
 {
 	while (*text) {
@@ -441,7 +446,8 @@ static void print_wrapped(const char *text, int col)
 			putchar(' ');
 			col++;
 		}
-		printf("%.*s", n, text);
+		for (int i = 0; i < n; i++)
+			putchar(text[i] == HELP_NBSP ? ' ' : text[i]);
 		col += n;
 		text += n;
 	}
@@ -468,7 +474,7 @@ void config_print_help(const char *prog)
 		if (s->env)
 			snprintf(text, sizeof(text), "%s (default $%s, else %s)", s->help, s->env, s->def);
 		else if (s->def)
-			snprintf(text, sizeof(text), "%s (default %s)", s->help, s->def);
+			snprintf(text, sizeof(text), "%s (default%c%s)", s->help, HELP_NBSP, s->def);
 		else
 			snprintf(text, sizeof(text), "%s", s->help);
 		print_wrapped(text, HELP_COLUMN);

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "io/crc32.h"
+#include "text.h"
 
 #define CKPT_CHECKSUM_FIELD "\"checksum\":\"crc32:" /* as the writer writes it */
 #define CKPT_DIGITS 8
@@ -630,35 +631,18 @@ enum status checkpoint_extract(const struct checkpoint_view *view, const struct 
 	return STATUS_OK;
 }
 
-/* Append "; "-separated differences to a bounded list. */
-struct diffs {
-	char *buf;
-	size_t len;
-	int n;
-};
-
-static void diff_add(struct diffs *d, const char *fmt, ...)
-#if defined(__GNUC__)
-	__attribute__((format(printf, 2, 3)))
-#endif
-	;
-
-static void diff_add(struct diffs *d, const char *fmt, ...)
+/* "; " before every difference but the first. */
+static const char *sep(const struct text *t)
 {
-	size_t used = strlen(d->buf);
-	va_list ap;
-	if (d->n++ && used + 2 < d->len)
-		used += (size_t)snprintf(d->buf + used, d->len - used, "; ");
-	va_start(ap, fmt);
-	vsnprintf(d->buf + used, d->len - used, fmt, ap);
-	va_end(ap);
+	return t->used ? "; " : "";
 }
 
 enum status checkpoint_compat(const struct checkpoint_info *ck, const struct checkpoint_info *run,
 			      const char *name, char *err, size_t errlen)
 {
-	char list[1536] = "", a[CHECKPOINT_VALUE_MAX], b[CHECKPOINT_VALUE_MAX];
-	struct diffs d = {.buf = list, .len = sizeof(list)};
+	char list[1536], a[CHECKPOINT_VALUE_MAX], b[CHECKPOINT_VALUE_MAX];
+	struct text d;
+	text_init(&d, list, sizeof(list));
 	for (int i = 0; i < config_n_settings; i++) {
 		const struct setting *s = &config_settings[i];
 		if (!(s->where & SETTING_RESUME))
@@ -667,39 +651,39 @@ enum status checkpoint_compat(const struct checkpoint_info *ck, const struct che
 		config_format(s, &run->cfg, b, sizeof(b));
 		/* Not applying on one side: the setting it depends on differs, and is named. */
 		if (*a && *b && strcmp(a, b))
-			diff_add(&d, "--%s %s in the checkpoint, %s here", s->flag, a, b);
+			text_add(&d, "%s--%s %s in the checkpoint, %s here", sep(&d), s->flag, a, b);
 	}
 	if (ck->examples != run->examples)
-		diff_add(&d, "%d training images in the checkpoint (--limit), %d here", ck->examples,
-			 run->examples);
+		text_add(&d, "%s%d training images in the checkpoint (--limit), %d here", sep(&d),
+			 ck->examples, run->examples);
 	if (ck->train_crc32 != run->train_crc32)
-		diff_add(&d, "training data CRC-32 %08x in the checkpoint, %08x here (a different data set)",
-			 (unsigned)ck->train_crc32, (unsigned)run->train_crc32);
+		text_add(&d, "%straining data CRC-32 %08x in the checkpoint, %08x here (a different data set)",
+			 sep(&d), (unsigned)ck->train_crc32, (unsigned)run->train_crc32);
 	int sum = ck->cfg.grad_reduce == GRAD_REDUCE_SUM && run->cfg.grad_reduce == GRAD_REDUCE_SUM;
 	long long gck = (long long)ck->ranks * ck->cfg.batch_size;
 	long long grun = (long long)run->ranks * run->cfg.batch_size;
 	if (gck != grun)
-		diff_add(&d,
-			 "global batch %lld in the checkpoint (%d ranks x --batch-size %d), %lld here "
+		text_add(&d,
+			 "%sglobal batch %lld in the checkpoint (%d ranks x --batch-size %d), %lld here "
 			 "(%d ranks x %d): the sampler position is a count of global batches, so a "
 			 "different rank count needs --batch-size %lld / ranks",
-			 gck, ck->ranks, ck->cfg.batch_size, grun, run->ranks, run->cfg.batch_size, gck);
+			 sep(&d), gck, ck->ranks, ck->cfg.batch_size, grun, run->ranks, run->cfg.batch_size, gck);
 	else if (ck->ranks != run->ranks && sum)
-		diff_add(&d,
-			 "%d ranks in the checkpoint, %d here, with --grad-reduce sum: the sum of the "
+		text_add(&d,
+			 "%s%d ranks in the checkpoint, %d here, with --grad-reduce sum: the sum of the "
 			 "ranks' gradients scales with the rank count",
-			 ck->ranks, run->ranks);
-	else if (d.n == 0 && ck->steps_per_epoch != run->steps_per_epoch)
-		diff_add(&d, "%d steps per epoch in the checkpoint, %d here", ck->steps_per_epoch,
-			 run->steps_per_epoch);
+			 sep(&d), ck->ranks, run->ranks);
+	else if (d.used == 0 && ck->steps_per_epoch != run->steps_per_epoch)
+		text_add(&d, "%s%d steps per epoch in the checkpoint, %d here", sep(&d),
+			 ck->steps_per_epoch, run->steps_per_epoch);
 	if (ck->global_step > (long long)run->cfg.epochs * ck->steps_per_epoch) {
 		struct checkpoint_position p = checkpoint_position(ck->global_step, ck->steps_per_epoch);
-		diff_add(&d,
-			 "--epochs %d is the total, but the checkpoint is already at epoch %d step %d "
+		text_add(&d,
+			 "%s--epochs %d is the total, but the checkpoint is already at epoch %d step %d "
 			 "(use --epochs %d or more)",
-			 run->cfg.epochs, p.epoch, p.step, p.epoch + 1);
+			 sep(&d), run->cfg.epochs, p.epoch, p.step, p.epoch + 1);
 	}
-	if (d.n == 0)
+	if (d.used == 0)
 		return STATUS_OK;
 	return status_fail(err, errlen, STATUS_BAD_INPUT, "%s does not fit this run: %s", name, list);
 }
