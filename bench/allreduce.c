@@ -181,15 +181,17 @@ static long long bench_step_op(const struct dist *d, const struct bench_opts *o)
 		size_t count;
 	} sizes[] = {{"seed/linear", 7850}, {"mlp 512,256", 535818}};
 	struct backend be;
+	struct train_config defaults;
 	backend_host_create(d, 0, &be);
 	/* The trainer's default deadline: the step op runs under its watchdog, as in training. */
-	backend_set_timeout(&be, CONFIG_TIMEOUT_DEFAULT);
+	config_defaults(&defaults);
+	backend_set_timeout(&be, defaults.timeout);
 	long long total_wrong = 0;
 	if (d->rank == 0) {
 		printf("#\n# Gradient reduction of one training step against a bare MPI_Allreduce in place.\n");
 		printf("# step op: the host backend's allreduce with REDUCE_SUM, as the trainer calls it (it\n");
 		printf("# folds the 1/n of the mean into the loss gradient); mean op: REDUCE_MEAN (sum, then a\n");
-		printf("# pass dividing by n). Both with the trainer's default --timeout %g (the collective\n", CONFIG_TIMEOUT_DEFAULT);
+		printf("# pass dividing by n). Both with the trainer's default --timeout %g (the collective\n", (double)defaults.timeout);
 		printf("# deadline). Medians of %d rounds; each round times all three, interleaved.\n", 9);
 		printf("#        model         count   bare (us)  step op (us)   ratio  mean op (us)   ratio #wrong\n");
 	}

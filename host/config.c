@@ -1,5 +1,7 @@
 /*
- * config.c - the command line: getopt_long over struct train_config.
+ * config.c - the settings table and what is made from it: getopt_long's
+ * option table, the parser, --help, and the text form of each value that the
+ * fingerprint and the checkpoint metadata use (see config.h).
  *
  * Every value is parsed strictly (the whole string, within range); a bad
  * value is one message naming the flag, what was given and what is expected.
@@ -9,377 +11,484 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-enum {
-	OPT_DATA = 256,
-	OPT_TEST_DATA,
-	OPT_MODEL,
-	OPT_HIDDEN,
-	OPT_EPOCHS,
-	OPT_BATCH,
-	OPT_LR,
-	OPT_MOMENTUM,
-	OPT_SEED,
-	OPT_LOG_EVERY,
-	OPT_LIMIT,
-	OPT_BACKEND,
-	OPT_GRAD_REDUCE,
-	OPT_DROP_LAST,
-	OPT_THREADS,
-	OPT_NO_GRAPH,
-	OPT_METRICS,
-	OPT_CHECKPOINT_DIR,
-	OPT_SAVE_EVERY,
-	OPT_KEEP,
-	OPT_RESUME,
-	OPT_TIMEOUT,
-	OPT_ALLOW_NONFINITE,
-	OPT_HELP,
+#include "io/report.h"
+#include "text.h"
+
+/* SETTING_CHOICE values are stored as an int-sized enum. */
+_Static_assert(sizeof(enum model_kind) == sizeof(int), "enum model_kind is int-sized");
+_Static_assert(sizeof(enum backend_choice) == sizeof(int), "enum backend_choice is int-sized");
+_Static_assert(sizeof(enum grad_reduce) == sizeof(int), "enum grad_reduce is int-sized");
+
+#define FIELD(name) offsetof(struct train_config, name)
+#define HELP_COLUMN 24
+#define HELP_WIDTH 80
+
+static const char *const model_names[] = {"seed", "linear", "mlp", NULL};
+static const char *const backend_names[] = {"auto", "host", "cuda", NULL};
+static const char *const reduce_names[] = {"mean", "sum", NULL};
+
+static int mlp_only(const struct train_config *c)
+{
+	return c->model == MODEL_MLP;
+}
+
+static int with_checkpoint_dir(const struct train_config *c)
+{
+	return c->checkpoint_dir[0] != '\0';
+}
+
+/* More OpenBLAS threads than the node has cores only slows every rank down. */
+static enum status threads_fit(const struct train_config *c, char *err, size_t errlen)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	if (cores > 0 && c->threads > cores)
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "%d is more than the %ld cores of this node; give at most %ld, or 0 to "
+				   "share the cores among the node's ranks",
+				   c->threads, cores, cores);
+	return STATUS_OK;
+}
+
+const struct setting config_settings[] = {
+	{.flag = "data", .arg = "DIR", .type = SETTING_PATH, .offset = FIELD(data_dir),
+	 .def = "./MNIST_Data/train/", .env = "DATA_PATH", .hi = CONFIG_PATH_MAX - 1, .group = "Data",
+	 .help = "training set directory (train-images-idx3-ubyte and train-labels-idx1-ubyte, "
+		 "raw or .gz)"},
+	{.flag = "test-data", .arg = "DIR", .type = SETTING_PATH, .offset = FIELD(test_dir),
+	 .hi = CONFIG_PATH_MAX - 1,
+	 .help = "test set directory (t10k-* files); by default the sibling test/ directory of "
+		 "--data when it exists"},
+	{.flag = "limit", .arg = "N", .type = SETTING_LONG, .offset = FIELD(limit), .lo = 1,
+	 .hi = 1000000000, .where = SETTING_AGREE, .help = "train on the first N training images only"},
+
+	{.flag = "model", .arg = "NAME", .type = SETTING_CHOICE, .offset = FIELD(model), .def = "seed",
+	 .choices = model_names, .expect = "model",
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME, .group = "Model and optimiser",
+	 .help = "seed (Dense 784->10 + ReLU, the tutorial's net), linear, or mlp"},
+	{.flag = "hidden", .arg = "A,B,...", .type = SETTING_LIST, .offset = FIELD(hidden),
+	 .count_offset = FIELD(n_hidden), .def = "512,256", .lo = 1, .hi = 16384,
+	 .max = CONFIG_MAX_HIDDEN, .expect = "layer sizes",
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME,
+	 .help = "hidden layer sizes of the mlp", .applies = mlp_only,
+	 .needs = "only the mlp model has hidden layers (add --model mlp)"},
+	{.flag = "epochs", .arg = "N", .type = SETTING_INT, .offset = FIELD(epochs), .def = "10", .lo = 1,
+	 .hi = 1000000, .where = SETTING_AGREE | SETTING_CHECKPOINT,
+	 .help = "passes over the training set"},
+	{.flag = "batch-size", .arg = "N", .type = SETTING_INT, .offset = FIELD(batch_size), .def = "32",
+	 .lo = 1, .hi = 65536, .where = SETTING_AGREE | SETTING_CHECKPOINT,
+	 .help = "batch size per rank"},
+	{.flag = "lr", .arg = "F", .type = SETTING_FLOAT, .offset = FIELD(lr), .def = "0.01", .lo = 0,
+	 .hi = 1e30, .expect = "a positive finite number",
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_LO_OPEN,
+	 .help = "SGD learning rate"},
+	{.flag = "momentum", .arg = "F", .type = SETTING_FLOAT, .offset = FIELD(momentum), .def = "0",
+	 .lo = 0, .hi = 1, .expect = "a number in [0, 1)",
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_HI_OPEN,
+	 .help = "SGD momentum in [0, 1)"},
+	{.flag = "seed", .arg = "N", .type = SETTING_U64, .offset = FIELD(seed), .def = "1",
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME,
+	 .help = "seed for initial weights and shuffling"},
+
+	{.flag = "backend", .arg = "NAME", .type = SETTING_CHOICE, .offset = FIELD(backend),
+	 .def = "auto", .choices = backend_names, .expect = "backend",
+	 .group = "Distribution and execution",
+	 .help = "auto (cuda when every rank has a GPU, else host), host (OpenBLAS + MPI), or cuda "
+		 "(cuBLAS + NCCL)"},
+	{.flag = "grad-reduce", .arg = "OP", .type = SETTING_CHOICE, .offset = FIELD(grad_reduce),
+	 .def = "mean", .choices = reduce_names, .expect = "reduction",
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME,
+	 .help = "mean or sum of the ranks' gradients"},
+	{.flag = "drop-last", .type = SETTING_FLAG, .offset = FIELD(drop_last), .lo = 1,
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME,
+	 .help = "drop the uneven tail of each epoch instead of padding short shards by wrapping "
+		 "around"},
+	{.flag = "threads", .arg = "N", .type = SETTING_INT, .offset = FIELD(threads), .def = "0",
+	 .lo = 0, .hi = 1024, .note = "0: automatic", .check = threads_fit,
+	 .help = "OpenBLAS threads per rank, at most the node's cores; 0: the node's cores shared "
+		 "by its ranks"},
+	{.flag = "no-graph", .type = SETTING_FLAG, .offset = FIELD(use_graph), .lo = 0,
+	 .help = "CUDA backend: launch each step's kernels one by one instead of replaying a "
+		 "captured CUDA graph"},
+
+	{.flag = "log-every", .arg = "N", .type = SETTING_INT, .offset = FIELD(log_every), .def = "10",
+	 .lo = 1, .hi = 1000000000, .group = "Output", .help = "print a loss line every N steps"},
+	{.flag = "metrics", .arg = "FILE", .type = SETTING_PATH, .offset = FIELD(metrics_path),
+	 .hi = CONFIG_PATH_MAX - 1,
+	 .help = "rank 0 writes JSON lines (epoch, step, loss, images/s, elapsed) to FILE"},
+
+	/* Checkpoint paths leave room for "/ckpt-<epoch>-<global step>.safetensors". */
+	{.flag = "checkpoint-dir", .arg = "DIR", .type = SETTING_PATH, .offset = FIELD(checkpoint_dir),
+	 .hi = CONFIG_PATH_MAX - 97, .where = SETTING_AGREE,
+	 .group = "Checkpoints and failures (docs/reliability.md)",
+	 .help = "rank 0 saves DIR/ckpt-<epoch>-<global step>.safetensors (parameters, optimizer "
+		 "state, position, configuration) at the end of every epoch, written atomically"},
+	{.flag = "save-every", .arg = "N", .type = SETTING_INT, .offset = FIELD(save_every), .def = "0",
+	 .lo = 0, .hi = 1000000000, .note = "steps; 0: epoch ends only", .where = SETTING_AGREE,
+	 .help = "also save every N steps; 0: at epoch ends only", .applies = with_checkpoint_dir,
+	 .needs = "only applies with --checkpoint-dir DIR"},
+	{.flag = "keep", .arg = "K", .type = SETTING_INT, .offset = FIELD(keep), .def = "3", .lo = 0,
+	 .hi = 1000000, .note = "0: keep all", .where = SETTING_AGREE,
+	 .help = "keep the K newest checkpoints; 0: all", .applies = with_checkpoint_dir,
+	 .needs = "only applies with --checkpoint-dir DIR"},
+	{.flag = "resume", .arg = "PATH", .type = SETTING_PATH, .offset = FIELD(resume),
+	 .hi = CONFIG_PATH_MAX - 97, .where = SETTING_AGREE,
+	 .help = "continue from a checkpoint file, or from the newest valid one in a directory; "
+		 "--epochs stays the total"},
+	{.flag = "timeout", .arg = "SECONDS", .type = SETTING_FLOAT, .offset = FIELD(timeout),
+	 .def = "300", .lo = 0, .hi = 1e6,
+	 .expect = "a number of seconds in 0..1000000 (0: no deadline)", .where = SETTING_AGREE,
+	 .help = "end the job when a collective is not complete after this long; 0: wait forever"},
+	{.flag = "allow-nonfinite", .type = SETTING_FLAG, .offset = FIELD(allow_nonfinite), .lo = 1,
+	 .where = SETTING_AGREE, .help = "keep training on a NaN or Inf loss (by default it stops)"},
+	{.flag = "help", .type = SETTING_FLAG, .offset = FIELD(help), .lo = 1, .help = "this text"},
 };
 
-static const struct option config_options[] = {
-	{"data", required_argument, NULL, OPT_DATA},
-	{"test-data", required_argument, NULL, OPT_TEST_DATA},
-	{"model", required_argument, NULL, OPT_MODEL},
-	{"hidden", required_argument, NULL, OPT_HIDDEN},
-	{"epochs", required_argument, NULL, OPT_EPOCHS},
-	{"batch-size", required_argument, NULL, OPT_BATCH},
-	{"lr", required_argument, NULL, OPT_LR},
-	{"momentum", required_argument, NULL, OPT_MOMENTUM},
-	{"seed", required_argument, NULL, OPT_SEED},
-	{"log-every", required_argument, NULL, OPT_LOG_EVERY},
-	{"limit", required_argument, NULL, OPT_LIMIT},
-	{"backend", required_argument, NULL, OPT_BACKEND},
-	{"grad-reduce", required_argument, NULL, OPT_GRAD_REDUCE},
-	{"drop-last", no_argument, NULL, OPT_DROP_LAST},
-	{"threads", required_argument, NULL, OPT_THREADS},
-	{"no-graph", no_argument, NULL, OPT_NO_GRAPH},
-	{"metrics", required_argument, NULL, OPT_METRICS},
-	{"checkpoint-dir", required_argument, NULL, OPT_CHECKPOINT_DIR},
-	{"save-every", required_argument, NULL, OPT_SAVE_EVERY},
-	{"keep", required_argument, NULL, OPT_KEEP},
-	{"resume", required_argument, NULL, OPT_RESUME},
-	{"timeout", required_argument, NULL, OPT_TIMEOUT},
-	{"allow-nonfinite", no_argument, NULL, OPT_ALLOW_NONFINITE},
-	{"help", no_argument, NULL, OPT_HELP},
-	{NULL, 0, NULL, 0},
-};
+#define N_SETTINGS ((int)(sizeof(config_settings) / sizeof(config_settings[0])))
+const int config_n_settings = N_SETTINGS;
 
-void config_defaults(struct train_config *c)
+const struct setting *config_setting(const char *flag)
 {
-	memset(c, 0, sizeof(*c));
-	const char *env = getenv("DATA_PATH");
-	snprintf(c->data_dir, sizeof(c->data_dir), "%s",
-		 env && *env ? env : "./MNIST_Data/train/");
-	c->model = MODEL_SEED;
-	c->hidden[0] = 512;
-	c->hidden[1] = 256;
-	c->n_hidden = 2;
-	c->epochs = 10;
-	c->batch_size = 32;
-	c->lr = 0.01f;
-	c->momentum = 0.0f;
-	c->seed = 1;
-	c->log_every = 10;
-	c->backend = BACKEND_AUTO;
-	c->grad_reduce = REDUCE_MEAN;
-	c->use_graph = 1;
-	c->keep = 3;
-	c->timeout = CONFIG_TIMEOUT_DEFAULT;
+	for (int i = 0; i < N_SETTINGS; i++)
+		if (!strcmp(config_settings[i].flag, flag))
+			return &config_settings[i];
+	return NULL;
 }
 
-void config_print_help(const char *prog)
+void config_key(const struct setting *s, char *buf, size_t len)
 {
-	printf("Usage: mpirun -n N %s [options]\n"
-	       "Data-parallel MNIST training: one rank per GPU (or CPU slot), gradients\n"
-	       "averaged across ranks every step.\n\n"
-	       "Data:\n"
-	       "  --data DIR            training set directory (train-images-idx3-ubyte and\n"
-	       "                        train-labels-idx1-ubyte, raw or .gz); default $DATA_PATH,\n"
-	       "                        else ./MNIST_Data/train/\n"
-	       "  --test-data DIR       test set directory (t10k-* files); default the sibling\n"
-	       "                        test/ directory of --data when it exists\n"
-	       "  --limit N             train on the first N training images only\n"
-	       "Model and optimiser:\n"
-	       "  --model NAME          seed (Dense 784->10 + ReLU, default), linear, or mlp\n"
-	       "  --hidden A,B,...      hidden layer sizes of the mlp (default 512,256)\n"
-	       "  --epochs N            passes over the training set (default 10)\n"
-	       "  --batch-size N        batch size per rank (default 32)\n"
-	       "  --lr F                SGD learning rate (default 0.01)\n"
-	       "  --momentum F          SGD momentum in [0, 1) (default 0)\n"
-	       "  --seed N              seed for initial weights and shuffling (default 1)\n"
-	       "Distribution and execution:\n"
-	       "  --backend NAME        auto (default: cuda when every rank has a GPU, else\n"
-	       "                        host), host (OpenBLAS + MPI), or cuda (cuBLAS + NCCL)\n"
-	       "  --grad-reduce OP      mean (default) or sum of the ranks' gradients\n"
-	       "  --drop-last           drop the uneven tail of each epoch instead of padding\n"
-	       "                        short shards by wrapping around\n"
-	       "  --threads N           OpenBLAS threads per rank (default: cores / ranks on\n"
-	       "                        the node)\n"
-	       "  --no-graph            CUDA backend: launch each step's kernels one by one\n"
-	       "                        instead of replaying a captured CUDA graph\n"
-	       "Output:\n"
-	       "  --log-every N         print a loss line every N steps (default 10)\n"
-	       "  --metrics FILE        rank 0 writes JSON lines (epoch, step, loss, images/s,\n"
-	       "                        elapsed) to FILE\n"
-	       "Checkpoints and failures (docs/reliability.md):\n"
-	       "  --checkpoint-dir DIR  rank 0 saves DIR/ckpt-<epoch>-<global step>.safetensors\n"
-	       "                        (parameters, optimizer state, position, configuration)\n"
-	       "                        at the end of every epoch, written atomically\n"
-	       "  --save-every N        also save every N steps (default 0: epoch ends only)\n"
-	       "  --keep K              keep the K newest checkpoints, 0 = all (default 3)\n"
-	       "  --resume PATH         continue from a checkpoint file, or from the newest\n"
-	       "                        valid one in a directory; --epochs stays the total\n"
-	       "  --timeout SECONDS     end the job when a collective is not complete after\n"
-	       "                        this long, 0 = wait forever (default 300)\n"
-	       "  --allow-nonfinite     keep training on a NaN or Inf loss (default: stop)\n"
-	       "  --help                this text\n\n"
-	       "Each rank prints `epoch: E, step: S, loss is L` on its stdout; rank 0 ends with\n"
-	       "one `summary:` line. Exit status: 0 done, 2 bad usage or input, 1 failure.\n",
-	       prog);
+	snprintf(buf, len, "%s", s->flag);
+	for (char *p = buf; *p; p++)
+		if (*p == '-')
+			*p = '_';
 }
 
-static int config_error(char *err, size_t errlen, const char *fmt, ...)
+/* ---- values ------------------------------------------------------------------ */
+
+static int get_int(const struct train_config *c, size_t offset)
 {
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return CONFIG_ERROR;
+	int v;
+	memcpy(&v, (const char *)c + offset, sizeof(v));
+	return v;
 }
 
-/* A whole-string integer within [lo, hi]. */
-static int parse_long(const char *s, long lo, long hi, long *out)
+static void put_int(struct train_config *c, size_t offset, int v)
+{
+	memcpy((char *)c + offset, &v, sizeof(v));
+}
+
+/* A whole-string decimal integer within [lo, hi]. */
+static int parse_integer(const char *s, double lo, double hi, long long *out)
 {
 	char *end;
 	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || (double)v < lo || (double)v > hi)
 		return -1;
 	*out = v;
 	return 0;
 }
 
-static int parse_float(const char *s, float *out)
+static int parse_u64(const char *s, uint64_t *out)
 {
 	char *end;
 	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || end == s || *end || !isfinite(v) || fabs(v) > 1e30)
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || strchr(s, '-'))
 		return -1;
-	*out = (float)v;
+	*out = (uint64_t)v;
 	return 0;
 }
 
-static int parse_hidden(const char *s, struct train_config *c)
+/* A whole-string finite number whose float lies in the row's range. */
+static int parse_float(const struct setting *s, const char *text, float *out)
+{
+	char *end;
+	errno = 0;
+	double d = strtod(text, &end);
+	if (errno || end == text || *end || !isfinite(d) || fabs(d) > 1e30)
+		return -1;
+	float v = (float)d;
+	if ((s->where & SETTING_LO_OPEN ? v <= s->lo : v < s->lo) ||
+	    (s->where & SETTING_HI_OPEN ? v >= s->hi : v > s->hi))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* "7,5": 1 to s->max entries in [lo, hi], separated by single commas. */
+static int parse_list(const struct setting *s, const char *text, int *values, int *count)
 {
 	char buf[256];
-	if (strlen(s) >= sizeof(buf) || !*s)
+	size_t n = strlen(text);
+	if (!n || n >= sizeof(buf) || text[0] == ',' || text[n - 1] == ',' || strstr(text, ",,"))
 		return -1;
-	strcpy(buf, s);
-	int n = 0;
+	memcpy(buf, text, n + 1);
+	int k = 0;
 	char *save = NULL;
 	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		long v;
-		if (n == CONFIG_MAX_HIDDEN || parse_long(tok, 1, 16384, &v))
+		long long v;
+		if (k == s->max || parse_integer(tok, s->lo, s->hi, &v))
 			return -1;
-		c->hidden[n++] = (int)v;
+		values[k++] = (int)v;
 	}
-	if (n == 0 || s[strlen(s) - 1] == ',' || s[0] == ',' || strstr(s, ",,"))
-		return -1;
-	c->n_hidden = n;
+	*count = k;
 	return 0;
 }
 
-int config_parse(int argc, char **argv, struct train_config *c, char *err, size_t errlen)
+enum status config_set(const struct setting *s, struct train_config *c, const char *text,
+		       char *err, size_t errlen)
 {
-	long v;
-	int hidden_given = 0;
-	const char *ckpt_flag = NULL; /* the first flag that needs --checkpoint-dir */
+	char *field = (char *)c + s->offset;
+	long long v;
+	switch (s->type) {
+	case SETTING_PATH:
+		if (!*text || strlen(text) > (size_t)s->hi)
+			return status_fail(err, errlen, STATUS_BAD_INPUT,
+					   "expected a path of 1 to %.0f characters", s->hi);
+		strcpy(field, text);
+		return STATUS_OK;
+	case SETTING_INT:
+	case SETTING_LONG:
+		if (parse_integer(text, s->lo, s->hi, &v))
+			return status_fail(err, errlen, STATUS_BAD_INPUT,
+					   "'%s' is not an integer in %.0f..%.0f%s%s%s", text, s->lo, s->hi,
+					   s->note ? " (" : "", s->note ? s->note : "", s->note ? ")" : "");
+		if (s->type == SETTING_INT)
+			put_int(c, s->offset, (int)v);
+		else
+			*(long *)(void *)field = (long)v;
+		return STATUS_OK;
+	case SETTING_U64:
+		if (parse_u64(text, (uint64_t *)(void *)field))
+			return status_fail(err, errlen, STATUS_BAD_INPUT,
+					   "'%s' is not an integer in 0..18446744073709551615", text);
+		return STATUS_OK;
+	case SETTING_FLOAT:
+		if (parse_float(s, text, (float *)(void *)field))
+			return status_fail(err, errlen, STATUS_BAD_INPUT, "'%s' is not %s", text,
+					   s->expect);
+		return STATUS_OK;
+	case SETTING_CHOICE: {
+		char names[128];
+		struct text t;
+		text_init(&t, names, sizeof(names));
+		for (int i = 0; s->choices[i]; i++) {
+			if (!strcmp(text, s->choices[i])) {
+				put_int(c, s->offset, i);
+				return STATUS_OK;
+			}
+			text_add(&t, "%s%s", i == 0 ? "" : s->choices[i + 1] ? ", " : " or ", s->choices[i]);
+		}
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "unknown %s '%s'; expected %s",
+				   s->expect, text, names);
+	}
+	case SETTING_FLAG:
+		if (strcmp(text, "on") && strcmp(text, "off"))
+			return status_fail(err, errlen, STATUS_BAD_INPUT, "'%s' is not on or off", text);
+		put_int(c, s->offset, !strcmp(text, "on") ? (int)s->lo : !(int)s->lo);
+		return STATUS_OK;
+	case SETTING_LIST:
+		if (parse_list(s, text, (int *)(void *)field, (int *)(void *)((char *)c + s->count_offset)))
+			return status_fail(err, errlen, STATUS_BAD_INPUT,
+					   "'%s' is not a list of 1 to %d %s in %.0f..%.0f separated by "
+					   "commas (e.g. %s)",
+					   text, s->max, s->expect, s->lo, s->hi, s->def);
+		return STATUS_OK;
+	}
+	return status_fail(err, errlen, STATUS_BAD_INPUT, "setting --%s has no type", s->flag);
+}
+
+void config_format(const struct setting *s, const struct train_config *c, char *buf, size_t len)
+{
+	const char *field = (const char *)c + s->offset;
+	buf[0] = '\0';
+	if (s->applies && !s->applies(c))
+		return;
+	switch (s->type) {
+	case SETTING_PATH:
+		snprintf(buf, len, "%s", field);
+		break;
+	case SETTING_INT:
+	case SETTING_LONG: {
+		long v = s->type == SETTING_INT ? get_int(c, s->offset) : *(const long *)(const void *)field;
+		if (v || s->def) /* without a default, 0 is "not given" */
+			snprintf(buf, len, "%ld", v);
+		break;
+	}
+	case SETTING_U64:
+		snprintf(buf, len, "%llu", (unsigned long long)*(const uint64_t *)(const void *)field);
+		break;
+	case SETTING_FLOAT:
+		report_format_float_exact(*(const float *)(const void *)field, buf, len);
+		break;
+	case SETTING_CHOICE: {
+		int v = get_int(c, s->offset), n = 0;
+		while (s->choices[n])
+			n++;
+		snprintf(buf, len, "%s", v >= 0 && v < n ? s->choices[v] : "?");
+		break;
+	}
+	case SETTING_FLAG:
+		snprintf(buf, len, "%s", get_int(c, s->offset) == (int)s->lo ? "on" : "off");
+		break;
+	case SETTING_LIST: {
+		const int *v = (const int *)(const void *)field;
+		int n = get_int(c, s->count_offset);
+		size_t used = 0;
+		for (int i = 0; i < n && i < s->max && used < len; i++)
+			used += (size_t)snprintf(buf + used, len - used, "%s%d", i ? "," : "", v[i]);
+		break;
+	}
+	}
+}
+
+/* ---- the command line ------------------------------------------------------------ */
+
+/* The row's default; an environment variable that does not parse is an error (err). */
+static enum status set_default(const struct setting *s, struct train_config *c, char *err,
+			       size_t errlen)
+{
+	char why[512];
+	if (s->type == SETTING_FLAG) {
+		put_int(c, s->offset, !(int)s->lo);
+		return STATUS_OK;
+	}
+	const char *env = s->env ? getenv(s->env) : NULL;
+	if (env && *env) {
+		if (config_set(s, c, env, why, sizeof(why)) == STATUS_OK)
+			return STATUS_OK;
+		if (err)
+			return status_fail(err, errlen, STATUS_BAD_INPUT, "%s (the default of --%s): %s",
+					   s->env, s->flag, why);
+	}
+	return s->def ? config_set(s, c, s->def, why, sizeof(why)) : STATUS_OK;
+}
+
+void config_defaults(struct train_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	for (int i = 0; i < N_SETTINGS; i++)
+		set_default(&config_settings[i], c, NULL, 0);
+}
+
+enum status config_parse(int argc, char **argv, struct train_config *c, char *err, size_t errlen)
+{
+	struct option options[N_SETTINGS + 1];
+	char given[N_SETTINGS];
+	char why[512];
+	memset(given, 0, sizeof(given));
+	memset(options, 0, sizeof(options));
+	for (int i = 0; i < N_SETTINGS; i++) {
+		options[i].name = config_settings[i].flag;
+		options[i].has_arg = config_settings[i].type == SETTING_FLAG ? no_argument : required_argument;
+		options[i].val = 256 + i;
+	}
 	config_defaults(c);
 	/* 0, not 1: glibc and musl then also forget the previous scan's position. */
 	optind = 0;
 	opterr = 0;
 	for (;;) {
 		int prev = optind > 0 ? optind : 1;
-		int opt = getopt_long(argc, argv, ":", config_options, NULL);
+		int opt = getopt_long(argc, argv, ":", options, NULL);
 		if (opt == -1)
 			break;
-		const char *arg = optarg;
-		const char *flag = argv[prev];
-		switch (opt) {
-		case OPT_DATA:
-		case OPT_TEST_DATA:
-		case OPT_METRICS: {
-			char *dst = opt == OPT_DATA ? c->data_dir :
-				    opt == OPT_TEST_DATA ? c->test_dir : c->metrics_path;
-			if (!*arg || strlen(arg) >= CONFIG_PATH_MAX)
-				return config_error(err, errlen, "%s: expected a path of 1 to %d characters",
-						    flag, CONFIG_PATH_MAX - 1);
-			strcpy(dst, arg);
-			if (opt == OPT_TEST_DATA)
-				c->test_dir_given = 1;
-			break;
-		}
-		case OPT_MODEL:
-			if (!strcmp(arg, "seed"))
-				c->model = MODEL_SEED;
-			else if (!strcmp(arg, "linear"))
-				c->model = MODEL_LINEAR;
-			else if (!strcmp(arg, "mlp"))
-				c->model = MODEL_MLP;
-			else
-				return config_error(err, errlen, "--model: unknown model '%s'; expected seed, linear or mlp", arg);
-			break;
-		case OPT_HIDDEN:
-			hidden_given = 1;
-			if (parse_hidden(arg, c))
-				return config_error(err, errlen,
-						    "--hidden: '%s' is not a list of 1 to %d layer sizes in 1..16384 separated by commas (e.g. 512,256)",
-						    arg, CONFIG_MAX_HIDDEN);
-			break;
-		case OPT_EPOCHS:
-			if (parse_long(arg, 1, 1000000, &v))
-				return config_error(err, errlen, "--epochs: '%s' is not an integer in 1..1000000", arg);
-			c->epochs = (int)v;
-			break;
-		case OPT_BATCH:
-			if (parse_long(arg, 1, 65536, &v))
-				return config_error(err, errlen, "--batch-size: '%s' is not an integer in 1..65536", arg);
-			c->batch_size = (int)v;
-			break;
-		case OPT_LR:
-			if (parse_float(arg, &c->lr) || !(c->lr > 0.0f))
-				return config_error(err, errlen, "--lr: '%s' is not a positive finite number", arg);
-			break;
-		case OPT_MOMENTUM:
-			if (parse_float(arg, &c->momentum) || c->momentum < 0.0f || c->momentum >= 1.0f)
-				return config_error(err, errlen, "--momentum: '%s' is not a number in [0, 1)", arg);
-			break;
-		case OPT_SEED: {
-			char *end;
-			errno = 0;
-			unsigned long long s = strtoull(arg, &end, 10);
-			if (errno || end == arg || *end || strchr(arg, '-'))
-				return config_error(err, errlen, "--seed: '%s' is not an integer in 0..18446744073709551615", arg);
-			c->seed = (uint64_t)s;
-			break;
-		}
-		case OPT_LOG_EVERY:
-			if (parse_long(arg, 1, 1000000000, &v))
-				return config_error(err, errlen, "--log-every: '%s' is not an integer in 1..1000000000", arg);
-			c->log_every = (int)v;
-			break;
-		case OPT_LIMIT:
-			if (parse_long(arg, 1, 1000000000, &v))
-				return config_error(err, errlen, "--limit: '%s' is not an integer in 1..1000000000", arg);
-			c->limit = v;
-			break;
-		case OPT_BACKEND:
-			if (!strcmp(arg, "auto"))
-				c->backend = BACKEND_AUTO;
-			else if (!strcmp(arg, "host"))
-				c->backend = BACKEND_HOST;
-			else if (!strcmp(arg, "cuda"))
-				c->backend = BACKEND_CUDA;
-			else
-				return config_error(err, errlen, "--backend: unknown backend '%s'; expected auto, host or cuda", arg);
-			break;
-		case OPT_GRAD_REDUCE:
-			if (!strcmp(arg, "mean"))
-				c->grad_reduce = REDUCE_MEAN;
-			else if (!strcmp(arg, "sum"))
-				c->grad_reduce = REDUCE_SUM;
-			else
-				return config_error(err, errlen, "--grad-reduce: unknown reduction '%s'; expected mean or sum", arg);
-			break;
-		case OPT_DROP_LAST:
-			c->drop_last = 1;
-			break;
-		case OPT_THREADS:
-			if (parse_long(arg, 0, 1024, &v))
-				return config_error(err, errlen, "--threads: '%s' is not an integer in 0..1024 (0: automatic)", arg);
-			c->threads = (int)v;
-			break;
-		case OPT_NO_GRAPH:
-			c->use_graph = 0;
-			break;
-		case OPT_CHECKPOINT_DIR:
-		case OPT_RESUME:
-			if (!*arg || strlen(arg) >= CONFIG_PATH_MAX - 96)
-				return config_error(err, errlen, "%s: expected a path of 1 to %d characters",
-						    flag, CONFIG_PATH_MAX - 97);
-			strcpy(opt == OPT_RESUME ? c->resume : c->checkpoint_dir, arg);
-			break;
-		case OPT_SAVE_EVERY:
-			ckpt_flag = ckpt_flag ? ckpt_flag : "--save-every";
-			if (parse_long(arg, 0, 1000000000, &v))
-				return config_error(err, errlen, "--save-every: '%s' is not an integer in 0..1000000000 (steps; 0: epoch ends only)", arg);
-			c->save_every = (int)v;
-			break;
-		case OPT_KEEP:
-			ckpt_flag = ckpt_flag ? ckpt_flag : "--keep";
-			if (parse_long(arg, 0, 1000000, &v))
-				return config_error(err, errlen, "--keep: '%s' is not an integer in 0..1000000 (0: keep all)", arg);
-			c->keep = (int)v;
-			break;
-		case OPT_TIMEOUT: {
-			char *end;
-			errno = 0;
-			double t = strtod(arg, &end);
-			if (errno || end == arg || *end || !isfinite(t) || t < 0.0 || t > 1e6)
-				return config_error(err, errlen, "--timeout: '%s' is not a number of seconds in 0..1000000 (0: no deadline)", arg);
-			c->timeout = t;
-			break;
-		}
-		case OPT_ALLOW_NONFINITE:
-			c->allow_nonfinite = 1;
-			break;
-		case OPT_HELP:
-			return CONFIG_HELP;
-		case ':':
-			return config_error(err, errlen, "%s: missing value", flag);
-		default:
-			return config_error(err, errlen, "unknown option '%s' (see --help)", flag);
-		}
+		if (opt == ':')
+			return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: missing value", argv[prev]);
+		if (opt < 256 || opt >= 256 + N_SETTINGS)
+			return status_fail(err, errlen, STATUS_BAD_INPUT, "unknown option '%s' (see --help)",
+					   argv[prev]);
+		const struct setting *s = &config_settings[opt - 256];
+		given[opt - 256] = 1;
+		if (s->type == SETTING_FLAG)
+			put_int(c, s->offset, (int)s->lo);
+		else if (config_set(s, c, optarg, why, sizeof(why)))
+			return status_fail(err, errlen, STATUS_BAD_INPUT, "--%s: %s", s->flag, why);
+		if (c->help)
+			return STATUS_OK;
 	}
 	if (optind < argc)
-		return config_error(err, errlen, "unexpected argument '%s' (options start with --; see --help)",
-				    argv[optind]);
-	/* --hidden only shapes the mlp; accepted and ignored otherwise would be a silent default. */
-	if (hidden_given && c->model != MODEL_MLP)
-		return config_error(err, errlen, "--hidden: only the mlp model has hidden layers (add --model mlp)");
-	if (ckpt_flag && !c->checkpoint_dir[0])
-		return config_error(err, errlen, "%s: only applies with --checkpoint-dir DIR", ckpt_flag);
-	return CONFIG_OK;
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "unexpected argument '%s' (options start with --; see --help)",
+				   argv[optind]);
+	/* Rules across flags, in table order: a flag that means nothing here is refused, not ignored. */
+	for (int i = 0; i < N_SETTINGS; i++) {
+		const struct setting *s = &config_settings[i];
+		if (given[i] && s->applies && !s->applies(c))
+			return status_fail(err, errlen, STATUS_BAD_INPUT, "--%s: %s", s->flag, s->needs);
+		if (!given[i] && s->env && set_default(s, c, err, errlen))
+			return STATUS_BAD_INPUT;
+		if (given[i] && s->check && s->check(c, why, sizeof(why)))
+			return status_fail(err, errlen, STATUS_BAD_INPUT, "--%s: %s", s->flag, why);
+	}
+	return STATUS_OK;
+}
+
+/*
+ * Words of text from column `col` on, wrapped at HELP_WIDTH with HELP_COLUMN
+ * indents; HELP_NBSP joins words that stay on one line ("(default 0)").
+ */
+#define HELP_NBSP '\x01'
+static void print_wrapped(const char *text, int col)
+{
+	while (*text) {
+		while (*text == ' ')
+			text++;
+		int n = (int)strcspn(text, " ");
+		if (col > HELP_COLUMN && col + 1 + n > HELP_WIDTH) {
+			printf("\n%*s", HELP_COLUMN, "");
+			col = HELP_COLUMN;
+		} else if (col > HELP_COLUMN) {
+			putchar(' ');
+			col++;
+		}
+		for (int i = 0; i < n; i++)
+			putchar(text[i] == HELP_NBSP ? ' ' : text[i]);
+		col += n;
+		text += n;
+	}
+	putchar('\n');
+}
+
+void config_print_help(const char *prog)
+{
+	printf("Usage: mpirun -n N %s [options]\n"
+	       "Data-parallel MNIST training: one rank per GPU (or CPU slot), gradients\n"
+	       "averaged across ranks every step.\n",
+	       prog);
+	for (int i = 0; i < N_SETTINGS; i++) {
+		const struct setting *s = &config_settings[i];
+		char text[1024];
+		if (s->group)
+			printf("\n%s:\n", s->group);
+		int col = printf("  --%s%s%s", s->flag, s->arg ? " " : "", s->arg ? s->arg : "");
+		if (col > HELP_COLUMN - 2) {
+			printf("\n");
+			col = 0;
+		}
+		printf("%*s", HELP_COLUMN - col, "");
+		if (s->env)
+			snprintf(text, sizeof(text), "%s (default $%s, else %s)", s->help, s->env, s->def);
+		else if (s->def)
+			snprintf(text, sizeof(text), "%s (default%c%s)", s->help, HELP_NBSP, s->def);
+		else
+			snprintf(text, sizeof(text), "%s", s->help);
+		print_wrapped(text, HELP_COLUMN);
+	}
+	printf("\nEach rank prints `epoch: E, step: S, loss is L` on its stdout; rank 0 ends with\n"
+	       "one `summary:` line. Exit status: 0 done, 2 bad usage or input, 1 failure.\n");
 }
 
 const char *model_kind_name(enum model_kind m)
 {
-	switch (m) {
-	case MODEL_SEED:
-		return "seed";
-	case MODEL_LINEAR:
-		return "linear";
-	case MODEL_MLP:
-		return "mlp";
-	}
-	return "?";
+	return (int)m >= 0 && m <= MODEL_MLP ? model_names[m] : "?";
 }
 
 const char *backend_choice_name(enum backend_choice b)
 {
-	switch (b) {
-	case BACKEND_AUTO:
-		return "auto";
-	case BACKEND_HOST:
-		return "host";
-	case BACKEND_CUDA:
-		return "cuda";
-	}
-	return "?";
+	return (int)b >= 0 && b <= BACKEND_CUDA ? backend_names[b] : "?";
 }

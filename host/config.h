@@ -1,5 +1,14 @@
 /*
- * config.h - the trainer's command line (getopt_long) and its settings.
+ * config.h - the run's settings: struct train_config and the one table that
+ * describes every setting (host/config.c).
+ *
+ * Each row of the table is one command-line flag: its name, the type of its
+ * value, its default, the range or names it accepts (and so the message for a
+ * bad value), its --help line, and where the value goes beyond the run that
+ * parsed it: the start-up fingerprint every rank must share (host/agree.c)
+ * and the checkpoint metadata (host/io/checkpoint.c). getopt_long's option
+ * table, the parser, --help, the fingerprint and the metadata are all made
+ * from the rows, so a new flag is one row plus the code that uses its value.
  *
  * Defaults are the seed tutorial's: model `seed`, SGD lr 0.01, batch 32 per
  * rank, 10 epochs, seed 1, a loss line every 10 steps, data from $DATA_PATH.
@@ -10,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "check.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,13 +40,16 @@ enum backend_choice {
 	BACKEND_CUDA,
 };
 
-/* --timeout when not given: seconds a collective may take. */
-#define CONFIG_TIMEOUT_DEFAULT 300.0
+/* --grad-reduce; the training loop maps it to the backend's reduction. */
+enum grad_reduce {
+	GRAD_REDUCE_MEAN = 0,
+	GRAD_REDUCE_SUM,
+};
 
 struct train_config {
 	char data_dir[CONFIG_PATH_MAX];
 	char test_dir[CONFIG_PATH_MAX]; /* "" = sibling test/ of data_dir when present */
-	int test_dir_given;
+	long limit; /* 0 = all training images */
 	enum model_kind model;
 	int hidden[CONFIG_MAX_HIDDEN];
 	int n_hidden;
@@ -46,32 +58,112 @@ struct train_config {
 	float lr;
 	float momentum;
 	uint64_t seed;
-	int log_every;
-	long limit; /* 0 = all training images */
 	enum backend_choice backend;
-	enum reduce_op grad_reduce;
+	enum grad_reduce grad_reduce;
 	int drop_last;
 	int threads; /* 0 = automatic */
-	int use_graph; /* capture the step when the backend can */
+	int use_graph; /* capture the step when the backend can (--no-graph: 0) */
+	int log_every;
 	char metrics_path[CONFIG_PATH_MAX]; /* "" = none */
 	/* Reliability (docs/reliability.md). */
 	char checkpoint_dir[CONFIG_PATH_MAX]; /* "" = no checkpoints */
 	int save_every;      /* steps between checkpoints (also at each epoch's end); 0 = epoch ends only */
 	int keep;            /* newest checkpoints kept; 0 = all */
 	char resume[CONFIG_PATH_MAX]; /* checkpoint file or directory; "" = start fresh */
-	double timeout;      /* seconds a collective may take; 0 = no deadline */
+	float timeout;       /* seconds a collective may take; 0 = no deadline */
 	int allow_nonfinite; /* keep going on a NaN or Inf loss */
+	int help;            /* --help was asked for: print it and do nothing else */
 };
 
-enum config_status {
-	CONFIG_OK = 0,
-	CONFIG_HELP = 1,  /* --help was asked for */
-	CONFIG_ERROR = 2, /* err holds the message */
+/* ---- the table ------------------------------------------------------------ */
+
+enum setting_type {
+	SETTING_PATH,   /* char[CONFIG_PATH_MAX]: 1 to `hi` characters; "" = not given */
+	SETTING_INT,    /* int in [lo, hi] */
+	SETTING_LONG,   /* long in [lo, hi] */
+	SETTING_U64,    /* uint64_t, any */
+	SETTING_FLOAT,  /* float, finite, in [lo, hi] (ends open with SETTING_LO_OPEN/HI_OPEN) */
+	SETTING_CHOICE, /* an enum: the index of its name in `choices` */
+	SETTING_FLAG,   /* int, no value: the flag sets it to `lo`, else it is !lo */
+	SETTING_LIST,   /* int[] at offset and its count at count_offset: 1 to `max` of [lo, hi] */
 };
 
+/* Where a setting goes beyond the run that parsed it. */
+#define SETTING_AGREE 0x1u      /* in the start-up fingerprint: every rank must have the same */
+#define SETTING_CHECKPOINT 0x2u /* stored in the checkpoint metadata */
+#define SETTING_RESUME 0x4u     /* ... and a resumed run must have the checkpoint's value */
+#define SETTING_LO_OPEN 0x8u    /* SETTING_FLOAT: lo itself is out of range */
+#define SETTING_HI_OPEN 0x10u   /* SETTING_FLOAT: hi itself is out of range */
+
+struct setting {
+	const char *flag;   /* "batch-size" is --batch-size; the key is the same with '_' */
+	const char *arg;    /* its value in --help ("N"); NULL for SETTING_FLAG */
+	enum setting_type type;
+	size_t offset;       /* of the value in struct train_config */
+	size_t count_offset; /* SETTING_LIST: of the count */
+	const char *def;     /* the default, as a command-line value; NULL: not given (0, "", off) */
+	const char *env;     /* an environment variable that, set and not empty, replaces def */
+	double lo, hi;       /* the range (SETTING_LIST: of each entry; SETTING_PATH: hi is the length) */
+	int max;             /* SETTING_LIST: most entries */
+	const char *const *choices; /* SETTING_CHOICE: the names, in enum order, NULL-terminated */
+	/* For messages: what a bad value is not (SETTING_FLOAT), the noun of a name
+	 * (SETTING_CHOICE: "unknown model 'x'"), or what a list holds (SETTING_LIST). */
+	const char *expect;
+	const char *note; /* after an integer range in a message: "0: automatic" */
+	unsigned where;   /* SETTING_AGREE, SETTING_CHECKPOINT, ... */
+	const char *group; /* the --help section this row starts; NULL: the one above */
+	const char *help;
+	/*
+	 * NULL, or whether the setting means anything given the others (it may
+	 * read only rows above it). Given where it does not apply, the flag is
+	 * refused with `needs`; where it does not apply its text is "".
+	 */
+	int (*applies)(const struct train_config *c);
+	const char *needs;
+	/* NULL, or a check of the parsed value against this machine: STATUS_OK or a message. */
+	enum status (*check)(const struct train_config *c, char *err, size_t errlen);
+};
+
+extern const struct setting config_settings[];
+extern const int config_n_settings;
+
+/* The row of a flag name ("lr"), or NULL. */
+const struct setting *config_setting(const char *flag);
+
+/* Its key in the fingerprint and the metadata: the flag with '_' for '-' ("batch_size"). */
+void config_key(const struct setting *s, char *buf, size_t len);
+
+/*
+ * The value of s in c as text: what the command line takes (floats in the
+ * fewest digits that read back as the same float, flags "on" or "off"), or ""
+ * for a value not given (a path, a number without a default) and a setting
+ * that does not apply. Two configurations
+ * have the same value exactly when the texts are equal.
+ */
+void config_format(const struct setting *s, const struct train_config *c, char *buf, size_t len);
+
+/*
+ * Set s in c from text, as the command line does (and a flag from "on" or
+ * "off"). On STATUS_BAD_INPUT err says what is wrong with the value, without
+ * the flag ("'x' is not an integer in 1..1000000"): the caller names where it
+ * came from.
+ */
+enum status config_set(const struct setting *s, struct train_config *c, const char *text,
+		       char *err, size_t errlen);
+
+/* ---- the command line ---------------------------------------------------------- */
+
+/* Every setting's default (an unusable $DATA_PATH leaves the built-in one). */
 void config_defaults(struct train_config *c);
-/* Parse argv over c (defaults first). On CONFIG_ERROR err names the flag and what was expected. */
-int config_parse(int argc, char **argv, struct train_config *c, char *err, size_t errlen);
+
+/*
+ * Parse argv over the defaults. STATUS_OK (c->help set when --help came,
+ * which ends the parse), or STATUS_BAD_INPUT with err naming the flag (or the
+ * argument), what was given and what was expected.
+ */
+enum status config_parse(int argc, char **argv, struct train_config *c, char *err, size_t errlen);
+
+/* The --help text on stdout, made from the table. */
 void config_print_help(const char *prog);
 
 const char *model_kind_name(enum model_kind m);

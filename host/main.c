@@ -91,16 +91,17 @@ static enum status load_data(const struct train_config *c, struct mnist_set *tra
 	if (rc)
 		return status_fail(msg, len, rc, "%s", err);
 	char dir[CONFIG_PATH_MAX];
-	if (c->test_dir_given)
+	int given = c->test_dir[0] != '\0';
+	if (given)
 		snprintf(dir, sizeof(dir), "%s", c->test_dir);
 	else
 		sibling_test_dir(c->data_dir, dir, sizeof(dir));
-	if (!c->test_dir_given && !idx_set_present(dir, "t10k"))
+	if (!given && !idx_set_present(dir, "t10k"))
 		return STATUS_OK; /* no test set: test_accuracy=nan */
 	rc = idx_load_set(dir, "t10k", test, err, sizeof(err));
 	if (rc) {
 		mnist_set_destroy(train);
-		return status_fail(msg, len, rc, "%s%s", c->test_dir_given ? "--test-data: " : "", err);
+		return status_fail(msg, len, rc, "%s%s", given ? "--test-data: " : "", err);
 	}
 	*have_test = 1;
 	return STATUS_OK;
@@ -128,14 +129,14 @@ int main(int argc, char **argv)
 	char msg[2048] = "";
 	dist_init(&argc, &argv, &d);
 
-	int rc = config_parse(argc, argv, &cfg, msg, sizeof(msg));
-	if (rc == CONFIG_HELP) {
+	enum status rc = config_parse(argc, argv, &cfg, msg, sizeof(msg));
+	if (rc == STATUS_OK && cfg.help) {
 		if (d.rank == 0)
 			config_print_help(argv[0]);
 		dist_finalize(&d);
 		return exit_code(STATUS_OK);
 	}
-	agree_or_exit(&d, rc == CONFIG_ERROR ? STATUS_BAD_INPUT : STATUS_OK, msg);
+	agree_or_exit(&d, rc, msg);
 	/* From here on every collective of the job runs under --timeout. */
 	dist_set_timeout(&d, cfg.timeout);
 
@@ -156,15 +157,13 @@ int main(int argc, char **argv)
 	agree_or_exit(&d, rc, msg);
 
 	/* Rank 0 writes the checkpoints: it makes sure it can before any rank trains. */
-	if (d.rank == 0 && cfg.checkpoint_dir[0] &&
-	    checkpoint_prepare_dir(cfg.checkpoint_dir, msg, sizeof(msg)))
-		rc = STATUS_BAD_INPUT;
+	if (d.rank == 0 && cfg.checkpoint_dir[0])
+		rc = checkpoint_prepare_dir(cfg.checkpoint_dir, msg, sizeof(msg));
 	agree_or_exit(&d, rc, msg);
 
 	struct backend be;
 	int threads = cfg.threads > 0 ? cfg.threads : auto_threads(&d);
-	rc = backend_select(cfg.backend, &d, threads, &be, msg, sizeof(msg));
-	if (rc) {
+	if (backend_select(cfg.backend, &d, threads, &be, msg, sizeof(msg))) {
 		fprintf(stderr, "mnist-train: rank %d on %s: %s\n", d.rank, d.host, msg);
 		fflush(stderr);
 		dist_finalize(&d);

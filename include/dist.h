@@ -59,6 +59,9 @@ void dist_sum_ll(const struct dist *d, long long *v, int n, const char *what);
 int dist_same_u32(const struct dist *d, uint32_t v, uint32_t *lo, uint32_t *hi,
 		  const char *what);
 void dist_barrier(const struct dist *d, const char *what);
+/* Every rank's `bytes` bytes at send, in rank order into recv (size x bytes) on root only. */
+void dist_gather(const struct dist *d, const void *send, size_t bytes, void *recv, int root,
+		 const char *what);
 
 #ifdef __cplusplus
 }

@@ -1,14 +1,15 @@
 /*
- * test_checkpoint.c - safetensors checkpoints (host/checkpoint.c) and the
+ * test_checkpoint.c - safetensors checkpoints (host/io/checkpoint.c and
+ * checkpoint_dir.c), the position a resume continues from, and the
  * reliability flags of the command line (host/config.c).
  *
  *   ctest --test-dir build -R test_checkpoint --output-on-failure
  *
  * Round trips must be bitwise; every malformed file (truncated at every
  * interesting length, a flipped byte anywhere, each structural defect of the
- * header) must be refused as corrupt with a message naming the file; a file
- * of another model or configuration must be refused as a mismatch naming what
- * differs; --resume DIR must fall back past corrupt files with a warning and
+ * header) must be refused as corrupt (STATUS_BAD_INPUT) with a message naming
+ * the file; a file of another model or configuration must be refused naming
+ * what differs, and checkpoint_load must tell it from a corrupt one; --resume DIR must fall back past corrupt files with a warning and
  * never past a mismatch; pruning keeps the newest K. Files live in a fresh
  * mkdtemp directory per test (Criterion runs each test in its own process).
  * Random inputs come from a seed printed in every failure message.
@@ -99,6 +100,13 @@ static void run_info(const struct train_config *c, struct checkpoint_info *run)
 	run->steps_per_epoch = 32;
 }
 
+/* After global step gs of 32-step epochs. */
+static void set_position(struct checkpoint_info *info, long long gs)
+{
+	info->global_step = gs;
+	info->steps_per_epoch = 32;
+}
+
 static float *random_floats(size_t n, uint64_t stream)
 {
 	struct rng r = rng_make(SEED, stream);
@@ -123,7 +131,7 @@ static void make_image(struct image *im, int mlp, long long gs)
 {
 	small_model(&im->m, &im->c, mlp);
 	run_info(&im->c, &im->info);
-	checkpoint_info_set_position(&im->info, gs, 32);
+	set_position(&im->info, gs);
 	im->params = random_floats(im->m.n_params, 1);
 	im->velocity = random_floats(im->m.n_params, 2);
 	cr_assert_eq(checkpoint_encode(&im->m, &im->info, im->params, im->velocity, &im->buf,
@@ -199,18 +207,17 @@ static size_t craft(uint8_t **out, size_t data_len, const char *json, ...)
 
 /* The metadata of a valid position-1 checkpoint of a 1-tensor file, as JSON members. */
 #define META_OK                                                                                \
-	"\"format\":\"" CHECKPOINT_FORMAT "\",\"epoch\":\"0\",\"step\":\"0\",\"global_step\":\"1\"," \
-	"\"next_epoch\":\"0\",\"next_step\":\"1\",\"sampler_offset\":\"32\","                   \
-	"\"steps_per_epoch\":\"32\",\"model\":\"seed\",\"hidden\":\"\",\"seed\":\"1\","          \
-	"\"lr\":\"0.05\",\"momentum\":\"0\",\"grad_reduce\":\"mean\",\"drop_last\":\"0\","        \
-	"\"ranks\":\"2\",\"batch_size\":\"16\",\"global_batch\":\"32\",\"examples\":\"1000\","   \
-	"\"train_crc32\":\"12345678\",\"epochs\":\"4\",\"checksum\":\"crc32:00000000\""
+	"\"format\":\"" CHECKPOINT_FORMAT "\",\"version\":\"0.1.0\",\"global_step\":\"1\","        \
+	"\"steps_per_epoch\":\"32\",\"model\":\"seed\",\"hidden\":\"\",\"epochs\":\"4\","         \
+	"\"batch_size\":\"16\",\"lr\":\"0.05\",\"momentum\":\"0\",\"seed\":\"1\","                \
+	"\"grad_reduce\":\"mean\",\"drop_last\":\"off\",\"ranks\":\"2\",\"examples\":\"1000\","  \
+	"\"train_crc32\":\"12345678\",\"checksum\":\"crc32:00000000\""
 
-static int parse_image(const uint8_t *buf, size_t len, char *err)
+static enum status parse_image(const uint8_t *buf, size_t len, char *err)
 {
 	struct checkpoint_info info;
 	struct checkpoint_view *view = malloc(sizeof(*view));
-	int rc = checkpoint_parse(buf, len, "ck.safetensors", &info, view, err, ERRLEN);
+	enum status rc = checkpoint_parse(buf, len, "ck.safetensors", &info, view, err, ERRLEN);
 	free(view);
 	return rc;
 }
@@ -218,8 +225,8 @@ static int parse_image(const uint8_t *buf, size_t len, char *err)
 #define EXPECT_CORRUPT(buf, len, needle)                                                        \
 	do {                                                                                     \
 		char err_[ERRLEN] = "";                                                          \
-		int rc_ = parse_image((buf), (len), err_);                                       \
-		cr_expect_eq(rc_, CHECKPOINT_ERR_CORRUPT, "expected corrupt (%s), got %d: %s",   \
+		enum status rc_ = parse_image((buf), (len), err_);                               \
+		cr_expect_eq(rc_, STATUS_BAD_INPUT, "expected corrupt (%s), got %d: %s",         \
 			     (needle), rc_, err_);                                               \
 		cr_expect(strstr(err_, "ck.safetensors") != NULL, "message does not name the file: %s", \
 			  err_);                                                                 \
@@ -237,33 +244,30 @@ Test(checkpoint, round_trip_is_bitwise)
 		struct checkpoint_view *view = malloc(sizeof(*view));
 		char err[ERRLEN] = "";
 		cr_assert_eq(checkpoint_parse(im.buf, im.len, "x", &info, view, err, sizeof(err)),
-			     CHECKPOINT_OK, "seed %llu: %s", SEED, err);
+			     STATUS_OK, "seed %llu: %s", SEED, err);
 		cr_expect_eq(header_len(im.buf) % 8, 0, "the data must start 8-aligned");
 		cr_expect_eq(view->n_tensors, 4 * im.m.n_layers);
 		cr_expect_eq(view->data_len, 2 * im.m.n_params * 4);
 		float *p = calloc(im.m.n_params, sizeof(float));
 		float *v = calloc(im.m.n_params, sizeof(float));
-		cr_assert_eq(checkpoint_extract(view, &im.m, "x", p, v, err, sizeof(err)), CHECKPOINT_OK,
+		cr_assert_eq(checkpoint_extract(view, &im.m, "x", p, v, err, sizeof(err)), STATUS_OK,
 			     "%s", err);
 		cr_expect(!memcmp(p, im.params, im.m.n_params * 4), "params differ (seed %llu)", SEED);
 		cr_expect(!memcmp(v, im.velocity, im.m.n_params * 4), "velocity differs (seed %llu)", SEED);
-		/* Position: global step 45 of 32-step epochs = epoch 1 step 12, next 1/13. */
-		cr_expect_eq(info.epoch, 1);
-		cr_expect_eq(info.step, 12);
+		/* The position: global step 45 of 32-step epochs. */
 		cr_expect_eq(info.global_step, 45);
-		cr_expect_eq(info.next_epoch, 1);
-		cr_expect_eq(info.next_step, 13);
-		cr_expect_eq(info.sampler_offset, 13 * 32);
 		cr_expect_eq(info.steps_per_epoch, 32);
-		cr_expect_eq(info.model, im.c.model);
-		cr_expect_eq(info.n_hidden, mlp ? 2 : 0);
-		cr_expect_eq(info.lr, im.c.lr);
-		cr_expect_eq(info.momentum, im.c.momentum);
+		cr_expect_eq(info.cfg.model, im.c.model);
+		if (mlp)
+			cr_expect(info.cfg.n_hidden == 2 && info.cfg.hidden[0] == 5 && info.cfg.hidden[1] == 3);
+		cr_expect_eq(info.cfg.lr, im.c.lr);
+		cr_expect_eq(info.cfg.momentum, im.c.momentum);
+		cr_expect_eq(info.cfg.epochs, 4);
 		cr_expect_eq(info.ranks, 2);
-		cr_expect_eq(info.batch_size, 16);
+		cr_expect_eq(info.cfg.batch_size, 16);
 		cr_expect_eq(info.examples, 1000);
 		cr_expect_eq(info.train_crc32, 0x12345678u);
-		cr_expect_eq(checkpoint_compat(&info, &im.info, "x", err, sizeof(err)), CHECKPOINT_OK,
+		cr_expect_eq(checkpoint_compat(&info, &im.info, "x", err, sizeof(err)), STATUS_OK,
 			     "%s", err);
 		free(p);
 		free(v);
@@ -291,13 +295,20 @@ Test(checkpoint, layout_is_safetensors)
 	const uint8_t *d = im.buf + 8 + h;
 	cr_expect(d[0] == (uint8_t)u && d[1] == (uint8_t)(u >> 8) && d[2] == (uint8_t)(u >> 16) &&
 		  d[3] == (uint8_t)(u >> 24));
-	/* End of epoch 0: next is epoch 1 step 0. */
+	/* The position is the global step and the steps per epoch, nothing derived. */
+	cr_expect(strstr(hdr, "\"global_step\":\"32\",\"steps_per_epoch\":\"32\""), "%s", hdr);
+	cr_expect(!strstr(hdr, "next_") && !strstr(hdr, "\"epoch\"") && !strstr(hdr, "sampler_offset"),
+		  "%s", hdr);
+	/* The settings in their command-line form, from the settings table. */
+	cr_expect(strstr(hdr, "\"model\":\"seed\",\"hidden\":\"\",\"epochs\":\"4\",\"batch_size\":\"16\","
+			      "\"lr\":\"0.05\",\"momentum\":\"0\",\"seed\":\"1\",\"grad_reduce\":\"mean\","
+			      "\"drop_last\":\"off\""),
+		  "%s", hdr);
 	char err[ERRLEN];
 	struct checkpoint_info info;
 	struct checkpoint_view *view = malloc(sizeof(*view));
 	cr_assert_eq(checkpoint_parse(im.buf, im.len, "x", &info, view, err, sizeof(err)), 0, "%s", err);
-	cr_expect(info.epoch == 0 && info.step == 31 && info.next_epoch == 1 && info.next_step == 0 &&
-		  info.sampler_offset == 0);
+	cr_expect_eq(info.global_step, 32);
 	free(view);
 	free(hdr);
 	free_image(&im);
@@ -328,9 +339,9 @@ Test(checkpoint, every_flipped_byte_is_found)
 		for (int bit = 0; bit < 8; bit += 3) {
 			im.buf[i] ^= (uint8_t)(1u << bit);
 			char err[ERRLEN] = "";
-			int rc = parse_image(im.buf, im.len, err);
+			enum status rc = parse_image(im.buf, im.len, err);
 			im.buf[i] ^= (uint8_t)(1u << bit);
-			if (rc != CHECKPOINT_ERR_CORRUPT) {
+			if (rc != STATUS_BAD_INPUT) {
 				if (missed++ < 5)
 					cr_log_error("byte %zu bit %d: rc %d, not corrupt", i, bit, rc);
 			}
@@ -364,7 +375,7 @@ Test(checkpoint, malformed_headers)
 		const char *json;
 		const char *needle;
 	} cases[] = {
-		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}", "expected ',' or '}'"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}", "'}' expected"},
 		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F16\",\"shape\":[8],\"data_offsets\":[0,32]}}", "dtype F16"},
 		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[9],\"data_offsets\":[0,32]}}", "needs 36"},
 		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", "cover 16 of the 32"},
@@ -373,21 +384,21 @@ Test(checkpoint, malformed_headers)
 		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[32,0]}}", "outside"},
 		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32],\"x\":1}}", "unknown key"},
 		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8]}}", "lacks"},
-		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[08],\"data_offsets\":[0,32]}}", "leading zero"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[08],\"data_offsets\":[0,32]}}", "invalid token"},
 		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[-8],\"data_offsets\":[0,32]}}", "non-negative integer"},
 		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8.0],\"data_offsets\":[0,32]}}", "fraction"},
 		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32,40]}}", "too many entries"},
-		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]},\"t\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[32,32]}}", "duplicate tensor"},
-		{"{\"__metadata__\":{" META_OK ",\"epoch\":\"0\"},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "duplicate metadata"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]},\"t\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[32,32]}}", "duplicate object key near '\"t\"'"},
+		{"{\"__metadata__\":{" META_OK ",\"seed\":\"2\"},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "duplicate object key near '\"seed\"'"},
 		{"{\"__metadata__\":{" META_OK ",\"n\":5},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "must be strings"},
 		{"{\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "no __metadata__"},
-		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}} x", "bytes after"},
-		{"{\"__metadata__\":{" META_OK "},\"t\\ud800\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "surrogate"},
-		{"{\"__metadata__\":{" META_OK "},\"t\\q\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "bad escape"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}} x", "end of file expected"},
+		{"{\"__metadata__\":{" META_OK "},\"t\\ud800\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "invalid Unicode '\\uD800'"},
+		{"{\"__metadata__\":{" META_OK "},\"t\\q\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "invalid escape"},
 		{"{\"__metadata__\":{\"format\":\"something-else\",\"checksum\":\"crc32:00000000\"},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "format 'something-else'"},
-		{"{\"__metadata__\":{\"format\":\"" CHECKPOINT_FORMAT "\",\"checksum\":\"crc32:00000000\"},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "lacks \"epoch\""},
+		{"{\"__metadata__\":{\"format\":\"" CHECKPOINT_FORMAT "\",\"checksum\":\"crc32:00000000\"},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "lacks \"global_step\""},
 		{"{\"__metadata__\":{\"format\":\"" CHECKPOINT_FORMAT "\"},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}", "lacks \"checksum\""},
-		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}", "expected ',' or '}'"},
+		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}", "'}' expected"},
 		{"[]", "expected '{'"},
 		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[99999999999999999],\"data_offsets\":[0,32]}}", "too large"},
 		{"{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,32]}}", "larger than the file"},
@@ -400,28 +411,34 @@ Test(checkpoint, malformed_headers)
 	/* The control: the same shape, well formed, parses. */
 	n = craft(&b, 32, "%s", "{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}  ");
 	char err[ERRLEN] = "";
-	cr_expect_eq(parse_image(b, n, err), CHECKPOINT_OK, "the control must parse: %s", err);
+	cr_expect_eq(parse_image(b, n, err), STATUS_OK, "the control must parse: %s", err);
 	free(b);
 }
 
 Test(checkpoint, inconsistent_metadata)
 {
-	/* Values that parse but contradict each other or their range. */
+	/* Values that parse as JSON but are out of range, of the wrong form, or contradict each other. */
 	const char *subs[][2] = {
-		{"\"global_step\":\"1\"", "\"global_step\":\"2\""},
-		{"\"next_step\":\"1\"", "\"next_step\":\"2\""},
-		{"\"sampler_offset\":\"32\"", "\"sampler_offset\":\"16\""},
-		{"\"global_batch\":\"32\"", "\"global_batch\":\"64\""},
-		{"\"step\":\"0\"", "\"step\":\"-1\""},
+		{"\"global_step\":\"1\"", "\"global_step\":\"129\""}, /* past 4 epochs of 32 steps */
+		{"\"global_step\":\"1\"", "\"global_step\":\"0\""},
+		{"\"global_step\":\"1\"", "\"global_step\":\"-1\""},
+		{"\"global_step\":\"1\"", "\"global_step\":\"1.0\""},
+		{"\"steps_per_epoch\":\"32\"", "\"steps_per_epoch\":\"0\""},
 		{"\"model\":\"seed\"", "\"model\":\"resnet\""},
 		{"\"hidden\":\"\"", "\"hidden\":\"5\""},
 		{"\"lr\":\"0.05\"", "\"lr\":\"nan\""},
+		{"\"lr\":\"0.05\"", "\"lr\":\"0\""},
 		{"\"momentum\":\"0\"", "\"momentum\":\"1.5\""},
 		{"\"grad_reduce\":\"mean\"", "\"grad_reduce\":\"max\""},
+		{"\"drop_last\":\"off\"", "\"drop_last\":\"0\""},
 		{"\"train_crc32\":\"12345678\"", "\"train_crc32\":\"1234567\""},
 		{"\"seed\":\"1\"", "\"seed\":\"-1\""},
-		{"\"steps_per_epoch\":\"32\"", "\"steps_per_epoch\":\"0\""},
 		{"\"epochs\":\"4\"", "\"epochs\":\"0\""},
+		{"\"batch_size\":\"16\"", "\"batch_size\":\"65537\""},
+		{"\"ranks\":\"2\"", "\"ranks\":\"0\""},
+		{"\"examples\":\"1000\"", "\"examples\":\"\""},
+		{"\"epochs\":\"4\",", ""}, /* a setting missing */
+		{"\"ranks\":\"2\",", ""},
 	};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		char json[4096];
@@ -439,6 +456,56 @@ Test(checkpoint, inconsistent_metadata)
 	}
 }
 
+Test(checkpoint, older_format_is_refused_by_name)
+{
+	char json[4096];
+	snprintf(json, sizeof(json),
+		 "{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}");
+	char *at = strstr(json, CHECKPOINT_FORMAT);
+	cr_assert_not_null(at);
+	at[strlen(CHECKPOINT_FORMAT) - 1] = '1';
+	uint8_t *b;
+	size_t n = craft(&b, 32, "%s", json);
+	EXPECT_CORRUPT(b, n, "format 'mnist-ddp-checkpoint-1', expected '" CHECKPOINT_FORMAT
+			     "' (a checkpoint of an older build)");
+	free(b);
+}
+
+/* ---- the position ------------------------------------------------------------------- */
+
+Test(checkpoint, position_a_resume_continues_from)
+{
+	struct {
+		long long gs;
+		int spe;
+		int epoch, step, next_epoch, next_step;
+	} cases[] = {
+		{1, 32, 0, 0, 0, 1},        /* after the first step */
+		{31, 32, 0, 30, 0, 31},     /* before the last step of an epoch */
+		{32, 32, 0, 31, 1, 0},      /* the epoch boundary: the next epoch's first step */
+		{33, 32, 1, 0, 1, 1},
+		{45, 32, 1, 12, 1, 13},
+		{128, 32, 3, 31, 4, 0},     /* the last step of 4 epochs: next is epoch 4, nothing left */
+		{1, 1, 0, 0, 1, 0},         /* one step per epoch */
+		{7, 1, 6, 0, 7, 0},
+		{938, 938, 0, 937, 1, 0},   /* the seed model's epoch on 2 ranks */
+		{1876, 938, 1, 937, 2, 0},
+		{(1LL << 40) + 5, 1000000000, 1099, 511627780, 1099, 511627781},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct checkpoint_position p = checkpoint_position(cases[i].gs, cases[i].spe);
+		cr_expect(p.epoch == cases[i].epoch && p.step == cases[i].step &&
+				  p.next_epoch == cases[i].next_epoch && p.next_step == cases[i].next_step,
+			  "global step %lld of %d-step epochs: last %d/%d next %d/%d, want %d/%d next %d/%d",
+			  cases[i].gs, cases[i].spe, p.epoch, p.step, p.next_epoch, p.next_step,
+			  cases[i].epoch, cases[i].step, cases[i].next_epoch, cases[i].next_step);
+		/* The next step is the one after the last, whatever the epoch length. */
+		long long last = (long long)p.epoch * cases[i].spe + p.step;
+		long long next = (long long)p.next_epoch * cases[i].spe + p.next_step;
+		cr_expect(last == cases[i].gs - 1 && next == cases[i].gs, "case %zu", i);
+	}
+}
+
 /* ---- another model or configuration ------------------------------------------------- */
 
 Test(checkpoint, other_model_is_a_mismatch)
@@ -453,12 +520,12 @@ Test(checkpoint, other_model_is_a_mismatch)
 	int hidden[2] = {6, 3};
 	model_init(&other, MODEL_MLP, hidden, 2);
 	float *p = calloc(other.n_params, 4), *v = calloc(other.n_params, 4);
-	cr_expect_eq(checkpoint_extract(view, &other, "x", p, v, err, sizeof(err)),
-		     CHECKPOINT_ERR_MISMATCH);
+	cr_expect_eq(checkpoint_extract(view, &other, "x", p, v, err, sizeof(err)), STATUS_BAD_INPUT);
 	cr_expect(strstr(err, "fc0.weight is F32 [5, 784], this model has F32 [6, 784]"), "%s", err);
+	hidden[0] = 5;
 	model_init(&other, MODEL_MLP, hidden, 1);
-	cr_expect_eq(checkpoint_extract(view, &other, "x", p, v, err, sizeof(err)),
-		     CHECKPOINT_ERR_MISMATCH);
+	cr_expect_eq(checkpoint_extract(view, &other, "x", p, v, err, sizeof(err)), STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "fc1.weight is F32 [3, 5], this model has F32 [10, 5]"), "%s", err);
 	free(p);
 	free(v);
 	free(view);
@@ -473,47 +540,51 @@ Test(checkpoint, compat_names_every_difference)
 	char err[ERRLEN];
 	small_model(&m, &c, 1);
 	run_info(&c, &ck);
-	checkpoint_info_set_position(&ck, 40, 32);
+	set_position(&ck, 40);
 
 	/* Same configuration: fine. A different rank count with the same global batch: fine. */
 	run = ck;
-	cr_expect_eq(checkpoint_compat(&ck, &run, "ck", err, sizeof(err)), CHECKPOINT_OK, "%s", err);
+	cr_expect_eq(checkpoint_compat(&ck, &run, "ck", err, sizeof(err)), STATUS_OK, "%s", err);
 	run.ranks = 4;
-	run.batch_size = 8;
-	cr_expect_eq(checkpoint_compat(&ck, &run, "ck", err, sizeof(err)), CHECKPOINT_OK, "%s", err);
+	run.cfg.batch_size = 8;
+	cr_expect_eq(checkpoint_compat(&ck, &run, "ck", err, sizeof(err)), STATUS_OK, "%s", err);
 
 #define CASE(stmt, needle)                                                                   \
 	do {                                                                                 \
 		run = ck;                                                                    \
 		stmt;                                                                        \
 		cr_expect_eq(checkpoint_compat(&ck, &run, "ck", err, sizeof(err)),           \
-			     CHECKPOINT_ERR_MISMATCH, "%s: accepted", #stmt);                \
+			     STATUS_BAD_INPUT, "%s: accepted", #stmt);                       \
 		cr_expect(strstr(err, needle), "%s: message lacks '%s': %s", #stmt, needle, err); \
 		cr_expect(strstr(err, "ck does not fit this run"), "%s", err);             \
 	} while (0)
-	CASE(run.model = MODEL_LINEAR, "--model mlp in the checkpoint, linear here");
-	CASE(run.hidden[0] = 6, "--hidden 5,3 in the checkpoint, 6,3 here");
-	CASE(run.seed = 2, "--seed 1 in the checkpoint, 2 here");
-	CASE(run.lr = 0.1f, "--lr 0.0500000007 in the checkpoint, 0.100000001 here");
-	CASE(run.momentum = 0.5f, "--momentum");
-	CASE(run.grad_reduce = REDUCE_SUM, "--grad-reduce mean in the checkpoint, sum here");
-	CASE(run.drop_last = 1, "--drop-last off in the checkpoint, on here");
+	CASE(run.cfg.model = MODEL_LINEAR, "--model mlp in the checkpoint, linear here");
+	CASE(run.cfg.hidden[0] = 6, "--hidden 5,3 in the checkpoint, 6,3 here");
+	CASE(run.cfg.seed = 2, "--seed 1 in the checkpoint, 2 here");
+	CASE(run.cfg.lr = 0.1f, "--lr 0.05 in the checkpoint, 0.1 here");
+	CASE(run.cfg.lr = nextafterf(0.05f, 1.0f), "--lr 0.05 in the checkpoint, 0.050000004 here");
+	CASE(run.cfg.momentum = 0.5f, "--momentum 0.9 in the checkpoint, 0.5 here");
+	CASE(run.cfg.grad_reduce = GRAD_REDUCE_SUM, "--grad-reduce mean in the checkpoint, sum here");
+	CASE(run.cfg.drop_last = 1, "--drop-last off in the checkpoint, on here");
 	CASE(run.examples = 999, "(--limit)");
 	CASE(run.train_crc32 = 1, "a different data set");
 	CASE(run.ranks = 3, "global batch 32 in the checkpoint (2 ranks x --batch-size 16), 48 here");
-	CASE(run.batch_size = 32, "global batch 32");
-	CASE(run.epochs = 1, "--epochs 1 is the total, but the checkpoint is already at epoch 1 step 7");
+	CASE(run.cfg.batch_size = 32, "global batch 32");
+	CASE(run.cfg.epochs = 1, "--epochs 1 is the total, but the checkpoint is already at epoch 1 step 7");
 	/* Two differences: both named. */
-	CASE((run.seed = 9, run.lr = 1.0f), "--seed 1 in the checkpoint, 9 here; --lr");
+	CASE((run.cfg.seed = 9, run.cfg.lr = 1.0f), "--lr 0.05 in the checkpoint, 1 here; --seed 1 in the checkpoint, 9 here");
+	/* Another model: named once, its hidden layers not as a second difference. */
+	CASE(run.cfg.model = MODEL_SEED, "does not fit this run: --model mlp in the checkpoint, seed here");
+	cr_expect(!strstr(err, "--hidden"), "%s", err);
 	/* Summed gradients scale with the rank count. */
-	ck.grad_reduce = REDUCE_SUM;
-	CASE((run.ranks = 4, run.batch_size = 8), "scales with the rank count");
+	ck.cfg.grad_reduce = GRAD_REDUCE_SUM;
+	CASE((run.ranks = 4, run.cfg.batch_size = 8), "scales with the rank count");
 #undef CASE
 	/* Exactly at the end of training: nothing left, but allowed. */
-	ck.grad_reduce = REDUCE_MEAN;
-	checkpoint_info_set_position(&ck, 4 * 32, 32);
+	ck.cfg.grad_reduce = GRAD_REDUCE_MEAN;
+	set_position(&ck, 4 * 32);
 	run = ck;
-	cr_expect_eq(checkpoint_compat(&ck, &run, "ck", err, sizeof(err)), CHECKPOINT_OK, "%s", err);
+	cr_expect_eq(checkpoint_compat(&ck, &run, "ck", err, sizeof(err)), STATUS_OK, "%s", err);
 }
 
 /* ---- files: save, load, resume, prune ---------------------------------------------- */
@@ -521,10 +592,10 @@ Test(checkpoint, compat_names_every_difference)
 static void save_at(struct image *im, long long gs, char *path)
 {
 	char err[ERRLEN];
-	checkpoint_info_set_position(&im->info, gs, 32);
+	set_position(&im->info, gs);
 	cr_assert_eq(checkpoint_save(tmpdir, &im->m, &im->info, im->params, im->velocity, path,
 				     CONFIG_PATH_MAX + 96, err, sizeof(err)),
-		     CHECKPOINT_OK, "%s", err);
+		     STATUS_OK, "%s", err);
 }
 
 static int count_files(const char *dir, const char *prefix)
@@ -551,7 +622,7 @@ Test(checkpoint, save_is_atomic_and_loads)
 	struct checkpoint_info info, run;
 	run_info(&im.c, &run);
 	float *p = calloc(im.m.n_params, 4), *v = calloc(im.m.n_params, 4);
-	cr_assert_eq(checkpoint_load(path, &im.m, &run, &info, p, v, err, sizeof(err)), CHECKPOINT_OK,
+	cr_assert_eq(checkpoint_load(path, &im.m, &run, &info, p, v, NULL, err, sizeof(err)), STATUS_OK,
 		     "%s", err);
 	cr_expect(!memcmp(p, im.params, im.m.n_params * 4));
 	cr_expect(!memcmp(v, im.velocity, im.m.n_params * 4));
@@ -559,19 +630,21 @@ Test(checkpoint, save_is_atomic_and_loads)
 	/* Saving again over the same name replaces it whole. */
 	im.params[3] = 42.0f;
 	save_at(&im, 40, path);
-	cr_assert_eq(checkpoint_load(path, &im.m, &run, &info, p, v, err, sizeof(err)), CHECKPOINT_OK);
+	cr_assert_eq(checkpoint_load(path, &im.m, &run, &info, p, v, NULL, err, sizeof(err)), STATUS_OK);
 	cr_expect_eq(p[3], 42.0f);
 	/* An unwritable destination is an I/O error naming the file. */
 	char missing[600];
 	snprintf(missing, sizeof(missing), "%s/no/such/dir", tmpdir);
 	cr_expect_eq(checkpoint_save(missing, &im.m, &im.info, im.params, im.velocity, path,
 				     sizeof(path), err, sizeof(err)),
-		     CHECKPOINT_ERR_IO);
+		     STATUS_RUNTIME);
 	cr_expect(strstr(err, missing), "%s", err);
-	/* A missing file: I/O error naming it. */
+	/* A missing file: unusable, not another run's, and named. */
+	int mismatch = -1;
 	snprintf(missing, sizeof(missing), "%s/ckpt-9-999.safetensors", tmpdir);
-	cr_expect_eq(checkpoint_load(missing, &im.m, &run, &info, p, v, err, sizeof(err)),
-		     CHECKPOINT_ERR_IO);
+	cr_expect_eq(checkpoint_load(missing, &im.m, &run, &info, p, v, &mismatch, err, sizeof(err)),
+		     STATUS_BAD_INPUT);
+	cr_expect_eq(mismatch, 0);
 	cr_expect(strstr(err, missing) && strstr(err, "cannot open"), "%s", err);
 	free(p);
 	free(v);
@@ -627,7 +700,7 @@ Test(checkpoint, resume_dir_falls_back_past_corrupt_files)
 	FILE *warn = tmpfile();
 	cr_assert_eq(checkpoint_resume(tmpdir, &im.m, &run, &info, p, v, used, sizeof(used), warn, err,
 				       sizeof(err)),
-		     CHECKPOINT_OK, "%s", err);
+		     STATUS_OK, "%s", err);
 	cr_expect_str_eq(used, p3);
 	cr_expect_eq(p[0], 2.0f);
 	cr_expect_eq(ftell(warn), 0, "no warning expected when the newest is valid");
@@ -636,7 +709,7 @@ Test(checkpoint, resume_dir_falls_back_past_corrupt_files)
 	cr_assert_eq(truncate(p3, 5000), 0);
 	cr_assert_eq(checkpoint_resume(tmpdir, &im.m, &run, &info, p, v, used, sizeof(used), warn, err,
 				       sizeof(err)),
-		     CHECKPOINT_OK, "%s", err);
+		     STATUS_OK, "%s", err);
 	cr_expect_str_eq(used, p2);
 	cr_expect_eq(p[0], 1.0f);
 	cr_expect_eq(info.global_step, 64);
@@ -652,20 +725,20 @@ Test(checkpoint, resume_dir_falls_back_past_corrupt_files)
 	fclose(f);
 	cr_assert_eq(checkpoint_resume(tmpdir, &im.m, &run, &info, p, v, used, sizeof(used), NULL, err,
 				       sizeof(err)),
-		     CHECKPOINT_OK, "%s", err);
+		     STATUS_OK, "%s", err);
 	cr_expect_str_eq(used, p1);
 
 	/* None valid: an error saying so. */
 	cr_assert_eq(truncate(p1, 0), 0);
 	cr_expect_eq(checkpoint_resume(tmpdir, &im.m, &run, &info, p, v, used, sizeof(used), NULL, err,
 				       sizeof(err)),
-		     CHECKPOINT_ERR_CORRUPT);
+		     STATUS_BAD_INPUT);
 	cr_expect(strstr(err, "no valid checkpoint among the 3 found"), "%s", err);
 
 	/* A corrupt FILE given explicitly: no fallback, the file is named. */
 	cr_expect_eq(checkpoint_resume(p3, &im.m, &run, &info, p, v, used, sizeof(used), NULL, err,
 				       sizeof(err)),
-		     CHECKPOINT_ERR_CORRUPT);
+		     STATUS_BAD_INPUT);
 	cr_expect(strstr(err, p3) && strstr(err, "truncated"), "%s", err);
 	fclose(warn);
 	free(p);
@@ -679,15 +752,24 @@ Test(checkpoint, resume_never_falls_back_past_a_mismatch)
 	make_image(&im, 1, 1);
 	char path[CONFIG_PATH_MAX + 96], used[CONFIG_PATH_MAX + 96], err[ERRLEN];
 	save_at(&im, 32, path);
-	im.info.seed = 77; /* the newest from another configuration */
+	im.info.cfg.seed = 77; /* the newest from another configuration */
 	save_at(&im, 64, path);
 	struct checkpoint_info info, run;
 	run_info(&im.c, &run);
 	float *p = calloc(im.m.n_params, 4), *v = calloc(im.m.n_params, 4);
 	cr_expect_eq(checkpoint_resume(tmpdir, &im.m, &run, &info, p, v, used, sizeof(used), NULL, err,
 				       sizeof(err)),
-		     CHECKPOINT_ERR_MISMATCH);
+		     STATUS_BAD_INPUT);
 	cr_expect(strstr(err, "ckpt-1-64.safetensors does not fit this run: --seed 77"), "%s", err);
+	/* checkpoint_load tells the two kinds apart: another run's, and a corrupt one. */
+	int mismatch = 0;
+	cr_expect_eq(checkpoint_load(path, &im.m, &run, &info, p, v, &mismatch, err, sizeof(err)),
+		     STATUS_BAD_INPUT);
+	cr_expect_eq(mismatch, 1, "%s", err);
+	cr_assert_eq(truncate(path, 1000), 0);
+	cr_expect_eq(checkpoint_load(path, &im.m, &run, &info, p, v, &mismatch, err, sizeof(err)),
+		     STATUS_BAD_INPUT);
+	cr_expect_eq(mismatch, 0, "%s", err);
 	free(p);
 	free(v);
 	free_image(&im);
@@ -703,12 +785,12 @@ Test(checkpoint, resume_of_nothing)
 	float *p = calloc(im.m.n_params, 4), *v = calloc(im.m.n_params, 4);
 	cr_expect_eq(checkpoint_resume(tmpdir, &im.m, &run, &info, p, v, used, sizeof(used), NULL, err,
 				       sizeof(err)),
-		     CHECKPOINT_ERR_IO);
+		     STATUS_BAD_INPUT);
 	cr_expect(strstr(err, "no checkpoint"), "%s", err);
 	snprintf(path, sizeof(path), "%s/absent", tmpdir);
 	cr_expect_eq(checkpoint_resume(path, &im.m, &run, &info, p, v, used, sizeof(used), NULL, err,
 				       sizeof(err)),
-		     CHECKPOINT_ERR_IO);
+		     STATUS_BAD_INPUT);
 	cr_expect(strstr(err, path), "%s", err);
 	/* A file far larger than this model's checkpoint is refused before it is read. */
 	snprintf(path, sizeof(path), "%s/ckpt-0-1.safetensors", tmpdir);
@@ -716,8 +798,10 @@ Test(checkpoint, resume_of_nothing)
 	cr_assert_eq(fseek(f, 8 << 20, SEEK_SET), 0);
 	fputc(0, f);
 	fclose(f);
-	cr_expect_eq(checkpoint_load(path, &im.m, &run, &info, p, v, err, sizeof(err)),
-		     CHECKPOINT_ERR_MISMATCH);
+	int mismatch = 0;
+	cr_expect_eq(checkpoint_load(path, &im.m, &run, &info, p, v, &mismatch, err, sizeof(err)),
+		     STATUS_BAD_INPUT);
+	cr_expect_eq(mismatch, 1, "a file too large for this model is another model's");
 	cr_expect(strstr(err, "more than a checkpoint of this model can be"), "%s", err);
 	free(p);
 	free(v);
@@ -768,10 +852,10 @@ Test(checkpoint, prepare_dir)
 	cr_expect_eq(access(keep, F_OK), 0, "an unrelated file was removed");
 	snprintf(dir, sizeof(dir), "%s/file", tmpdir);
 	write_file(dir, (const uint8_t *)"x", 1);
-	cr_expect_eq(checkpoint_prepare_dir(dir, err, sizeof(err)), -1);
+	cr_expect_eq(checkpoint_prepare_dir(dir, err, sizeof(err)), STATUS_BAD_INPUT);
 	cr_expect(strstr(err, "--checkpoint-dir") && strstr(err, dir), "%s", err);
 	snprintf(dir, sizeof(dir), "%s/file/sub", tmpdir);
-	cr_expect_eq(checkpoint_prepare_dir(dir, err, sizeof(err)), -1);
+	cr_expect_eq(checkpoint_prepare_dir(dir, err, sizeof(err)), STATUS_BAD_INPUT);
 	cr_expect(strstr(err, "--checkpoint-dir"), "%s", err);
 }
 
@@ -801,7 +885,7 @@ Test(reliability_flags, defaults_and_values)
 {
 	struct train_config c;
 	char err[ERRLEN] = "";
-	cr_assert_eq(parse_args(&c, err, NULL), CONFIG_OK, "%s", err);
+	cr_assert_eq(parse_args(&c, err, NULL), STATUS_OK, "%s", err);
 	cr_expect_str_eq(c.checkpoint_dir, "");
 	cr_expect_str_eq(c.resume, "");
 	cr_expect_eq(c.save_every, 0);
@@ -811,7 +895,7 @@ Test(reliability_flags, defaults_and_values)
 	cr_assert_eq(parse_args(&c, err, "--checkpoint-dir", "ck", "--save-every", "50", "--keep",
 				"0", "--resume", "ck/ckpt-1-2.safetensors", "--timeout", "2.5",
 				"--allow-nonfinite", NULL),
-		     CONFIG_OK, "%s", err);
+		     STATUS_OK, "%s", err);
 	cr_expect_str_eq(c.checkpoint_dir, "ck");
 	cr_expect_str_eq(c.resume, "ck/ckpt-1-2.safetensors");
 	cr_expect_eq(c.save_every, 50);
@@ -819,7 +903,7 @@ Test(reliability_flags, defaults_and_values)
 	cr_expect_eq(c.timeout, 2.5);
 	cr_expect_eq(c.allow_nonfinite, 1);
 	/* --resume alone (continue without saving) and --timeout 0 (no deadline) are fine. */
-	cr_expect_eq(parse_args(&c, err, "--resume", "ck", "--timeout", "0", NULL), CONFIG_OK, "%s", err);
+	cr_expect_eq(parse_args(&c, err, "--resume", "ck", "--timeout", "0", NULL), STATUS_OK, "%s", err);
 	cr_expect_eq(c.timeout, 0.0);
 }
 
@@ -845,16 +929,16 @@ Test(reliability_flags, bad_values_name_the_flag)
 		struct train_config c;
 		char err[ERRLEN] = "";
 		int rc = parse_args(&c, err, "--checkpoint-dir", "ck", cases[i].flag, cases[i].value, NULL);
-		cr_expect_eq(rc, CONFIG_ERROR, "%s '%s' accepted", cases[i].flag, cases[i].value);
+		cr_expect_eq(rc, STATUS_BAD_INPUT, "%s '%s' accepted", cases[i].flag, cases[i].value);
 		cr_expect(strstr(err, cases[i].needle), "%s '%s': message '%s' lacks '%s'",
 			  cases[i].flag, cases[i].value, err, cases[i].needle);
 	}
 	struct train_config c;
 	char err[ERRLEN] = "";
-	cr_expect_eq(parse_args(&c, err, "--save-every", "10", NULL), CONFIG_ERROR);
+	cr_expect_eq(parse_args(&c, err, "--save-every", "10", NULL), STATUS_BAD_INPUT);
 	cr_expect(strstr(err, "--save-every: only applies with --checkpoint-dir"), "%s", err);
-	cr_expect_eq(parse_args(&c, err, "--keep", "2", NULL), CONFIG_ERROR);
+	cr_expect_eq(parse_args(&c, err, "--keep", "2", NULL), STATUS_BAD_INPUT);
 	cr_expect(strstr(err, "--keep: only applies with --checkpoint-dir"), "%s", err);
-	cr_expect_eq(parse_args(&c, err, "--checkpoint-dir", NULL), CONFIG_ERROR);
+	cr_expect_eq(parse_args(&c, err, "--checkpoint-dir", NULL), STATUS_BAD_INPUT);
 	cr_expect(strstr(err, "--checkpoint-dir: missing value"), "%s", err);
 }

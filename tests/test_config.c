@@ -1,26 +1,30 @@
 /*
- * test_config.c - the command line (host/config.c): defaults, every flag,
- * and every kind of bad value.
+ * test_config.c - the settings table and the command line made from it
+ * (host/config.c): defaults, every flag, every kind of bad value, the rules
+ * across flags, --help, and the text form of every value.
  *
  *   ctest --test-dir build -R test_config --output-on-failure
  *
- * Each bad value must give CONFIG_ERROR with a message that names the flag
- * (or the offending argument); --help gives CONFIG_HELP. Arguments are copied
+ * Each bad value must give STATUS_BAD_INPUT with a message that names the
+ * flag (or the offending argument); --help sets c.help. Arguments are copied
  * into writable storage because getopt_long permutes argv.
  */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 
-#define MAX_ARGS 16
+#define MAX_ARGS 32
 
 struct parsed {
-	int rc;
+	enum status rc;
 	struct train_config c;
 	char err[512];
 	char args[512]; /* the arguments, quoted, for messages */
@@ -59,7 +63,7 @@ Test(config, defaults_are_the_seeds)
 {
 	unsetenv("DATA_PATH");
 	struct parsed p = parse(NULL);
-	cr_assert_eq(p.rc, CONFIG_OK, "no arguments: rc %d (%s)", p.rc, p.err);
+	cr_assert_eq(p.rc, STATUS_OK, "no arguments: rc %d (%s)", p.rc, p.err);
 	const struct train_config *c = &p.c;
 	cr_assert_eq(c->model, MODEL_SEED);
 	cr_assert(c->lr == 0.01f, "lr %g", c->lr);
@@ -70,10 +74,12 @@ Test(config, defaults_are_the_seeds)
 	cr_assert_eq(c->log_every, 10);
 	cr_assert_eq(c->limit, 0);
 	cr_assert_eq(c->backend, BACKEND_AUTO);
-	cr_assert_eq(c->grad_reduce, REDUCE_MEAN);
+	cr_assert_eq(c->grad_reduce, GRAD_REDUCE_MEAN);
 	cr_assert_eq(c->drop_last, 0);
 	cr_assert_eq(c->threads, 0);
-	cr_assert_eq(c->test_dir_given, 0);
+	cr_assert_eq(c->use_graph, 1);
+	cr_assert_eq(c->help, 0);
+	cr_assert(c->timeout == 300.0f && c->keep == 3 && c->save_every == 0);
 	cr_assert_str_eq(c->test_dir, "");
 	cr_assert_str_eq(c->metrics_path, "");
 	cr_assert_str_eq(c->data_dir, "./MNIST_Data/train/");
@@ -91,11 +97,11 @@ Test(config, data_dir_from_environment)
 {
 	setenv("DATA_PATH", "/data/mnist/train/", 1);
 	struct parsed p = parse(NULL);
-	cr_assert_eq(p.rc, CONFIG_OK);
+	cr_assert_eq(p.rc, STATUS_OK);
 	cr_assert_str_eq(p.c.data_dir, "/data/mnist/train/");
 	/* --data wins over the environment. */
 	p = parse("--data", "/elsewhere", NULL);
-	cr_assert_eq(p.rc, CONFIG_OK);
+	cr_assert_eq(p.rc, STATUS_OK);
 	cr_assert_str_eq(p.c.data_dir, "/elsewhere");
 	/* An empty DATA_PATH is as good as none. */
 	setenv("DATA_PATH", "", 1);
@@ -107,66 +113,65 @@ Test(config, every_flag_parsed)
 {
 	struct parsed p;
 	p = parse("--data", "d1", "--test-data", "t1", "--metrics", "m.jsonl", NULL);
-	cr_assert_eq(p.rc, CONFIG_OK, "%s", p.err);
+	cr_assert_eq(p.rc, STATUS_OK, "%s", p.err);
 	cr_assert_str_eq(p.c.data_dir, "d1");
 	cr_assert_str_eq(p.c.test_dir, "t1");
-	cr_assert_eq(p.c.test_dir_given, 1);
 	cr_assert_str_eq(p.c.metrics_path, "m.jsonl");
 
 	const char *models[] = {"seed", "linear", "mlp"};
 	const enum model_kind kinds[] = {MODEL_SEED, MODEL_LINEAR, MODEL_MLP};
 	for (int i = 0; i < 3; i++) {
 		p = parse("--model", models[i], NULL);
-		cr_assert_eq(p.rc, CONFIG_OK, "--model %s: %s", models[i], p.err);
+		cr_assert_eq(p.rc, STATUS_OK, "--model %s: %s", models[i], p.err);
 		cr_assert_eq(p.c.model, kinds[i], "--model %s", models[i]);
 		cr_assert_str_eq(model_kind_name(p.c.model), models[i]);
 	}
 
 	p = parse("--model", "mlp", "--hidden", "7,5", NULL);
-	cr_assert_eq(p.rc, CONFIG_OK, "%s", p.err);
+	cr_assert_eq(p.rc, STATUS_OK, "%s", p.err);
 	cr_assert(p.c.n_hidden == 2 && p.c.hidden[0] == 7 && p.c.hidden[1] == 5);
 	p = parse("--hidden", "1,2,3,4,5,16384", "--model", "mlp", NULL);
-	cr_assert_eq(p.rc, CONFIG_OK, "%s", p.err);
+	cr_assert_eq(p.rc, STATUS_OK, "%s", p.err);
 	cr_assert(p.c.n_hidden == 6 && p.c.hidden[0] == 1 && p.c.hidden[5] == 16384);
 	p = parse("--model", "mlp", "--hidden", "300", NULL);
-	cr_assert_eq(p.rc, CONFIG_OK, "%s", p.err);
+	cr_assert_eq(p.rc, STATUS_OK, "%s", p.err);
 	cr_assert(p.c.n_hidden == 1 && p.c.hidden[0] == 300);
 
 	p = parse("--epochs", "3", "--batch-size", "17", "--lr", "0.5", "--momentum", "0.9", NULL);
-	cr_assert_eq(p.rc, CONFIG_OK, "%s", p.err);
+	cr_assert_eq(p.rc, STATUS_OK, "%s", p.err);
 	cr_assert_eq(p.c.epochs, 3);
 	cr_assert_eq(p.c.batch_size, 17);
 	cr_assert(p.c.lr == 0.5f && p.c.momentum == 0.9f, "lr %g momentum %g", p.c.lr, p.c.momentum);
 
 	p = parse("--seed", "18446744073709551615", "--log-every", "5", "--limit", "100", NULL);
-	cr_assert_eq(p.rc, CONFIG_OK, "%s", p.err);
+	cr_assert_eq(p.rc, STATUS_OK, "%s", p.err);
 	cr_assert(p.c.seed == UINT64_MAX, "seed %llu", (unsigned long long)p.c.seed);
 	cr_assert_eq(p.c.log_every, 5);
 	cr_assert_eq(p.c.limit, 100);
 	p = parse("--seed", "0", NULL);
-	cr_assert(p.rc == CONFIG_OK && p.c.seed == 0);
+	cr_assert(p.rc == STATUS_OK && p.c.seed == 0);
 
 	const char *backends[] = {"auto", "host", "cuda"};
 	const enum backend_choice choices[] = {BACKEND_AUTO, BACKEND_HOST, BACKEND_CUDA};
 	for (int i = 0; i < 3; i++) {
 		p = parse("--backend", backends[i], NULL);
-		cr_assert_eq(p.rc, CONFIG_OK, "--backend %s: %s", backends[i], p.err);
+		cr_assert_eq(p.rc, STATUS_OK, "--backend %s: %s", backends[i], p.err);
 		cr_assert_eq(p.c.backend, choices[i]);
 		cr_assert_str_eq(backend_choice_name(p.c.backend), backends[i]);
 	}
 
-	p = parse("--grad-reduce", "sum", "--drop-last", "--threads", "4", "--no-graph", NULL);
-	cr_assert_eq(p.rc, CONFIG_OK, "%s", p.err);
-	cr_assert_eq(p.c.grad_reduce, REDUCE_SUM);
+	p = parse("--grad-reduce", "sum", "--drop-last", "--threads", "1", "--no-graph", NULL);
+	cr_assert_eq(p.rc, STATUS_OK, "%s", p.err);
+	cr_assert_eq(p.c.grad_reduce, GRAD_REDUCE_SUM);
 	cr_assert_eq(p.c.drop_last, 1);
-	cr_assert_eq(p.c.threads, 4);
+	cr_assert_eq(p.c.threads, 1);
 	cr_assert_eq(p.c.use_graph, 0);
 	p = parse("--grad-reduce", "mean", "--threads", "0", NULL);
-	cr_assert(p.rc == CONFIG_OK && p.c.grad_reduce == REDUCE_MEAN && p.c.threads == 0);
+	cr_assert(p.rc == STATUS_OK && p.c.grad_reduce == GRAD_REDUCE_MEAN && p.c.threads == 0);
 
 	/* --flag=value works as well as --flag value; the last one wins. */
 	p = parse("--epochs=7", "--lr=1e-3", "--epochs", "8", NULL);
-	cr_assert_eq(p.rc, CONFIG_OK, "%s", p.err);
+	cr_assert_eq(p.rc, STATUS_OK, "%s", p.err);
 	cr_assert_eq(p.c.epochs, 8);
 	cr_assert(p.c.lr == 1e-3f, "lr %g", p.c.lr);
 }
@@ -174,16 +179,21 @@ Test(config, every_flag_parsed)
 Test(config, help)
 {
 	struct parsed p = parse("--help", NULL);
-	cr_assert_eq(p.rc, CONFIG_HELP);
+	cr_assert(p.rc == STATUS_OK && p.c.help, "--help: rc %d help %d (%s)", p.rc, p.c.help, p.err);
 	p = parse("--epochs", "3", "--help", NULL);
-	cr_assert_eq(p.rc, CONFIG_HELP);
+	cr_assert(p.rc == STATUS_OK && p.c.help);
+	/* --help ends the parse: what follows it is not looked at. */
+	p = parse("--help", "--bogus", NULL);
+	cr_assert(p.rc == STATUS_OK && p.c.help, "%s", p.err);
+	p = parse("--epochs", "3", NULL);
+	cr_assert(p.rc == STATUS_OK && !p.c.help);
 }
 
-/* A bad command line: CONFIG_ERROR, and the message contains `names`. */
+/* A bad command line: STATUS_BAD_INPUT, and the message contains `names`. */
 #define EXPECT_ERROR(names, ...)                                                              \
 	do {                                                                                  \
 		struct parsed p_ = parse(__VA_ARGS__, NULL);                                  \
-		cr_expect_eq(p_.rc, CONFIG_ERROR, "[%s]: rc %d, want CONFIG_ERROR (err '%s')", \
+		cr_expect_eq(p_.rc, STATUS_BAD_INPUT, "[%s]: rc %d, want STATUS_BAD_INPUT (err '%s')", \
 			     p_.args, p_.rc, p_.err);                                         \
 		cr_expect(strstr(p_.err, names) != NULL,                                      \
 			  "[%s]: message '%s' does not name '%s'", p_.args, p_.err, names);   \
@@ -200,6 +210,8 @@ Test(config, bad_integers)
 	EXPECT_ERROR("--batch-size", "--batch-size", "65537");
 	EXPECT_ERROR("--threads", "--threads", "-1");
 	EXPECT_ERROR("--threads", "--threads", "1025");
+	EXPECT_ERROR("'1025' is not an integer in 0..1024 (0: automatic)", "--threads", "1025");
+	EXPECT_ERROR("'x' is not an integer in 1..1000000", "--epochs", "x");
 	EXPECT_ERROR("--threads", "--threads", "two");
 	EXPECT_ERROR("--threads", "--threads", "");
 }
@@ -248,7 +260,7 @@ Test(config, bad_hidden_lists)
 	EXPECT_ERROR("--hid", "--hid", "7"); /* an abbreviation is still --hidden */
 	/* A path that merely looks like the flag is not the flag. */
 	struct parsed p = parse("--data", "--hidden", NULL);
-	cr_assert_eq(p.rc, CONFIG_OK, "--data --hidden: %s", p.err);
+	cr_assert_eq(p.rc, STATUS_OK, "--data --hidden: %s", p.err);
 	cr_assert_str_eq(p.c.data_dir, "--hidden");
 }
 
@@ -270,21 +282,185 @@ Test(config, repeated_parses_are_independent)
 {
 	/* getopt keeps state between calls; one bad parse must not disturb the next. */
 	struct parsed p = parse("--epochs", "oops", NULL);
-	cr_assert_eq(p.rc, CONFIG_ERROR);
+	cr_assert_eq(p.rc, STATUS_BAD_INPUT);
 	p = parse("--epochs", "4", NULL);
-	cr_assert_eq(p.rc, CONFIG_OK, "%s", p.err);
+	cr_assert_eq(p.rc, STATUS_OK, "%s", p.err);
 	cr_assert_eq(p.c.epochs, 4);
 	p = parse("stray", NULL);
-	cr_assert_eq(p.rc, CONFIG_ERROR);
+	cr_assert_eq(p.rc, STATUS_BAD_INPUT);
 	p = parse(NULL);
-	cr_assert_eq(p.rc, CONFIG_OK, "after a stray argument, no arguments fail: %s", p.err);
+	cr_assert_eq(p.rc, STATUS_OK, "after a stray argument, no arguments fail: %s", p.err);
 	cr_assert_eq(p.c.epochs, 10);
 	/* An unknown short option leaves getopt inside its argument; the next parse must not resume there. */
 	p = parse("-x", NULL);
-	cr_assert_eq(p.rc, CONFIG_ERROR);
+	cr_assert_eq(p.rc, STATUS_BAD_INPUT);
 	p = parse("--epochs", "5", NULL);
-	cr_assert_eq(p.rc, CONFIG_OK, "after '-x', '--epochs 5' fails: %s", p.err);
+	cr_assert_eq(p.rc, STATUS_OK, "after '-x', '--epochs 5' fails: %s", p.err);
 	cr_assert_eq(p.c.epochs, 5);
 	p = parse("--epochs", NULL);
 	cr_assert_str_eq(p.err, "--epochs: missing value");
+}
+
+Test(config, threads_above_the_cores_are_refused)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	char n[32];
+	cr_assert_gt(cores, 0);
+	snprintf(n, sizeof(n), "%ld", cores);
+	struct parsed p = parse("--threads", n, NULL);
+	cr_assert_eq(p.rc, STATUS_OK, "--threads %s (the node's cores): %s", n, p.err);
+	cr_assert_eq(p.c.threads, (int)cores);
+	snprintf(n, sizeof(n), "%ld", cores + 1);
+	char want[96];
+	snprintf(want, sizeof(want), "--threads: %ld is more than the %ld cores of this node", cores + 1,
+		 cores);
+	EXPECT_ERROR(want, "--threads", n);
+	if (cores < 1000) /* the example: once silently capped at 64 */
+		EXPECT_ERROR("--threads: 1000 is more than the", "--threads", "1000");
+}
+
+Test(config, bad_data_path_is_named_unless_data_is_given)
+{
+	char big[CONFIG_PATH_MAX + 8];
+	memset(big, 'd', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	setenv("DATA_PATH", big, 1);
+	EXPECT_ERROR("DATA_PATH (the default of --data): expected a path of 1 to 4095 characters", "--epochs",
+		     "2");
+	struct parsed p = parse("--data", "elsewhere", NULL);
+	cr_expect_eq(p.rc, STATUS_OK, "--data given: DATA_PATH is not used (%s)", p.err);
+	unsetenv("DATA_PATH");
+}
+
+/* ---- the table -------------------------------------------------------------------- */
+
+Test(settings, every_row_is_complete_and_unique)
+{
+	char key[64], other[64];
+	cr_assert_gt(config_n_settings, 20);
+	for (int i = 0; i < config_n_settings; i++) {
+		const struct setting *s = &config_settings[i];
+		cr_expect(s->flag && *s->flag && s->help && *s->help, "row %d lacks a flag or a help line", i);
+		cr_expect((s->type == SETTING_FLAG) == (s->arg == NULL), "--%s: a value name exactly when it takes a value",
+			  s->flag);
+		cr_expect(config_setting(s->flag) == s, "--%s is not found by name", s->flag);
+		cr_expect(s->type != SETTING_CHOICE || (s->choices && s->choices[0] && s->expect),
+			  "--%s: a choice needs its names and their noun", s->flag);
+		cr_expect(s->type != SETTING_FLOAT || s->expect, "--%s: a float needs its expectation", s->flag);
+		cr_expect(!(s->where & SETTING_RESUME) || (s->where & SETTING_CHECKPOINT),
+			  "--%s: compared on resume but not stored", s->flag);
+		cr_expect(!s->applies || s->needs, "--%s: a condition needs its message", s->flag);
+		config_key(s, key, sizeof(key));
+		cr_expect(!strchr(key, '-'), "key %s", key);
+		for (int j = 0; j < i; j++) {
+			config_key(&config_settings[j], other, sizeof(other));
+			cr_expect(strcmp(key, other), "rows %d and %d share the key %s", j, i, key);
+		}
+	}
+	cr_expect_null(config_setting("no-such-flag"));
+	cr_expect_eq(config_setting("help")->offset, offsetof(struct train_config, help));
+}
+
+Test(settings, every_default_parses_and_reads_back)
+{
+	unsetenv("DATA_PATH");
+	struct train_config d, again;
+	char text[CONFIG_PATH_MAX], back[CONFIG_PATH_MAX], why[512];
+	config_defaults(&d);
+	for (int i = 0; i < config_n_settings; i++) {
+		const struct setting *s = &config_settings[i];
+		config_format(s, &d, text, sizeof(text));
+		if (s->def && (!s->applies || s->applies(&d)))
+			cr_expect_str_eq(text, s->def, "--%s: default text '%s', the row says '%s'", s->flag,
+					 text, s->def);
+		if (!*text)
+			continue; /* not given, or not applying */
+		config_defaults(&again);
+		cr_expect_eq(config_set(s, &again, text, why, sizeof(why)), STATUS_OK, "--%s '%s': %s", s->flag,
+			     text, why);
+		config_format(s, &again, back, sizeof(back));
+		cr_expect_str_eq(back, text, "--%s: '%s' reads back as '%s'", s->flag, text, back);
+	}
+}
+
+Test(settings, values_read_back_exactly_from_their_text)
+{
+	struct parsed p = parse("--model", "mlp", "--hidden", "7,5,3", "--lr", "0.1", "--momentum", "0.95",
+				"--seed", "18446744073709551615", "--drop-last", "--grad-reduce", "sum",
+				"--timeout", "2.5", "--limit", "123", NULL);
+	cr_assert_eq(p.rc, STATUS_OK, "%s", p.err);
+	p.c.lr = nextafterf(nextafterf(nextafterf(0.1f, 1.0f), 1.0f), 1.0f); /* needs 9 digits */
+	const char *flags[] = {"model", "hidden", "lr", "momentum", "seed", "drop-last", "grad-reduce",
+			       "timeout", "limit", "no-graph", "epochs"};
+	const char *want[] = {"mlp", "7,5,3", "0.100000024", "0.95", "18446744073709551615", "on",
+			      "sum", "2.5", "123", "off", "10"};
+	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+		const struct setting *s = config_setting(flags[i]);
+		char text[128], why[256];
+		struct train_config c;
+		config_format(s, &p.c, text, sizeof(text));
+		cr_expect_str_eq(text, want[i], "--%s", flags[i]);
+		config_defaults(&c);
+		c.model = MODEL_MLP;
+		cr_assert_eq(config_set(s, &c, text, why, sizeof(why)), STATUS_OK, "--%s '%s': %s", flags[i],
+			     text, why);
+		char back[128];
+		config_format(s, &c, back, sizeof(back));
+		cr_expect_str_eq(back, text, "--%s", flags[i]);
+	}
+	struct train_config c;
+	config_defaults(&c);
+	cr_expect_eq(config_set(config_setting("lr"), &c, "0.100000024", NULL, 0), STATUS_OK);
+	cr_expect(c.lr == p.c.lr, "the 9-digit text is that float exactly");
+	/* A setting that does not apply has no text; a path not given is empty. */
+	char text[64] = "x";
+	config_format(config_setting("hidden"), &c, text, sizeof(text));
+	cr_expect_str_empty(text, "--hidden on the seed model: '%s'", text);
+	config_format(config_setting("keep"), &c, text, sizeof(text));
+	cr_expect_str_empty(text, "--keep without --checkpoint-dir: '%s'", text);
+	config_format(config_setting("resume"), &c, text, sizeof(text));
+	cr_expect_str_empty(text);
+	/* Flags read "on" and "off" only; a bad value's message leaves the flag to the caller. */
+	char why[256];
+	cr_expect_eq(config_set(config_setting("drop-last"), &c, "yes", why, sizeof(why)), STATUS_BAD_INPUT);
+	cr_expect_str_eq(why, "'yes' is not on or off");
+	cr_expect_eq(config_set(config_setting("model"), &c, "resnet", why, sizeof(why)), STATUS_BAD_INPUT);
+	cr_expect_str_eq(why, "unknown model 'resnet'; expected seed, linear or mlp");
+}
+
+Test(settings, help_lists_every_flag, .init = cr_redirect_stdout)
+{
+	config_print_help("mnist-train");
+	fflush(stdout);
+	FILE *f = cr_get_redirected_stdout();
+	static char out[16384];
+	size_t n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = '\0';
+	cr_assert_gt(n, 1000, "help is %zu bytes", n);
+	for (int i = 0; i < config_n_settings; i++) {
+		const struct setting *s = &config_settings[i];
+		char line[96];
+		snprintf(line, sizeof(line), "\n  --%s%s%s ", s->flag, s->arg ? " " : "", s->arg ? s->arg : "");
+		cr_expect(strstr(out, line), "--help lacks the line of --%s:\n%s", s->flag, out);
+		if (s->def && !s->env) {
+			snprintf(line, sizeof(line), "(default %s)", s->def);
+			cr_expect(strstr(out, line), "--help lacks --%s's %s", s->flag, line);
+		}
+	}
+	for (char *l = out; *l;) {
+		size_t len = strcspn(l, "\n");
+		cr_expect_leq(len, 80, "a help line is %zu columns: %.*s", len, (int)len, l);
+		l += len + (l[len] == '\n');
+	}
+	/* The wrapped text, read as one line. */
+	static char flat[16384];
+	size_t k = 0;
+	for (size_t i = 0; out[i]; i++)
+		if (out[i] != ' ' && out[i] != '\n')
+			flat[k++] = out[i];
+		else if (k && flat[k - 1] != ' ')
+			flat[k++] = ' ';
+	flat[k] = '\0';
+	cr_expect(strstr(flat, "(default $DATA_PATH, else ./MNIST_Data/train/)"), "%s", flat);
+	cr_expect(strstr(flat, "--hidden A,B,... hidden layer sizes of the mlp (default 512,256)"), "%s", flat);
 }

@@ -144,3 +144,13 @@ void dist_barrier(const struct dist *d, const char *what)
 	MPI_CHECK(MPI_Barrier(d->comm));
 	deadline_disarm(d->watch);
 }
+
+void dist_gather(const struct dist *d, const void *send, size_t bytes, void *recv, int root,
+		 const char *what)
+{
+	if (bytes > (size_t)INT_MAX)
+		die(1, "%s: %zu bytes is more than one gather carries", what, bytes);
+	deadline_arm(d->watch, what, 0);
+	MPI_CHECK(MPI_Gather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, root, d->comm));
+	deadline_disarm(d->watch);
+}

@@ -5,28 +5,34 @@
  * File DIR/ckpt-<epoch>-<global step>.safetensors, as safetensors lays it out:
  *   8 bytes   header length H, unsigned little-endian
  *   H bytes   JSON header, padded with spaces so the data starts 8-aligned:
- *             {"__metadata__": {"key": "value", ...},
- *              "fc0.weight": {"dtype": "F32", "shape": [10, 784], "data_offsets": [b, e]}, ...}
+ *             {"__metadata__":{"key":"value",...},
+ *              "fc0.weight":{"dtype":"F32","shape":[10,784],"data_offsets":[b,e]},...}
  *   the data  raw little-endian tensors, back to back, offsets relative to here
  * Tensors: the parameters under the model's names (fc<l>.weight (out, in),
  * fc<l>.bias (out), PyTorch's layout) and the SGD velocity under
  * "optimizer.<name>", all F32. Python's safetensors and PyTorch read the weights
  * as they are. __metadata__ (strings only, as the format requires) holds the
- * position (epoch, step, global_step, next_epoch, next_step, sampler_offset,
- * steps_per_epoch), the configuration (model, hidden, seed, lr, momentum,
- * grad_reduce, drop_last, ranks, batch_size, global_batch, examples,
- * train_crc32, epochs), the program version, and "checksum": "crc32:XXXXXXXX",
- * the CRC-32 of the whole file with those 8 hex digits read as '0', so a
- * flipped or missing byte anywhere is found.
+ * format and program version; the position as the global step and the steps
+ * per epoch (the rest is derived: checkpoint_position); every setting the
+ * settings table marks SETTING_CHECKPOINT, in its command-line text form
+ * (config.h); the rank count, the training examples used and the training
+ * data's CRC-32; and "checksum": "crc32:XXXXXXXX", the CRC-32 of the whole
+ * file with those 8 hex digits read as '0', so a flipped or missing byte
+ * anywhere is found.
  *
  * Writes go to a temporary file in DIR that is flushed, fsync'ed and renamed
  * over the final name, then DIR itself is fsync'ed: a crash leaves either the
  * old set of checkpoints or the new one, never a torn file under a ckpt- name.
  *
  * Nothing read from a file is trusted before it is checked: the header length
- * against the file size, the JSON strictly (known keys, integers only, bounded
- * counts and lengths), every tensor's dtype, shape and byte range (the ranges
- * must tile the data exactly), the checksum, and the metadata's consistency.
+ * against the file size and a bound, the JSON (through jansson, duplicate keys
+ * refused) against the shape safetensors uses (integers only, bounded counts
+ * and lengths), every tensor's dtype, shape and byte range (the ranges must
+ * tile the data exactly), the checksum, and every metadata value.
+ *
+ * Errors are enum status (check.h): STATUS_BAD_INPUT for a file that is not a
+ * usable checkpoint (checkpoint_load tells a corrupt one from another run's
+ * apart), STATUS_RUNTIME when memory or a write fails.
  */
 #ifndef MNIST_DDP_CHECKPOINT_H
 #define MNIST_DDP_CHECKPOINT_H
@@ -35,7 +41,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "backend.h"
+#include "check.h"
 #include "config.h"
 #include "train/model.h"
 
@@ -43,76 +49,64 @@
 extern "C" {
 #endif
 
-#define CHECKPOINT_FORMAT "mnist-ddp-checkpoint-1"
+/* Version 2 stores the position as the global step; version 1 files are refused. */
+#define CHECKPOINT_FORMAT "mnist-ddp-checkpoint-2"
 /* Largest JSON header accepted (ours are under 4 KB). */
 #define CHECKPOINT_MAX_HEADER ((uint64_t)1 << 20)
-/* Most tensors and metadata entries a header may hold. */
+/* Most tensors and metadata entries a header may hold, and their lengths. */
 #define CHECKPOINT_MAX_TENSORS 64
 #define CHECKPOINT_MAX_META 64
 #define CHECKPOINT_NAME_MAX 128
 #define CHECKPOINT_VALUE_MAX 512
 
-enum checkpoint_status {
-	CHECKPOINT_OK = 0,
-	CHECKPOINT_ERR_IO = 1,       /* cannot open, read or write the file */
-	CHECKPOINT_ERR_CORRUPT = 2,  /* not a whole, well-formed checkpoint */
-	CHECKPOINT_ERR_MISMATCH = 3, /* well-formed, but not for this run */
-};
-
-/* Where a checkpoint was taken and what configuration took it. */
+/* Where a checkpoint was taken and by what run. */
 struct checkpoint_info {
-	/* Position. */
-	int epoch;                /* epoch of the last completed step, from 0 */
-	int step;                 /* that step's index in its epoch, from 0 (as in the loss lines) */
-	long long global_step;    /* steps completed since training began */
-	int next_epoch;           /* where training continues */
-	int next_step;
-	long long sampler_offset; /* examples of next_epoch's global permutation already
-				     consumed by all ranks: next_step * global_batch */
+	long long global_step; /* steps completed since training began, >= 1 */
 	int steps_per_epoch;
-	/* Configuration. */
-	enum model_kind model;
-	int hidden[CONFIG_MAX_HIDDEN]; /* mlp only */
-	int n_hidden;
-	uint64_t seed;
-	float lr, momentum;
-	enum reduce_op grad_reduce;
-	int drop_last;
-	int ranks;      /* that wrote it */
-	int batch_size; /* per rank; ranks * batch_size is the global batch */
-	int examples;   /* training examples used (after --limit) */
-	uint32_t train_crc32; /* of the whole training set (struct mnist_set.checksum) */
-	int epochs;     /* --epochs of the run that wrote it */
+	int ranks;             /* that wrote it */
+	int examples;          /* training examples used (after --limit) */
+	uint32_t train_crc32;  /* of the whole training set (struct mnist_set.checksum) */
+	struct train_config cfg; /* the settings; a read file sets those marked SETTING_CHECKPOINT */
 };
 
 /* The configuration part of info from a run's settings; the position is zeroed. */
 void checkpoint_info_from_config(struct checkpoint_info *info, const struct train_config *c,
 				 int ranks, int examples, uint32_t train_crc32);
 
-/* Set the position fields after global step `global_step` (steps completed, >= 1). */
-void checkpoint_info_set_position(struct checkpoint_info *info, long long global_step,
-				  int steps_per_epoch);
+/*
+ * Where global step `global_step` (steps completed, >= 1) stands in epochs
+ * of `steps_per_epoch`: the last completed step, and the step a resumed run
+ * continues from (next_epoch == --epochs: nothing is left).
+ */
+struct checkpoint_position {
+	int epoch, step;           /* of the last completed step, from 0 (as in the loss lines) */
+	int next_epoch, next_step; /* where training continues */
+};
+struct checkpoint_position checkpoint_position(long long global_step, int steps_per_epoch);
 
 /* "ckpt-<epoch>-<global step>.safetensors" */
 void checkpoint_file_name(int epoch, long long global_step, char *buf, size_t len);
 
 /*
  * The whole file image in memory: *buf is malloc'ed (the caller frees it).
- * params and velocity (m->n_params each) in host memory. 0, or -1 when out of memory.
+ * params and velocity (m->n_params each) in host memory. STATUS_OK, or
+ * STATUS_RUNTIME when out of memory.
  */
-int checkpoint_encode(const struct model *m, const struct checkpoint_info *info,
-		      const float *params, const float *velocity, uint8_t **buf, size_t *len);
+enum status checkpoint_encode(const struct model *m, const struct checkpoint_info *info,
+			      const float *params, const float *velocity, uint8_t **buf,
+			      size_t *len);
 
 /*
  * Write DIR/ckpt-<epoch>-<global step>.safetensors atomically (temporary file,
- * fflush, fsync, rename, fsync of DIR). path gets the final name. Returns
- * CHECKPOINT_OK or CHECKPOINT_ERR_IO with err naming the file and the cause.
+ * fflush, fsync, rename, fsync of DIR). path gets the final name. STATUS_OK,
+ * or STATUS_RUNTIME with err naming the file and the cause.
  */
-int checkpoint_save(const char *dir, const struct model *m, const struct checkpoint_info *info,
-		    const float *params, const float *velocity, char *path, size_t pathlen,
-		    char *err, size_t errlen);
+enum status checkpoint_save(const char *dir, const struct model *m,
+			    const struct checkpoint_info *info, const float *params,
+			    const float *velocity, char *path, size_t pathlen, char *err,
+			    size_t errlen);
 
-/* A parsed header: tensor table and metadata, pointing into the caller's buffer. */
+/* A parsed header's tensor table, pointing into the caller's buffer. */
 struct checkpoint_tensor {
 	char name[CHECKPOINT_NAME_MAX];
 	char dtype[16];
@@ -129,53 +123,58 @@ struct checkpoint_view {
 
 /*
  * Parse and check a whole file image (buf, len): header bounds, JSON, tensor
- * table, checksum and metadata. `name` is used in messages. On CHECKPOINT_OK
- * info and view are filled (view points into buf); otherwise
- * CHECKPOINT_ERR_CORRUPT with err saying what is wrong.
+ * table, checksum and metadata. `name` is used in messages. On STATUS_OK
+ * info and view are filled (view points into buf); STATUS_BAD_INPUT when it
+ * is not a whole, well-formed checkpoint, STATUS_RUNTIME when out of memory,
+ * with err saying what is wrong.
  */
-int checkpoint_parse(const uint8_t *buf, size_t len, const char *name,
-		     struct checkpoint_info *info, struct checkpoint_view *view, char *err,
-		     size_t errlen);
+enum status checkpoint_parse(const uint8_t *buf, size_t len, const char *name,
+			     struct checkpoint_info *info, struct checkpoint_view *view, char *err,
+			     size_t errlen);
 
 /*
  * Copy the tensors of a parsed file into params and velocity (m->n_params
  * each) after checking that the file holds exactly the model's tensors with
- * its shapes. CHECKPOINT_OK or CHECKPOINT_ERR_MISMATCH with err.
+ * its shapes. STATUS_OK, or STATUS_BAD_INPUT with err.
  */
-int checkpoint_extract(const struct checkpoint_view *view, const struct model *m,
-		       const char *name, float *params, float *velocity, char *err,
-		       size_t errlen);
+enum status checkpoint_extract(const struct checkpoint_view *view, const struct model *m,
+			       const char *name, float *params, float *velocity, char *err,
+			       size_t errlen);
 
 /*
- * Can a run configured as `run` (ranks, batch_size, epochs... as this run
- * has them) continue from checkpoint `ck`? The model, data, seed, optimiser,
- * reduction, drop-last and global batch must agree, and --epochs must not be
- * below the checkpoint's position. CHECKPOINT_OK or CHECKPOINT_ERR_MISMATCH
- * with err listing every difference.
+ * Can a run configured as `run` (its settings, ranks, data and steps per
+ * epoch) continue from checkpoint `ck`? The settings marked SETTING_RESUME,
+ * the data and the global batch must agree, and --epochs must reach the
+ * checkpoint's position. STATUS_OK, or STATUS_BAD_INPUT with err listing
+ * every difference.
  */
-int checkpoint_compat(const struct checkpoint_info *ck, const struct checkpoint_info *run,
-		      const char *name, char *err, size_t errlen);
+enum status checkpoint_compat(const struct checkpoint_info *ck, const struct checkpoint_info *run,
+			      const char *name, char *err, size_t errlen);
 
 /*
  * Read one file (at most the size the model implies plus the largest header),
- * parse, check compatibility with `run` and extract. Returns CHECKPOINT_OK,
- * _IO, _CORRUPT or _MISMATCH with err naming the file.
+ * parse, check compatibility with `run` and extract. STATUS_OK; or
+ * STATUS_BAD_INPUT with *mismatch 0 when the file cannot be read or is
+ * corrupt, 1 when it is a whole checkpoint of another run or model (mismatch
+ * may be NULL); or STATUS_RUNTIME. err names the file.
  */
-int checkpoint_load(const char *path, const struct model *m, const struct checkpoint_info *run,
-		    struct checkpoint_info *info, float *params, float *velocity, char *err,
-		    size_t errlen);
+enum status checkpoint_load(const char *path, const struct model *m,
+			    const struct checkpoint_info *run, struct checkpoint_info *info,
+			    float *params, float *velocity, int *mismatch, char *err, size_t errlen);
 
 /*
  * --resume PATH: a file is loaded as it is; a directory's checkpoints are
  * tried newest first (by global step), and one that cannot be read or is
  * corrupt is skipped with a warning on `warn` (may be NULL) naming it and why.
- * A mismatch (a checkpoint of another configuration) is never skipped: it is
- * returned. used gets the path loaded. Returns as checkpoint_load, or
- * CHECKPOINT_ERR_IO when PATH is neither, or a directory without a valid checkpoint.
+ * A checkpoint of another run is never skipped: it ends the search. used gets
+ * the path loaded. STATUS_OK, STATUS_BAD_INPUT (PATH is neither, holds no
+ * valid checkpoint, or the newest whole one is another run's) or
+ * STATUS_RUNTIME, with err.
  */
-int checkpoint_resume(const char *path, const struct model *m, const struct checkpoint_info *run,
-		      struct checkpoint_info *info, float *params, float *velocity, char *used,
-		      size_t usedlen, FILE *warn, char *err, size_t errlen);
+enum status checkpoint_resume(const char *path, const struct model *m,
+			      const struct checkpoint_info *run, struct checkpoint_info *info,
+			      float *params, float *velocity, char *used, size_t usedlen, FILE *warn,
+			      char *err, size_t errlen);
 
 /* One ckpt-<epoch>-<global step>.safetensors in a directory. */
 struct checkpoint_entry {
@@ -205,8 +204,9 @@ int checkpoint_prune(const char *dir, long long global_step, int keep, char *err
 /*
  * Create dir (and its parents) when missing, check that files can be created
  * in it, and remove the temporary files a writer killed mid-save left there.
+ * STATUS_OK or STATUS_BAD_INPUT with err naming --checkpoint-dir.
  */
-int checkpoint_prepare_dir(const char *dir, char *err, size_t errlen);
+enum status checkpoint_prepare_dir(const char *dir, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

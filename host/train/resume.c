@@ -11,28 +11,6 @@
 #include <string.h>
 
 #include "check.h"
-#include "io/crc32.h"
-
-/*
- * The checkpoint and deadline flags must be the same on every rank (an MPMD
- * launch could give them differently): a rank alone in the resume agreement
- * would wait forever. One small collective on a CRC of them.
- */
-static enum status reliability_agree(const struct train_config *c, const struct dist *d,
-				     char *err, size_t errlen)
-{
-	char text[2 * CONFIG_PATH_MAX + 128];
-	int len = snprintf(text, sizeof(text), "%s\n%s\n%d\n%d\n%.17g\n%d", c->resume,
-			   c->checkpoint_dir, c->save_every, c->keep, c->timeout, c->allow_nonfinite);
-	uint32_t crc = crc32_bytes(0, text, len > 0 ? (size_t)len : 0);
-	if (dist_same_u32(d, crc, NULL, NULL, "checkpoint flag agreement"))
-		return STATUS_OK;
-	return status_fail(err, errlen, STATUS_BAD_INPUT,
-			   "rank %d on %s: --resume, --checkpoint-dir, --save-every, --keep, --timeout "
-			   "and --allow-nonfinite differ between ranks (launched with different "
-			   "arguments?); give every rank the same",
-			   d->rank, d->host);
-}
 
 /*
  * Resuming from an earlier point than the newest checkpoint in --checkpoint-dir
@@ -64,20 +42,22 @@ static void warn_newer_checkpoints(const char *dir, long long global_step)
  */
 static enum status load_on_rank0(const struct train_config *c, const struct model *m,
 				 const struct checkpoint_info *run, struct resume_state *rs,
-				 long long pos[2], char *err, size_t errlen)
+				 int pos[2], char *err, size_t errlen)
 {
 	struct checkpoint_info ck;
 	char used[CONFIG_PATH_MAX + 96], why[2048];
 	rs->params = xmalloc(m->n_params * sizeof(float));
 	rs->velocity = xmalloc(m->n_params * sizeof(float));
-	if (checkpoint_resume(c->resume, m, run, &ck, rs->params, rs->velocity, used, sizeof(used),
-			      stderr, why, sizeof(why)) != CHECKPOINT_OK)
-		return status_fail(err, errlen, STATUS_BAD_INPUT, "--resume %s: %s", c->resume, why);
-	pos[0] = ck.next_epoch;
-	pos[1] = ck.next_step;
+	enum status rc = checkpoint_resume(c->resume, m, run, &ck, rs->params, rs->velocity, used,
+					   sizeof(used), stderr, why, sizeof(why));
+	if (rc)
+		return status_fail(err, errlen, rc, "--resume %s: %s", c->resume, why);
+	struct checkpoint_position p = checkpoint_position(ck.global_step, ck.steps_per_epoch);
+	pos[0] = p.next_epoch;
+	pos[1] = p.next_step;
 	if (c->checkpoint_dir[0])
 		warn_newer_checkpoints(c->checkpoint_dir, ck.global_step);
-	if (ck.next_epoch >= c->epochs)
+	if (p.next_epoch >= c->epochs)
 		fprintf(stderr,
 			"mnist-train: the checkpoint is at the end of --epochs %d: nothing left to "
 			"train, only the test set is scored\n",
@@ -85,14 +65,14 @@ static enum status load_on_rank0(const struct train_config *c, const struct mode
 	fprintf(stderr,
 		"mnist-train: resuming from %s (after epoch %d step %d, global step %lld); "
 		"continuing at epoch %d step %d\n",
-		used, ck.epoch, ck.step, ck.global_step, ck.next_epoch, ck.next_step);
+		used, p.epoch, p.step, ck.global_step, p.next_epoch, p.next_step);
 	if (ck.ranks != run->ranks)
 		fprintf(stderr,
 			"mnist-train: the checkpoint was written by %d ranks x batch %d, this run has "
 			"%d x %d: the same global batch of %d examples per step, split differently, so "
 			"results match a run on %d ranks up to floating-point rounding, not bitwise\n",
-			ck.ranks, ck.batch_size, run->ranks, run->batch_size,
-			run->ranks * run->batch_size, ck.ranks);
+			ck.ranks, ck.cfg.batch_size, run->ranks, run->cfg.batch_size,
+			run->ranks * run->cfg.batch_size, ck.ranks);
 	fflush(stderr);
 	return STATUS_OK;
 }
@@ -101,28 +81,27 @@ enum status resume_prepare(const struct train_config *c, const struct dist *d,
 			   const struct model *m, const struct checkpoint_info *run,
 			   struct resume_state *rs, char *err, size_t errlen)
 {
-	long long pos[2] = {0, 0};
+	int pos[2] = {0, 0};
 	enum status rc = STATUS_OK;
 	memset(rs, 0, sizeof(*rs));
-	if (reliability_agree(c, d, err, errlen))
-		return STATUS_BAD_INPUT;
 	if (!c->resume[0])
 		return STATUS_OK;
 	if (d->rank == 0)
 		rc = load_on_rank0(c, m, run, rs, pos, err, errlen);
-	if (dist_agree(d, rc, NULL)) {
+	int worst = dist_agree(d, rc, NULL);
+	if (worst) {
 		if (d->rank != 0)
-			status_fail(err, errlen, STATUS_BAD_INPUT,
+			status_fail(err, errlen, (enum status)worst,
 				    "rank %d on %s: stopping because rank 0 could not resume from --resume %s",
 				    d->rank, d->host, c->resume);
 		free(rs->params);
 		free(rs->velocity);
 		memset(rs, 0, sizeof(*rs));
-		return STATUS_BAD_INPUT;
+		return (enum status)worst;
 	}
 	dist_bcast(d, pos, sizeof(pos), 0, "resume position");
-	rs->epoch = (int)pos[0];
-	rs->step = (int)pos[1];
+	rs->epoch = pos[0];
+	rs->step = pos[1];
 	return STATUS_OK;
 }
 
@@ -141,13 +120,16 @@ void resume_save(const struct train_config *c, const struct dist *d, const struc
 	char path[CONFIG_PATH_MAX + 96], why[2048];
 	if (d->rank != 0)
 		return;
-	checkpoint_info_set_position(info, global_step, steps_per_epoch);
+	info->global_step = global_step;
+	info->steps_per_epoch = steps_per_epoch;
 	if (!c->allow_nonfinite)
 		for (size_t i = 0; i < n; i++)
-			if (!isfinite(host_params[i]) || !isfinite(host_velocity[i]))
+			if (!isfinite(host_params[i]) || !isfinite(host_velocity[i])) {
+				struct checkpoint_position p = checkpoint_position(global_step, steps_per_epoch);
 				die(1, "parameter %zu is not finite after epoch %d step %d: training diverged; "
 				       "no checkpoint saved (--allow-nonfinite keeps going)",
-				    i, info->epoch, info->step);
+				    i, p.epoch, p.step);
+			}
 	if (checkpoint_save(c->checkpoint_dir, m, info, host_params, host_velocity, path,
 			    sizeof(path), why, sizeof(why)))
 		die(1, "checkpoint not saved: %s", why);

@@ -26,12 +26,14 @@ struct resume_state {
 };
 
 /*
- * Collective. The checkpoint and deadline flags must agree across the ranks;
- * with --resume, rank 0 finds, validates and reads the checkpoint (a
- * directory's newest valid one, warning about each corrupt one it skips) and
- * every rank learns where to continue. Without --resume rs starts at (0, 0).
+ * Collective (every rank has the same --resume: the start-up agreement,
+ * host/agree.h, made sure). With --resume, rank 0 finds, validates and reads
+ * the checkpoint (a directory's newest valid one, warning about each corrupt
+ * one it skips) and every rank learns where to continue: the step after the
+ * checkpoint's (checkpoint_position). Without --resume rs starts at (0, 0).
  * run: this run's configuration (checkpoint_info_from_config). Returns
- * STATUS_OK, or STATUS_BAD_INPUT on every rank with err saying why.
+ * STATUS_OK, or the same failure on every rank (STATUS_BAD_INPUT for a
+ * checkpoint that cannot be used) with err saying why.
  */
 enum status resume_prepare(const struct train_config *c, const struct dist *d,
 			   const struct model *m, const struct checkpoint_info *run,

@@ -188,8 +188,9 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	struct model m;
 	struct model_ws ws;
 	struct sampler smp;
-	struct step_state st = {.be = be, .m = &m, .ws = &ws, .lr = c->lr,
-				.momentum = c->momentum, .reduce = c->grad_reduce, .ranks = d->size};
+	struct step_state st = {.be = be, .m = &m, .ws = &ws, .lr = c->lr, .momentum = c->momentum,
+				.reduce = c->grad_reduce == GRAD_REDUCE_SUM ? REDUCE_SUM : REDUCE_MEAN,
+				.ranks = d->size};
 	memset(res, 0, sizeof(*res));
 	res->test_accuracy = NAN;
 
@@ -206,9 +207,10 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	struct resume_state rs;
 	checkpoint_info_from_config(&ckpt, c, d->size, n, train->checksum);
 	ckpt.steps_per_epoch = smp.steps;
-	if (resume_prepare(c, d, &m, &ckpt, &rs, err, errlen)) {
+	enum status rc = resume_prepare(c, d, &m, &ckpt, &rs, err, errlen);
+	if (rc) {
 		sampler_destroy(&smp);
-		return STATUS_BAD_INPUT;
+		return rc;
 	}
 	backend_set_timeout(be, c->timeout);
 	backend_set_position(be, rs.epoch, rs.step);

@@ -1,5 +1,6 @@
-# Fuzzing of the readers of untrusted files: the IDX reader (host/idx.c) and the
-# checkpoint reader (host/checkpoint.c). Targets and seed corpora in tests/fuzz/.
+# Fuzzing of the readers of untrusted files: the IDX reader (host/io/idx.c) and
+# the checkpoint reader (host/io/checkpoint.c, its JSON through jansson).
+# Targets and seed corpora in tests/fuzz/.
 #
 # Every build: fuzz_idx_corpus and fuzz_checkpoint_corpus (label unit) replay
 # the seed corpora (and any reproducer added to them) through the targets with
@@ -34,9 +35,11 @@ if(MNIST_DDP_FUZZ)
                  ${CMAKE_SOURCE_DIR}/host/dist/check.c)
   target_link_libraries(fuzz_idx PRIVATE MPI::MPI_C ZLIB::ZLIB)
   add_executable(fuzz_checkpoint ${_fz}/fuzz_checkpoint.c ${CMAKE_SOURCE_DIR}/host/io/checkpoint.c
-                 ${CMAKE_SOURCE_DIR}/host/train/model.c ${CMAKE_SOURCE_DIR}/host/io/idx.c
-                 ${CMAKE_SOURCE_DIR}/host/config.c ${CMAKE_SOURCE_DIR}/host/dist/check.c)
-  target_link_libraries(fuzz_checkpoint PRIVATE MPI::MPI_C ZLIB::ZLIB ${MATH_LIBRARY})
+                 ${CMAKE_SOURCE_DIR}/host/io/checkpoint_dir.c ${CMAKE_SOURCE_DIR}/host/train/model.c
+                 ${CMAKE_SOURCE_DIR}/host/io/idx.c ${CMAKE_SOURCE_DIR}/host/config.c
+                 ${CMAKE_SOURCE_DIR}/host/io/report.c ${CMAKE_SOURCE_DIR}/host/dist/check.c)
+  target_include_directories(fuzz_checkpoint PRIVATE ${JANSSON_INCLUDE_DIR})
+  target_link_libraries(fuzz_checkpoint PRIVATE MPI::MPI_C ZLIB::ZLIB ${JANSSON_LIBRARY} ${MATH_LIBRARY})
   foreach(_t idx checkpoint)
     target_include_directories(fuzz_${_t} PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/host)
     target_compile_definitions(fuzz_${_t} PRIVATE MNIST_DDP_VERSION="${PROJECT_VERSION}")

@@ -15,7 +15,8 @@
 # The cases: unknown flag, bad --epochs, --lr -1, --model foo, a missing data
 # directory, a truncated image file, a wrong magic, image and label counts
 # that disagree, a --test-data directory that does not exist, --limit larger
-# than the data set, --drop-last leaving no full batch, MPMD launches where
+# than the data set, --drop-last leaving no full batch, --threads above the
+# node's cores (once silently capped by OpenBLAS), MPMD launches where
 # only one rank has a bad flag or a bad file, and a --metrics file in a
 # directory that does not exist (and no file left behind).
 # Exit 0 pass, 1 fail (every failure is printed).
@@ -159,6 +160,8 @@ bad label-count-mismatch "0 1" "$TMP/count/train-labels-idx1-ubyte" "mismatch|di
 bad test-data-missing "0 1" "--test-data" "$TMP/nope-test" -n 2 "$T" --test-data "$TMP/nope-test"
 bad limit-too-large "0 1" "--limit" "70000.*60000" -n 2 "$T" --limit 70000
 bad drop-last-no-batch "0 1" "--drop-last" "batch" -n 2 "$T" --drop-last --limit 40
+bad threads-above-cores "0 1" "--threads" "1000 is more than the [0-9]+ cores of this node" \
+	-n 2 "$T" --threads 1000 --limit 100
 # MPMD: the ranks get different command lines; only one of them is bad.
 bad mpmd-rank0-bad-flag "0" "--epochs" "'x'.*integer" \
 	-n 1 "$T" --epochs x --limit 100 : -n 1 "$T" --limit 100

@@ -1,5 +1,6 @@
 /*
- * fuzz_checkpoint.c - libFuzzer target for the checkpoint reader (host/checkpoint.c).
+ * fuzz_checkpoint.c - libFuzzer target for the checkpoint reader
+ * (host/io/checkpoint.c, its JSON header through jansson).
  *
  *   CC=clang cmake -S . -B build-fuzz -DMNIST_DDP_FUZZ=ON -DMNIST_DDP_CUDA=OFF
  *   cmake --build build-fuzz --target fuzz_checkpoint
@@ -51,20 +52,27 @@ static void round_trip(const struct model *m, const struct checkpoint_info *info
 	size_t len = 0;
 	char err[2048] = "";
 	struct checkpoint_info again;
-	FUZZ_CHECK(checkpoint_encode(m, info, params, velocity, &buf, &len) == 0);
-	FUZZ_CHECK(checkpoint_parse(buf, len, "again", &again, &view2, err, sizeof(err)) ==
-		   CHECKPOINT_OK);
+	FUZZ_CHECK(checkpoint_encode(m, info, params, velocity, &buf, &len) == STATUS_OK);
+	FUZZ_CHECK(checkpoint_parse(buf, len, "again", &again, &view2, err, sizeof(err)) == STATUS_OK);
 	float *p = malloc(m->n_params * sizeof(float));
 	float *v = malloc(m->n_params * sizeof(float));
 	FUZZ_CHECK(p && v);
-	FUZZ_CHECK(checkpoint_extract(&view2, m, "again", p, v, err, sizeof(err)) == CHECKPOINT_OK);
+	FUZZ_CHECK(checkpoint_extract(&view2, m, "again", p, v, err, sizeof(err)) == STATUS_OK);
 	FUZZ_CHECK(!memcmp(p, params, m->n_params * sizeof(float)));
 	FUZZ_CHECK(!memcmp(v, velocity, m->n_params * sizeof(float)));
-	FUZZ_CHECK(again.global_step == info->global_step && again.next_epoch == info->next_epoch &&
-		   again.next_step == info->next_step && again.seed == info->seed &&
-		   again.model == info->model && again.n_hidden == info->n_hidden &&
-		   again.train_crc32 == info->train_crc32);
-	FUZZ_CHECK(checkpoint_compat(&again, info, "again", err, sizeof(err)) == CHECKPOINT_OK);
+	FUZZ_CHECK(again.global_step == info->global_step &&
+		   again.steps_per_epoch == info->steps_per_epoch && again.ranks == info->ranks &&
+		   again.examples == info->examples && again.train_crc32 == info->train_crc32);
+	/* Every stored setting reads back as the same text. */
+	for (int i = 0; i < config_n_settings; i++) {
+		char x[CHECKPOINT_VALUE_MAX], y[CHECKPOINT_VALUE_MAX];
+		if (!(config_settings[i].where & SETTING_CHECKPOINT))
+			continue;
+		config_format(&config_settings[i], &again.cfg, x, sizeof(x));
+		config_format(&config_settings[i], &info->cfg, y, sizeof(y));
+		FUZZ_CHECK(!strcmp(x, y));
+	}
+	FUZZ_CHECK(checkpoint_compat(&again, info, "again", err, sizeof(err)) == STATUS_OK);
 	free(p);
 	free(v);
 	free(buf);
@@ -75,9 +83,9 @@ static void check_file(const uint8_t *data, size_t size)
 {
 	char err[2048] = "";
 	struct checkpoint_info info;
-	int rc = checkpoint_parse(data, size, "fuzz.safetensors", &info, &view, err, sizeof(err));
-	if (rc != CHECKPOINT_OK) {
-		FUZZ_CHECK(rc == CHECKPOINT_ERR_CORRUPT || rc == CHECKPOINT_ERR_IO);
+	enum status rc = checkpoint_parse(data, size, "fuzz.safetensors", &info, &view, err, sizeof(err));
+	if (rc != STATUS_OK) {
+		FUZZ_CHECK(rc == STATUS_BAD_INPUT || rc == STATUS_RUNTIME);
 		FUZZ_CHECK(err[0] && strstr(err, "fuzz.safetensors"));
 		return;
 	}
@@ -86,20 +94,22 @@ static void check_file(const uint8_t *data, size_t size)
 	for (int i = 0; i < view.n_tensors; i++)
 		FUZZ_CHECK(view.tensors[i].begin <= view.tensors[i].end &&
 			   view.tensors[i].end <= view.data_len);
-	FUZZ_CHECK(checkpoint_compat(&info, &info, "self", err, sizeof(err)) == CHECKPOINT_OK);
+	FUZZ_CHECK(info.global_step >= 1 && info.steps_per_epoch >= 1 &&
+		   info.global_step <= (long long)info.cfg.epochs * info.steps_per_epoch);
+	FUZZ_CHECK(checkpoint_compat(&info, &info, "self", err, sizeof(err)) == STATUS_OK);
 
 	struct model m;
-	model_init(&m, info.model, info.hidden, info.n_hidden);
+	model_init(&m, info.cfg.model, info.cfg.hidden, info.cfg.n_hidden);
 	if (m.n_params > size / 8)
 		return; /* the file cannot hold this model: extract would refuse it anyway */
 	float *params = malloc(m.n_params * sizeof(float));
 	float *velocity = malloc(m.n_params * sizeof(float));
 	FUZZ_CHECK(params && velocity);
 	rc = checkpoint_extract(&view, &m, "fuzz.safetensors", params, velocity, err, sizeof(err));
-	if (rc == CHECKPOINT_OK)
+	if (rc == STATUS_OK)
 		round_trip(&m, &info, params, velocity);
 	else
-		FUZZ_CHECK(rc == CHECKPOINT_ERR_MISMATCH && strstr(err, "fuzz.safetensors"));
+		FUZZ_CHECK(rc == STATUS_BAD_INPUT && strstr(err, "fuzz.safetensors"));
 	free(params);
 	free(velocity);
 }

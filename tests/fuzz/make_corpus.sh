@@ -9,7 +9,9 @@
 #   10, huge count, gzip that expands past the limit, truncated gzip).
 # corpus/checkpoint/: real checkpoints of small mlps written by mnist-train
 #   (end of epoch and mid-epoch, momentum on), a truncated and a flipped copy,
-#   an empty header and a file name.
+#   an empty header and a file name. format1-mid-epoch.safetensors is a file
+#   of the previous format (mnist-ddp-checkpoint-1), kept as it was written:
+#   this script does not make it.
 # The corpora are committed; run this only to change them.
 set -euo pipefail
 TRAIN=$1

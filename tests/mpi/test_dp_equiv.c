@@ -50,18 +50,18 @@ struct equiv_case {
 	enum model_kind model;
 	int hidden[2], n_hidden;
 	float lr, momentum;
-	enum reduce_op reduce;
+	enum grad_reduce reduce;
 	int control; /* 1: also run a control that must differ */
 };
 
 static const struct equiv_case cases[] = {
-	{"seed mean", MODEL_SEED, {0}, 0, 0.01f, 0.0f, REDUCE_MEAN, 1},
-	{"seed mean momentum", MODEL_SEED, {0}, 0, 0.01f, 0.9f, REDUCE_MEAN, 0},
-	{"linear mean", MODEL_LINEAR, {0}, 0, 0.05f, 0.0f, REDUCE_MEAN, 0},
-	{"mlp mean", MODEL_MLP, {64, 32}, 2, 0.05f, 0.0f, REDUCE_MEAN, 0},
-	{"mlp mean momentum", MODEL_MLP, {64, 32}, 2, 0.05f, 0.9f, REDUCE_MEAN, 0},
-	{"seed sum", MODEL_SEED, {0}, 0, 0.005f, 0.0f, REDUCE_SUM, 1},
-	{"mlp sum momentum", MODEL_MLP, {64, 32}, 2, 0.01f, 0.9f, REDUCE_SUM, 0},
+	{"seed mean", MODEL_SEED, {0}, 0, 0.01f, 0.0f, GRAD_REDUCE_MEAN, 1},
+	{"seed mean momentum", MODEL_SEED, {0}, 0, 0.01f, 0.9f, GRAD_REDUCE_MEAN, 0},
+	{"linear mean", MODEL_LINEAR, {0}, 0, 0.05f, 0.0f, GRAD_REDUCE_MEAN, 0},
+	{"mlp mean", MODEL_MLP, {64, 32}, 2, 0.05f, 0.0f, GRAD_REDUCE_MEAN, 0},
+	{"mlp mean momentum", MODEL_MLP, {64, 32}, 2, 0.05f, 0.9f, GRAD_REDUCE_MEAN, 0},
+	{"seed sum", MODEL_SEED, {0}, 0, 0.005f, 0.0f, GRAD_REDUCE_SUM, 1},
+	{"mlp sum momentum", MODEL_MLP, {64, 32}, 2, 0.01f, 0.9f, GRAD_REDUCE_SUM, 0},
 };
 
 struct diff {
@@ -104,7 +104,7 @@ static void print_mismatches(const char *label, const float *got, const float *r
 }
 
 static void case_config(const struct equiv_case *k, const struct train_config *base,
-			struct train_config *c, int batch, float lr, enum reduce_op reduce)
+			struct train_config *c, int batch, float lr, enum grad_reduce reduce)
 {
 	*c = *base;
 	c->model = k->model;
@@ -157,10 +157,10 @@ static int run_case(const struct equiv_case *k, const struct train_config *base,
 
 	if (d->rank == 0) {
 		/* The reference: 1 rank, batch N*B, mean reduction (a no-op on 1 rank), lr scaled for sum. */
-		float ref_lr = k->reduce == REDUCE_SUM ? k->lr * (float)N : k->lr;
+		float ref_lr = k->reduce == GRAD_REDUCE_SUM ? k->lr * (float)N : k->lr;
 		struct train_config c1;
 		struct train_result ref;
-		case_config(k, base, &c1, N * EQUIV_BATCH, ref_lr, REDUCE_MEAN);
+		case_config(k, base, &c1, N * EQUIV_BATCH, ref_lr, GRAD_REDUCE_MEAN);
 		if (run_single(&c1, self, be_self, train, &ref, label)) {
 			failed = 1;
 		} else {
@@ -174,7 +174,7 @@ static int run_case(const struct equiv_case *k, const struct train_config *base,
 			printf("%s: %s vs 1 rank x batch %d%s: max abs diff %.3g over %zu params "
 			       "(worst %.3g of tolerance %.0e + %.0e|ref|), losses first %.7g/%.7g final %.7g/%.7g\n",
 			       df.bad || loss_bad || shape_bad ? "FAIL" : "ok", label, N * EQUIV_BATCH,
-			       k->reduce == REDUCE_SUM ? " (lr x N)" : "", df.max_abs, res.n_params,
+			       k->reduce == GRAD_REDUCE_SUM ? " (lr x N)" : "", df.max_abs, res.n_params,
 			       df.max_ratio, EQUIV_ATOL, EQUIV_RTOL, loss0, (double)ref.first_loss, loss1,
 			       (double)ref.final_loss);
 			if (shape_bad) {
@@ -204,11 +204,11 @@ static int run_case(const struct equiv_case *k, const struct train_config *base,
 				struct train_config cc;
 				struct train_result ctl;
 				const char *what;
-				if (k->reduce == REDUCE_SUM) {
-					case_config(k, base, &cc, N * EQUIV_BATCH, k->lr, REDUCE_MEAN);
+				if (k->reduce == GRAD_REDUCE_SUM) {
+					case_config(k, base, &cc, N * EQUIV_BATCH, k->lr, GRAD_REDUCE_MEAN);
 					what = "1 rank with the unscaled lr";
 				} else {
-					case_config(k, base, &cc, EQUIV_BATCH, k->lr, REDUCE_MEAN);
+					case_config(k, base, &cc, EQUIV_BATCH, k->lr, GRAD_REDUCE_MEAN);
 					cc.limit = base->limit / N; /* same step count, 1/N of the data */
 					what = "1 rank with batch B";
 				}

@@ -6,6 +6,7 @@
 #     rank 0 names the rank and the values;
 #   - a different data file on one rank (same size, one label changed);
 #   - several differences at once, and different models;
+#   - the checkpoint flags, part of the same fingerprint (--save-every);
 #   - per-rank settings that may differ (--threads, --log-every) still run.
 #
 #   bash tests/multinode/agree.sh TRAINER MNIST_DATA_DIR -- MPIRUN [MPIRUN_ARGS...]
@@ -130,18 +131,26 @@ mpmd "${keep_going[@]}" -n 1 "$tmp/trainer" "${common[@]}" : \
 	-n 1 "$tmp/trainer" "${common[@]}" --epochs 2 --seed 9
 refused "several differences" 4 \
 	'start-up check: ranks 1,3 on .* differ from rank 0 on .*: epochs=2 \(rank 0: 1\), seed=9 \(rank 0: 1\)$' \
-	'start-up check: rank 2 on .* differs from rank 0 on .*: batch_size=16 \(rank 0: 32\), momentum=0\.9 \(rank 0: 0\), drop_last=1 \(rank 0: 0\)$' \
+	'start-up check: rank 2 on .* differs from rank 0 on .*: batch_size=16 \(rank 0: 32\), momentum=0\.9 \(rank 0: 0\), drop_last=on \(rank 0: off\)$' \
 	'start-up check failed: 3 of 4 ranks differ from rank 0 in epochs, seed, batch_size, momentum, drop_last '
 
-# 4. Different models and layer sizes.
+# 4. Different models and layer sizes (a setting that does not apply has the value "").
 mpmd "${keep_going[@]}" -n 1 "$tmp/trainer" "${common[@]}" --model mlp --hidden 64 : \
 	-n 1 "$tmp/trainer" "${common[@]}" --model mlp --hidden 32 : \
 	-n 1 "$tmp/trainer" "${common[@]}" --model linear
 refused "different models" 3 \
-	'rank 1 on .* differs from rank 0 on .*: layers=784,32,10 \(rank 0: 784,64,10\), params=25450 \(rank 0: 50890\)$' \
-	'rank 2 on .* differs from rank 0 on .*: model=linear \(rank 0: mlp\), layers=784,10 \(rank 0: 784,64,10\), params=7850 \(rank 0: 50890\)$'
+	'rank 1 on .* differs from rank 0 on .*: hidden=32 \(rank 0: 64\)$' \
+	'rank 2 on .* differs from rank 0 on .*: model=linear \(rank 0: mlp\), hidden="" \(rank 0: 64\)$' \
+	'start-up check failed: 2 of 3 ranks differ from rank 0 in hidden, model '
 
-# 5. What may differ per rank does not stop the run; rank 0 shows each rank's device.
+# 5. The checkpoint flags are part of the one fingerprint.
+mpmd "${keep_going[@]}" -n 1 "$tmp/trainer" "${common[@]}" --checkpoint-dir "$tmp/ck" --save-every 5 : \
+	-n 1 "$tmp/trainer" "${common[@]}" --checkpoint-dir "$tmp/ck"
+refused "--save-every 5 : none" 2 \
+	'^mnist-train: start-up check: rank 1 on .* differs from rank 0 on .*: save_every=0 \(rank 0: 5\)$' \
+	'^mnist-train: rank 1 on .*: start-up check failed: this rank differs from rank 0 in save_every '
+
+# 6. What may differ per rank does not stop the run; rank 0 shows each rank's device.
 mpmd -n 1 "$tmp/trainer" "${common[@]}" --threads 1 : -n 1 "$tmp/trainer" "${common[@]}" --threads 2 --log-every 5
 if ((rc == 0)) && [[ $statuses == "0 0 " ]] && grep -q '^summary: ' <<<"$out" &&
 	grep -qE '^mnist-train: placement: 2 ranks on 1 host$' <<<"$out" &&

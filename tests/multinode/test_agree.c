@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agree.h"
@@ -18,48 +19,72 @@
 static struct mnist_set train_set = {.count = 60000, .checksum = 0x1234abcdu};
 static struct mnist_set test_set = {.count = 10000, .checksum = 0x0badf00du};
 
-/* A fingerprint of cfg with the usual data sets, placement from (host, local, device). */
-static void print(const struct train_config *cfg, const char *host, int local, const char *device,
-		  char *rec)
+/* The fingerprint of cfg with the usual data sets on the host backend. */
+static void print(const struct train_config *cfg, char *fp)
 {
-	memset(rec, 0x5a, AGREE_RECORD_BYTES);
-	agree_fingerprint(cfg, &train_set, &test_set, "host", host, local, device, rec,
-			  AGREE_RECORD_BYTES);
+	memset(fp, 0x5a, AGREE_FINGERPRINT_BYTES);
+	int n = agree_fingerprint(cfg, &train_set, &test_set, "host", fp, AGREE_FINGERPRINT_BYTES);
+	cr_assert(n > 0 && (size_t)n == strlen(fp), "fingerprint length %d", n);
 }
 
 static struct train_config defaults(void)
 {
 	struct train_config c;
+	unsetenv("DATA_PATH");
 	config_defaults(&c);
 	return c;
 }
 
-/* Does rec hold exactly this line? */
-static int has_line(const char *rec, const char *line)
+/* Does fp hold exactly this line? */
+static int has_line(const char *fp, const char *line)
 {
 	size_t n = strlen(line);
-	for (const char *p = rec; (p = strstr(p, line)); p++)
-		if ((p == rec || p[-1] == '\n') && p[n] == '\n')
+	for (const char *p = fp; (p = strstr(p, line)); p++)
+		if ((p == fp || p[-1] == '\n') && p[n] == '\n')
 			return 1;
 	return 0;
 }
 
+static char a[AGREE_FINGERPRINT_BYTES], b[AGREE_FINGERPRINT_BYTES];
+
 Test(agree, fingerprint_holds_the_contract_keys)
 {
 	struct train_config c = defaults();
-	char rec[AGREE_RECORD_BYTES];
-	print(&c, "node1", 0, "cpu", rec);
+	print(&c, a);
 	const char *want[] = {
-		"@host=node1", "@local_rank=0", "@device=cpu", "version=" MNIST_DDP_VERSION,
-		"backend=host", "model=seed", "layers=784,10", "params=7850", "batch_size=32",
-		"lr=0.01", "momentum=0", "epochs=10", "seed=1", "limit=0", "grad_reduce=mean",
-		"drop_last=0", "train_images=60000", "train_crc32=1234abcd", "test_images=10000",
-		"test_crc32=0badf00d",
+		"version=" MNIST_DDP_VERSION, "backend=host", "model=seed", "hidden=", "epochs=10",
+		"batch_size=32", "lr=0.01", "momentum=0", "seed=1", "limit=", "grad_reduce=mean",
+		"drop_last=off", "checkpoint_dir=", "save_every=", "keep=", "resume=", "timeout=300",
+		"allow_nonfinite=off", "train_images=60000", "train_crc32=1234abcd",
+		"test_images=10000", "test_crc32=0badf00d",
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
-		cr_expect(has_line(rec, want[i]), "fingerprint lacks the line '%s':\n%s", want[i], rec);
-	cr_expect(strstr(rec, "\nmpi=") != NULL, "no MPI library line:\n%s", rec);
-	cr_expect(strlen(rec) < AGREE_RECORD_BYTES, "record not terminated");
+		cr_expect(has_line(a, want[i]), "fingerprint lacks the line '%s':\n%s", want[i], a);
+	cr_expect(strstr(a, "\nmpi=") != NULL, "no MPI library line:\n%s", a);
+	/* What may differ per rank is not in it. */
+	const char *absent[] = {"\ndata=", "\ntest_data=", "\nthreads=", "\nlog_every=", "\nmetrics=",
+				"\nno_graph=", "\nbackend=auto"};
+	for (size_t i = 0; i < sizeof(absent) / sizeof(absent[0]); i++)
+		cr_expect(!strstr(a, absent[i]), "fingerprint holds '%s':\n%s", absent[i] + 1, a);
+}
+
+Test(agree, every_agreed_setting_has_its_line)
+{
+	struct train_config c = defaults();
+	print(&c, a);
+	int n = 0;
+	for (int i = 0; i < config_n_settings; i++) {
+		const struct setting *s = &config_settings[i];
+		char key[64], line[128];
+		config_key(s, key, sizeof(key));
+		snprintf(line, sizeof(line), "\n%s=", key);
+		if (!strcmp(key, "backend"))
+			continue; /* the line is the backend chosen, not --backend */
+		cr_expect(!(s->where & SETTING_AGREE) == !strstr(a, line), "--%s: %s in the fingerprint", s->flag,
+			  s->where & SETTING_AGREE ? "missing" : "present");
+		n += !!(s->where & SETTING_AGREE);
+	}
+	cr_expect_geq(n, 16, "only %d settings are agreed", n);
 }
 
 Test(agree, no_test_set_and_mlp_layers)
@@ -69,22 +94,26 @@ Test(agree, no_test_set_and_mlp_layers)
 	c.hidden[0] = 100;
 	c.hidden[1] = 50;
 	c.n_hidden = 2;
-	char rec[AGREE_RECORD_BYTES];
-	agree_fingerprint(&c, &train_set, NULL, "cuda", "n", 3, "GPU", rec, sizeof(rec));
-	cr_expect(has_line(rec, "layers=784,100,50,10"), "%s", rec);
-	cr_expect(has_line(rec, "params=84060"), "784*100+100 + 100*50+50 + 50*10+10:\n%s", rec);
-	cr_expect(has_line(rec, "test_images=none") && has_line(rec, "test_crc32=none"), "%s", rec);
-	cr_expect(has_line(rec, "backend=cuda") && has_line(rec, "@local_rank=3"), "%s", rec);
+	cr_assert_gt(agree_fingerprint(&c, &train_set, NULL, "cuda", a, sizeof(a)), 0);
+	cr_expect(has_line(a, "model=mlp") && has_line(a, "hidden=100,50"), "%s", a);
+	cr_expect(has_line(a, "test_images=none") && has_line(a, "test_crc32=none"), "%s", a);
+	cr_expect(has_line(a, "backend=cuda"), "%s", a);
 }
 
-Test(agree, same_configuration_agrees_whatever_the_placement)
+Test(agree, per_rank_settings_do_not_differ)
 {
 	struct train_config c = defaults();
-	char a[AGREE_RECORD_BYTES], b[AGREE_RECORD_BYTES], diff[256], keys[64];
-	print(&c, "node1", 0, "cpu (OpenBLAS, 1 thread)", a);
-	print(&c, "node2", 5, "cpu (OpenBLAS, 8 threads)", b);
+	char diff[256], keys[64];
+	print(&c, a);
+	snprintf(c.data_dir, sizeof(c.data_dir), "/elsewhere/train");
+	snprintf(c.metrics_path, sizeof(c.metrics_path), "m.jsonl");
+	c.threads = 1;
+	c.log_every = 5;
+	c.use_graph = 0;
+	c.backend = BACKEND_HOST;
+	print(&c, b);
 	int n = agree_diff(a, b, diff, sizeof(diff), keys, sizeof(keys));
-	cr_expect_eq(n, 0, "placement alone made %d differences: %s", n, diff);
+	cr_expect_eq(n, 0, "per-rank settings made %d differences: %s", n, diff);
 	cr_expect_str_empty(diff);
 	cr_expect_str_empty(keys);
 }
@@ -92,10 +121,10 @@ Test(agree, same_configuration_agrees_whatever_the_placement)
 Test(agree, learning_rates_differ_in_lr_only)
 {
 	struct train_config c = defaults();
-	char a[AGREE_RECORD_BYTES], b[AGREE_RECORD_BYTES], diff[256], keys[64];
-	print(&c, "h", 0, "cpu", a);
+	char diff[256], keys[64];
+	print(&c, a);
 	c.lr = 0.02f;
-	print(&c, "h", 1, "cpu", b);
+	print(&c, b);
 	int n = agree_diff(a, b, diff, sizeof(diff), keys, sizeof(keys));
 	cr_expect_eq(n, 1);
 	cr_expect_str_eq(diff, "lr=0.02 (rank 0: 0.01)");
@@ -105,12 +134,11 @@ Test(agree, learning_rates_differ_in_lr_only)
 Test(agree, neighbouring_floats_differ)
 {
 	struct train_config c = defaults();
-	char a[AGREE_RECORD_BYTES], b[AGREE_RECORD_BYTES];
 	c.lr = 0.1f;
-	print(&c, "h", 0, "cpu", a);
+	print(&c, a);
 	cr_expect(has_line(a, "lr=0.1"), "%s", a);
 	c.lr = nextafterf(0.1f, 1.0f);
-	print(&c, "h", 0, "cpu", b);
+	print(&c, b);
 	cr_expect_eq(agree_diff(a, b, NULL, 0, NULL, 0), 1,
 		     "lr 0.1f and the next float must not print alike");
 }
@@ -118,12 +146,12 @@ Test(agree, neighbouring_floats_differ)
 Test(agree, data_and_several_keys)
 {
 	struct train_config c = defaults();
-	char a[AGREE_RECORD_BYTES], b[AGREE_RECORD_BYTES], diff[512], keys[128];
-	print(&c, "h", 0, "cpu", a);
+	char diff[512], keys[128];
+	print(&c, a);
 	c.epochs = 3;
 	c.seed = 7;
 	train_set.checksum ^= 1;
-	print(&c, "h", 0, "cpu", b);
+	print(&c, b);
 	train_set.checksum ^= 1;
 	int n = agree_diff(a, b, diff, sizeof(diff), keys, sizeof(keys));
 	cr_expect_eq(n, 3, "%s", diff);
@@ -132,10 +160,34 @@ Test(agree, data_and_several_keys)
 			       "train_crc32=1234abcc (rank 0: 1234abcd)");
 }
 
+/* The checkpoint and deadline flags are part of the one fingerprint. */
+Test(agree, checkpoint_and_deadline_flags_are_agreed)
+{
+	struct train_config c = defaults();
+	char diff[512], keys[128];
+	print(&c, a);
+	snprintf(c.resume, sizeof(c.resume), "ck");
+	snprintf(c.checkpoint_dir, sizeof(c.checkpoint_dir), "ck");
+	c.save_every = 50;
+	c.timeout = 2.5f;
+	c.allow_nonfinite = 1;
+	print(&c, b);
+	int n = agree_diff(a, b, diff, sizeof(diff), keys, sizeof(keys));
+	cr_expect_eq(n, 6, "%s", diff);
+	cr_expect_str_eq(keys, "checkpoint_dir, save_every, keep, resume, timeout, allow_nonfinite");
+	cr_expect_str_eq(diff, "checkpoint_dir=ck (rank 0: \"\"), save_every=50 (rank 0: \"\"), keep=3 "
+			       "(rank 0: \"\"), resume=ck (rank 0: \"\"), timeout=2.5 (rank 0: 300), "
+			       "allow_nonfinite=on (rank 0: off)");
+	/* A path with a newline stays one line. */
+	snprintf(c.resume, sizeof(c.resume), "a\nb\\c");
+	print(&c, b);
+	cr_expect(has_line(b, "resume=a\\nb\\\\c"), "%s", b);
+}
+
 Test(agree, keys_of_another_build)
 {
-	const char *ref = "@host=a\nversion=0.1.0\nlr=0.01\nold_key=1\n";
-	const char *other = "@host=b\nversion=0.2.0\nlr=0.01\nnew_key=x\n";
+	const char *ref = "version=0.1.0\nlr=0.01\nold_key=1\n";
+	const char *other = "version=0.2.0\nlr=0.01\nnew_key=x\n";
 	char diff[256], keys[64];
 	int n = agree_diff(ref, other, diff, sizeof(diff), keys, sizeof(keys));
 	cr_expect_eq(n, 3);
@@ -158,13 +210,17 @@ Test(agree, garbage_lines_are_ignored_and_output_is_bounded)
 		  "a cut diff ends with '...': '%s'", diff);
 }
 
-Test(agree, small_record_is_cut_at_a_line)
+Test(agree, a_fingerprint_that_does_not_fit_is_refused)
 {
 	struct train_config c = defaults();
-	char rec[64];
-	memset(rec, 0x5a, sizeof(rec));
-	agree_fingerprint(&c, &train_set, &test_set, "host", "node1", 0, "cpu", rec, sizeof(rec));
-	size_t n = strnlen(rec, sizeof(rec));
-	cr_assert_lt(n, sizeof(rec), "record not terminated");
-	cr_expect(n > 0 && rec[n - 1] == '\n', "record cut inside a line: '%s'", rec);
+	char small[64];
+	memset(small, 0x5a, sizeof(small));
+	cr_expect_eq(agree_fingerprint(&c, &train_set, &test_set, "host", small, sizeof(small)), -1);
+	cr_expect(memchr(small, '\0', sizeof(small)) != NULL, "not terminated");
+	/* The longest paths the parser takes still fit the broadcast. */
+	memset(c.resume, 'r', sizeof(c.resume));
+	memset(c.checkpoint_dir, 'c', sizeof(c.checkpoint_dir));
+	c.checkpoint_dir[(int)config_setting("checkpoint-dir")->hi] = '\0';
+	c.resume[(int)config_setting("resume")->hi] = '\0';
+	cr_expect_gt(agree_fingerprint(&c, &train_set, &test_set, "host", a, sizeof(a)), 0);
 }

@@ -10,7 +10,8 @@ header, raw little-endian F32 tensors. Everything is checked before use: the
 header length against the file, each tensor's dtype, shape and byte range
 (the ranges must tile the data), the __metadata__ format and the whole-file
 CRC-32 ("checksum": "crc32:XXXXXXXX", computed with those 8 digits read as
-'0'). The network is rebuilt from the tensors alone (fc<l>.weight is (out, in),
+'0'). The metadata stores the position as global_step and steps_per_epoch;
+the epoch and step of the last completed step are derived from them. The network is rebuilt from the tensors alone (fc<l>.weight is (out, in),
 PyTorch's layout): ReLU between layers, and on the logits for model "seed".
 
 Accuracy is computed in float32 with numpy; when PyTorch is installed the
@@ -32,7 +33,7 @@ import zlib
 import numpy as np
 
 MAX_HEADER = 1 << 20
-FORMAT = "mnist-ddp-checkpoint-1"
+FORMAT = "mnist-ddp-checkpoint-2"
 PIXEL_MEAN = np.float32(0.1307)  # include/elem.h: ELEM_PIXEL_MEAN, ELEM_PIXEL_STD
 PIXEL_STD = np.float32(0.3081)
 
@@ -98,6 +99,13 @@ def read_checkpoint(path):
     if at != len(data):
         raise Invalid(f"{path}: tensors cover {at} of {len(data)} data bytes")
     return meta, tensors
+
+
+def position(meta):
+    """(epoch, step) of the last completed step: global_step counts the steps done."""
+    done = int(meta["global_step"]) - 1
+    per_epoch = int(meta["steps_per_epoch"])
+    return done // per_epoch, done % per_epoch
 
 
 def read_idx(directory, prefix):
@@ -190,7 +198,8 @@ def main():
     except Invalid as e:
         print(f"read_checkpoint: invalid: {e}", file=sys.stderr)
         return 1
-    print(f"checkpoint={a.checkpoint} model={meta['model']} epoch={meta['epoch']} step={meta['step']} "
+    epoch, step = position(meta)
+    print(f"checkpoint={a.checkpoint} model={meta['model']} epoch={epoch} step={step} "
           f"global_step={meta['global_step']} tensors={len(tensors)} "
           f"finite={int(all(np.isfinite(t).all() for t in tensors.values()))}")
     if a.print_meta:

@@ -19,7 +19,8 @@
 #    equal to the straight run. The bad file given as --resume FILE: status 2
 #    and a message naming it. A checkpoint of another configuration (--seed):
 #    status 2 naming the difference. Ranks launched with different --resume
-#    (MPMD): status 2 on both, not a hang. No temporary file is left behind.
+#    (MPMD): status 2 on both from the start-up check, not a hang. No
+#    temporary file is left behind.
 # Exit 0 pass, 1 fail (every failure is printed).
 set -uo pipefail
 . "$(dirname "$0")/common.sh"
@@ -169,8 +170,10 @@ run empty_dir 2 "${MLP[@]}" --epochs 2 --resume "$TMP/nothing_here"
 timeout -k 10 "$RUN_TIMEOUT" "${MPIRUN[@]}" -n 1 "$TRAIN" --data "$DATA/train" "${MLP[@]}" --epochs 2 \
 	--resume "$TMP/mlp" : -n 1 "$TRAIN" --data "$DATA/train" "${MLP[@]}" --epochs 2 >"$TMP/mpmd.out" 2>&1
 RC=$?
-if [ "$RC" -eq 2 ] && [ "$(grep -c 'differ between ranks' "$TMP/mpmd.out")" -eq 2 ]; then
-	ok "ranks with different --resume (MPMD): both refuse with status 2"
+if [ "$RC" -eq 2 ] && [ "$(grep -c 'start-up check failed' "$TMP/mpmd.out")" -eq 2 ] &&
+	grep -q "start-up check: rank 1 on .* differs from rank 0 on .*: resume=\"\" (rank 0: $TMP/mlp)" "$TMP/mpmd.out" &&
+	! grep -q '^summary:' "$TMP/mpmd.out"; then
+	ok "ranks with different --resume (MPMD): both refuse with status 2, rank 0 naming --resume"
 else
 	fail "ranks with different --resume: status $RC, expected 2 with a message from each rank"
 	tail -8 "$TMP/mpmd.out" | sed 's/^/    /' >&2

@@ -1,0 +1,353 @@
+/*
+ * checkpoint_dir.c - checkpoints as files: the atomic write, loading one
+ * file, --resume's newest-valid search of a directory, pruning to --keep,
+ * and preparing --checkpoint-dir (io/checkpoint.h; the format is
+ * io/checkpoint.c's).
+ */
+#include "io/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CKPT_PREFIX "ckpt-"
+#define CKPT_SUFFIX ".safetensors"
+
+void checkpoint_file_name(int epoch, long long global_step, char *buf, size_t len)
+{
+	snprintf(buf, len, CKPT_PREFIX "%d-%lld" CKPT_SUFFIX, epoch, global_step);
+}
+
+int checkpoint_parse_file_name(const char *file, int *epoch, long long *global_step)
+{
+	const char *s = file;
+	long long v[2] = {0, 0};
+	if (strncmp(s, CKPT_PREFIX, strlen(CKPT_PREFIX)))
+		return -1;
+	s += strlen(CKPT_PREFIX);
+	for (int k = 0; k < 2; k++) {
+		int digits = 0;
+		if (*s == '0' && s[1] >= '0' && s[1] <= '9')
+			return -1;
+		while (*s >= '0' && *s <= '9') {
+			if (++digits > 15)
+				return -1;
+			v[k] = v[k] * 10 + (*s++ - '0');
+		}
+		if (!digits)
+			return -1;
+		if (k == 0 && *s++ != '-')
+			return -1;
+	}
+	if (strcmp(s, CKPT_SUFFIX) || v[0] > 1000000 || v[1] < 1)
+		return -1;
+	*epoch = (int)v[0];
+	*global_step = v[1];
+	return 0;
+}
+
+/* ---- writing -------------------------------------------------------------- */
+
+static int fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY);
+	if (fd < 0)
+		return -1;
+	int rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+enum status checkpoint_save(const char *dir, const struct model *m,
+			    const struct checkpoint_info *info, const float *params,
+			    const float *velocity, char *path, size_t pathlen, char *err,
+			    size_t errlen)
+{
+	char file[64], tmp[CONFIG_PATH_MAX + 96];
+	uint8_t *img = NULL;
+	size_t len = 0;
+	FILE *f = NULL;
+	enum status rc = STATUS_RUNTIME;
+
+	checkpoint_file_name(checkpoint_position(info->global_step, info->steps_per_epoch).epoch,
+			     info->global_step, file, sizeof(file));
+	snprintf(path, pathlen, "%s/%s", dir, file);
+	/* Hidden, and not a ckpt- name, so discovery never sees a partial file. */
+	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp.%ld", dir, file, (long)getpid());
+	if (checkpoint_encode(m, info, params, velocity, &img, &len))
+		return status_fail(err, errlen, rc, "%s: out of memory building the checkpoint", path);
+	f = fopen(tmp, "wb");
+	if (!f) {
+		status_fail(err, errlen, rc, "%s: cannot create: %s", tmp, strerror(errno));
+		goto out_free_img;
+	}
+	if (fwrite(img, 1, len, f) != len || fflush(f) != 0) {
+		status_fail(err, errlen, rc, "%s: write failed: %s", tmp, strerror(errno));
+		goto out_close;
+	}
+	if (fsync(fileno(f)) != 0) {
+		status_fail(err, errlen, rc, "%s: fsync failed: %s", tmp, strerror(errno));
+		goto out_close;
+	}
+	if (fclose(f) != 0) {
+		f = NULL;
+		status_fail(err, errlen, rc, "%s: close failed: %s", tmp, strerror(errno));
+		goto out_unlink;
+	}
+	f = NULL;
+	if (rename(tmp, path) != 0) {
+		status_fail(err, errlen, rc, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+		goto out_unlink;
+	}
+	if (fsync_dir(dir) != 0) {
+		/* The file is whole and named; only its directory entry may not be durable yet. */
+		status_fail(err, errlen, rc, "%s: fsync of the directory failed: %s", dir, strerror(errno));
+		goto out_free_img;
+	}
+	rc = STATUS_OK;
+	goto out_free_img;
+
+out_close:
+	fclose(f);
+out_unlink:
+	unlink(tmp);
+out_free_img:
+	free(img);
+	return rc;
+}
+
+/* ---- reading -------------------------------------------------------------- */
+
+enum status checkpoint_load(const char *path, const struct model *m,
+			    const struct checkpoint_info *run, struct checkpoint_info *info,
+			    float *params, float *velocity, int *mismatch, char *err, size_t errlen)
+{
+	struct checkpoint_view *view = NULL;
+	uint8_t *buf = NULL;
+	struct stat st;
+	int other_run = 0;
+	enum status rc = STATUS_BAD_INPUT;
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		status_fail(err, errlen, rc, "%s: cannot open: %s", path, strerror(errno));
+		goto out;
+	}
+	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+		status_fail(err, errlen, rc, "%s: not a regular file", path);
+		goto out_close;
+	}
+	/* Never read more than this model's checkpoint can be. */
+	uint64_t limit = 8 + CHECKPOINT_MAX_HEADER + (uint64_t)m->n_params * 8u;
+	if ((uint64_t)st.st_size > limit) {
+		status_fail(err, errlen, rc, "%s: %lld bytes, more than a checkpoint of this model can be (%llu)",
+			    path, (long long)st.st_size, (unsigned long long)limit);
+		other_run = 1;
+		goto out_close;
+	}
+	size_t len = (size_t)st.st_size;
+	buf = malloc(len ? len : 1);
+	view = malloc(sizeof(*view));
+	if (!buf || !view) {
+		rc = status_fail(err, errlen, STATUS_RUNTIME, "%s: out of memory reading %zu bytes", path, len);
+		goto out_free;
+	}
+	if (fread(buf, 1, len, f) != len) {
+		status_fail(err, errlen, rc, "%s: read failed: %s", path,
+			    ferror(f) ? strerror(errno) : "short read");
+		goto out_free;
+	}
+	rc = checkpoint_parse(buf, len, path, info, view, err, errlen);
+	if (rc == STATUS_OK) {
+		/* A whole checkpoint from here on: a refusal is another run's or model's. */
+		rc = checkpoint_compat(info, run, path, err, errlen);
+		if (rc == STATUS_OK)
+			rc = checkpoint_extract(view, m, path, params, velocity, err, errlen);
+		other_run = rc != STATUS_OK;
+	}
+out_free:
+	free(view);
+	free(buf);
+out_close:
+	fclose(f);
+out:
+	if (mismatch)
+		*mismatch = other_run;
+	return rc;
+}
+
+static int cmp_newest(const void *a, const void *b)
+{
+	const struct checkpoint_entry *x = a, *y = b;
+	if (x->global_step != y->global_step)
+		return x->global_step > y->global_step ? -1 : 1;
+	if (x->epoch != y->epoch)
+		return x->epoch > y->epoch ? -1 : 1;
+	return strcmp(x->file, y->file);
+}
+
+int checkpoint_list(const char *dir, struct checkpoint_entry **out, char *err, size_t errlen)
+{
+	DIR *dp = opendir(dir);
+	struct dirent *de;
+	struct checkpoint_entry *list = NULL;
+	int n = 0, cap = 0;
+	if (!dp) {
+		status_fail(err, errlen, STATUS_BAD_INPUT, "%s: cannot open directory: %s", dir,
+			    strerror(errno));
+		return -1;
+	}
+	while ((de = readdir(dp))) {
+		int epoch;
+		long long gs;
+		if (strlen(de->d_name) >= sizeof(list[0].file) ||
+		    checkpoint_parse_file_name(de->d_name, &epoch, &gs))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			struct checkpoint_entry *bigger = realloc(list, (size_t)cap * sizeof(*list));
+			if (!bigger) {
+				free(list);
+				closedir(dp);
+				status_fail(err, errlen, STATUS_RUNTIME, "%s: out of memory listing checkpoints",
+					    dir);
+				return -1;
+			}
+			list = bigger;
+		}
+		list[n].epoch = epoch;
+		list[n].global_step = gs;
+		snprintf(list[n].file, sizeof(list[n].file), "%s", de->d_name);
+		n++;
+	}
+	closedir(dp);
+	if (n)
+		qsort(list, (size_t)n, sizeof(*list), cmp_newest);
+	*out = list;
+	return n;
+}
+
+enum status checkpoint_resume(const char *path, const struct model *m,
+			      const struct checkpoint_info *run, struct checkpoint_info *info,
+			      float *params, float *velocity, char *used, size_t usedlen, FILE *warn,
+			      char *err, size_t errlen)
+{
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: %s", path, strerror(errno));
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(used, usedlen, "%s", path);
+		return checkpoint_load(path, m, run, info, params, velocity, NULL, err, errlen);
+	}
+	struct checkpoint_entry *list = NULL;
+	int n = checkpoint_list(path, &list, err, errlen);
+	if (n < 0)
+		return STATUS_BAD_INPUT;
+	enum status rc = status_fail(err, errlen, STATUS_BAD_INPUT,
+				     "%s: no checkpoint (ckpt-<epoch>-<global step>.safetensors) in this directory",
+				     path);
+	for (int i = 0; i < n; i++) {
+		char file[CONFIG_PATH_MAX + 80], why[1024];
+		int other_run = 0;
+		snprintf(file, sizeof(file), "%s/%s", path, list[i].file);
+		rc = checkpoint_load(file, m, run, info, params, velocity, &other_run, why, sizeof(why));
+		if (rc == STATUS_OK) {
+			snprintf(used, usedlen, "%s", file);
+			break;
+		}
+		if (rc == STATUS_RUNTIME || other_run) {
+			status_fail(err, errlen, rc, "%s", why);
+			break;
+		}
+		if (warn) {
+			fprintf(warn, "mnist-train: warning: skipping checkpoint %s: %s; %s\n", file, why,
+				i + 1 < n ? "falling back to the previous one" : "no older checkpoint left");
+			fflush(warn);
+		}
+		if (i + 1 == n)
+			status_fail(err, errlen, rc, "%s: no valid checkpoint among the %d found (see the warnings)",
+				    path, n);
+	}
+	free(list);
+	return rc;
+}
+
+/* ---- the directory ---------------------------------------------------------- */
+
+int checkpoint_prune(const char *dir, long long global_step, int keep, char *err, size_t errlen)
+{
+	struct checkpoint_entry *list = NULL;
+	int removed = 0, kept = 0;
+	if (keep <= 0)
+		return 0;
+	int n = checkpoint_list(dir, &list, err, errlen);
+	if (n < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		if (list[i].global_step > global_step)
+			continue; /* from a run that went further; not ours to judge */
+		if (kept < keep) {
+			kept++;
+			continue;
+		}
+		char file[CONFIG_PATH_MAX + 80];
+		snprintf(file, sizeof(file), "%s/%s", dir, list[i].file);
+		if (unlink(file) != 0 && errno != ENOENT) {
+			status_fail(err, errlen, STATUS_RUNTIME, "%s: cannot delete: %s", file, strerror(errno));
+			free(list);
+			return -1;
+		}
+		removed++;
+	}
+	free(list);
+	return removed;
+}
+
+enum status checkpoint_prepare_dir(const char *dir, char *err, size_t errlen)
+{
+	char buf[CONFIG_PATH_MAX];
+	struct stat st;
+	if (!*dir || strlen(dir) >= sizeof(buf))
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "--checkpoint-dir: empty or too long a path");
+	strcpy(buf, dir);
+	/* mkdir -p: each parent, then the directory itself. */
+	for (char *s = buf + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+			return status_fail(err, errlen, STATUS_BAD_INPUT,
+					   "--checkpoint-dir %s: cannot create %s: %s", dir, buf, strerror(errno));
+		*s = '/';
+	}
+	if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "--checkpoint-dir %s: cannot create it: %s",
+				   dir, strerror(errno));
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "--checkpoint-dir %s: not a directory", dir);
+	char probe[CONFIG_PATH_MAX + 64];
+	snprintf(probe, sizeof(probe), "%s/.ckpt-probe.%ld", dir, (long)getpid());
+	int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "--checkpoint-dir %s: cannot create files in it: %s", dir, strerror(errno));
+	close(fd);
+	unlink(probe);
+	/* Temporary files of a writer that died mid-save: no writer of this run exists yet. */
+	DIR *dp = opendir(dir);
+	struct dirent *de;
+	while (dp && (de = readdir(dp))) {
+		if (strncmp(de->d_name, "." CKPT_PREFIX, strlen("." CKPT_PREFIX)) ||
+		    !strstr(de->d_name, CKPT_SUFFIX ".tmp."))
+			continue;
+		snprintf(probe, sizeof(probe), "%s/%s", dir, de->d_name);
+		unlink(probe);
+	}
+	if (dp)
+		closedir(dp);
+	return STATUS_OK;
+}
