@@ -71,7 +71,8 @@ else
 fi
 module_needed=$(sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' <<<"$dyn")
 for lib in libcudart libcublas libnccl; do
-	grep -q "^$lib\.so" <<<"$module_needed" || fail "the module does not need $lib (NEEDED: $(tr '\n' ' ' <<<"$module_needed"))"
+	grep -q "^$lib\.so" <<<"$module_needed" ||
+		fail "the module does not need $lib (NEEDED: $(tr '\n' ' ' <<<"$module_needed"))"
 done
 
 # Found without the loader's cache, through the RPATH.
