@@ -131,12 +131,16 @@ set(CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS} --fmad=false")
 set(MNIST_DDP_HAVE_CUDA ON)
 
 # The toolkit and NCCL this module is built against, as real paths (a symlink
-# such as /usr/local/cuda may name another toolkit on another node).
+# such as /usr/local/cuda may name another toolkit on another node); a system
+# directory (NCCL from a distribution package) the loader searches anyway.
 get_filename_component(_mnist_nccl_dir ${NCCL_LIBRARY} DIRECTORY)
 set(MNIST_CUDA_RPATH "")
 foreach(_dir ${CUDAToolkit_LIBRARY_DIR} ${_mnist_nccl_dir})
   file(REAL_PATH ${_dir} _dir)
-  list(APPEND MNIST_CUDA_RPATH ${_dir})
+  if(NOT _dir IN_LIST CMAKE_PLATFORM_IMPLICIT_LINK_DIRECTORIES
+     AND NOT _dir IN_LIST CMAKE_C_IMPLICIT_LINK_DIRECTORIES)
+    list(APPEND MNIST_CUDA_RPATH ${_dir})
+  endif()
 endforeach()
 list(REMOVE_DUPLICATES MNIST_CUDA_RPATH)
 
