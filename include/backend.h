@@ -292,8 +292,9 @@ const struct backend_module *backend_cuda_open(const char *path, int *no_driver,
  * backend_choice in config.h). Collective: every rank calls it, and all ranks
  * agree on the outcome before any returns, so none is left waiting.
  * auto: cuda when every rank has a usable device, else host; `why` says which
- * and why. cuda: returns 1 on every rank when any rank has no usable device,
- * `why` saying what this rank saw (its own CUDA error, or which rank failed).
+ * and why. cuda: returns 1 on every rank when any rank cannot run it, `why`
+ * saying what this rank saw (no module, no driver, a library missing, a CUDA
+ * error, or which rank failed). A host choice opens no CUDA library.
  */
 int backend_select(int choice, const struct dist *d, int threads, struct backend *out,
 		   char *why, size_t whylen);
