@@ -6,8 +6,16 @@
 #
 # Sets, in the including scope:
 #   MNIST_DDP_HAVE_CUDA   ON when the backend is built
-#   MNIST_CUDA_SOURCES    the .cu files that join mnist_core
-#   MNIST_CUDA_LIBRARIES  CUDA::cudart, CUDA::cublas, mnist::nccl (shared) and stdc++
+# and builds, when it is:
+#   mnist_cuda_objects    cuda/*.cu but the entry point, as an object library
+#   mnist-cuda            the module build/libmnist-cuda.so: those objects and
+#                         cuda/backend_module.cu, linked with cudart, cuBLAS and
+#                         NCCL, exporting backend_module_entry only, carrying a
+#                         DT_RPATH (not RUNPATH) to the toolkit's and NCCL's
+#                         library directories (MNIST_CUDA_RPATH), so that a node
+#                         whose loader configuration lacks them still finds them.
+#                         What it calls of the host program (check_fail, die,
+#                         ...) it finds in the executable that loads it.
 #
 # Device code is built for sm_80 and sm_90 plus compute_90 PTX (newer GPUs JIT
 # it), never "native": these machines have no GPU to detect. Override with
@@ -121,8 +129,40 @@ set_directory_properties(PROPERTIES COMPILE_OPTIONS "${_mnist_new_options}")
 set(CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS} --fmad=false")
 
 set(MNIST_DDP_HAVE_CUDA ON)
-set(MNIST_CUDA_SOURCES
+
+# The toolkit and NCCL this module is built against, as real paths (a symlink
+# such as /usr/local/cuda may name another toolkit on another node); a system
+# directory (NCCL from a distribution package) the loader searches anyway.
+get_filename_component(_mnist_nccl_dir ${NCCL_LIBRARY} DIRECTORY)
+set(MNIST_CUDA_RPATH "")
+foreach(_dir ${CUDAToolkit_LIBRARY_DIR} ${_mnist_nccl_dir})
+  file(REAL_PATH ${_dir} _dir)
+  if(NOT _dir IN_LIST CMAKE_PLATFORM_IMPLICIT_LINK_DIRECTORIES
+     AND NOT _dir IN_LIST CMAKE_C_IMPLICIT_LINK_DIRECTORIES)
+    list(APPEND MNIST_CUDA_RPATH ${_dir})
+  endif()
+endforeach()
+list(REMOVE_DUPLICATES MNIST_CUDA_RPATH)
+
+add_library(mnist_cuda_objects OBJECT
   ${CMAKE_SOURCE_DIR}/cuda/backend_cuda.cu
   ${CMAKE_SOURCE_DIR}/cuda/cuda_check.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels.cu)
-set(MNIST_CUDA_LIBRARIES CUDA::cudart CUDA::cublas mnist::nccl stdc++)
+set_target_properties(mnist_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON
+                      CUDA_VISIBILITY_PRESET hidden)
+target_include_directories(mnist_cuda_objects PUBLIC ${CMAKE_SOURCE_DIR}/include
+                           ${CMAKE_SOURCE_DIR}/cuda)
+target_compile_options(mnist_cuda_objects PRIVATE ${MNIST_DDP_WARNINGS})
+target_link_libraries(mnist_cuda_objects PUBLIC MPI::MPI_C CUDA::cudart CUDA::cublas mnist::nccl)
+
+add_library(mnist-cuda MODULE ${CMAKE_SOURCE_DIR}/cuda/backend_module.cu)
+target_compile_options(mnist-cuda PRIVATE ${MNIST_DDP_WARNINGS})
+target_compile_definitions(mnist-cuda PRIVATE MNIST_DDP_VERSION="${PROJECT_VERSION}"
+                           MNIST_DDP_INTERFACE_ID="${MNIST_DDP_INTERFACE_ID}")
+target_link_libraries(mnist-cuda PRIVATE mnist_cuda_objects)
+target_link_options(mnist-cuda PRIVATE LINKER:--disable-new-dtags)
+set_target_properties(mnist-cuda PROPERTIES
+  LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}
+  CUDA_VISIBILITY_PRESET hidden
+  BUILD_WITH_INSTALL_RPATH ON
+  INSTALL_RPATH "${MNIST_CUDA_RPATH}")

@@ -32,8 +32,9 @@
  * fatal (cuda/cuda_check.cuh): the communicator is aborted, the message names
  * rank and host, and MPI_Abort ends the job.
  *
- * Built by cmake/cuda.cmake into mnist_core when MNIST_DDP_CUDA finds the
- * toolkit, cuBLAS and NCCL.
+ * Built by cmake/cuda.cmake into the module libmnist-cuda.so (its entry point:
+ * cuda/backend_module.cu) when MNIST_DDP_CUDA finds the toolkit, cuBLAS and
+ * NCCL.
  */
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -46,6 +47,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "backend_cuda.h"
 #include "check.h"
 #include "clock.h"
 #include "cuda_check.cuh"
@@ -486,11 +488,6 @@ static int probe_device(const struct dist *d, char *why, size_t whylen)
 	if (rc != cudaSuccess)
 		return fail_cuda(why, whylen, what, rc);
 	return 0;
-}
-
-int backend_cuda_available(void)
-{
-	return 1;
 }
 
 int backend_cuda_probe(const struct dist *d, char *why, size_t whylen)

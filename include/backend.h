@@ -2,9 +2,10 @@
  * backend.h - the compute and communication interface the trainer runs on.
  *
  * A backend is a table of function pointers plus a private context. The host
- * backend (host/backend_host.c: OpenBLAS + MPI_Allreduce) and the CUDA
- * backend (cuda/backend_cuda.cu: kernels + cuBLAS + NCCL) implement it; the
- * training loop, model, sampler, logging and checkpoints see only this file.
+ * backend (cpu/backend_host.c: OpenBLAS + MPI_Allreduce) and the CUDA
+ * backend (cuda/backend_cuda.cu: kernels + cuBLAS + NCCL, a loadable module)
+ * implement it; the training loop, model, sampler, logging and checkpoints
+ * see only this file.
  *
  * Conventions:
  * - Every pointer passed to an op is backend memory from ->alloc, except the
@@ -236,22 +237,64 @@ static inline const char *backend_name(const struct backend *b)
 int backend_host_create(const struct dist *d, int threads, struct backend *out);
 
 /*
- * CUDA backend (cuda/backend_cuda.cu), present when built with CUDA.
- * backend_cuda_probe: 1 when a usable device exists for this local rank; else 0
- * and `why` says which CUDA error was seen. backend_cuda_create returns 0, or
- * non-zero with `why` filled.
+ * Loadable backends. The CUDA backend is a shared module (build/libmnist-cuda.so,
+ * cuda/backend_module.cu) that the program opens with dlopen only when
+ * --backend is auto or cuda, so a host run opens no CUDA library and a binary
+ * built with CUDA starts where CUDA is missing. The module exports one
+ * function, BACKEND_MODULE_ENTRY, that returns its table below. It carries no
+ * copy of the host program: what it calls of it (check_fail, die, check_rank,
+ * ...) resolves to the executable's own (linked with ENABLE_EXPORTS), where
+ * the rank and host identity live.
+ *
+ * A module from another build is refused: abi and interface come first and
+ * keep their place in every version, so that the loader can read them from
+ * any module. BACKEND_MODULE_ABI is raised by hand when this table changes;
+ * interface (MNIST_DDP_INTERFACE_ID) is a hash of the shared headers in
+ * include/, computed by CMake, so a header changed without that is caught too.
  */
-int backend_cuda_available(void); /* 1 when compiled in */
-int backend_cuda_probe(const struct dist *d, char *why, size_t whylen);
-int backend_cuda_create(const struct dist *d, struct backend *out, char *why, size_t whylen);
+#define BACKEND_MODULE_ABI 1
+#define BACKEND_MODULE_ENTRY "backend_module_entry"
+
+struct backend_module {
+	int abi;               /* BACKEND_MODULE_ABI of the module's build */
+	const char *interface; /* MNIST_DDP_INTERFACE_ID of the module's build */
+	const char *version;   /* MNIST_DDP_VERSION of the module's build */
+	const char *name;      /* "cuda" */
+	/* 1 when a usable device exists for this local rank; else 0 and `why` says what failed. */
+	int (*probe)(const struct dist *d, char *why, size_t whylen);
+	/* Collective over the job: 0, or non-zero with `why` filled, the same outcome on every rank. */
+	int (*create)(const struct dist *d, struct backend *out, char *why, size_t whylen);
+};
+
+/* Defined by each module: the one symbol it exports. */
+#if defined(__GNUC__)
+__attribute__((visibility("default")))
+#endif
+const struct backend_module *backend_module_entry(void);
+typedef const struct backend_module *(*backend_module_entry_fn)(void);
+
+/*
+ * The CUDA module (host/backend_load.c). backend_cuda_module_path: where the
+ * program looks for it, libmnist-cuda.so in the running executable's own
+ * directory; 0, or non-zero with `why` filled.
+ * backend_cuda_open: the module at `path`, after checking that a CUDA driver
+ * is installed (libcuda.so.1 loads), so that a machine without one opens no
+ * CUDA library. Returns its table, or NULL with `why` filled (dlopen's own
+ * text when a library is missing); *no_driver is 1 when the reason is that no
+ * driver is installed. The module stays loaded until the process ends.
+ */
+int backend_cuda_module_path(char *path, size_t len, char *why, size_t whylen);
+const struct backend_module *backend_cuda_open(const char *path, int *no_driver, char *why,
+					       size_t whylen);
 
 /*
  * Choose and create the backend for `choice` (0 auto, 1 host, 2 cuda: enum
  * backend_choice in config.h). Collective: every rank calls it, and all ranks
  * agree on the outcome before any returns, so none is left waiting.
  * auto: cuda when every rank has a usable device, else host; `why` says which
- * and why. cuda: returns 1 on every rank when any rank has no usable device,
- * `why` saying what this rank saw (its own CUDA error, or which rank failed).
+ * and why. cuda: returns 1 on every rank when any rank cannot run it, `why`
+ * saying what this rank saw (no module, no driver, a library missing, a CUDA
+ * error, or which rank failed). A host choice opens no CUDA library.
  */
 int backend_select(int choice, const struct dist *d, int threads, struct backend *out,
 		   char *why, size_t whylen);

@@ -20,6 +20,11 @@ target_include_directories(test_kernels_host BEFORE PRIVATE ${CMAKE_CURRENT_SOUR
 #   gpu_deadline_2      a peer that never joins: the collective deadline fires
 # Where no device is usable every rank exits 77 after rank 0 prints why, and
 # ctest reports the test as skipped (SKIP_RETURN_CODE), never as passed.
+# The programs load the CUDA backend as mnist-train does: this build's module
+# (build/libmnist-cuda.so, or --module PATH) through host/backend_load.c, so on
+# a GPU they test what ships (its RPATH, its one entry point, its calls into
+# the executable); they are linked with ENABLE_EXPORTS for the latter. A module
+# that does not load fails the test; only a missing driver or device skips.
 # The same programs with --self-test (a host backend in place of CUDA) check
 # the harness itself on any machine: label mpi (plain programs under mpirun),
 # names *_selftest*.
@@ -32,11 +37,15 @@ if(MNIST_DDP_HAVE_CUDA)
   target_include_directories(mnist_gpu_test_util PUBLIC
     ${CMAKE_CURRENT_SOURCE_DIR}/gpu ${CMAKE_CURRENT_SOURCE_DIR})
   target_link_libraries(mnist_gpu_test_util PUBLIC mnist_core)
+  target_compile_definitions(mnist_gpu_test_util PRIVATE
+                             MNIST_TEST_CUDA_MODULE="$<TARGET_FILE:mnist-cuda>")
 
   foreach(prog gpu_ops gpu_train_parity gpu_graph gpu_allreduce gpu_deadline)
     add_executable(${prog} ${CMAKE_CURRENT_SOURCE_DIR}/gpu/${prog}.c)
     target_compile_options(${prog} PRIVATE ${MNIST_DDP_WARNINGS})
     target_link_libraries(${prog} PRIVATE mnist_gpu_test_util)
+    set_target_properties(${prog} PROPERTIES ENABLE_EXPORTS ON)
+    add_dependencies(${prog} mnist-cuda)
   endforeach()
 
   foreach(prog gpu_ops gpu_train_parity gpu_graph)

@@ -15,14 +15,17 @@ void gpu_test_init(struct gpu_test *t, const char *name, uint64_t default_seed, 
 {
 	memset(t, 0, sizeof(*t));
 	t->name = name;
+	t->module = MNIST_TEST_CUDA_MODULE;
 	dist_init(argc, argv, &t->d);
 	for (int i = 1; i < *argc; i++) {
 		if (!strcmp((*argv)[i], "--self-test")) {
 			t->self_test = 1;
+		} else if (!strcmp((*argv)[i], "--module") && i + 1 < *argc) {
+			t->module = (*argv)[++i];
 		} else {
 			if (t->d.rank == 0)
-				fprintf(stderr, "%s: unknown argument '%s' (only --self-test)\n", name,
-					(*argv)[i]);
+				fprintf(stderr, "%s: unknown argument '%s' (--self-test, --module PATH)\n",
+					name, (*argv)[i]);
 			dist_finalize(&t->d);
 			exit(2);
 		}
@@ -35,26 +38,45 @@ void gpu_test_init(struct gpu_test *t, const char *name, uint64_t default_seed, 
 		       (unsigned long long)t->seed);
 }
 
+/*
+ * This rank's CUDA module and device: 0 usable (*m set), GPU_START_SKIP when
+ * there is no driver or no usable device, GPU_START_FAIL when the module
+ * itself did not load (a broken build, never a skip).
+ */
+enum { GPU_START_OK = 0, GPU_START_SKIP = 1, GPU_START_FAIL = 2 };
+static int cuda_start(struct gpu_test *t, const struct backend_module **m, char *why,
+		      size_t whylen)
+{
+	int no_driver = 0;
+	*m = backend_cuda_open(t->module, &no_driver, why, whylen);
+	if (!*m)
+		return no_driver ? GPU_START_SKIP : GPU_START_FAIL;
+	return (*m)->probe(&t->d, why, whylen) ? GPU_START_OK : GPU_START_SKIP;
+}
+
 void gpu_test_start(struct gpu_test *t)
 {
-	char why[512] = "";
+	char why[1024] = "";
 	int bad = -1;
 
 	if (!t->self_test) {
-		int usable = backend_cuda_probe(&t->d, why, sizeof(why));
-		if (dist_agree(&t->d, !usable, &bad)) {
+		const struct backend_module *m = NULL;
+		int worst = dist_agree(&t->d, cuda_start(t, &m, why, sizeof(why)), &bad);
+		if (worst) {
 			/* Rank 0 prints the first failing rank's reason. */
 			MPI_CHECK(MPI_Bcast(why, (int)sizeof(why), MPI_CHAR, bad, t->d.comm));
 			why[sizeof(why) - 1] = '\0';
-			if (t->d.rank == 0) {
+			if (t->d.rank == 0 && worst == GPU_START_SKIP)
 				printf("SKIP %s: no usable CUDA device on rank %d (%s): %s\n", t->name, bad,
 				       t->d.host, why);
-				fflush(stdout);
-			}
+			else if (t->d.rank == 0)
+				printf("FAIL %s: the CUDA module did not load on rank %d: %s\n", t->name,
+				       bad, why);
+			fflush(stdout);
 			dist_finalize(&t->d);
-			exit(GPU_TEST_SKIP);
+			exit(worst == GPU_START_SKIP ? GPU_TEST_SKIP : 1);
 		}
-		if (backend_cuda_create(&t->d, &t->dev, why, sizeof(why)) != 0)
+		if (m->create(&t->d, &t->dev, why, sizeof(why)) != 0)
 			die(1, "%s: the CUDA backend did not start although the probe passed: %s",
 			    t->name, why);
 	} else {

@@ -27,6 +27,7 @@ struct gpu_test {
 	const char *name;
 	struct dist d;
 	int self_test; /* --self-test: the host backend stands in for CUDA */
+	const char *module; /* --module PATH: the CUDA module to load (default: this build's) */
 	uint64_t seed; /* MNIST_TEST_SEED or the program's default */
 	int checks, failures;
 	struct backend dev;  /* under test: CUDA (or host in self-test) */
@@ -38,8 +39,10 @@ void gpu_test_init(struct gpu_test *t, const char *name, uint64_t default_seed, 
 		   char ***argv);
 
 /*
- * Unless self-testing: every rank probes its device; when any rank has none,
- * rank 0 prints "SKIP <name>: rank R: <why>" and every rank exits 77.
+ * Unless self-testing: every rank loads the CUDA module (as mnist-train does,
+ * with the same loader) and probes its device; when any rank has no driver or
+ * no usable device, rank 0 prints "SKIP <name>: ...: <why>" and every rank
+ * exits 77; when the module itself does not load, "FAIL ..." and exit 1.
  * Then creates t->dev and t->host (a failure to create is a failure, not a skip).
  */
 void gpu_test_start(struct gpu_test *t);

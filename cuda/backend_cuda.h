@@ -1,0 +1,18 @@
+/*
+ * backend_cuda.h - what cuda/backend_cuda.cu gives the module's entry point
+ * (cuda/backend_module.cu). The host program never calls these directly: it
+ * reaches them through the module's table (include/backend.h).
+ */
+#ifndef MNIST_DDP_BACKEND_CUDA_H
+#define MNIST_DDP_BACKEND_CUDA_H
+
+#include <stddef.h>
+
+#include "backend.h"
+
+/* 1 when a usable device exists for this local rank; else 0 and `why` says what failed. */
+int backend_cuda_probe(const struct dist *d, char *why, size_t whylen);
+/* Collective: 0 on every rank, or non-zero on every rank with `why` filled. */
+int backend_cuda_create(const struct dist *d, struct backend *out, char *why, size_t whylen);
+
+#endif /* MNIST_DDP_BACKEND_CUDA_H */
