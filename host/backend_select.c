@@ -10,14 +10,16 @@
 #include "config.h"
 #include "dist.h"
 
-/* 1 when this rank can run the CUDA backend; else 0 and why. */
-static int cuda_usable(const struct dist *d, char *why, size_t whylen)
+/* What this rank found: a usable device, none, or GPUs it cannot use (include/backend.h). */
+static void cuda_probe(const struct dist *d, struct cuda_probe *p)
 {
 #ifdef MNIST_DDP_HAVE_CUDA
-	return backend_cuda_probe(d, why, whylen);
+	backend_cuda_probe(d, p);
 #else
-	snprintf(why, whylen, "this build has no CUDA backend (configured with MNIST_DDP_CUDA=OFF or without the CUDA toolkit)");
-	return 0;
+	memset(p, 0, sizeof(*p));
+	p->verdict = CUDA_ABSENT;
+	snprintf(p->reason, sizeof(p->reason), "not-built");
+	snprintf(p->why, sizeof(p->why), "this build has no CUDA backend (configured with MNIST_DDP_CUDA=OFF or without the CUDA toolkit)");
 #endif
 }
 
@@ -26,7 +28,9 @@ static int cuda_create(const struct dist *d, struct backend *out, char *why, siz
 #ifdef MNIST_DDP_HAVE_CUDA
 	return backend_cuda_create(d, out, why, whylen);
 #else
-	cuda_usable(d, why, whylen);
+	struct cuda_probe p;
+	cuda_probe(d, &p);
+	snprintf(why, whylen, "%s", p.why);
 	return 1;
 #endif
 }
@@ -42,18 +46,27 @@ int backend_select(int choice, const struct dist *d, int threads, struct backend
 	if (choice == BACKEND_HOST)
 		return backend_host_create(d, threads, out);
 
-	int usable = cuda_usable(d, mine, sizeof(mine));
-	int own_failure = !usable;
-	int failed = dist_agree(d, own_failure, &bad_rank);
+	struct cuda_probe probe;
+	cuda_probe(d, &probe);
+	snprintf(mine, sizeof(mine), "%s", probe.why);
+	int own_failure = probe.verdict != CUDA_USABLE;
+	/* The worst verdict of any rank: GPUs present but unusable outweigh none. */
+	int failed = dist_agree(d, (int)probe.verdict, &bad_rank);
 	if (choice == BACKEND_AUTO && failed) {
-		/* Tell everyone rank bad_rank's reason: rank 0 reports it. */
-		char reason[512];
-		memcpy(reason, mine, sizeof(reason));
-		MPI_CHECK(MPI_Bcast(reason, (int)sizeof(reason), MPI_CHAR, bad_rank, d->comm));
-		reason[sizeof(reason) - 1] = '\0';
-		snprintf(why, whylen, "backend auto: using host, because rank %d has no usable CUDA device (%s)",
-			 bad_rank, reason);
-		return backend_host_create(d, threads, out);
+		/* Tell everyone rank bad_rank's verdict: rank 0 reports it. */
+		struct cuda_probe theirs = probe;
+		MPI_CHECK(MPI_Bcast(&theirs, (int)sizeof(theirs), MPI_BYTE, bad_rank, d->comm));
+		theirs.reason[sizeof(theirs.reason) - 1] = theirs.why[sizeof(theirs.why) - 1] = '\0';
+		if (failed == CUDA_UNUSABLE)
+			snprintf(why, whylen, "WARNING: GPUs are present but unusable, so this run trains on the CPU (host backend): rank %d: %s [%s]; fix the GPU set-up (docs/gpu.md) or pass --backend host",
+				 bad_rank, theirs.why, theirs.reason);
+		else
+			snprintf(why, whylen, "backend auto: using host, because rank %d has no usable CUDA device (%s)",
+				 bad_rank, theirs.why);
+		int rc = backend_host_create(d, threads, out);
+		if (rc == 0 && failed == CUDA_UNUSABLE)
+			snprintf(out->fallback, sizeof(out->fallback), "%s", theirs.reason);
+		return rc;
 	}
 	if (!failed) {
 		int rc = cuda_create(d, out, mine, sizeof(mine));

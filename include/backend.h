@@ -113,6 +113,7 @@ struct backend {
 	const struct backend_ops *ops;
 	void *ctx;
 	char device[128]; /* what runs the math, for logs: "cpu" or the GPU's name */
+	char fallback[32]; /* --backend auto on the host although GPUs are present: why (a cuda_probe reason); else "" */
 };
 
 /*
@@ -236,13 +237,31 @@ static inline const char *backend_name(const struct backend *b)
 int backend_host_create(const struct dist *d, int threads, struct backend *out);
 
 /*
+ * What a CUDA probe found on one rank, worst last (so the worst over the ranks
+ * is their maximum). Only ABSENT (no driver or no device: a CPU machine) may
+ * pass quietly; UNUSABLE means GPUs are there but cannot run this program
+ * (driver too old, system not ready, no kernel image, device busy, two ranks
+ * on one GPU, ...): the GPU suite fails on it and --backend auto says so.
+ */
+enum cuda_verdict {
+	CUDA_USABLE = 0,
+	CUDA_ABSENT = 1,
+	CUDA_UNUSABLE = 2,
+};
+struct cuda_probe {
+	enum cuda_verdict verdict;
+	char reason[32]; /* a key for summaries: "no-driver", "driver-too-old", "shared-gpu", ... */
+	char why[448];   /* what was seen, for people */
+};
+
+/*
  * CUDA backend (cuda/backend_cuda.cu), present when built with CUDA.
- * backend_cuda_probe: 1 when a usable device exists for this local rank; else 0
- * and `why` says which CUDA error was seen. backend_cuda_create returns 0, or
- * non-zero with `why` filled.
+ * backend_cuda_probe: this rank's verdict; collective over the ranks of the
+ * node (they compare the GPUs they would use). backend_cuda_create returns 0,
+ * or non-zero with `why` filled.
  */
 int backend_cuda_available(void); /* 1 when compiled in */
-int backend_cuda_probe(const struct dist *d, char *why, size_t whylen);
+void backend_cuda_probe(const struct dist *d, struct cuda_probe *out);
 int backend_cuda_create(const struct dist *d, struct backend *out, char *why, size_t whylen);
 
 /*
@@ -250,8 +269,10 @@ int backend_cuda_create(const struct dist *d, struct backend *out, char *why, si
  * backend_choice in config.h). Collective: every rank calls it, and all ranks
  * agree on the outcome before any returns, so none is left waiting.
  * auto: cuda when every rank has a usable device, else host; `why` says which
- * and why. cuda: returns 1 on every rank when any rank has no usable device,
- * `why` saying what this rank saw (its own CUDA error, or which rank failed).
+ * and why, as a warning when GPUs are present but unusable (out->fallback then
+ * names the reason). cuda: returns 1 on every rank when any rank has no
+ * usable device, `why` saying what this rank saw (its own CUDA error, or
+ * which rank failed).
  */
 int backend_select(int choice, const struct dist *d, int threads, struct backend *out,
 		   char *why, size_t whylen);

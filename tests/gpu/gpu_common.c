@@ -1,6 +1,7 @@
 /* gpu_common.c - shared start-up, skip rule and checks of the GPU parity programs. */
 #include "gpu_common.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,19 +11,34 @@
 #include "check.h"
 #include "ref.h"
 
-void gpu_test_init(struct gpu_test *t, const char *name, uint64_t default_seed, int *argc,
-		   char ***argv)
+/* 1 when the space-separated list holds word. */
+static int listed(const char *list, const char *word)
+{
+	size_t n = strlen(word);
+	for (const char *p = list ? strstr(list, word) : NULL; p; p = strstr(p + 1, word))
+		if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+			return 1;
+	return 0;
+}
+
+void gpu_test_init(struct gpu_test *t, const char *name, uint64_t default_seed,
+		   const char *options, int *argc, char ***argv)
 {
 	memset(t, 0, sizeof(*t));
 	t->name = name;
 	dist_init(argc, argv, &t->d);
+	t->argc = *argc;
+	t->argv = *argv;
 	for (int i = 1; i < *argc; i++) {
-		if (!strcmp((*argv)[i], "--self-test")) {
+		const char *a = (*argv)[i];
+		if (!strcmp(a, "--self-test")) {
 			t->self_test = 1;
-		} else {
+		} else if (!strcmp(a, "--quick")) {
+			t->quick = 1;
+		} else if (!listed(options, a)) {
 			if (t->d.rank == 0)
-				fprintf(stderr, "%s: unknown argument '%s' (only --self-test)\n", name,
-					(*argv)[i]);
+				fprintf(stderr, "%s: unknown argument '%s' (--self-test, --quick%s%s)\n", name, a,
+					options ? ", " : "", options ? options : "");
 			dist_finalize(&t->d);
 			exit(2);
 		}
@@ -35,24 +51,38 @@ void gpu_test_init(struct gpu_test *t, const char *name, uint64_t default_seed, 
 		       (unsigned long long)t->seed);
 }
 
+int gpu_test_option(const struct gpu_test *t, const char *flag)
+{
+	for (int i = 1; i < t->argc; i++)
+		if (!strcmp(t->argv[i], flag))
+			return 1;
+	return 0;
+}
+
 void gpu_test_start(struct gpu_test *t)
 {
 	char why[512] = "";
 	int bad = -1;
 
 	if (!t->self_test) {
-		int usable = backend_cuda_probe(&t->d, why, sizeof(why));
-		if (dist_agree(&t->d, !usable, &bad)) {
-			/* Rank 0 prints the first failing rank's reason. */
-			MPI_CHECK(MPI_Bcast(why, (int)sizeof(why), MPI_CHAR, bad, t->d.comm));
-			why[sizeof(why) - 1] = '\0';
+		struct cuda_probe p;
+		backend_cuda_probe(&t->d, &p);
+		int worst = dist_agree(&t->d, (int)p.verdict, &bad);
+		if (worst != CUDA_USABLE) {
+			/* Rank 0 prints the worst-off rank's verdict. */
+			MPI_CHECK(MPI_Bcast(&p, (int)sizeof(p), MPI_BYTE, bad, t->d.comm));
+			p.reason[sizeof(p.reason) - 1] = p.why[sizeof(p.why) - 1] = '\0';
 			if (t->d.rank == 0) {
-				printf("SKIP %s: no usable CUDA device on rank %d (%s): %s\n", t->name, bad,
-				       t->d.host, why);
+				if (worst == CUDA_UNUSABLE)
+					printf("FAIL %s: GPUs present but unusable on rank %d (%s) [%s]: %s\n",
+					       t->name, bad, t->d.host, p.reason, p.why);
+				else
+					printf("SKIP %s: no usable CUDA device on rank %d (%s) [%s]: %s\n", t->name,
+					       bad, t->d.host, p.reason, p.why);
 				fflush(stdout);
 			}
 			dist_finalize(&t->d);
-			exit(GPU_TEST_SKIP);
+			exit(worst == CUDA_UNUSABLE ? 1 : GPU_TEST_SKIP);
 		}
 		if (backend_cuda_create(&t->d, &t->dev, why, sizeof(why)) != 0)
 			die(1, "%s: the CUDA backend did not start although the probe passed: %s",
@@ -134,6 +164,19 @@ double gpu_norm_err(const float *got, const float *ref, size_t n, size_t *at)
 	if (at)
 		*at = where;
 	return max_diff / (max_ref > 1e-30 ? max_ref : 1e-30);
+}
+
+/*
+ * NCCL's mean of floats is sum_r fl(x_r * fl(1/ranks)): rounding 1/ranks, each
+ * product and each of the ranks - 1 additions bounds the relative error by
+ * (ranks + 1) / 2 units of FLT_EPSILON, to first order; ranks units leave room
+ * for any summation order. A power of two scales exactly, and the suite's
+ * small-integer patterns then sum exactly: no error at all.
+ */
+double gpu_mean_tolerance(int ranks, double want)
+{
+	int pow2 = (ranks & (ranks - 1)) == 0;
+	return pow2 ? 0.0 : (double)ranks * FLT_EPSILON * fabs(want);
 }
 
 size_t gpu_count_diff(const float *a, const float *b, size_t n)
