@@ -50,7 +50,6 @@
 #include <mpi.h>
 
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -513,53 +512,6 @@ static int fail_cuda(char *why, size_t whylen, const char *what, cudaError_t rc)
 	return 1;
 }
 
-/* Fill p with a verdict, a reason key and a message. */
-static void verdict(struct cuda_probe *p, enum cuda_verdict v, const char *reason, const char *fmt,
-		    ...) __attribute__((format(printf, 4, 5)));
-static void verdict(struct cuda_probe *p, enum cuda_verdict v, const char *reason, const char *fmt,
-		    ...)
-{
-	va_list ap;
-	p->verdict = v;
-	snprintf(p->reason, sizeof(p->reason), "%s", reason);
-	va_start(ap, fmt);
-	vsnprintf(p->why, sizeof(p->why), fmt, ap);
-	va_end(ap);
-	(void)cudaGetLastError();
-}
-
-/* Why cudaGetDeviceCount failed: no driver, or one too old for this runtime, or worse. */
-static void probe_count_error(struct cuda_probe *p, cudaError_t rc)
-{
-	char text[CUDA_CHECK_MSG_LEN];
-	int driver = 0, runtime = 0;
-	cuda_error_text(rc, text, sizeof(text));
-	if (rc == cudaErrorInsufficientDriver) {
-		cudaDriverGetVersion(&driver); /* 0 when no driver is installed */
-		cudaRuntimeGetVersion(&runtime);
-		if (driver == 0)
-			verdict(p, CUDA_ABSENT, "no-driver",
-				"no CUDA driver is installed (cudaGetDeviceCount: %s; cudaDriverGetVersion "
-				"gives 0)",
-				text);
-		else
-			verdict(p, CUDA_UNUSABLE, "driver-too-old",
-				"the driver supports CUDA %d.%d, this build's runtime needs CUDA %d.%d or "
-				"newer (for CUDA 13, driver R580 or later; docs/gpu.md): cudaGetDeviceCount: %s",
-				driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10, text);
-	} else if (rc == cudaErrorNoDevice) {
-		verdict(p, CUDA_ABSENT, "no-device", "no CUDA device is visible (cudaGetDeviceCount: %s)",
-			text);
-	} else if (rc == cudaErrorSystemNotReady) {
-		verdict(p, CUDA_UNUSABLE, "system-not-ready",
-			"cudaGetDeviceCount: %s (on NVSwitch systems such as HGX, nvidia-fabricmanager "
-			"must be running)",
-			text);
-	} else {
-		verdict(p, CUDA_UNUSABLE, "cuda-init-failed", "cudaGetDeviceCount: %s", text);
-	}
-}
-
 /* A context on device, and this build's kernels on it. */
 static void probe_context(struct cuda_probe *p, int device)
 {
@@ -569,13 +521,13 @@ static void probe_context(struct cuda_probe *p, int device)
 	if (rc == cudaSuccess)
 		rc = cudaFree(NULL); /* creates the context */
 	if (rc != cudaSuccess) {
+		int busy = rc == cudaErrorDevicesUnavailable;
 		cuda_error_text(rc, text, sizeof(text));
-		verdict(p, CUDA_UNUSABLE, rc == cudaErrorDevicesUnavailable ? "device-busy" : "context-failed",
-			"device %d: creating a context: %s%s", device, text,
-			rc == cudaErrorDevicesUnavailable
-				? " (exclusive-process or prohibited compute mode with the device in use: "
-				  "nvidia-smi -q -d COMPUTE)"
-				: "");
+		cuda_probe_set(p, CUDA_UNUSABLE, busy ? "device-busy" : "context-failed",
+			       "device %d: creating a context: %s%s", device, text,
+			       busy ? " (exclusive-process or prohibited compute mode, device in use: "
+				      "nvidia-smi -q -d COMPUTE)"
+				    : "");
 		return;
 	}
 	rc = kernels_image_check();
@@ -586,11 +538,12 @@ static void probe_context(struct cuda_probe *p, int device)
 			minor = prop.minor;
 		}
 		cuda_error_text(rc, text, sizeof(text));
-		verdict(p, CUDA_UNUSABLE,
-			rc == cudaErrorNoKernelImageForDevice ? "no-kernel-image" : "kernel-check-failed",
-			"device %d (compute capability %d.%d): this build's kernels: %s (build for it with "
-			"-DCMAKE_CUDA_ARCHITECTURES; docs/gpu.md)",
-			device, major, minor, text);
+		cuda_probe_set(p, CUDA_UNUSABLE,
+			       rc == cudaErrorNoKernelImageForDevice ? "no-kernel-image"
+								     : "kernel-check-failed",
+			       "device %d (compute capability %d.%d): this build's kernels: %s (build for "
+			       "it with -DCMAKE_CUDA_ARCHITECTURES; docs/gpu.md)",
+			       device, major, minor, text);
 	}
 }
 
@@ -607,31 +560,34 @@ static void probe_device(const struct dist *d, struct cuda_probe *p, int *device
 	*device = -1;
 	cudaError_t rc = cudaGetDeviceCount(&count);
 	if (rc != cudaSuccess) {
-		probe_count_error(p, rc);
+		cuda_probe_count_error(p, rc);
 	} else if (count <= 0) {
-		verdict(p, CUDA_ABSENT, "no-device", "cudaGetDeviceCount: no CUDA device");
+		cuda_probe_set(p, CUDA_ABSENT, "no-device", "cudaGetDeviceCount: no CUDA device");
 	} else if (count < d->local_size && count != 1) {
-		verdict(p, CUDA_UNUSABLE, "too-many-ranks",
-			"%d ranks on %s but %d visible CUDA devices: the CUDA backend runs one rank per "
-			"GPU (start at most %d ranks per node, or give each rank its own GPU)",
-			d->local_size, d->host, count, count);
+		cuda_probe_set(p, CUDA_UNUSABLE, "too-many-ranks",
+			       "%d ranks on %s but %d visible CUDA devices: the CUDA backend runs one "
+			       "rank per GPU (start at most %d ranks per node, or give each its own GPU)",
+			       d->local_size, d->host, count, count);
 	} else {
 		/* Every GPU visible to every rank: the local rank's; one visible GPU: that one. */
 		*device = count == 1 ? 0 : d->local_rank;
 		probe_context(p, *device);
-		if (p->verdict == CUDA_USABLE && cudaDeviceGetPCIBusId(bus, sizeof(bus), *device) != cudaSuccess)
+		if (p->verdict == CUDA_USABLE &&
+		    cudaDeviceGetPCIBusId(bus, sizeof(bus), *device) != cudaSuccess)
 			bus[0] = '\0';
 	}
 	all_bus = (char *)xcalloc((size_t)d->local_size, sizeof(bus));
 	MPI_CHECK(MPI_Allgather(bus, (int)sizeof(bus), MPI_CHAR, all_bus, (int)sizeof(bus), MPI_CHAR,
 				d->local_comm));
-	for (int r = 0; r < d->local_size && p->verdict == CUDA_USABLE; r++)
+	for (int r = 0; r < d->local_size && p->verdict == CUDA_USABLE; r++) {
+		int lo = r < d->local_rank ? r : d->local_rank, hi = r < d->local_rank ? d->local_rank : r;
 		if (r != d->local_rank && bus[0] && !strcmp(bus, all_bus + (size_t)r * sizeof(bus)))
-			verdict(p, CUDA_UNUSABLE, "shared-gpu",
-				"local ranks %d and %d on %s would share GPU %s (one rank per GPU: with "
-				"CUDA_VISIBLE_DEVICES or srun --gpus-per-task, give each rank its own)",
-				d->local_rank < r ? d->local_rank : r, d->local_rank < r ? r : d->local_rank,
-				d->host, bus);
+			cuda_probe_set(p, CUDA_UNUSABLE, "shared-gpu",
+				       "local ranks %d and %d on %s would share GPU %s (one rank per GPU: "
+				       "with CUDA_VISIBLE_DEVICES or srun --gpus-per-task, give each its "
+				       "own)",
+				       lo, hi, d->host, bus);
+	}
 	free(all_bus);
 	if (p->verdict == CUDA_USABLE)
 		snprintf(p->why, sizeof(p->why), "device %d (%s)", *device, bus);

@@ -192,3 +192,26 @@ add_test(NAME mnist_train_sim_cuda_vs_host_2
                  2 ${MNIST_MPIRUN} -- --limit 3200 --epochs 1 --seed 1)
 set_tests_properties(mnist_train_sim_cuda_vs_host_2 PROPERTIES LABELS cudasim TIMEOUT 300
                      PROCESSORS 2)
+
+# ---- the same new GPU tests on a real GPU (label gpu; skipped, with the reason, without one) ----
+# 40-cuda.cmake registers the rest of the suite and builds mnist_gpu_test_util.
+if(MNIST_DDP_HAVE_CUDA)
+  add_executable(gpu_train_step ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_train_step.c)
+  target_compile_options(gpu_train_step PRIVATE ${MNIST_DDP_WARNINGS})
+  target_link_libraries(gpu_train_step PRIVATE mnist_gpu_test_util)
+  foreach(case gpu_train_step gpu_graph)
+    add_test(NAME ${case}_2 COMMAND ${MNIST_MPIRUN} --timeout 500 -n 2 $<TARGET_FILE:${case}>)
+    set_tests_properties(${case}_2 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600 PROCESSORS 2)
+  endforeach()
+  foreach(variant no-warm-up upload)
+    string(REPLACE "-" "_" _name gpu_deadline_${variant}_2)
+    add_test(NAME ${_name} COMMAND ${MNIST_MPIRUN} --timeout 100 -n 2 $<TARGET_FILE:gpu_deadline> --${variant})
+    set_tests_properties(${_name} PROPERTIES LABELS gpu TIMEOUT 120 PROCESSORS 2
+                         SKIP_REGULAR_EXPRESSION "SKIP gpu_deadline"
+                         PASS_REGULAR_EXPRESSION "${_deadline_line}")
+  endforeach()
+endif()
+# The harness of gpu_train_step with the host backend in place of CUDA (label mpi, any build).
+add_test(NAME gpu_train_step_selftest_2
+         COMMAND ${MNIST_MPIRUN} --timeout 250 -n 2 $<TARGET_FILE:gpu_train_step_sim> --self-test)
+set_tests_properties(gpu_train_step_selftest_2 PROPERTIES LABELS mpi TIMEOUT 300 PROCESSORS 2)

@@ -57,11 +57,16 @@ static cudaError_t check_copy(void *dst, const void *src, size_t bytes, enum cud
 	return cudaSuccess;
 }
 
-/* Copy now, inside a window (the caller has made sure the stream allows it). */
-static void copy_now(void *dst, const void *src, size_t bytes)
+/* Wait for the stream's queued work (the copy's synchronization), then copy at once. */
+static cudaError_t copy_after(cudaStream_t stream, const char *api, void *dst, const void *src,
+			      size_t bytes)
 {
-	window open;
-	memmove(dst, src, bytes);
+	cudaError_t rc = drain(stream, api);
+	if (rc == cudaSuccess) {
+		window open;
+		memmove(dst, src, bytes);
+	}
+	return rc;
 }
 
 } /* namespace cudasim */
@@ -154,17 +159,11 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
 
 	if (cap == cudaStreamCaptureStatusNone && dk == MEM_PAGEABLE && sk == MEM_DEVICE) {
 		/* Device to pageable: returns only once the copy has completed. */
-		rc = drain(stream, "cudaMemcpyAsync (device to pageable host)");
-		if (rc == cudaSuccess)
-			copy_now(dst, src, bytes);
-		return rc;
+		return copy_after(stream, "cudaMemcpyAsync (device to pageable host)", dst, src, bytes);
 	}
 	if (cap == cudaStreamCaptureStatusNone && (sk == MEM_PAGEABLE || (is_host(sk) && is_host(dk)))) {
 		/* Pageable to device: staged after a stream synchronization; host to host: synchronous. */
-		rc = drain(stream, "cudaMemcpyAsync (from pageable host memory)");
-		if (rc == cudaSuccess)
-			copy_now(dst, src, bytes);
-		return rc;
+		return copy_after(stream, "cudaMemcpyAsync (from pageable host memory)", dst, src, bytes);
 	}
 	/* Pinned host memory or device to device: asynchronous, reads its source when it runs. */
 	op o;
@@ -188,10 +187,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpy
 	rc = check_copy(dst, src, bytes, kind, &dk, &sk);
 	if (rc != cudaSuccess)
 		return set_error(rc);
-	rc = drain(nullptr, "cudaMemcpy");
-	if (rc == cudaSuccess)
-		copy_now(dst, src, bytes);
-	return rc;
+	return copy_after(nullptr, "cudaMemcpy", dst, src, bytes);
 }
 
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream)
