@@ -105,7 +105,10 @@
  *
  * Not modelled: timing and performance; real concurrency (one host thread
  * runs everything, streams never overlap, so races between streams cannot
- * show); the memory model beyond stream order (no caches, no weak ordering,
+ * show); a GPU's progress on its own: queued work runs only when its own
+ * process waits for it or polls it, so a rank that blocks elsewhere (in an
+ * MPI call, say) while a peer waits for one of its queued collectives stalls
+ * that peer here, where a GPU would have run the collective; the memory model beyond stream order (no caches, no weak ordering,
  * no atomics); TF32 and other reduced-precision math (every GEMM is exact to
  * double accumulation whatever the math mode); transports (NVLink, PCIe,
  * InfiniBand, sockets: MPI carries everything); sticky errors after a fault

@@ -421,6 +421,18 @@ Test(cublas, sgemv_follows_strides_and_transposition)
 		  (double)y[1], (double)y[2]);
 }
 
+Test(cublas, the_math_mode_is_the_one_set_and_unknown_ones_are_refused)
+{
+	cublasHandle_t h = blas_on(new_stream());
+	cublasMath_t mode = CUBLAS_TF32_TENSOR_OP_MATH;
+	cr_assert_eq(cublasGetMathMode(h, &mode), CUBLAS_STATUS_SUCCESS);
+	cr_assert_eq(mode, CUBLAS_DEFAULT_MATH, "a new handle computes in float32");
+	cr_assert_eq(cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH), CUBLAS_STATUS_SUCCESS);
+	cr_assert_eq(cublasGetMathMode(h, &mode), CUBLAS_STATUS_SUCCESS);
+	cr_assert_eq(mode, CUBLAS_TF32_TENSOR_OP_MATH);
+	cr_assert_eq(cublasSetMathMode(h, (cublasMath_t)7), CUBLAS_STATUS_INVALID_VALUE);
+}
+
 Test(cublas, without_cublasSetStream_a_gemm_runs_on_the_legacy_stream)
 {
 	cudaStream_t s = new_stream();
