@@ -167,10 +167,27 @@ static bool test(MPI_Request *req)
 	return done != 0;
 }
 
+/* What MPI reads and writes while a request is pending. */
+struct coll_buffers {
+	coll_desc mine = {};
+	std::vector<coll_desc> all;
+	std::vector<char> stage, gathered;
+};
+
 /* One run of a collective on its stream (see the file comment). */
 class coll_run : public async_work {
 public:
-	explicit coll_run(std::shared_ptr<const coll_spec> s) : spec(std::move(s)) {}
+	explicit coll_run(std::shared_ptr<const coll_spec> s)
+		: spec(std::move(s)), buf(new coll_buffers)
+	{
+	}
+
+	~coll_run() override
+	{
+		/* Dropped (ncclCommAbort) with a request pending: its buffers stay MPI's, never freed. */
+		if (req != MPI_REQUEST_NULL)
+			(void)buf.release();
+	}
 
 	bool advance() override
 	{
@@ -182,19 +199,19 @@ public:
 			return true; /* ncclCommAbort drops what was pending */
 		switch (phase) {
 		case 0:
-			mine = spec->d;
-			mine.seq = ++c.executed;
-			mine.rank = c.rank;
-			if (c.hang_at > 0 && (long)mine.seq == c.hang_at) {
+			buf->mine = spec->d;
+			buf->mine.seq = ++c.executed;
+			buf->mine.rank = c.rank;
+			if (c.hang_at > 0 && (long)buf->mine.seq == c.hang_at) {
 				note("collective #%llu (%s) will never complete on this rank "
 				     "(CUDASIM_HANG_RANK, CUDASIM_HANG_AT)",
-				     (unsigned long long)mine.seq, describe_desc(mine).c_str());
+				     (unsigned long long)buf->mine.seq, describe_desc(buf->mine).c_str());
 				phase = 9;
 				return false;
 			}
-			all.resize((size_t)c.nranks);
-			MPI_Iallgather(&mine, (int)sizeof(mine), MPI_BYTE, all.data(), (int)sizeof(mine),
-				       MPI_BYTE, c.coll, &req);
+			buf->all.resize((size_t)c.nranks);
+			MPI_Iallgather(&buf->mine, (int)sizeof(coll_desc), MPI_BYTE, buf->all.data(),
+				       (int)sizeof(coll_desc), MPI_BYTE, c.coll, &req);
 			phase = 1;
 			/* fall through */
 		case 1:
@@ -219,9 +236,9 @@ public:
 
 	std::string describe() const override
 	{
-		char buf[96];
-		snprintf(buf, sizeof(buf), "NCCL collective #%llu, ", (unsigned long long)mine.seq);
-		return buf + describe_desc(spec->d) +
+		char head[96];
+		snprintf(head, sizeof(head), "NCCL collective #%llu, ", (unsigned long long)buf->mine.seq);
+		return head + describe_desc(spec->d) +
 		       (phase == 9 ? " (injected never to complete)"
 				   : ", which completes only once every rank has reached it");
 	}
@@ -229,7 +246,8 @@ public:
 private:
 	void compare()
 	{
-		for (const coll_desc &o : all)
+		const coll_desc &mine = buf->mine;
+		for (const coll_desc &o : buf->all)
 			if (!same_collective(o, mine) || o.seq != mine.seq)
 				fatal("NCCL collective #%llu differs across ranks (every rank must issue the "
 				      "same collectives in the same order, graph-captured on all or on none): "
@@ -241,40 +259,40 @@ private:
 	void start_data()
 	{
 		const comm_state &c = *spec->comm;
+		const coll_desc &mine = buf->mine;
 		bytes = mine.count * type_size(mine.datatype);
 		if (bytes > (size_t)INT_MAX)
 			fatal("a collective of %zu bytes: more than the simulator moves in one call", bytes);
-		stage.resize(bytes);
+		buf->stage.resize(bytes);
 		if (mine.kind == COLL_ALLREDUCE || c.rank == mine.root) {
 			window open;
-			memcpy(stage.data(), spec->send, bytes);
+			memcpy(buf->stage.data(), spec->send, bytes);
 		}
 		if (mine.kind == COLL_ALLREDUCE) {
-			gathered.resize(bytes * (size_t)c.nranks);
-			MPI_Iallgather(stage.data(), (int)bytes, MPI_BYTE, gathered.data(), (int)bytes,
-				       MPI_BYTE, c.coll, &req);
+			buf->gathered.resize(bytes * (size_t)c.nranks);
+			MPI_Iallgather(buf->stage.data(), (int)bytes, MPI_BYTE, buf->gathered.data(),
+				       (int)bytes, MPI_BYTE, c.coll, &req);
 		} else {
-			MPI_Ibcast(stage.data(), (int)bytes, MPI_BYTE, mine.root, c.coll, &req);
+			MPI_Ibcast(buf->stage.data(), (int)bytes, MPI_BYTE, mine.root, c.coll, &req);
 		}
 	}
 
 	void finish()
 	{
+		const coll_desc &mine = buf->mine;
 		window open;
 		if (mine.kind == COLL_ALLREDUCE)
-			nccl_reduce(mine.datatype, gathered.data(), mine.count, spec->comm->nranks,
-				   mine.redop, spec->recv);
+			nccl_reduce(mine.datatype, buf->gathered.data(), mine.count, spec->comm->nranks,
+				    mine.redop, spec->recv);
 		else
-			memcpy(spec->recv, stage.data(), bytes);
+			memcpy(spec->recv, buf->stage.data(), bytes);
 	}
 
 	std::shared_ptr<const coll_spec> spec;
+	std::unique_ptr<coll_buffers> buf;
 	int phase = 0;
-	coll_desc mine = {};
-	std::vector<coll_desc> all;
 	MPI_Request req = MPI_REQUEST_NULL;
 	size_t bytes = 0;
-	std::vector<char> stage, gathered;
 };
 
 /* Wait on req, saying once what the host waits for when it takes long. */
