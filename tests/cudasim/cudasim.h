@@ -80,7 +80,9 @@
  *     PreMulSum); on integers, a sum then a division. Sums run in ring order,
  *     each 1024-element chunk starting at another rank; every rank gets the
  *     same result. ncclCommGetAsyncError, ncclCommAbort (pending collectives
- *     are dropped), ncclCommFinalize (waits for them) and ncclCommDestroy.
+ *     are dropped, and the other ranks' ncclCommGetAsyncError then reports
+ *     ncclRemoteError, as for a peer that went away), ncclCommFinalize (waits
+ *     for what is queued) and ncclCommDestroy.
  *  9. Devices and faults, by environment variable:
  *       CUDASIM_DEVICES=N          GPUs in the simulated node (default 8; 0: none)
  *       CUDA_VISIBLE_DEVICES=...   as CUDA reads it: a list of indices, cut at the first invalid one
