@@ -2,35 +2,45 @@
  * backend_cuda.cu - the CUDA backend: the kernels of cuda/kernels.cu, cuBLAS
  * GEMM and an NCCL communicator behind include/backend.h.
  *
- * One rank per GPU: the rank's local rank (its index among the ranks on its
- * node) is its device, and a node with more ranks than devices is refused.
- * Every op is queued on one non-blocking compute stream, in call order: the
- * kernels, cuBLAS (set to that stream, with a fixed workspace so that a
- * captured GEMM allocates nothing) and NCCL. ->download and ->synchronize
- * wait for the stream; ->upload waits for its copy, so the host buffer may be
- * reused at once. A step recorded between ->capture_begin and ->capture_end
- * becomes a CUDA graph that ->replay launches on the same stream.
+ * One rank per GPU: when every GPU of the node is visible to every rank, the
+ * rank's local rank (its index among the ranks on its node) is its device;
+ * when a rank sees one GPU (srun --gpus-per-task=1, CUDA_VISIBLE_DEVICES set
+ * per rank), that one. Fewer visible GPUs than ranks, or two ranks of a node
+ * on one GPU, are refused. Every op is queued on one non-blocking compute
+ * stream, in call order: the kernels, cuBLAS (set to that stream, with a
+ * fixed workspace so that a captured GEMM allocates nothing) and NCCL.
+ * ->download and ->synchronize wait for the stream; ->upload waits for its
+ * copy, so the host buffer may be reused at once. A step recorded between
+ * ->capture_begin and ->capture_end becomes a CUDA graph that ->replay
+ * launches on the same stream; whether the capture worked is agreed by all
+ * ranks, since NCCL requires a collective to be captured on all or none.
  *
  * NCCL bootstrap: rank 0 calls ncclGetUniqueId, MPI_Bcast carries its bytes
- * over the job's communicator, every rank calls ncclCommInitRank. The
- * gradient allreduce is one ncclAllReduce (ncclAvg for REDUCE_MEAN, ncclSum
- * for REDUCE_SUM) on the compute stream.
+ * over the job's communicator, every rank calls ncclCommInitRank, then one
+ * warm-up allreduce on every rank: NCCL 2.22 and later connect a communicator
+ * at its first collective, which needs every rank, so connection set-up
+ * happens here, not in a captured step nor in a collective that a hung peer
+ * never joins. The gradient allreduce is one ncclAllReduce (ncclAvg for
+ * REDUCE_MEAN, ncclSum for REDUCE_SUM) on the compute stream.
  *
  * Collective deadline (->set_timeout, ->set_position): NCCL collectives are
  * queued, not waited for, so the deadline applies where the host waits for
- * the stream (->download, ->synchronize, ->upload, ->destroy) while a queued
- * allreduce or broadcast (also one inside a replayed graph) has not been seen
- * to complete. Past it the rank prints which collective of which step hangs,
- * aborts its communicator and ends the job. The GPU's own kernels cannot hang,
- * so waits with no collective pending are plain stream synchronizations.
+ * the stream (->download, ->synchronize, ->upload, ->free, ->destroy) while a
+ * queued allreduce or broadcast (also one inside a replayed graph) has not
+ * been seen to complete. Past it the rank prints which collective of which
+ * step hangs, aborts its communicator and ends the job. The GPU's own kernels
+ * cannot hang, so waits with no collective pending are plain stream
+ * synchronizations. Copies between the device and pageable host memory return
+ * only once they are done, so they come after that wait, never before it.
  *
- * Errors: backend_cuda_probe and backend_cuda_create report what failed in
- * `why` ("cudaGetDeviceCount: error 35 (cudaErrorInsufficientDriver): ...").
- * backend_cuda_create is collective over the job: every rank returns the same
- * outcome, so a rank whose device is fine never waits in NCCL for one whose
- * device failed. Once created, every CUDA, cuBLAS and NCCL call is checked and
- * fatal (cuda/cuda_check.cuh): the communicator is aborted, the message names
- * rank and host, and MPI_Abort ends the job.
+ * Errors: backend_cuda_probe gives a verdict (include/backend.h): absent (no
+ * driver, no device), or present but unusable, with a reason and what was
+ * seen. backend_cuda_create reports what failed in `why`. It is collective
+ * over the job: every rank returns the same outcome, so a rank whose device
+ * is fine never waits in NCCL for one whose device failed. Once created,
+ * every CUDA, cuBLAS and NCCL call is checked and fatal (cuda/cuda_check.cuh):
+ * the communicator is aborted, the message names rank and host, and MPI_Abort
+ * ends the job.
  *
  * Built by cmake/cuda.cmake into the module libmnist-cuda.so (its entry point:
  * cuda/backend_module.cu) when MNIST_DDP_CUDA finds the toolkit, cuBLAS and
@@ -68,11 +78,12 @@
 /* A collective queued on the stream, for the deadline message. */
 struct cuda_pending {
 	const char *what; /* "allreduce" or "broadcast"; NULL when none */
-	int epoch, step;  /* the position it was queued at */
+	int epoch, step;  /* the position it was queued at; epoch -1: at start-up */
 };
 
 struct cuda_ctx {
-	int device;            /* CUDA device ordinal = local rank */
+	const struct dist *dist; /* the job, for agreements */
+	int device;            /* CUDA device ordinal (see the file comment) */
 	int rank, size;        /* in the job */
 	cudaStream_t stream;   /* every op, in order */
 	cudaEvent_t waited;    /* recorded on stream by a timed wait */
@@ -122,9 +133,13 @@ static void note_collective(struct cuda_ctx *c, const char *what)
 /* The deadline passed: say which collective hangs, stop NCCL, end the job. */
 [[noreturn]] static void deadline_expired(struct cuda_ctx *c)
 {
-	fprintf(stderr, "rank %d on %s: %s at epoch %d step %d not complete after %g s\n",
-		check_rank(), check_host(), c->pending.what, c->pending.epoch, c->pending.step,
-		c->timeout);
+	if (c->pending.epoch < 0)
+		fprintf(stderr, "rank %d on %s: %s at start-up not complete after %g s\n", check_rank(),
+			check_host(), c->pending.what, c->timeout);
+	else
+		fprintf(stderr, "rank %d on %s: %s at epoch %d step %d not complete after %g s\n",
+			check_rank(), check_host(), c->pending.what, c->pending.epoch, c->pending.step,
+			c->timeout);
 	fflush(stderr);
 	cuda_check_set_comm(NULL);
 	ncclCommAbort(c->nccl);
@@ -186,27 +201,41 @@ static void *cuda_alloc(void *ctx, size_t bytes)
 	return p;
 }
 
+/* cudaFree waits for the device: with a collective pending, under the deadline first. */
 static void cuda_free(void *ctx, void *p)
 {
-	(void)ctx;
+	struct cuda_ctx *c = ctx_of(ctx);
+	if (c->pending.what)
+		cuda_wait(c);
 	CUDA_CHECK(cudaFree(p));
+}
+
+/*
+ * A copy between the device and pageable host memory returns only once it
+ * has completed (CUDA's "API synchronization behavior"), so it waits for all
+ * earlier work on the stream: behind a collective whose peer hangs it would
+ * block in the driver, out of the deadline's reach. Hence: wait for the
+ * stream under the deadline, then copy on an idle stream.
+ */
+static void cuda_copy(struct cuda_ctx *c, void *dst, const void *src, size_t bytes,
+		      enum cudaMemcpyKind kind)
+{
+	cuda_wait(c);
+	if (bytes == 0)
+		return;
+	CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, c->stream));
+	CUDA_CHECK(cudaStreamSynchronize(c->stream));
 }
 
 static void cuda_upload(void *ctx, void *dst, const void *src, size_t bytes)
 {
-	struct cuda_ctx *c = ctx_of(ctx);
-	if (bytes == 0)
-		return;
-	CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
-	cuda_wait(c);
+	if (bytes > 0)
+		cuda_copy(ctx_of(ctx), dst, src, bytes, cudaMemcpyHostToDevice);
 }
 
 static void cuda_download(void *ctx, void *dst, const void *src, size_t bytes)
 {
-	struct cuda_ctx *c = ctx_of(ctx);
-	if (bytes > 0)
-		CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
-	cuda_wait(c);
+	cuda_copy(ctx_of(ctx), dst, src, bytes, cudaMemcpyDeviceToHost);
 }
 
 /* ---- math --------------------------------------------------------------------- */
@@ -313,13 +342,39 @@ static void warn_capture(const char *what, cudaError_t rc)
 	(void)cudaGetLastError();
 }
 
-/* 0 when recording started; the ops that follow are recorded, not run. */
+/* Every rank's status in; the lowest failing rank out, -1 when none failed. */
+static int agree(const struct dist *d, int status);
+
+/*
+ * 1 when ok holds on every rank. A graph holding a collective must be used by
+ * every rank or by none (NCCL: capture is a collective property), so a
+ * capture that failed anywhere is dropped everywhere.
+ */
+static int capture_agreed(const struct cuda_ctx *c, int ok)
+{
+	int bad = agree(c->dist, !ok);
+	if (bad >= 0 && ok && c->rank == 0)
+		fprintf(stderr, "rank 0 on %s: CUDA graph capture failed on rank %d; every rank runs its "
+				"steps uncaptured\n",
+			check_host(), bad);
+	return bad < 0;
+}
+
+/* 0 when recording started on every rank; the ops that follow are recorded, not run. */
 static int cuda_capture_begin(void *ctx)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
 	cudaError_t rc = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal);
-	if (rc != cudaSuccess) {
+	if (rc != cudaSuccess)
 		warn_capture("capture", rc);
+	if (!capture_agreed(c, rc == cudaSuccess)) {
+		if (rc == cudaSuccess) {
+			/* This rank began: end the capture and drop what it holds (nothing yet). */
+			cudaGraph_t graph = NULL;
+			if (cudaStreamEndCapture(c->stream, &graph) == cudaSuccess && graph)
+				cudaGraphDestroy(graph);
+			(void)cudaGetLastError();
+		}
 		return 1;
 	}
 	/* Collectives queued while capturing are recorded, not run: keep them apart. */
@@ -328,32 +383,35 @@ static int cuda_capture_begin(void *ctx)
 	return 0;
 }
 
-/* The recorded ops as an executable graph, or NULL (they have not run either way). */
+/*
+ * The recorded ops as an executable graph on every rank, or NULL on every
+ * rank (they have not run either way).
+ */
 static void *cuda_capture_end(void *ctx)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
 	cudaGraph_t graph = NULL;
 	cudaGraphExec_t exec = NULL;
-	struct cuda_graph *g;
+	struct cuda_graph *g = (struct cuda_graph *)malloc(sizeof(*g));
 	cudaError_t rc = cudaStreamEndCapture(c->stream, &graph);
 	const char *collective = c->pending.what; /* one recorded in the capture, or NULL */
 
 	c->pending = c->before_capture;
 	if (rc != cudaSuccess || !graph) {
 		warn_capture("capture", rc);
-		if (graph)
-			cudaGraphDestroy(graph);
-		return NULL;
+	} else {
+		rc = cudaGraphInstantiate(&exec, graph, 0);
+		if (rc != cudaSuccess) {
+			warn_capture("instantiation", rc);
+			exec = NULL;
+		}
 	}
-	rc = cudaGraphInstantiate(&exec, graph, 0);
-	cudaGraphDestroy(graph);
-	if (rc != cudaSuccess) {
-		warn_capture("instantiation", rc);
-		return NULL;
-	}
-	g = (struct cuda_graph *)malloc(sizeof(*g));
-	if (!g) {
-		CUDA_CHECK(cudaGraphExecDestroy(exec));
+	if (graph)
+		cudaGraphDestroy(graph);
+	if (!capture_agreed(c, g && exec)) {
+		if (exec)
+			CUDA_CHECK(cudaGraphExecDestroy(exec));
+		free(g);
 		return NULL;
 	}
 	g->exec = exec;
@@ -456,61 +514,106 @@ static int fail_cuda(char *why, size_t whylen, const char *what, cudaError_t rc)
 	return 1;
 }
 
-/* 0 when device local_rank exists, is this rank's alone, and runs our kernels. */
-static int probe_device(const struct dist *d, char *why, size_t whylen)
+/* A context on device, and this build's kernels on it. */
+static void probe_context(struct cuda_probe *p, int device)
+{
+	char text[CUDA_CHECK_MSG_LEN];
+	struct cudaDeviceProp prop;
+	cudaError_t rc = cudaSetDevice(device);
+	if (rc == cudaSuccess)
+		rc = cudaFree(NULL); /* creates the context */
+	if (rc != cudaSuccess) {
+		int busy = rc == cudaErrorDevicesUnavailable;
+		cuda_error_text(rc, text, sizeof(text));
+		cuda_probe_set(p, CUDA_UNUSABLE, busy ? "device-busy" : "context-failed",
+			       "device %d: creating a context: %s%s", device, text,
+			       busy ? " (exclusive-process or prohibited compute mode, device in use: "
+				      "nvidia-smi -q -d COMPUTE)"
+				    : "");
+		return;
+	}
+	rc = kernels_image_check();
+	if (rc != cudaSuccess) {
+		int major = 0, minor = 0;
+		if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
+			major = prop.major;
+			minor = prop.minor;
+		}
+		cuda_error_text(rc, text, sizeof(text));
+		cuda_probe_set(p, CUDA_UNUSABLE,
+			       rc == cudaErrorNoKernelImageForDevice ? "no-kernel-image"
+								     : "kernel-check-failed",
+			       "device %d (compute capability %d.%d): this build's kernels: %s (build for "
+			       "it with -DCMAKE_CUDA_ARCHITECTURES; docs/gpu.md)",
+			       device, major, minor, text);
+	}
+}
+
+/*
+ * This rank's verdict and device. Collective over the node's ranks: the last
+ * step compares the GPUs they would use, since two ranks on one GPU is what a
+ * launch that gives every rank the same visible device produces.
+ */
+static void probe_device(const struct dist *d, struct cuda_probe *p, int *device)
 {
 	int count = 0; /* left unwritten when there is no driver */
+	char bus[32] = "", *all_bus;
+	memset(p, 0, sizeof(*p));
+	*device = -1;
 	cudaError_t rc = cudaGetDeviceCount(&count);
-	char what[96];
-	if (rc != cudaSuccess)
-		return fail_cuda(why, whylen, "cudaGetDeviceCount", rc);
-	if (count <= 0) {
-		snprintf(why, whylen, "cudaGetDeviceCount: no CUDA device");
-		return 1;
+	if (rc != cudaSuccess) {
+		cuda_probe_count_error(p, rc);
+	} else if (count <= 0) {
+		cuda_probe_set(p, CUDA_ABSENT, "no-device", "cudaGetDeviceCount: no CUDA device");
+	} else if (count < d->local_size && count != 1) {
+		cuda_probe_set(p, CUDA_UNUSABLE, "too-many-ranks",
+			       "%d ranks on %s but %d visible CUDA devices: the CUDA backend runs one "
+			       "rank per GPU (start at most %d ranks per node, or give each its own GPU)",
+			       d->local_size, d->host, count, count);
+	} else {
+		/* Every GPU visible to every rank: the local rank's; one visible GPU: that one. */
+		*device = count == 1 ? 0 : d->local_rank;
+		probe_context(p, *device);
+		if (p->verdict == CUDA_USABLE &&
+		    cudaDeviceGetPCIBusId(bus, sizeof(bus), *device) != cudaSuccess)
+			bus[0] = '\0';
 	}
-	if (d->local_size > count) {
-		snprintf(why, whylen,
-			 "%d ranks on %s but %d CUDA device%s: the CUDA backend runs one rank per GPU "
-			 "(start at most %d ranks per node)",
-			 d->local_size, d->host, count, count == 1 ? "" : "s", count);
-		return 1;
+	all_bus = (char *)xcalloc((size_t)d->local_size, sizeof(bus));
+	MPI_CHECK(MPI_Allgather(bus, (int)sizeof(bus), MPI_CHAR, all_bus, (int)sizeof(bus), MPI_CHAR,
+				d->local_comm));
+	for (int r = 0; r < d->local_size && p->verdict == CUDA_USABLE; r++) {
+		int lo = r < d->local_rank ? r : d->local_rank, hi = r < d->local_rank ? d->local_rank : r;
+		if (r != d->local_rank && bus[0] && !strcmp(bus, all_bus + (size_t)r * sizeof(bus)))
+			cuda_probe_set(p, CUDA_UNUSABLE, "shared-gpu",
+				       "local ranks %d and %d on %s would share GPU %s (one rank per GPU: "
+				       "with CUDA_VISIBLE_DEVICES or srun --gpus-per-task, give each its "
+				       "own)",
+				       lo, hi, d->host, bus);
 	}
-	snprintf(what, sizeof(what), "cudaSetDevice(%d)", d->local_rank);
-	rc = cudaSetDevice(d->local_rank);
-	if (rc != cudaSuccess)
-		return fail_cuda(why, whylen, what, rc);
-	snprintf(what, sizeof(what), "creating a context on device %d", d->local_rank);
-	rc = cudaFree(NULL);
-	if (rc != cudaSuccess)
-		return fail_cuda(why, whylen, what, rc);
-	snprintf(what, sizeof(what), "kernel image for device %d", d->local_rank);
-	rc = kernels_image_check();
-	if (rc != cudaSuccess)
-		return fail_cuda(why, whylen, what, rc);
-	return 0;
+	free(all_bus);
+	if (p->verdict == CUDA_USABLE)
+		snprintf(p->why, sizeof(p->why), "device %d (%s)", *device, bus);
 }
 
-int backend_cuda_probe(const struct dist *d, char *why, size_t whylen)
+void backend_cuda_probe(const struct dist *d, struct cuda_probe *out)
 {
-	if (probe_device(d, why, whylen))
-		return 0;
-	snprintf(why, whylen, "device %d", d->local_rank);
-	return 1;
+	int device;
+	probe_device(d, out, &device);
 }
 
-/* This rank's part: device, stream, cuBLAS. 0 on success, else why is filled. */
-static int setup_local(struct cuda_ctx *c, const struct dist *d, char *why, size_t whylen)
+/* This rank's part on its probed device: stream, cuBLAS. 0 on success, else why is filled. */
+static int setup_local(struct cuda_ctx *c, const struct dist *d, int device, char *why,
+		       size_t whylen)
 {
 	struct cudaDeviceProp prop;
 	cudaError_t rc;
 	cublasStatus_t brc;
 	char text[CUDA_CHECK_MSG_LEN];
 
-	c->device = d->local_rank;
+	c->dist = d;
+	c->device = device;
 	c->rank = d->rank;
 	c->size = d->size;
-	if (probe_device(d, why, whylen))
-		return 1;
 	rc = cudaGetDeviceProperties(&prop, c->device);
 	if (rc != cudaSuccess)
 		return fail_cuda(why, whylen, "cudaGetDeviceProperties", rc);
@@ -575,6 +678,28 @@ static int agree_timed(const struct dist *d, int status, const char *why, ncclCo
 	return first < d->size ? first : -1;
 }
 
+/*
+ * One allreduce on every rank, waited for: NCCL 2.22 and later connect a
+ * communicator at its first collective, and that needs every rank. Done here,
+ * where every rank has just joined, connection set-up is never part of a
+ * captured step nor of a collective that a hung peer never joins (which would
+ * block its caller in NCCL on the host, out of the deadline's reach). A peer
+ * lost from here on ends the job after CUDA_NCCL_AGREE_SECONDS.
+ */
+static void warm_up(struct cuda_ctx *c)
+{
+	float *one = NULL;
+	CUDA_CHECK(cudaMalloc((void **)&one, sizeof(*one)));
+	CUDA_CHECK(cudaMemsetAsync(one, 0, sizeof(*one), c->stream));
+	NCCL_CHECK(ncclAllReduce(one, one, 1, ncclFloat, ncclSum, c->nccl, c->stream));
+	c->pending.what = "NCCL warm-up allreduce";
+	c->pending.epoch = -1;
+	c->timeout = CUDA_NCCL_AGREE_SECONDS;
+	cuda_wait(c);
+	c->timeout = 0.0;
+	CUDA_CHECK(cudaFree(one));
+}
+
 int backend_cuda_create(const struct dist *d, struct backend *out, char *why, size_t whylen)
 {
 	struct cuda_ctx *c;
@@ -584,15 +709,20 @@ int backend_cuda_create(const struct dist *d, struct backend *out, char *why, si
 	} boot;
 	ncclResult_t nrc;
 	char text[CUDA_CHECK_MSG_LEN];
-	int status, bad;
+	struct cuda_probe probe;
+	int status, bad, device;
 
-	/* 1. This rank's device, stream and cuBLAS handle, then agree: MPI_Bcast next. */
+	/* 1. This rank's device (the probe is collective over the node), stream and cuBLAS. */
+	probe_device(d, &probe, &device);
 	c = (struct cuda_ctx *)calloc(1, sizeof(*c));
 	if (!c) {
 		snprintf(why, whylen, "out of memory");
 		status = 1;
+	} else if (probe.verdict != CUDA_USABLE) {
+		snprintf(why, whylen, "%s [%s]", probe.why, probe.reason);
+		status = 1;
 	} else {
-		status = setup_local(c, d, why, whylen);
+		status = setup_local(c, d, device, why, whylen);
 	}
 	bad = agree(d, status);
 	if (bad >= 0) {
@@ -634,6 +764,7 @@ int backend_cuda_create(const struct dist *d, struct backend *out, char *why, si
 	}
 
 	cuda_check_set_comm(c->nccl);
+	warm_up(c);
 	out->ops = &cuda_ops;
 	out->ctx = c;
 	snprintf(out->device, sizeof(out->device), "%s", c->name);

@@ -10,8 +10,8 @@
 
 #include "backend.h"
 
-/* 1 when a usable device exists for this local rank; else 0 and `why` says what failed. */
-int backend_cuda_probe(const struct dist *d, char *why, size_t whylen);
+/* This rank's verdict (include/backend.h); collective over the ranks of the node. */
+void backend_cuda_probe(const struct dist *d, struct cuda_probe *out);
 /* Collective: 0 on every rank, or non-zero on every rank with `why` filled. */
 int backend_cuda_create(const struct dist *d, struct backend *out, char *why, size_t whylen);
 

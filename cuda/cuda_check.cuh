@@ -9,7 +9,8 @@
  * collective that can never complete.
  *
  * Recoverable paths (backend_cuda_probe, backend_cuda_create) do not use the
- * macros; they format the same text with the *_error_text functions.
+ * macros; they format the same text with the *_error_text functions, and the
+ * probe turns start-up errors into its verdict with cuda_probe_*.
  */
 #ifndef MNIST_DDP_CUDA_CHECK_CUH
 #define MNIST_DDP_CUDA_CHECK_CUH
@@ -20,6 +21,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include "backend.h"
 #include "check.h"
 
 extern "C" {
@@ -37,6 +39,16 @@ void cuda_error_text(cudaError_t rc, char *buf, size_t len);
 void cublas_error_text(cublasStatus_t rc, char *buf, size_t len);
 /* "error 2 (ncclSystemError): unhandled system error (...last NCCL message...)" */
 void nccl_error_text(ncclResult_t rc, char *buf, size_t len);
+
+/* Fill p with a verdict, a reason key and a message; clears CUDA's last error. */
+void cuda_probe_set(struct cuda_probe *p, enum cuda_verdict v, const char *reason, const char *fmt,
+		    ...) __attribute__((format(printf, 4, 5)));
+/*
+ * The verdict for a failed cudaGetDeviceCount: no driver (cudaDriverGetVersion
+ * gives 0) or no device is absent; a driver older than the runtime, a system
+ * not ready (NVSwitch fabric manager) or anything else is unusable.
+ */
+void cuda_probe_count_error(struct cuda_probe *p, cudaError_t rc);
 
 } /* extern "C" */
 

@@ -11,7 +11,9 @@
  * The file is written in the common subset of C and C++. nvcc builds it into
  * the CUDA backend; the unit tests build it with the host C compiler and
  * a stand-in <cuda_runtime.h> (tests/cuda_host/), which runs each launch
- * as nested loops over blocks and threads. Every launch goes through
+ * as nested loops over blocks and threads, and with the host C++ compiler
+ * against the CUDA simulator (tests/cudasim/), which queues each launch on
+ * its stream. Every launch goes through
  * KERNEL_LAUNCH: here, a launch on the backend's stream followed by a check of
  * cudaGetLastError; in the tests, those loops.
  */
@@ -208,7 +210,7 @@ void kernels_scale(cudaStream_t stream, const struct kernel_geom *geom, float *x
 	KERNEL_LAUNCH(scale_kernel, g, stream, x, n, alpha);
 }
 
-#if defined(__CUDACC__)
+#if defined(CUDART_VERSION)
 cudaError_t kernels_image_check(void)
 {
 	struct cudaFuncAttributes attr;

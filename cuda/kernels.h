@@ -63,7 +63,7 @@ void kernels_sgd_update(cudaStream_t stream, const struct kernel_geom *geom, flo
 void kernels_scale(cudaStream_t stream, const struct kernel_geom *geom, float *x, size_t n,
 		   float alpha);
 
-#if defined(__CUDACC__)
+#if defined(CUDART_VERSION) /* a CUDA runtime: nvcc's, or the tests' simulator (tests/cudasim) */
 /*
  * cudaSuccess when this binary holds code the current device can run
  * (cudaErrorNoKernelImageForDevice, for example, on a GPU older than sm_80).

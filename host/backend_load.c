@@ -126,23 +126,61 @@ const struct backend_module *backend_cuda_open(const char *path, int *no_driver,
 	return m;
 }
 
-/* This rank's CUDA module when it can run the CUDA backend; else NULL and why. */
-static const struct backend_module *cuda_usable(const struct dist *d, char *why, size_t whylen)
+/*
+ * This rank's part of loading the CUDA module: its verdict when the module
+ * cannot be used at all. No driver (or no module in this build) is a CPU
+ * machine: absent. A driver without a loadable module (it is missing, a CUDA
+ * library is missing, or it is from another build) is a GPU machine that
+ * cannot run the CUDA backend: unusable.
+ */
+static const struct backend_module *cuda_load(const char *module, struct cuda_probe *p)
 {
 	char path[LOAD_PATH_MAX];
 	int no_driver = 0;
-	if (backend_cuda_module_path(path, sizeof(path), why, whylen))
+	const struct backend_module *m = NULL;
+	memset(p, 0, sizeof(*p));
+	if (module)
+		snprintf(path, sizeof(path), "%s", module);
+	else if (backend_cuda_module_path(path, sizeof(path), p->why, sizeof(p->why))) {
+		p->verdict = CUDA_ABSENT;
+		snprintf(p->reason, sizeof(p->reason), "not-built");
 		return NULL;
-	const struct backend_module *m = backend_cuda_open(path, &no_driver, why, whylen);
-	if (m && !m->probe(d, why, whylen))
-		return NULL;
+	}
+	m = backend_cuda_open(path, &no_driver, p->why, sizeof(p->why));
+	if (!m) {
+		int absent = no_driver || !cuda_driver;
+		p->verdict = absent ? CUDA_ABSENT : CUDA_UNUSABLE;
+		snprintf(p->reason, sizeof(p->reason), "%s", absent ? "no-driver" : "module-not-loaded");
+	}
 	return m;
+}
+
+enum cuda_verdict backend_cuda_job_probe(const struct dist *d, const char *module,
+					 const struct backend_module **m, struct cuda_probe *mine,
+					 struct cuda_probe *worst_seen, int *bad_rank)
+{
+	/* The module on every rank first: its probe is collective over a node's ranks. */
+	*m = cuda_load(module, mine);
+	int worst = dist_agree(d, *m ? CUDA_USABLE : (int)mine->verdict, bad_rank);
+	if (worst == CUDA_USABLE) {
+		(*m)->probe(d, mine);
+		worst = dist_agree(d, (int)mine->verdict, bad_rank);
+	}
+	*worst_seen = *mine;
+	if (worst != CUDA_USABLE) {
+		dist_bcast(d, worst_seen, sizeof(*worst_seen), *bad_rank, "backend choice");
+		worst_seen->reason[sizeof(worst_seen->reason) - 1] = '\0';
+		worst_seen->why[sizeof(worst_seen->why) - 1] = '\0';
+	}
+	return (enum cuda_verdict)worst;
 }
 
 int backend_select(int choice, const struct dist *d, int threads, struct backend *out,
 		   char *why, size_t whylen)
 {
-	char mine[1024] = "";
+	char mine_why[sizeof(((struct cuda_probe *)0)->why)];
+	struct cuda_probe mine, theirs;
+	const struct backend_module *m = NULL;
 	int bad_rank = -1;
 	why[0] = '\0';
 	memset(out, 0, sizeof(*out));
@@ -150,21 +188,27 @@ int backend_select(int choice, const struct dist *d, int threads, struct backend
 	if (choice == BACKEND_HOST)
 		return backend_host_create(d, threads, out);
 
-	const struct backend_module *m = cuda_usable(d, mine, sizeof(mine));
-	int own_failure = !m;
-	int failed = dist_agree(d, own_failure, &bad_rank);
-	if (choice == BACKEND_AUTO && failed) {
-		/* Tell everyone rank bad_rank's reason: rank 0 reports it. */
-		char reason[sizeof(mine)];
-		memcpy(reason, mine, sizeof(reason));
-		dist_bcast(d, reason, sizeof(reason), bad_rank, "backend choice");
-		reason[sizeof(reason) - 1] = '\0';
-		snprintf(why, whylen, "backend auto: using host, because rank %d cannot run the CUDA backend: %s",
-			 bad_rank, reason);
-		return backend_host_create(d, threads, out);
+	enum cuda_verdict worst = backend_cuda_job_probe(d, NULL, &m, &mine, &theirs, &bad_rank);
+	if (choice == BACKEND_AUTO && worst != CUDA_USABLE) {
+		if (worst == CUDA_UNUSABLE)
+			snprintf(why, whylen,
+				 "WARNING: GPUs are present but unusable, so this run trains on the CPU "
+				 "(host backend): rank %d: %s [%s]; fix the GPU set-up (docs/gpu.md) or "
+				 "pass --backend host",
+				 bad_rank, theirs.why, theirs.reason);
+		else
+			snprintf(why, whylen, "backend auto: using host, because rank %d cannot run the CUDA backend: %s",
+				 bad_rank, theirs.why);
+		int rc = backend_host_create(d, threads, out);
+		if (rc == 0 && worst == CUDA_UNUSABLE)
+			snprintf(out->fallback, sizeof(out->fallback), "%s", theirs.reason);
+		return rc;
 	}
+	int own_failure = mine.verdict != CUDA_USABLE || !m;
+	int failed = worst != CUDA_USABLE;
+	snprintf(mine_why, sizeof(mine_why), "%s", mine.why);
 	if (!failed) {
-		int rc = m->create(d, out, mine, sizeof(mine));
+		int rc = m->create(d, out, mine_why, sizeof(mine_why));
 		own_failure = rc != 0;
 		failed = dist_agree(d, own_failure, &bad_rank);
 		if (!failed) {
@@ -176,7 +220,7 @@ int backend_select(int choice, const struct dist *d, int threads, struct backend
 			backend_destroy(out);
 	}
 	if (own_failure)
-		snprintf(why, whylen, "--backend cuda: %s", mine);
+		snprintf(why, whylen, "--backend cuda: %s", mine_why);
 	else
 		snprintf(why, whylen, "--backend cuda: stopping because rank %d could not start the CUDA backend",
 			 bad_rank);

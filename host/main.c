@@ -204,6 +204,7 @@ int main(int argc, char **argv)
 			.final_loss = res.final_loss,
 			.param_crc = crc32_bytes(0, res.params, res.n_params * sizeof(float)),
 			.test_images = res.test_images,
+			.backend_fallback = be.fallback[0] ? be.fallback : NULL,
 		};
 		report_summary(stdout, &s);
 	}

@@ -211,6 +211,26 @@ Test(report, summary_line_format_and_key_order)
 	free(s);
 }
 
+Test(report, summary_ends_with_the_backend_fallback_when_there_is_one)
+{
+	struct summary sm = contract_summary;
+	struct capture c;
+	capture_open(&c);
+	report_summary(c.f, &sm);
+	char *plain = capture_close(&c);
+	sm.backend_fallback = "driver-too-old";
+	capture_open(&c);
+	report_summary(c.f, &sm);
+	char *s = capture_close(&c);
+	size_t n = strlen(plain);
+	cr_assert(strstr(plain, "backend_fallback") == NULL, "no fallback, yet: '%s'", plain);
+	cr_assert(n > 0 && strncmp(s, plain, n - 1) == 0 &&
+			  strcmp(s + n - 1, " backend_fallback=driver-too-old\n") == 0,
+		  "with a fallback\n  got:  %s  want: the same line plus ' backend_fallback=driver-too-old'", s);
+	free(plain);
+	free(s);
+}
+
 Test(report, summary_without_test_set_says_nan)
 {
 	struct summary sm = contract_summary;

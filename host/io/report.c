@@ -62,8 +62,11 @@ void report_summary(FILE *f, const struct summary *s)
 		fprintf(f, "test_accuracy=nan");
 	else
 		fprintf(f, "test_accuracy=%.4f", s->test_accuracy);
-	fprintf(f, " final_loss=%s param_crc32=%08x test_images=%lld\n", loss,
-		(unsigned)s->param_crc, s->test_images);
+	fprintf(f, " final_loss=%s param_crc32=%08x test_images=%lld", loss, (unsigned)s->param_crc,
+		s->test_images);
+	if (s->backend_fallback)
+		fprintf(f, " backend_fallback=%s", s->backend_fallback);
+	fprintf(f, "\n");
 	fflush(f);
 }
 

@@ -32,9 +32,13 @@ struct summary {
 	float final_loss;
 	uint32_t param_crc; /* CRC-32 of the final parameters' bytes */
 	long long test_images; /* test examples scored (0 without a test set) */
+	const char *backend_fallback; /* why --backend auto ran on the host with GPUs present, or NULL */
 };
 
-/* "summary: model=... backend=... ranks=... ..." (keys in the contract's order). */
+/*
+ * "summary: model=... backend=... ranks=... ..." (keys in the contract's order),
+ * then backend_fallback=REASON when s->backend_fallback is set.
+ */
 void report_summary(FILE *f, const struct summary *s);
 
 /* --metrics: one JSON line for a logged step. */

@@ -1,6 +1,7 @@
 /* gpu_common.c - shared start-up, skip rule and checks of the GPU parity programs. */
 #include "gpu_common.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,22 +11,37 @@
 #include "check.h"
 #include "ref.h"
 
-void gpu_test_init(struct gpu_test *t, const char *name, uint64_t default_seed, int *argc,
-		   char ***argv)
+/* 1 when the space-separated list holds word. */
+static int listed(const char *list, const char *word)
+{
+	size_t n = strlen(word);
+	for (const char *p = list ? strstr(list, word) : NULL; p; p = strstr(p + 1, word))
+		if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+			return 1;
+	return 0;
+}
+
+void gpu_test_init(struct gpu_test *t, const char *name, uint64_t default_seed,
+		   const char *options, int *argc, char ***argv)
 {
 	memset(t, 0, sizeof(*t));
 	t->name = name;
 	t->module = MNIST_TEST_CUDA_MODULE;
 	dist_init(argc, argv, &t->d);
+	t->argc = *argc;
+	t->argv = *argv;
 	for (int i = 1; i < *argc; i++) {
-		if (!strcmp((*argv)[i], "--self-test")) {
+		const char *a = (*argv)[i];
+		if (!strcmp(a, "--self-test")) {
 			t->self_test = 1;
-		} else if (!strcmp((*argv)[i], "--module") && i + 1 < *argc) {
+		} else if (!strcmp(a, "--module") && i + 1 < *argc) {
 			t->module = (*argv)[++i];
-		} else {
+		} else if (!strcmp(a, "--quick")) {
+			t->quick = 1;
+		} else if (!listed(options, a)) {
 			if (t->d.rank == 0)
-				fprintf(stderr, "%s: unknown argument '%s' (--self-test, --module PATH)\n",
-					name, (*argv)[i]);
+				fprintf(stderr, "%s: unknown argument '%s' (--self-test, --module PATH, --quick%s%s)\n",
+					name, a, options ? ", " : "", options ? options : "");
 			dist_finalize(&t->d);
 			exit(2);
 		}
@@ -38,20 +54,12 @@ void gpu_test_init(struct gpu_test *t, const char *name, uint64_t default_seed, 
 		       (unsigned long long)t->seed);
 }
 
-/*
- * This rank's CUDA module and device: 0 usable (*m set), GPU_START_SKIP when
- * there is no driver or no usable device, GPU_START_FAIL when the module
- * itself did not load (a broken build, never a skip).
- */
-enum { GPU_START_OK = 0, GPU_START_SKIP = 1, GPU_START_FAIL = 2 };
-static int cuda_start(struct gpu_test *t, const struct backend_module **m, char *why,
-		      size_t whylen)
+int gpu_test_option(const struct gpu_test *t, const char *flag)
 {
-	int no_driver = 0;
-	*m = backend_cuda_open(t->module, &no_driver, why, whylen);
-	if (!*m)
-		return no_driver ? GPU_START_SKIP : GPU_START_FAIL;
-	return (*m)->probe(&t->d, why, whylen) ? GPU_START_OK : GPU_START_SKIP;
+	for (int i = 1; i < t->argc; i++)
+		if (!strcmp(t->argv[i], flag))
+			return 1;
+	return 0;
 }
 
 void gpu_test_start(struct gpu_test *t)
@@ -60,21 +68,22 @@ void gpu_test_start(struct gpu_test *t)
 	int bad = -1;
 
 	if (!t->self_test) {
+		struct cuda_probe mine, p;
 		const struct backend_module *m = NULL;
-		int worst = dist_agree(&t->d, cuda_start(t, &m, why, sizeof(why)), &bad);
-		if (worst) {
-			/* Rank 0 prints the first failing rank's reason. */
-			MPI_CHECK(MPI_Bcast(why, (int)sizeof(why), MPI_CHAR, bad, t->d.comm));
-			why[sizeof(why) - 1] = '\0';
-			if (t->d.rank == 0 && worst == GPU_START_SKIP)
-				printf("SKIP %s: no usable CUDA device on rank %d (%s): %s\n", t->name, bad,
-				       t->d.host, why);
-			else if (t->d.rank == 0)
-				printf("FAIL %s: the CUDA module did not load on rank %d: %s\n", t->name,
-				       bad, why);
-			fflush(stdout);
+		int worst = backend_cuda_job_probe(&t->d, t->module, &m, &mine, &p, &bad);
+		if (worst != CUDA_USABLE) {
+			/* Rank 0 prints the worst-off rank's verdict. */
+			if (t->d.rank == 0) {
+				if (worst == CUDA_UNUSABLE)
+					printf("FAIL %s: GPUs present but unusable on rank %d (%s) [%s]: %s\n",
+					       t->name, bad, t->d.host, p.reason, p.why);
+				else
+					printf("SKIP %s: no usable CUDA device on rank %d (%s) [%s]: %s\n", t->name,
+					       bad, t->d.host, p.reason, p.why);
+				fflush(stdout);
+			}
 			dist_finalize(&t->d);
-			exit(worst == GPU_START_SKIP ? GPU_TEST_SKIP : 1);
+			exit(worst == CUDA_UNUSABLE ? 1 : GPU_TEST_SKIP);
 		}
 		if (m->create(&t->d, &t->dev, why, sizeof(why)) != 0)
 			die(1, "%s: the CUDA backend did not start although the probe passed: %s",
@@ -156,6 +165,19 @@ double gpu_norm_err(const float *got, const float *ref, size_t n, size_t *at)
 	if (at)
 		*at = where;
 	return max_diff / (max_ref > 1e-30 ? max_ref : 1e-30);
+}
+
+/*
+ * NCCL's mean of floats is sum_r fl(x_r * fl(1/ranks)): rounding 1/ranks, each
+ * product and each of the ranks - 1 additions bounds the relative error by
+ * (ranks + 1) / 2 units of FLT_EPSILON, to first order; ranks units leave room
+ * for any summation order. A power of two scales exactly, and the suite's
+ * small-integer patterns then sum exactly: no error at all.
+ */
+double gpu_mean_tolerance(int ranks, double want)
+{
+	int pow2 = (ranks & (ranks - 1)) == 0;
+	return pow2 ? 0.0 : (double)ranks * FLT_EPSILON * fabs(want);
 }
 
 size_t gpu_count_diff(const float *a, const float *b, size_t n)

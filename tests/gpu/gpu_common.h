@@ -3,14 +3,20 @@
  * share: start-up, the skip rule, the two backends, checks and the exit code.
  *
  * Each program holds the CUDA backend against the host backend (the oracle).
- * Where no device is usable on some rank, every rank exits 77 after rank 0
- * prints why; ctest, told SKIP_RETURN_CODE 77, reports the test as skipped,
- * never as passed.
+ * Where some rank has no driver or no device (a CPU machine), every rank
+ * exits 77 after rank 0 prints why; ctest, told SKIP_RETURN_CODE 77, reports
+ * the test as skipped, never as passed. Where GPUs are present but some rank
+ * cannot use them (driver too old, system not ready, no kernel image, device
+ * busy, two ranks on one GPU, more ranks than GPUs), the test fails.
  *
  * --self-test puts a second host backend where the CUDA backend would be, so
  * the harness itself (comparisons, tolerances, the multi-rank plumbing) runs
  * on any machine; those runs are registered under their own names and never
  * stand in for the GPU runs.
+ *
+ * --quick shrinks each program's work (fewer steps, smaller buffers, no
+ * timing loops) for runs on the CUDA simulator (tests/cudasim), where the
+ * same programs run on the CPU; GPU runs never pass it.
  */
 #ifndef MNIST_DDP_TESTS_GPU_COMMON_H
 #define MNIST_DDP_TESTS_GPU_COMMON_H
@@ -21,6 +27,10 @@
 #include "backend.h"
 #include "dist.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define GPU_TEST_SKIP 77
 
 struct gpu_test {
@@ -28,22 +38,34 @@ struct gpu_test {
 	struct dist d;
 	int self_test; /* --self-test: the host backend stands in for CUDA */
 	const char *module; /* --module PATH: the CUDA module to load (default: this build's) */
+	int quick;     /* --quick: less work (simulator runs) */
+	int argc;      /* the command line, for gpu_test_option */
+	char **argv;
 	uint64_t seed; /* MNIST_TEST_SEED or the program's default */
 	int checks, failures;
 	struct backend dev;  /* under test: CUDA (or host in self-test) */
 	struct backend host; /* the oracle */
 };
 
-/* MPI start-up and the command line; prints the plan on rank 0. */
-void gpu_test_init(struct gpu_test *t, const char *name, uint64_t default_seed, int *argc,
-		   char ***argv);
+/*
+ * MPI start-up and the command line; prints the plan on rank 0. Besides
+ * --self-test and --quick, the program's own flags: `options`, a list such
+ * as "--upload --both" (NULL: none); anything else is refused.
+ */
+void gpu_test_init(struct gpu_test *t, const char *name, uint64_t default_seed,
+		   const char *options, int *argc, char ***argv);
+
+/* 1 when the command line holds `flag`, one of the program's options. */
+int gpu_test_option(const struct gpu_test *t, const char *flag);
 
 /*
  * Unless self-testing: every rank loads the CUDA module (as mnist-train does,
- * with the same loader) and probes its device; when any rank has no driver or
- * no usable device, rank 0 prints "SKIP <name>: ...: <why>" and every rank
- * exits 77; when the module itself does not load, "FAIL ..." and exit 1.
- * Then creates t->dev and t->host (a failure to create is a failure, not a skip).
+ * with the same loader) and probes its device. When some rank's GPUs are
+ * unusable (or the module does not load where a driver is), rank 0 prints
+ * "FAIL <name>: GPUs present but unusable ..." and every rank exits 1; else
+ * when some rank has no driver or no device, rank 0 prints "SKIP <name>: ..."
+ * and every rank exits 77. Then creates t->dev and t->host (a failure to
+ * create is a failure, not a skip).
  */
 void gpu_test_start(struct gpu_test *t);
 
@@ -64,7 +86,18 @@ void gpu_download(const struct backend *b, void *host, const void *dev, size_t b
  */
 double gpu_norm_err(const float *got, const float *ref, size_t n, size_t *at);
 
+/*
+ * The error allowed in a float mean over `ranks` contributions of one sign
+ * whose exact mean is want (ncclAvg, which NCCL computes as a sum of
+ * contributions each multiplied by 1/ranks).
+ */
+double gpu_mean_tolerance(int ranks, double want);
+
 /* Elements that differ bit for bit (as floats compare; NaN always differs). */
 size_t gpu_count_diff(const float *a, const float *b, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* MNIST_DDP_TESTS_GPU_COMMON_H */

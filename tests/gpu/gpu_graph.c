@@ -1,8 +1,9 @@
 /*
  * gpu_graph.c - a training step captured once as a CUDA graph and replayed
- * must do what the same step does launched op by op (ctest label gpu; one rank).
+ * must do what the same step does launched op by op (ctest label gpu; one
+ * rank, and two, where the graph's allreduce is a real collective).
  *
- *   build/tests/gpu_graph [--self-test]
+ *   mpirun -n 2 build/tests/gpu_graph [--self-test] [--expect-no-graph]
  *
  * Two replicas on the CUDA backend from the same parameters: A runs STEPS
  * steps as plain launches; B records one step (gather, forward, backward,
@@ -11,6 +12,12 @@
  * final parameters and the device-side batch cursor must agree; they are
  * expected bit for bit (same kernels, same cuBLAS calls) and must at least
  * agree to a normalised error of 1e-6.
+ *
+ * Capture must succeed on every rank or on none: NCCL requires a collective
+ * to be graph-captured on all ranks or on none. --expect-no-graph: capture is
+ * made to fail on some rank (on the simulator, CUDASIM_CAPTURE_FAIL_RANK), so
+ * every rank must go without a graph and run B's steps plainly, still in step
+ * with A.
  *
  * --self-test: the host backend cannot capture (its capture entries are NULL);
  * the program then checks that, and compares two plain runs.
@@ -21,6 +28,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "dist.h"
 #include "gpu_common.h"
 #include "gpu_train.h"
 
@@ -38,7 +46,7 @@ int main(int argc, char **argv)
 	double loss_a[STEPS], loss_b[STEPS];
 	void *graph = NULL;
 
-	gpu_test_init(&t, "gpu_graph", 999, &argc, &argv);
+	gpu_test_init(&t, "gpu_graph", 999, "--expect-no-graph", &argc, &argv);
 	gpu_test_start(&t);
 
 	model_init(&m, MODEL_MLP, hidden, 1);
@@ -59,7 +67,15 @@ int main(int argc, char **argv)
 			gpu_run_step(&rb);
 			graph = t.dev.ops->capture_end(t.dev.ctx);
 		}
-		gpu_test_check(&t, graph != NULL, "one step captured into a graph");
+		int got = graph != NULL, all = 0, any = 0;
+		int want = !gpu_test_option(&t, "--expect-no-graph");
+		MPI_CHECK(MPI_Allreduce(&got, &all, 1, MPI_INT, MPI_MIN, t.d.comm));
+		MPI_CHECK(MPI_Allreduce(&got, &any, 1, MPI_INT, MPI_MAX, t.d.comm));
+		gpu_test_check(&t, all == any,
+			       "capture has the same outcome on every rank (this rank: %s)",
+			       got ? "a graph" : "no graph");
+		gpu_test_check(&t, got == want, "%s", want ? "one step captured into a graph"
+							   : "no graph, as the failed capture requires");
 		gpu_run_params(&rb, pb);
 		gpu_test_check(&t, gpu_count_diff(pb, p0, m.n_params) == 0 && gpu_run_cursor(&rb) == 0,
 			       "capturing ran nothing: parameters and cursor as they were");

@@ -486,7 +486,7 @@ static void test_collectives_one_rank(struct gpu_test *t)
 int main(int argc, char **argv)
 {
 	struct gpu_test t;
-	gpu_test_init(&t, "gpu_ops", 4242, &argc, &argv);
+	gpu_test_init(&t, "gpu_ops", 4242, NULL, &argc, &argv);
 	gpu_test_start(&t);
 	test_memory(&t);
 	test_gemm(&t);

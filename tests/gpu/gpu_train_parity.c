@@ -2,7 +2,9 @@
  * gpu_train_parity.c - 200 training steps on the CUDA and the host backend
  * from one seed (ctest label gpu; one rank).
  *
- *   build/tests/gpu_train_parity [--self-test]
+ *   build/tests/gpu_train_parity [--self-test] [--quick]
+ *
+ * (--quick: 60 steps per phase instead of 200, for the simulator.)
  *
  * The model is the project's own (include/model.h: an MLP 784-128-64-10 with
  * ReLU, softmax cross-entropy), trained with the trainer's step: gather by a
@@ -39,7 +41,9 @@
 #include "gpu_train.h"
 #include "train/rng.h"
 
-#define STEPS 200
+#define MAX_STEPS 200
+/* Steps per phase: MAX_STEPS, or fewer with --quick (the simulator). */
+static int steps = MAX_STEPS;
 #define BATCH 32
 #define LR 0.01f
 #define MOMENTUM 0.9f
@@ -83,7 +87,7 @@ static void lockstep(struct parity *P)
 
 	gpu_run_create(&rd, &t->dev, P->m, P->g, P->p0, BATCH, LR, MOMENTUM, REDUCE_MEAN);
 	gpu_run_create(&rh, &t->host, P->m, P->g, P->p0, BATCH, LR, MOMENTUM, REDUCE_MEAN);
-	for (int s = 0; s < STEPS; s++) {
+	for (int s = 0; s < steps; s++) {
 		gpu_run_get_state(&rh, P->ph, P->vh);
 		for (size_t i = 0; i < n; i++)
 			P->pd[i] = P->ph[i];
@@ -108,7 +112,7 @@ static void lockstep(struct parity *P)
 	gpu_test_check(t, worst_loss <= P->lim.lock_loss,
 		       "%s lockstep, %d steps from the host's state: largest relative loss difference "
 		       "%.3g at step %d (limit %.0e)",
-		       P->name, STEPS, worst_loss, worst_loss_step, P->lim.lock_loss);
+		       P->name, steps, worst_loss, worst_loss_step, P->lim.lock_loss);
 	gpu_test_check(t, worst_param <= P->lim.lock_param,
 		       "%s lockstep: largest normalised error of the updated parameters %.3g at step %d "
 		       "(limit %.0e)",
@@ -121,7 +125,7 @@ static void free_running(struct parity *P)
 {
 	struct gpu_test *t = P->t;
 	struct gpu_run rd, rh;
-	double loss_h[STEPS], worst = 0.0;
+	double loss_h[MAX_STEPS], worst = 0.0;
 	int worst_step = 0;
 	size_t n = P->m->n_params;
 
@@ -130,7 +134,7 @@ static void free_running(struct parity *P)
 	perturb(P, P->pd);
 	gpu_run_create(&rd, &t->dev, P->m, P->g, P->pd, BATCH, LR, MOMENTUM, REDUCE_MEAN);
 	gpu_run_create(&rh, &t->host, P->m, P->g, P->p0, BATCH, LR, MOMENTUM, REDUCE_MEAN);
-	for (int s = 0; s < STEPS; s++) {
+	for (int s = 0; s < steps; s++) {
 		gpu_run_step(&rd);
 		gpu_run_step(&rh);
 		double ld = gpu_run_loss(&rd);
@@ -140,14 +144,14 @@ static void free_running(struct parity *P)
 			worst = rel;
 			worst_step = s;
 		}
-		if (s % 40 == 0 || s == STEPS - 1)
+		if (s % 40 == 0 || s == steps - 1)
 			printf("# %s step %3d: loss %s %.7f host %.7f (relative difference %.2e)\n", P->name,
 			       s, t->dev.ops->name, ld, loss_h[s], rel);
 	}
 	gpu_test_check(t, worst <= P->lim.free_loss,
 		       "%s free running, %d steps: largest relative loss difference %.3g at step %d "
 		       "(limit %.0e)",
-		       P->name, STEPS, worst, worst_step, P->lim.free_loss);
+		       P->name, steps, worst, worst_step, P->lim.free_loss);
 
 	gpu_run_params(&rd, P->pd);
 	gpu_run_params(&rh, P->ph);
@@ -160,12 +164,12 @@ static void free_running(struct parity *P)
 		       (double)P->ph[at]);
 
 	int32_t cd = gpu_run_cursor(&rd), ch = gpu_run_cursor(&rh);
-	gpu_test_check(t, cd == STEPS * BATCH && ch == STEPS * BATCH,
-		       "%s batch cursor after %d steps: %s %d host %d (expected %d)", P->name, STEPS,
-		       t->dev.ops->name, cd, ch, STEPS * BATCH);
+	gpu_test_check(t, cd == steps * BATCH && ch == steps * BATCH,
+		       "%s batch cursor after %d steps: %s %d host %d (expected %d)", P->name, steps,
+		       t->dev.ops->name, cd, ch, steps * BATCH);
 
 	double last = 0.0;
-	for (int s = STEPS - 20; s < STEPS; s++)
+	for (int s = steps - 20; s < steps; s++)
 		last += loss_h[s] / 20;
 	gpu_test_check(t, last < 0.6 * loss_h[0],
 		       "%s training makes progress: host loss at step 0 %.4f, mean of the last 20 steps "
@@ -193,7 +197,7 @@ static void parity_model(struct parity *P, const char *name, enum model_kind kin
 	P->noise = rng_make(P->t->seed, 0x5e1f);
 	if (P->t->d.rank == 0)
 		printf("# %s: %zu parameters, batch %d, lr %g, momentum %g, %d steps per phase\n", name,
-		       m.n_params, BATCH, (double)LR, (double)MOMENTUM, STEPS);
+		       m.n_params, BATCH, (double)LR, (double)MOMENTUM, steps);
 	lockstep(P);
 	free_running(P);
 	free(p0);
@@ -209,9 +213,11 @@ int main(int argc, char **argv)
 	struct parity P;
 	const int hidden[2] = {128, 64};
 
-	gpu_test_init(&t, "gpu_train_parity", 777, &argc, &argv);
+	gpu_test_init(&t, "gpu_train_parity", 777, NULL, &argc, &argv);
 	gpu_test_start(&t);
-	gpu_data_make(&g, t.seed, 4096, STEPS * BATCH);
+	if (t.quick)
+		steps = 60;
+	gpu_data_make(&g, t.seed, 4096, MAX_STEPS * BATCH);
 	P.t = &t;
 	P.g = &g;
 	parity_model(&P, "linear 784-10", MODEL_LINEAR, NULL, 0, linear_limits);

@@ -1,0 +1,265 @@
+/*
+ * cublas.cc - the simulator's cuBLAS (rule 7 of cudasim.h): handles, and
+ * cublasSgemm / cublasSgemv checked and computed from cuBLAS's column-major
+ * definition, queued on the handle's stream.
+ *
+ * The reference is written from the definition only (element (i, j) of a
+ * column-major matrix X with leading dimension ld is X[i + j * ld]; op(X) is
+ * X or its transpose), in double, with nothing shared with the project's
+ * GEMM mapping (include/gemm_map.h) or its host BLAS: a wrong mapping shows
+ * as a wrong result here, as it would on a GPU.
+ */
+#include <string.h>
+
+#include <vector>
+
+#include "cublas_v2.h"
+#include "cudasim.h"
+
+struct cublasContext {
+	cudaStream_t stream = nullptr; /* the legacy stream until cublasSetStream */
+	void *workspace = nullptr;
+	size_t workspace_bytes = 0;
+	cublasMath_t math = CUBLAS_DEFAULT_MATH;
+};
+
+namespace cudasim {
+
+static bool valid_op(cublasOperation_t t)
+{
+	return t == CUBLAS_OP_N || t == CUBLAS_OP_T || t == CUBLAS_OP_C;
+}
+
+/* A column-major rows x cols operand at p with leading dimension ld must be device memory. */
+static void check_operand(const char *call, const char *name, const float *p, int rows, int cols,
+			  int ld)
+{
+	if (rows <= 0 || cols <= 0)
+		return;
+	size_t elems = (size_t)(cols - 1) * (size_t)ld + (size_t)rows;
+	if (!device_range(p, elems * sizeof(float)))
+		fatal("%s: %s (%d x %d, leading dimension %d, %zu floats from its start) is not inside "
+		      "one device allocation: %s",
+		      call, name, rows, cols, ld, elems, describe(p).c_str());
+}
+
+/* A strided vector of n floats at p, increment inc. */
+static void check_vector(const char *call, const char *name, const float *p, int n, int inc)
+{
+	if (n <= 0)
+		return;
+	size_t step = (size_t)(inc < 0 ? -inc : inc);
+	size_t elems = (size_t)(n - 1) * step + 1;
+	if (!device_range(p, elems * sizeof(float)))
+		fatal("%s: %s (%d elements, increment %d) is not inside one device allocation: %s", call,
+		      name, n, inc, describe(p).c_str());
+}
+
+/* Element i of a BLAS vector: negative increments start from the far end. */
+static size_t vec_index(int i, int n, int inc)
+{
+	return inc >= 0 ? (size_t)i * (size_t)inc : (size_t)(n - 1 - i) * (size_t)(-inc);
+}
+
+/* C = alpha op(A) op(B) + beta C, column-major, from the definition. */
+static void sgemm_reference(bool ta, bool tb, int m, int n, int k, double alpha, const float *a,
+			    int lda, const float *b, int ldb, double beta, float *c, int ldc)
+{
+	/* op(A) (m x k) and op(B) (k x n), gathered into dense column-major doubles. */
+	std::vector<double> A((size_t)m * (size_t)k), B((size_t)k * (size_t)n), acc((size_t)m);
+	for (int l = 0; l < k; l++)
+		for (int i = 0; i < m; i++)
+			A[(size_t)i + (size_t)l * m] = ta ? a[(size_t)l + (size_t)i * lda] : a[(size_t)i + (size_t)l * lda];
+	for (int j = 0; j < n; j++)
+		for (int l = 0; l < k; l++)
+			B[(size_t)l + (size_t)j * k] = tb ? b[(size_t)j + (size_t)l * ldb] : b[(size_t)l + (size_t)j * ldb];
+	for (int j = 0; j < n; j++) {
+		for (int i = 0; i < m; i++)
+			acc[(size_t)i] = 0.0;
+		for (int l = 0; l < k; l++) {
+			double blj = B[(size_t)l + (size_t)j * k];
+			const double *col = &A[(size_t)l * m];
+			for (int i = 0; i < m; i++)
+				acc[(size_t)i] += col[i] * blj;
+		}
+		for (int i = 0; i < m; i++) {
+			float *cij = &c[(size_t)i + (size_t)j * ldc];
+			/* beta == 0: C is output only, whatever it held (NaN included). */
+			double old = beta == 0.0 ? 0.0 : beta * (double)*cij;
+			*cij = (float)(alpha * acc[(size_t)i] + old);
+		}
+	}
+}
+
+} /* namespace cudasim */
+
+using namespace cudasim;
+
+extern "C" {
+
+cublasStatus_t cublasCreate(cublasHandle_t *handle)
+{
+	if (!handle)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (init_error() != cudaSuccess)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	*handle = new cublasContext;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasDestroy(cublasHandle_t handle)
+{
+	if (!handle)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	delete handle;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream)
+{
+	cudaStreamCaptureStatus status;
+	if (!handle)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (capture_status(stream, &status) != cudaSuccess)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	handle->stream = stream;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGetStream(cublasHandle_t handle, cudaStream_t *stream)
+{
+	if (!handle)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	*stream = handle->stream;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* The workspace must be device memory of the size given, aligned to 256 bytes. */
+cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void *workspace, size_t bytes)
+{
+	if (!handle)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (bytes && (!device_range(workspace, bytes) || ((uintptr_t)workspace & 255)))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	handle->workspace = bytes ? workspace : nullptr;
+	handle->workspace_bytes = bytes;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode)
+{
+	if (!handle)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	int base = (int)mode & ~(int)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+	if (base != CUBLAS_DEFAULT_MATH && base != CUBLAS_PEDANTIC_MATH &&
+	    base != CUBLAS_TF32_TENSOR_OP_MATH)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	handle->math = mode;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t *mode)
+{
+	if (!handle)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	*mode = handle->math;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
+			   cublasOperation_t transb, int m, int n, int k, const float *alpha,
+			   const float *a, int lda, const float *b, int ldb, const float *beta,
+			   float *c, int ldc)
+{
+	if (!handle)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
+	/* cuBLAS's own argument checks. */
+	if (!valid_op(transa) || !valid_op(transb) || m < 0 || n < 0 || k < 0 ||
+	    lda < (ta ? (k > 1 ? k : 1) : (m > 1 ? m : 1)) ||
+	    ldb < (tb ? (n > 1 ? n : 1) : (k > 1 ? k : 1)) || ldc < (m > 1 ? m : 1) || !alpha || !beta)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (m == 0 || n == 0)
+		return CUBLAS_STATUS_SUCCESS;
+	/* Host pointer mode: the scalars are read now, and a graph keeps these values. */
+	double al = *alpha, be = *beta;
+	if (k > 0 && al != 0.0) {
+		check_operand("cublasSgemm", "A", a, ta ? k : m, ta ? m : k, lda);
+		check_operand("cublasSgemm", "B", b, tb ? n : k, tb ? k : n, ldb);
+	}
+	check_operand("cublasSgemm", "C", c, m, n, ldc);
+	op o;
+	o.label = "cublasSgemm";
+	o.run = [=]() { sgemm_reference(ta, tb, m, n, al == 0.0 ? 0 : k, al, a, lda, b, ldb, be, c, ldc); };
+	return submit(handle->stream, std::move(o)) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
+								    : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+cublasStatus_t cublasSgemv(cublasHandle_t handle, cublasOperation_t trans, int m, int n,
+			   const float *alpha, const float *a, int lda, const float *x, int incx,
+			   const float *beta, float *y, int incy)
+{
+	if (!handle)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!valid_op(trans) || m < 0 || n < 0 || lda < (m > 1 ? m : 1) || incx == 0 || incy == 0 ||
+	    !alpha || !beta)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (m == 0 || n == 0)
+		return CUBLAS_STATUS_SUCCESS;
+	bool t = trans != CUBLAS_OP_N;
+	int xn = t ? m : n, yn = t ? n : m;
+	double al = *alpha, be = *beta;
+	if (al != 0.0) {
+		check_operand("cublasSgemv", "A", a, m, n, lda);
+		check_vector("cublasSgemv", "x", x, xn, incx);
+	}
+	check_vector("cublasSgemv", "y", y, yn, incy);
+	op o;
+	o.label = "cublasSgemv";
+	o.run = [=]() {
+		for (int i = 0; i < yn; i++) {
+			double acc = 0.0;
+			for (int l = 0; al != 0.0 && l < xn; l++) {
+				double aij = t ? a[(size_t)l + (size_t)i * lda] : a[(size_t)i + (size_t)l * lda];
+				acc += aij * x[vec_index(l, xn, incx)];
+			}
+			float *yi = &y[vec_index(i, yn, incy)];
+			*yi = (float)(al * acc + (be == 0.0 ? 0.0 : be * (double)*yi));
+		}
+	};
+	return submit(handle->stream, std::move(o)) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
+								    : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+/* Names are the API's; the texts are the simulator's own words. */
+const char *cublasGetStatusName(cublasStatus_t status)
+{
+	switch (status) {
+	case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+	case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+	case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+	case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+	case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+	case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+	case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+	case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+	}
+	return "CUBLAS_STATUS_UNKNOWN";
+}
+
+const char *cublasGetStatusString(cublasStatus_t status)
+{
+	switch (status) {
+	case CUBLAS_STATUS_SUCCESS: return "success";
+	case CUBLAS_STATUS_NOT_INITIALIZED: return "the library or handle is not initialized";
+	case CUBLAS_STATUS_ALLOC_FAILED: return "resource allocation failed";
+	case CUBLAS_STATUS_INVALID_VALUE: return "an argument is out of range";
+	case CUBLAS_STATUS_ARCH_MISMATCH: return "the device lacks a feature the call needs";
+	case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to run";
+	case CUBLAS_STATUS_INTERNAL_ERROR: return "an internal operation failed";
+	case CUBLAS_STATUS_NOT_SUPPORTED: return "not supported";
+	}
+	return "unknown status";
+}
+
+} /* extern "C" */

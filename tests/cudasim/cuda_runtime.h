@@ -1,0 +1,232 @@
+/*
+ * cuda_runtime.h (tests/cudasim/) - the CUDA runtime API as the simulator
+ * provides it: the part of it that cuda/ uses, for compiling the unchanged
+ * .cu files of cuda/ with the host C++ compiler in the tests. Never on the
+ * include path of the product: mnist-train links the real CUDA runtime.
+ *
+ * What the simulator models, rule by rule, and what it does not: cudasim.h.
+ *
+ * Names, types, enum values and error codes follow NVIDIA's runtime API
+ * reference, so messages read the same ("error 35 (cudaErrorInsufficientDriver)").
+ * CUDART_VERSION says which runtime this stands in for; CUDASIM marks it as
+ * the simulator.
+ *
+ * Kernels: __global__, __device__ and __host__ vanish; blockIdx, threadIdx,
+ * blockDim and gridDim are globals the simulator sets. The project launches
+ * every kernel through one macro, KERNEL_LAUNCH (cuda/kernels.cu); here it
+ * checks the launch, takes the kernel's arguments by value (what a graph
+ * captures) and queues the kernel on the stream, to run later as loops over
+ * blocks and threads.
+ */
+#ifndef MNIST_DDP_CUDASIM_CUDA_RUNTIME_H
+#define MNIST_DDP_CUDASIM_CUDA_RUNTIME_H
+
+#if !defined(__cplusplus) || defined(__CUDACC__)
+#error "tests/cudasim/cuda_runtime.h stands in for CUDA under the host C++ compiler only"
+#endif
+
+#include <stddef.h>
+
+#include <functional>
+#include <type_traits>
+
+#define CUDART_VERSION 13000
+#define CUDASIM 1
+
+#define __global__
+#define __device__
+#define __host__
+
+enum cudaError {
+	cudaSuccess = 0,
+	cudaErrorInvalidValue = 1,
+	cudaErrorMemoryAllocation = 2,
+	cudaErrorInitializationError = 3,
+	cudaErrorInvalidConfiguration = 9,
+	cudaErrorInvalidDevicePointer = 17,
+	cudaErrorInvalidMemcpyDirection = 21,
+	cudaErrorInsufficientDriver = 35,
+	cudaErrorDevicesUnavailable = 46,
+	cudaErrorNoDevice = 100,
+	cudaErrorInvalidDevice = 101,
+	cudaErrorNoKernelImageForDevice = 209,
+	cudaErrorInvalidResourceHandle = 400,
+	cudaErrorIllegalState = 401,
+	cudaErrorNotReady = 600,
+	cudaErrorIllegalAddress = 700,
+	cudaErrorLaunchFailure = 719,
+	cudaErrorNotPermitted = 800,
+	cudaErrorNotSupported = 801,
+	cudaErrorSystemNotReady = 802,
+	cudaErrorSystemDriverMismatch = 803,
+	cudaErrorCompatNotSupportedOnDevice = 804,
+	cudaErrorStreamCaptureUnsupported = 900,
+	cudaErrorStreamCaptureInvalidated = 901,
+	cudaErrorStreamCaptureImplicit = 906,
+	cudaErrorUnknown = 999,
+};
+typedef enum cudaError cudaError_t;
+
+enum cudaMemcpyKind {
+	cudaMemcpyHostToHost = 0,
+	cudaMemcpyHostToDevice = 1,
+	cudaMemcpyDeviceToHost = 2,
+	cudaMemcpyDeviceToDevice = 3,
+	cudaMemcpyDefault = 4,
+};
+
+enum cudaStreamCaptureMode {
+	cudaStreamCaptureModeGlobal = 0,
+	cudaStreamCaptureModeThreadLocal = 1,
+	cudaStreamCaptureModeRelaxed = 2,
+};
+
+enum cudaStreamCaptureStatus {
+	cudaStreamCaptureStatusNone = 0,
+	cudaStreamCaptureStatusActive = 1,
+	cudaStreamCaptureStatusInvalidated = 2,
+};
+
+#define cudaStreamDefault 0x00u
+#define cudaStreamNonBlocking 0x01u
+#define cudaEventDefault 0x00u
+#define cudaEventDisableTiming 0x02u
+#define cudaHostAllocDefault 0x00u
+
+typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
+typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphExec_st *cudaGraphExec_t;
+
+/* The legacy default stream, as a handle (0 means it too). */
+#define cudaStreamLegacy ((cudaStream_t)0x1)
+
+struct cudaDeviceProp {
+	char name[256];
+	size_t totalGlobalMem;
+	int major, minor;
+	int multiProcessorCount;
+	int pciBusID, pciDeviceID, pciDomainID;
+};
+
+struct cudaFuncAttributes {
+	int maxThreadsPerBlock;
+	int numRegs;
+	int ptxVersion, binaryVersion;
+};
+
+struct uint3 {
+	unsigned int x, y, z;
+};
+struct dim3 {
+	unsigned int x, y, z;
+};
+
+extern "C" {
+
+/* Devices and versions. */
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaDriverGetVersion(int *version);
+cudaError_t cudaRuntimeGetVersion(int *version);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device);
+cudaError_t cudaDeviceGetPCIBusId(char *bus_id, int len, int device);
+cudaError_t cudaDeviceSynchronize(void);
+
+/* Errors. */
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+const char *cudaGetErrorName(cudaError_t error);
+const char *cudaGetErrorString(cudaError_t error);
+
+/* Memory. */
+cudaError_t cudaMalloc(void **ptr, size_t bytes);
+cudaError_t cudaFree(void *ptr);
+cudaError_t cudaMallocHost(void **ptr, size_t bytes);
+cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned int flags);
+cudaError_t cudaFreeHost(void *ptr);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
+			    cudaStream_t stream);
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream);
+
+/* Streams and events. */
+cudaError_t cudaStreamCreate(cudaStream_t *stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaStreamQuery(cudaStream_t stream);
+cudaError_t cudaEventCreate(cudaEvent_t *event);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
+cudaError_t cudaEventQuery(cudaEvent_t event);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+
+/* Graphs. */
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+				 unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+
+} /* extern "C" */
+
+/* ---- kernels ------------------------------------------------------------------ */
+
+extern uint3 blockIdx, threadIdx;
+extern dim3 blockDim, gridDim;
+
+namespace cudasim {
+
+/* The pointer arguments of one launch, checked against device memory. */
+struct launch_ptrs {
+	enum { max = 16 };
+	const void *p[max];
+	int n;
+};
+
+inline void collect(launch_ptrs &) {}
+
+template <class T, class... Rest> void collect(launch_ptrs &l, T v, Rest... rest)
+{
+	if constexpr (std::is_pointer_v<T>) {
+		if (l.n < launch_ptrs::max)
+			l.p[l.n++] = (const void *)v;
+	}
+	collect(l, rest...);
+}
+
+/* Check one launch and queue body, to run once per (block, thread). */
+cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, unsigned int block,
+		   const launch_ptrs &ptrs, std::function<void()> body);
+
+/* cudaFuncGetAttributes for any kernel: whether its image runs on the device. */
+cudaError_t func_attributes(struct cudaFuncAttributes *attr, const void *kernel);
+
+} /* namespace cudasim */
+
+template <class T> inline cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, T *kernel)
+{
+	return cudasim::func_attributes(attr, (const void *)kernel);
+}
+
+/*
+ * The project's launch macro (cuda/kernels.cu): on the GPU a <<<grid, block, 0,
+ * stream>>> launch followed by a check of cudaGetLastError, which ends the job
+ * on a bad launch. Here a bad launch ends the test the same way, with the
+ * simulator's message.
+ */
+#define KERNEL_LAUNCH(kernel, geom, stream, ...)                                          \
+	do {                                                                              \
+		cudasim::launch_ptrs cudasim_ptrs_ = {};                                  \
+		cudasim::collect(cudasim_ptrs_, __VA_ARGS__);                             \
+		cudasim::launch((stream), #kernel, (geom).grid, (geom).block, cudasim_ptrs_, \
+				[=]() { kernel(__VA_ARGS__); });                          \
+	} while (0)
+
+#endif /* MNIST_DDP_CUDASIM_CUDA_RUNTIME_H */

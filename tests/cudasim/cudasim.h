@@ -1,0 +1,242 @@
+/*
+ * cudasim.h - a CUDA simulator for the tests: the parts of the CUDA runtime,
+ * cuBLAS and NCCL that cuda/ uses, run on the CPU, under mpirun, so that the
+ * unchanged .cu files of cuda/ (compiled by the host C++ compiler against the
+ * stand-in headers beside this one) run end to end without a GPU. A test
+ * tool only: the product always links the real libraries, and what runs here
+ * is reported as simulated ("cudasim" in device names, test names, labels).
+ *
+ * Each rule below follows NVIDIA's documentation (CUDA runtime API reference
+ * and its "API synchronization behavior" page, the CUDA programming guide's
+ * stream-capture rules, the cuBLAS and NCCL user guides). A program that
+ * breaks a rule gets what a GPU would give it, or worse, never better: an
+ * error code where CUDA documents one, a stale value where CUDA would race,
+ * and where a GPU would crash or hang, a fatal "cudasim: rank R: ..." message
+ * on stderr and abort().
+ *
+ * Modelled:
+ *  1. Device memory is not host memory. cudaMalloc returns memory that the
+ *     host cannot touch: it is mapped PROT_NONE except while the simulator
+ *     runs queued work, and a host access is caught (SIGSEGV handler) and
+ *     named. Each allocation sits between guard pages, aligned to 256 bytes
+ *     and ending at its last page, so a kernel or copy running past either
+ *     end is caught too (up to the 256-byte alignment slack). New
+ *     allocations hold garbage (all bits set: NaN as float), as cudaMalloc
+ *     does not clear. Kernel pointer arguments, copies, cuBLAS operands and
+ *     NCCL buffers must lie inside one live device allocation.
+ *     cudaFree waits for all queued work first (device-wide synchronization).
+ *  2. Streams run in order and lazily: queued work runs only when the host
+ *     waits for it (cudaStreamSynchronize, cudaEventSynchronize,
+ *     cudaDeviceSynchronize, a copy that blocks) or polls it
+ *     (cudaEventQuery, cudaStreamQuery), never earlier, so a missing wait
+ *     reads a stale value. Work on one stream never waits for another's.
+ *  3. Copies (the "API synchronization behavior" rules): device-to-pageable
+ *     returns only once the copy is done, so it waits for all earlier work on
+ *     its stream; pageable-to-device synchronizes the stream first, then
+ *     copies; host-to-host is synchronous; copies involving pinned memory
+ *     (cudaMallocHost, cudaHostAlloc) and device-to-device are asynchronous
+ *     and read their source when they run. The synchronous cudaMemcpy runs on
+ *     the legacy stream and waits for it.
+ *  4. Events: a record marks a point in its stream; query runs the stream up
+ *     to it as far as it can and says cudaErrorNotReady while a collective
+ *     ahead of it cannot complete; an event never recorded is complete.
+ *  5. Kernels run through the project's launch macro as loops over blocks
+ *     and threads (tests/cuda_host's model), with CUDA's geometry limits (1 to
+ *     2^31-1 blocks, 1 to 1024 threads per block); arguments are taken by
+ *     value at launch.
+ *  6. Graph capture (cudaStreamCaptureModeGlobal and ThreadLocal): work
+ *     queued on a capturing stream is recorded, not run. What CUDA forbids
+ *     during capture fails with cudaErrorStreamCaptureUnsupported and
+ *     invalidates the capture: synchronizing or querying the capturing stream
+ *     or an event recorded in it, device synchronization, cudaMalloc, cudaFree
+ *     and pinned allocation, the synchronous cudaMemcpy, and copies to or from
+ *     pageable memory. Work queued on an invalidated capture fails with
+ *     cudaErrorStreamCaptureInvalidated, and so does cudaStreamEndCapture,
+ *     returning a NULL graph. cudaGraphInstantiate and cudaGraphLaunch replay
+ *     exactly what was recorded: the pointers and scalars baked in at capture.
+ *  7. cuBLAS: a handle bound to a stream (the legacy stream until
+ *     cublasSetStream), a workspace (device memory, 256-byte aligned) and a
+ *     math mode. cublasSgemm and cublasSgemv check their arguments as cuBLAS
+ *     documents (CUBLAS_STATUS_INVALID_VALUE for negative sizes, short leading
+ *     dimensions, zero increments), read alpha and beta from host memory at
+ *     the call, and compute C = alpha op(A) op(B) + beta C column-major with
+ *     a naive reference written from that definition (double accumulation;
+ *     beta == 0 ignores C), independent of the project's GEMM mapping.
+ *  8. NCCL on MPI. ncclGetUniqueId works without a device (as NCCL's does);
+ *     ncclCommInitRank is collective, needs a usable device, and every rank
+ *     must present the same id, distinct ranks and distinct GPUs (NCCL's
+ *     "duplicate GPU" refusal). Lazy connection (NCCL 2.22 and later,
+ *     NCCL_RUNTIME_CONNECT=1, the default): a communicator's first collective
+ *     call blocks on the host until every rank has made its first call
+ *     (NCCL_RUNTIME_CONNECT=0 connects in ncclCommInitRank instead).
+ *     ncclAllReduce and ncclBroadcast run in stream order with counts in
+ *     elements of the given datatype; buffers must be device memory. A
+ *     collective completes only once every rank has reached it, and before
+ *     any data moves the ranks compare what each one issued as that
+ *     collective (operation, count, datatype, reduction, root, and whether it
+ *     was graph-captured, which NCCL requires to be uniform over the ranks):
+ *     a difference is fatal, naming both sides. ncclAvg on floating types is
+ *     a sum of contributions each premultiplied by 1/nranks (NCCL's
+ *     PreMulSum); on integers, a sum then a division. Sums run in ring order,
+ *     each 1024-element chunk starting at another rank; every rank gets the
+ *     same result. ncclCommGetAsyncError, ncclCommAbort (pending collectives
+ *     are dropped, and the other ranks' ncclCommGetAsyncError then reports
+ *     ncclRemoteError, as for a peer that went away), ncclCommFinalize (waits
+ *     for what is queued) and ncclCommDestroy.
+ *  9. Devices and faults, by environment variable:
+ *       CUDASIM_DEVICES=N          GPUs in the simulated node (default 8; 0: none)
+ *       CUDA_VISIBLE_DEVICES=...   as CUDA reads it: a list of indices, cut at the first invalid one
+ *       CUDASIM_DRIVER_VERSION=V   the driver's CUDA version, 1000*major + 10*minor
+ *                                  (default the runtime's, 13000; 0: no driver installed)
+ *       CUDASIM_FAULT=F            system-not-ready (cudaErrorSystemNotReady at
+ *                                  initialization), devices-unavailable (the context
+ *                                  cannot be created: exclusive-process mode, device
+ *                                  busy), no-kernel-image (cudaFuncGetAttributes and
+ *                                  launches fail with cudaErrorNoKernelImageForDevice)
+ *       CUDASIM_FAULT_RANK=R       only rank R sees CUDASIM_FAULT (default every rank)
+ *       CUDASIM_CAPTURE_FAIL_RANK=R    on rank R, stream capture fails at
+ *       CUDASIM_CAPTURE_FAIL_AT=W      W: begin, end (default) or instantiate
+ *       CUDASIM_HANG_RANK=R        on rank R, the K-th collective of each communicator
+ *       CUDASIM_HANG_AT=K          (default 1, counted in stream order) never completes
+ *       CUDASIM_DEVICE_MEMORY=MiB  device memory per GPU (default 16384)
+ *       CUDASIM_STUCK_NOTE=S       a host blocked this long in the simulator says on
+ *                                  what (default 10 s; 0: never)
+ *     No driver: cudaGetDeviceCount fails with cudaErrorInsufficientDriver and
+ *     cudaDriverGetVersion gives 0 (what these development machines show);
+ *     too old a driver: the same error, with the driver's version.
+ *
+ * Not modelled: timing and performance; real concurrency (one host thread
+ * runs everything, streams never overlap, so races between streams cannot
+ * show); a GPU's progress on its own: queued work runs only when its own
+ * process waits for it or polls it, so a rank that blocks elsewhere (in an
+ * MPI call, say) while a peer waits for one of its queued collectives stalls
+ * that peer here, where a GPU would have run the collective; the memory model beyond stream order (no caches, no weak ordering,
+ * no atomics); TF32 and other reduced-precision math (every GEMM is exact to
+ * double accumulation whatever the math mode); transports (NVLink, PCIe,
+ * InfiniBand, sockets: MPI carries everything); sticky errors after a fault
+ * in a kernel; unified and managed memory, peer access, multiple devices per
+ * process, stream priorities, implicit synchronization between the legacy
+ * stream and blocking streams, cross-stream events, cudaStreamCaptureModeRelaxed
+ * beyond accepting it, cuBLAS pointer mode device, NCCL groups, point-to-point
+ * and communicator splitting, and communicators that do not span every rank of
+ * the job.
+ *
+ * This header is the simulator's own (the .cc files beside it); programs include
+ * the stand-in cuda_runtime.h, cublas_v2.h and nccl.h.
+ */
+#ifndef MNIST_DDP_CUDASIM_H
+#define MNIST_DDP_CUDASIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "cuda_runtime.h"
+
+namespace cudasim {
+
+/* ---- diagnostics and settings (device.cc) ---------------------------------- */
+
+/* "cudasim: rank R: <message>" on stderr, then abort(): a rule broken where a GPU would crash or hang. */
+[[noreturn]] void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same line without ending anything. */
+void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* This process's rank in MPI_COMM_WORLD (0 before MPI_Init or without MPI). */
+int rank();
+/* An integer from the environment, or fallback when unset or empty. */
+long env_long(const char *name, long fallback);
+/* Seconds on a monotonic clock. */
+double now();
+
+/* ---- device state (device.cc) ------------------------------------------------- */
+
+/* What every call needing the driver returns: cudaSuccess, or the reason there is none. */
+cudaError_t init_error();
+/* Whether CUDASIM_FAULT names this fault for this rank. */
+bool fault(const char *name);
+/* Record rc as the thread's last error (when it is one) and return it. */
+cudaError_t set_error(cudaError_t rc);
+/* Device memory per GPU, bytes. */
+size_t device_memory_limit();
+
+/* ---- memory (memory.cc) --------------------------------------------------------- */
+
+enum mem_kind {
+	MEM_PAGEABLE, /* ordinary host memory: anything the simulator did not allocate */
+	MEM_PINNED,   /* cudaMallocHost / cudaHostAlloc */
+	MEM_DEVICE,   /* cudaMalloc */
+};
+/* What kind of memory p points into. */
+mem_kind classify(const void *p);
+/* Whether [p, p + bytes) lies inside one live device allocation. */
+bool device_range(const void *p, size_t bytes);
+/* A description of p for messages: "byte 12 of a 4096-byte device allocation", "host memory". */
+std::string describe(const void *p);
+
+/*
+ * Device memory reachable by the host thread while one of these lives: the
+ * simulator opens one around queued work it runs (kernels, copies, GEMMs,
+ * collectives moving data). Nested windows cost nothing.
+ */
+class window {
+public:
+	window();
+	~window();
+	window(const window &) = delete;
+	window &operator=(const window &) = delete;
+};
+
+cudaError_t device_alloc(void **ptr, size_t bytes);
+cudaError_t device_free(void *ptr);
+cudaError_t pinned_alloc(void **ptr, size_t bytes);
+cudaError_t pinned_free(void *ptr);
+
+/* ---- streams, events, graphs (stream.cc) ---------------------------------------- */
+
+/* Queued work that needs other ranks (a collective): advanced by polling. */
+class async_work {
+public:
+	virtual ~async_work() = default;
+	/* Make what progress is possible without blocking; true once complete. */
+	virtual bool advance() = 0;
+	/* What it waits for, for the simulator's notes. */
+	virtual std::string describe() const = 0;
+};
+
+/* One operation on a stream, or recorded in a graph (then replayed as often as launched). */
+struct op {
+	std::string label;                 /* "kernel sgd_update_kernel", "cublasSgemm", ... */
+	std::function<void()> run;         /* synchronous work, run inside a window */
+	std::function<std::unique_ptr<async_work>()> start; /* or: a fresh collective per run */
+};
+
+/* Queue o on stream (or record it while the stream captures). */
+cudaError_t submit(cudaStream_t stream, op o);
+/* The stream's capture status; cudaErrorInvalidResourceHandle for an unknown stream. */
+cudaError_t capture_status(cudaStream_t stream, cudaStreamCaptureStatus *status);
+/*
+ * A call CUDA forbids during capture (allocation, device synchronization, a
+ * synchronous copy): while any capture is active it invalidates the captures
+ * and returns cudaErrorStreamCaptureUnsupported; cudaSuccess otherwise.
+ */
+cudaError_t refuse_during_capture();
+/* Run every stream's queued work to the end, blocking (api names the caller in notes). */
+void drain_all(const char *api);
+/* Run stream's queued work to the end, blocking. */
+cudaError_t drain(cudaStream_t stream, const char *api);
+
+/* ---- collectives (nccl.cc) --------------------------------------------------------- */
+
+/*
+ * What an allreduce computes (rule 8), exposed for the tests: out (count) =
+ * op over n contributions of count elements of datatype, stored one after
+ * another in gathered, in the order and manner of the simulated NCCL.
+ */
+void nccl_reduce(int datatype, const void *gathered, size_t count, int n, int op, void *out);
+
+} /* namespace cudasim */
+
+#endif /* MNIST_DDP_CUDASIM_H */

@@ -1,0 +1,483 @@
+/*
+ * stream.cc - the simulator's streams, events, graph capture and kernel
+ * launches (rules 2, 4, 5 and 6 of cudasim.h).
+ *
+ * A stream is a queue of operations, run in order and only when the host
+ * waits for them or polls them. An operation is either synchronous work (a
+ * kernel's loops, a copy, a GEMM), run inside a window so that it may touch
+ * device memory, or a collective, which completes only once the other ranks
+ * have reached it and is advanced by polling. While a stream captures, what
+ * is submitted to it is recorded instead; a graph launch submits the recorded
+ * operations again, each collective afresh.
+ */
+#include <stdio.h>
+#include <time.h>
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cudasim.h"
+
+uint3 blockIdx, threadIdx;
+dim3 blockDim, gridDim;
+
+struct CUstream_st {
+	unsigned int flags = 0;
+	/* Queued, not yet complete; the front may be a collective in progress. */
+	struct entry {
+		cudasim::op o;
+		std::unique_ptr<cudasim::async_work> work;
+	};
+	std::deque<entry> queue;
+	uint64_t submitted = 0, completed = 0;
+	cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+	cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+	uint64_t capture_id = 0;
+	std::vector<cudasim::op> recorded;
+};
+
+struct CUevent_st {
+	CUstream_st *stream = nullptr; /* where it was last recorded */
+	uint64_t seq = 0;              /* complete once stream->completed reaches it */
+	uint64_t capture_id = 0;       /* non-zero: recorded into that capture */
+};
+
+struct CUgraph_st {
+	std::vector<cudasim::op> ops;
+};
+
+struct CUgraphExec_st {
+	std::vector<cudasim::op> ops;
+};
+
+namespace cudasim {
+
+static CUstream_st legacy_stream;
+static std::set<CUstream_st *> streams = {&legacy_stream};
+static std::set<CUevent_st *> events;
+static uint64_t next_capture_id = 1;
+
+static CUstream_st *lookup(cudaStream_t h)
+{
+	if (h == nullptr || h == cudaStreamLegacy)
+		return &legacy_stream;
+	return streams.count(h) ? h : nullptr;
+}
+
+/* Whether a capture in a strict mode is under way (they all belong to this one thread). */
+static bool capture_active()
+{
+	for (CUstream_st *s : streams)
+		if (s->capture != cudaStreamCaptureStatusNone && s->mode != cudaStreamCaptureModeRelaxed)
+			return true;
+	return false;
+}
+
+static cudaError_t invalidate_captures()
+{
+	for (CUstream_st *s : streams)
+		if (s->capture == cudaStreamCaptureStatusActive && s->mode != cudaStreamCaptureModeRelaxed)
+			s->capture = cudaStreamCaptureStatusInvalidated;
+	return set_error(cudaErrorStreamCaptureUnsupported);
+}
+
+cudaError_t refuse_during_capture()
+{
+	return capture_active() ? invalidate_captures() : cudaSuccess;
+}
+
+cudaError_t submit(cudaStream_t h, op o)
+{
+	CUstream_st *s = lookup(h);
+	if (!s)
+		return set_error(cudaErrorInvalidResourceHandle);
+	if (s->capture == cudaStreamCaptureStatusInvalidated)
+		return set_error(cudaErrorStreamCaptureInvalidated);
+	if (s->capture == cudaStreamCaptureStatusActive) {
+		s->recorded.push_back(std::move(o));
+		return cudaSuccess;
+	}
+	s->queue.push_back(CUstream_st::entry{std::move(o), nullptr});
+	s->submitted++;
+	return cudaSuccess;
+}
+
+cudaError_t capture_status(cudaStream_t h, cudaStreamCaptureStatus *status)
+{
+	CUstream_st *s = lookup(h);
+	if (!s)
+		return cudaErrorInvalidResourceHandle;
+	*status = s->capture;
+	return cudaSuccess;
+}
+
+/*
+ * Run s's work in order until operation `upto` (a submit count) is complete,
+ * or until the front is a collective that cannot complete yet. Synchronous
+ * work runs inside one window; collectives open their own when they move
+ * data, so polling one that waits costs no remapping.
+ */
+static bool advance(CUstream_st *s, uint64_t upto)
+{
+	std::optional<window> open;
+	while (s->completed < upto && !s->queue.empty()) {
+		CUstream_st::entry &e = s->queue.front();
+		if (e.o.start) {
+			if (!e.work)
+				e.work = e.o.start();
+			if (!e.work->advance())
+				return false;
+		} else {
+			if (!open)
+				open.emplace();
+			e.o.run();
+		}
+		s->queue.pop_front();
+		s->completed++;
+	}
+	return s->completed >= upto;
+}
+
+/* advance() until done, blocking the host; says once what it waits for when that takes long. */
+static void wait_for(CUstream_st *s, uint64_t upto, const char *api)
+{
+	double start = now(), limit = (double)env_long("CUDASIM_STUCK_NOTE", 10);
+	bool noted = false;
+	int polls = 0;
+	while (!advance(s, upto)) {
+		if (!noted && limit > 0 && now() - start > limit) {
+			const CUstream_st::entry &e = s->queue.front();
+			note("blocked for %g s in %s: the stream waits for %s", limit, api,
+			     e.work ? e.work->describe().c_str() : e.o.label.c_str());
+			noted = true;
+		}
+		if (++polls > 100) {
+			struct timespec nap = {0, 100000};
+			nanosleep(&nap, NULL);
+		}
+	}
+}
+
+cudaError_t drain(cudaStream_t h, const char *api)
+{
+	CUstream_st *s = lookup(h);
+	if (!s)
+		return set_error(cudaErrorInvalidResourceHandle);
+	wait_for(s, s->submitted, api);
+	return cudaSuccess;
+}
+
+void drain_all(const char *api)
+{
+	for (CUstream_st *s : streams)
+		wait_for(s, s->submitted, api);
+}
+
+/* ---- kernels ----------------------------------------------------------------------- */
+
+static void check_kernel_pointers(const char *kernel, const launch_ptrs &ptrs)
+{
+	for (int i = 0; i < ptrs.n; i++)
+		if (ptrs.p[i] && classify(ptrs.p[i]) != MEM_DEVICE)
+			fatal("launch of %s: pointer argument %d is %s, not device memory (an illegal "
+			      "address on a GPU)",
+			      kernel, i + 1, describe(ptrs.p[i]).c_str());
+}
+
+cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, unsigned int block,
+		   const launch_ptrs &ptrs, std::function<void()> body)
+{
+	cudaError_t rc = init_error();
+	if (rc != cudaSuccess)
+		fatal("launch of %s: %s (no usable device); the backend's launch check ends the job "
+		      "here",
+		      kernel, cudaGetErrorName(rc));
+	if (grid == 0 || grid > 0x7fffffffu || block == 0 || block > 1024)
+		fatal("launch of %s with grid %u, block %u: cudaErrorInvalidConfiguration (CUDA takes 1 "
+		      "to 2^31-1 blocks of 1 to 1024 threads); the backend's launch check ends the job "
+		      "here",
+		      kernel, grid, block);
+	if (fault("no-kernel-image"))
+		fatal("launch of %s: cudaErrorNoKernelImageForDevice (CUDASIM_FAULT=no-kernel-image)",
+		      kernel);
+	check_kernel_pointers(kernel, ptrs);
+	op o;
+	o.label = std::string("kernel ") + kernel;
+	o.run = [kernel, grid, block, ptrs, body]() {
+		/* Checked again when it runs: a replayed graph may outlive its buffers. */
+		check_kernel_pointers(kernel, ptrs);
+		gridDim = {grid, 1, 1};
+		blockDim = {block, 1, 1};
+		blockIdx = {0, 0, 0};
+		threadIdx = {0, 0, 0};
+		for (blockIdx.x = 0; blockIdx.x < grid; blockIdx.x++)
+			for (threadIdx.x = 0; threadIdx.x < block; threadIdx.x++)
+				body();
+	};
+	rc = submit(stream, std::move(o));
+	if (rc != cudaSuccess)
+		fatal("launch of %s: %s; the backend's launch check ends the job here", kernel,
+		      cudaGetErrorName(rc));
+	return cudaSuccess;
+}
+
+} /* namespace cudasim */
+
+using namespace cudasim;
+
+extern "C" {
+
+/* ---- streams ---------------------------------------------------------------------- */
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags)
+{
+	cudaError_t rc = init_error();
+	if (rc != cudaSuccess)
+		return set_error(rc);
+	if (!stream || (flags & ~cudaStreamNonBlocking))
+		return set_error(cudaErrorInvalidValue);
+	CUstream_st *s = new CUstream_st;
+	s->flags = flags;
+	streams.insert(s);
+	*stream = s;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream)
+{
+	return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+/* CUDA lets queued work finish after the handle is gone; here it runs first. */
+cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+	CUstream_st *s = lookup(stream);
+	if (!s || s == &legacy_stream)
+		return set_error(cudaErrorInvalidResourceHandle);
+	if (s->capture != cudaStreamCaptureStatusNone)
+		return set_error(cudaErrorStreamCaptureUnsupported);
+	wait_for(s, s->submitted, "cudaStreamDestroy");
+	for (CUevent_st *e : events)
+		if (e->stream == s)
+			e->stream = nullptr;
+	streams.erase(s);
+	delete s;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+	CUstream_st *s = lookup(stream);
+	if (!s)
+		return set_error(cudaErrorInvalidResourceHandle);
+	if (s->capture != cudaStreamCaptureStatusNone)
+		return invalidate_captures();
+	wait_for(s, s->submitted, "cudaStreamSynchronize");
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream)
+{
+	CUstream_st *s = lookup(stream);
+	if (!s)
+		return set_error(cudaErrorInvalidResourceHandle);
+	if (s->capture != cudaStreamCaptureStatusNone)
+		return invalidate_captures();
+	return advance(s, s->submitted) ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+	cudaError_t rc = init_error();
+	if (rc != cudaSuccess)
+		return set_error(rc);
+	if (capture_active())
+		return invalidate_captures();
+	drain_all("cudaDeviceSynchronize");
+	return cudaSuccess;
+}
+
+/* ---- events ------------------------------------------------------------------------ */
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
+{
+	cudaError_t rc = init_error();
+	if (rc != cudaSuccess)
+		return set_error(rc);
+	if (!event || (flags & ~cudaEventDisableTiming))
+		return set_error(cudaErrorInvalidValue);
+	CUevent_st *e = new CUevent_st;
+	events.insert(e);
+	*event = e;
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event)
+{
+	return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+	if (!events.count(event))
+		return set_error(cudaErrorInvalidResourceHandle);
+	events.erase(event);
+	delete event;
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+	CUstream_st *s = lookup(stream);
+	if (!events.count(event) || !s)
+		return set_error(cudaErrorInvalidResourceHandle);
+	if (s->capture == cudaStreamCaptureStatusInvalidated)
+		return set_error(cudaErrorStreamCaptureInvalidated);
+	event->stream = s;
+	if (s->capture == cudaStreamCaptureStatusActive) {
+		event->capture_id = s->capture_id; /* a node of the graph, not a point in the queue */
+		event->seq = 0;
+	} else {
+		event->capture_id = 0;
+		event->seq = s->submitted;
+	}
+	return cudaSuccess;
+}
+
+/* An event recorded into a capture that is still open may not be waited for or queried. */
+static bool captured_event(const CUevent_st *e)
+{
+	if (!e->capture_id)
+		return false;
+	for (CUstream_st *s : streams)
+		if (s->capture_id == e->capture_id && s->capture != cudaStreamCaptureStatusNone)
+			return true;
+	return false;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+	if (!events.count(event))
+		return set_error(cudaErrorInvalidResourceHandle);
+	if (captured_event(event))
+		return invalidate_captures();
+	if (!event->stream || event->capture_id)
+		return cudaSuccess;
+	return advance(event->stream, event->seq) ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+	if (!events.count(event))
+		return set_error(cudaErrorInvalidResourceHandle);
+	if (captured_event(event))
+		return invalidate_captures();
+	if (event->stream && !event->capture_id)
+		wait_for(event->stream, event->seq, "cudaEventSynchronize");
+	return cudaSuccess;
+}
+
+/* ---- graph capture ------------------------------------------------------------------- */
+
+/* CUDASIM_CAPTURE_FAIL_RANK / _AT: whether capture fails here, at this step. */
+static bool capture_fault(const char *at)
+{
+	long r = env_long("CUDASIM_CAPTURE_FAIL_RANK", -1);
+	if (r < 0 || r != rank())
+		return false;
+	const char *where = getenv("CUDASIM_CAPTURE_FAIL_AT");
+	return std::string(where && *where ? where : "end") == at;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+	CUstream_st *s = lookup(stream);
+	if (!s)
+		return set_error(cudaErrorInvalidResourceHandle);
+	if (s == &legacy_stream || mode > cudaStreamCaptureModeRelaxed)
+		return set_error(cudaErrorInvalidValue);
+	if (s->capture != cudaStreamCaptureStatusNone)
+		return set_error(cudaErrorIllegalState);
+	if (capture_fault("begin"))
+		return set_error(cudaErrorNotSupported);
+	s->capture = cudaStreamCaptureStatusActive;
+	s->mode = mode;
+	s->capture_id = next_capture_id++;
+	s->recorded.clear();
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
+{
+	CUstream_st *s = lookup(stream);
+	if (!s)
+		return set_error(cudaErrorInvalidResourceHandle);
+	if (!graph)
+		return set_error(cudaErrorInvalidValue);
+	*graph = nullptr;
+	if (s->capture == cudaStreamCaptureStatusNone)
+		return set_error(cudaErrorIllegalState);
+	bool ok = s->capture == cudaStreamCaptureStatusActive && !capture_fault("end");
+	s->capture = cudaStreamCaptureStatusNone;
+	s->capture_id = 0;
+	if (!ok) {
+		s->recorded.clear();
+		return set_error(cudaErrorStreamCaptureInvalidated);
+	}
+	CUgraph_st *g = new CUgraph_st;
+	g->ops = std::move(s->recorded);
+	s->recorded.clear();
+	*graph = g;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status)
+{
+	if (!status)
+		return set_error(cudaErrorInvalidValue);
+	return set_error(capture_status(stream, status));
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags)
+{
+	if (!exec || !graph || flags)
+		return set_error(cudaErrorInvalidValue);
+	*exec = nullptr;
+	if (capture_fault("instantiate"))
+		return set_error(cudaErrorNotSupported);
+	CUgraphExec_st *x = new CUgraphExec_st;
+	x->ops = graph->ops;
+	*exec = x;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
+{
+	if (!exec)
+		return set_error(cudaErrorInvalidValue);
+	for (const op &o : exec->ops) {
+		cudaError_t rc = submit(stream, o);
+		if (rc != cudaSuccess)
+			return rc;
+	}
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+	delete graph;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+	delete exec;
+	return cudaSuccess;
+}
+
+} /* extern "C" */
