@@ -148,6 +148,9 @@ static const struct backend_module *cuda_load(const char *module, struct cuda_pr
 	}
 	m = backend_cuda_open(path, &no_driver, p->why, sizeof(p->why));
 	if (!m) {
+		/* A missing module is said before the driver is looked for: look now. */
+		if (!no_driver && !cuda_driver)
+			cuda_driver = dlopen(CUDA_DRIVER_LIBRARY, RTLD_LAZY | RTLD_LOCAL);
 		int absent = no_driver || !cuda_driver;
 		p->verdict = absent ? CUDA_ABSENT : CUDA_UNUSABLE;
 		snprintf(p->reason, sizeof(p->reason), "%s", absent ? "no-driver" : "module-not-loaded");
@@ -225,11 +228,4 @@ int backend_select(int choice, const struct dist *d, int threads, struct backend
 		snprintf(why, whylen, "--backend cuda: stopping because rank %d could not start the CUDA backend",
 			 bad_rank);
 	return 1;
-}
-
-void backend_destroy(struct backend *b)
-{
-	if (b->ops && b->ops->destroy)
-		b->ops->destroy(b->ctx);
-	memset(b, 0, sizeof(*b));
 }

@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "gemm_map.h"
 
@@ -335,7 +336,14 @@ enum cuda_verdict backend_cuda_job_probe(const struct dist *d, const char *modul
  */
 int backend_select(int choice, const struct dist *d, int threads, struct backend *out,
 		   char *why, size_t whylen);
-void backend_destroy(struct backend *b);
+
+/* Release what the backend holds; *b is zeroed (a zeroed backend may be destroyed again). */
+static inline void backend_destroy(struct backend *b)
+{
+	if (b->ops && b->ops->destroy)
+		b->ops->destroy(b->ctx);
+	memset(b, 0, sizeof(*b));
+}
 
 #ifdef __cplusplus
 }

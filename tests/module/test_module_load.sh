@@ -22,6 +22,9 @@
 #                   status 1 and the reason on every rank (skips where a
 #                   driver loads)
 #   missing         mnist-train copied alone to another directory: auto
+#   missing_with_driver  the same with the stub driver loadable: GPUs are there
+#                   and the install is broken, so auto warns loudly (WARNING,
+#                   backend_fallback= in the summary) and cuda fails
 #                   trains on the host saying which file is missing; cuda
 #                   fails on every rank
 #   beside_binary   mnist-train and the module copied together elsewhere and
@@ -118,9 +121,14 @@ loaded() {
 	cat "$TMP/$1.ld"/ld.* 2>/dev/null | sed -n 's/.*file=\([^ ]*\) .*/\1/p' | sort -u
 }
 
-# expect_fallback NAME PATTERN: auto ran on the host; rank 0 said why in one line matching PATTERN.
+# expect_fallback NAME PATTERN [loud]: auto ran on the host; rank 0 said why in one line
+# matching PATTERN: "backend auto: using host, ..." where no driver is installed, or, with
+# "loud" (a driver is there, so GPUs are present but unusable), a WARNING line and the
+# summary's backend_fallback key.
 expect_fallback() {
-	local name=$1 pattern=$2 err0 err1 out0 lines
+	local name=$1 pattern=$2 loud=${3:-} err0 err1 out0 lines line
+	line='backend auto: using host'
+	[ -z "$loud" ] || line='WARNING: GPUs are present but unusable'
 	err0=$(rank_file "$name" 0 stderr) err1=$(rank_file "$name" 1 stderr) out0=$(rank_file "$name" 0 stdout)
 	if [ "$RC" -ne 0 ]; then
 		fail "$name: --backend auto exited with $RC, expected 0 (training on the host); output:"
@@ -129,17 +137,22 @@ expect_fallback() {
 	fi
 	grep -q '^summary: .* backend=host ' "$out0" 2>/dev/null ||
 		fail "$name: rank 0's summary does not say backend=host: $(grep summary "$out0" 2>/dev/null)"
-	lines=$(grep -c 'backend auto: using host' "$err0" 2>/dev/null)
-	if [ "${lines:-0}" -ne 1 ]; then
-		fail "$name: rank 0 printed ${lines:-0} 'backend auto: using host' lines, expected 1:"
-		sed 's/^/    /' "$err0" >&2
-	elif ! grep 'backend auto: using host' "$err0" | grep -Eq "$pattern"; then
-		fail "$name: rank 0's reason does not match /$pattern/: $(grep 'backend auto' "$err0")"
-	else
-		ok "$name: trained on the host; rank 0: $(grep 'backend auto' "$err0")"
+	if [ -n "$loud" ] && ! grep -q '^summary: .* backend_fallback=' "$out0" 2>/dev/null; then
+		fail "$name: rank 0's summary does not name the fallback: $(grep summary "$out0" 2>/dev/null)"
+	elif [ -z "$loud" ] && grep -q 'backend_fallback=' "$out0" 2>/dev/null; then
+		fail "$name: no driver, but the summary names a fallback: $(grep summary "$out0")"
 	fi
-	if grep -q 'backend auto' "$err1" 2>/dev/null; then
-		fail "$name: rank 1 printed the reason too (rank 0 only): $(grep 'backend auto' "$err1")"
+	lines=$(grep -c "$line" "$err0" 2>/dev/null)
+	if [ "${lines:-0}" -ne 1 ]; then
+		fail "$name: rank 0 printed ${lines:-0} '$line' lines, expected 1:"
+		sed 's/^/    /' "$err0" >&2
+	elif ! grep "$line" "$err0" | grep -Eq "$pattern"; then
+		fail "$name: rank 0's reason does not match /$pattern/: $(grep "$line" "$err0")"
+	else
+		ok "$name: trained on the host; rank 0: $(grep "$line" "$err0")"
+	fi
+	if grep -q "$line" "$err1" 2>/dev/null; then
+		fail "$name: rank 1 printed the reason too (rank 0 only): $(grep "$line" "$err1")"
 	fi
 }
 
@@ -174,11 +187,11 @@ opened_none() {
 	fi
 }
 
-# both BIN LD_LIBRARY_PATH PATTERN: --backend auto falls back and --backend
-# cuda refuses, each saying PATTERN (runs "auto" and "cuda").
+# both BIN LD_LIBRARY_PATH PATTERN [loud]: --backend auto falls back and --backend
+# cuda refuses, each saying PATTERN (runs "auto" and "cuda"); loud as for expect_fallback.
 both() {
 	run auto "$1" "$2" --backend auto
-	expect_fallback auto "$3"
+	expect_fallback auto "$3" "${4:-}"
 	run cuda "$1" "$2" --backend cuda
 	expect_refusal cuda "$3"
 }
@@ -203,10 +216,17 @@ missing)
 	both "$TMP/bin/mnist-train" "" \
 		"no CUDA backend module: $TMP/bin/libmnist-cuda.so: No such file or directory"
 	;;
+missing_with_driver)
+	# A driver but no module: GPUs are there and the install is broken, so auto says it loudly.
+	need_stub
+	install_copy "$TMP/bin" "$TRAIN"
+	both "$TMP/bin/mnist-train" "$TMP/driver" \
+		"no CUDA backend module: $TMP/bin/libmnist-cuda.so: No such file or directory" loud
+	;;
 beside_binary)
 	need_stub
 	install_copy "$TMP/bin" "$TRAIN" "$MODULE"
-	both "$TMP/bin/mnist-train" "$TMP/driver" 'cudaGetDeviceCount: error 34 \(cudaErrorStubLibrary\)'
+	both "$TMP/bin/mnist-train" "$TMP/driver" 'cudaGetDeviceCount: error 34 \(cudaErrorStubLibrary\)' loud
 	seen=$(loaded auto)
 	for lib in "$TMP/bin/libmnist-cuda.so" libcublas.so libnccl.so libcudart.so; do
 		if grep -q "^$lib" <<<"$seen"; then
@@ -229,13 +249,13 @@ libs_hidden)
 	done
 	driver_loads "$TMP/driver" || { fail "libs_hidden: the stub driver does not load from $TMP/driver"; exit 1; }
 	both "$TMP/bin/mnist-train" "$TMP/driver" \
-		'loading the CUDA backend: lib(cudart|cublas|cublasLt|nccl)\.so\.[0-9]+: cannot open shared object file'
+		'loading the CUDA backend: lib(cudart|cublas|cublasLt|nccl)\.so\.[0-9]+: cannot open shared object file' loud
 	;;
 other_build)
 	need_stub
 	install_copy "$TMP/bin" "$TRAIN" "$OTHER"
 	both "$TMP/bin/mnist-train" "$TMP/driver" \
-		"$TMP/bin/libmnist-cuda.so is from another build \(module interface [0-9]+ another-build;"
+		"$TMP/bin/libmnist-cuda.so is from another build \(module interface [0-9]+ another-build;" loud
 	;;
 *)
 	echo "test_module_load: unknown case '$CASE'" >&2
