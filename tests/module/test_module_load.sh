@@ -22,11 +22,11 @@
 #                   status 1 and the reason on every rank (skips where a
 #                   driver loads)
 #   missing         mnist-train copied alone to another directory: auto
+#                   trains on the host saying which file is missing; cuda
+#                   fails on every rank
 #   missing_with_driver  the same with the stub driver loadable: GPUs are there
 #                   and the install is broken, so auto warns loudly (WARNING,
 #                   backend_fallback= in the summary) and cuda fails
-#                   trains on the host saying which file is missing; cuda
-#                   fails on every rank
 #   beside_binary   mnist-train and the module copied together elsewhere and
 #                   started from a third directory: the module beside the
 #                   binary is opened (with the stub driver its probe answers
