@@ -202,11 +202,17 @@ add_cudasim_test(mnist_train_sim_auto_no_driver_2 2 ENV CUDASIM_DRIVER_VERSION=0
                  "!backend_fallback" COMMAND ${_train_sim})
 
 # mnist-train --backend cuda on the simulator, captured and not, against the host backend.
-add_test(NAME mnist_train_sim_cuda_vs_host_2
-         COMMAND ${MNIST_CUDASIM_DIR}/train_sim.sh ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR}
-                 2 ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV} -- --limit 3200 --epochs 1 --seed 1)
-set_tests_properties(mnist_train_sim_cuda_vs_host_2 PROPERTIES LABELS cudasim TIMEOUT 300
-                     PROCESSORS 2)
+foreach(_model seed mlp)
+  set(_args --limit 3200 --seed 1)
+  if(_model STREQUAL mlp)
+    list(APPEND _args --model mlp --hidden 64 --momentum 0.9 --lr 0.05)
+  endif()
+  add_test(NAME mnist_train_sim_${_model}_cuda_vs_host_2
+           COMMAND ${MNIST_CUDASIM_DIR}/train_sim.sh ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR}
+                   2 ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV} -- ${_args})
+  set_tests_properties(mnist_train_sim_${_model}_cuda_vs_host_2 PROPERTIES LABELS cudasim TIMEOUT 300
+                       PROCESSORS 2)
+endforeach()
 
 # ---- the same new GPU tests on a real GPU (label gpu; skipped, with the reason, without one) ----
 # 40-cuda.cmake registers the rest of the suite and builds mnist_gpu_test_util.

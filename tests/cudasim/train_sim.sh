@@ -5,11 +5,15 @@
 #
 #   tests/cudasim/train_sim.sh TRAIN DATA_DIR RANKS MPIRUN [MPIRUN_ARGS...] -- [TRAIN_ARGS...]
 #
-# Three runs: --backend cuda (each full batch replayed from a captured
+# Runs of 2 epochs: --backend cuda (each full batch replayed from a captured
 # graph), --backend cuda --no-graph, --backend host. The two cuda runs must
 # end with bitwise the same model (param_crc32), final loss and test
 # accuracy; the cuda run must say backend=cuda and name the simulated device,
-# and reach the host run's test accuracy within 0.01. Exit 0 pass, 1 fail.
+# follow the host run's loss curve (every logged loss of rank 0 within
+# 0.02 + 2% of the host's) and reach its test accuracy within 0.01. Then
+# checkpoints: a cuda run of 1 epoch with --checkpoint-dir, resumed by
+# --resume for the second, must end bitwise where the uninterrupted cuda run
+# ended. Exit 0 pass, 1 fail.
 set -uo pipefail
 if [ $# -lt 4 ]; then
 	echo "usage: $0 TRAIN DATA_DIR RANKS MPIRUN [MPIRUN_ARGS...] -- [TRAIN_ARGS...]" >&2
@@ -46,9 +50,28 @@ field() { # NAME KEY
 	grep '^summary:' "$TMP/$1.out" | tr ' ' '\n' | sed -n "s/^$2=//p"
 }
 
-run graph --backend cuda
-run plain --backend cuda --no-graph
-run host --backend host
+run graph --backend cuda --epochs 2
+run plain --backend cuda --no-graph --epochs 2
+run host --backend host --epochs 2
+run first --backend cuda --epochs 1 --checkpoint-dir "$TMP/ck"
+run resumed --backend cuda --epochs 2 --checkpoint-dir "$TMP/ck" --resume "$TMP/ck"
+[ "$(field resumed param_crc32)" = "$(field graph param_crc32)" ] && [ -n "$(field graph param_crc32)" ] ||
+	fail "resume: 1 epoch + --resume for the second ended at param_crc32=$(field resumed param_crc32), the uninterrupted run at $(field graph param_crc32)"
+grep -q 'resuming from' "$TMP/resumed.err" || fail "resume: the resumed run does not say where it resumed from"
+# Every rank's logged losses as "EPOCH STEP LOSS", each step's ranks in loss order (mpirun
+# interleaves the ranks' lines differently from run to run).
+losses() {
+	sed -nE 's/^epoch: ([0-9]+), step: ([0-9]+), loss is (.*)$/\1 \2 \3/p' "$TMP/$1.out" |
+		sort -k1,1n -k2,2n -k3,3g
+}
+if [ "$(losses graph | wc -l)" -lt 4 ] || [ "$(losses graph | cut -d' ' -f1,2)" != "$(losses host | cut -d' ' -f1,2)" ]; then
+	fail "loss curve: the cuda and host runs logged different steps ($(losses graph | wc -l) and $(losses host | wc -l) lines)"
+else
+	far=$(paste -d' ' <(losses graph | cut -d' ' -f3) <(losses host | cut -d' ' -f3) |
+		awk '{ d = $1 - $2; if (d < 0) d = -d; lim = 0.02 + 0.02 * ($2 < 0 ? -$2 : $2);
+		       if (d > lim) { print NR ": cuda " $1 " host " $2; n++ } } END { exit n > 0 }') ||
+		fail "loss curve: logged losses further than 0.02 + 2% from the host's: $far"
+fi
 for k in param_crc32 final_loss test_accuracy; do
 	[ "$(field graph $k)" = "$(field plain $k)" ] && [ -n "$(field graph $k)" ] ||
 		fail "$k: captured $(field graph $k), plain $(field plain $k): capture changed the run"
@@ -61,7 +84,7 @@ if ! awk -v a="$(field graph test_accuracy)" -v b="$(field host test_accuracy)" 
 	fail "test accuracy: cuda $(field graph test_accuracy), host $(field host test_accuracy) (limit 0.01)"
 fi
 if [ $failures -eq 0 ]; then
-	echo "PASS train_sim: captured and plain runs identical, accuracy within 0.01 of the host's"
+	echo "PASS train_sim: captured and plain runs identical, loss curve and accuracy within tolerance of the host's, bitwise resume"
 	exit 0
 fi
 exit 1
