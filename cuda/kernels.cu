@@ -117,12 +117,13 @@ static __global__ void argmax_hits_kernel(const float *logits, const int32_t *la
 		hits[r] += argmax_hit_row_elem(logits + r * (size_t)cols, labels[r], cols);
 }
 
-static __global__ void sgd_update_kernel(float *p, const float *g, float *v, size_t n, float lr,
-					 float momentum)
+static __global__ void sgd_update_kernel(float *p, const float *g, float *v, size_t n,
+					 const float *lr, const int32_t *step, float momentum)
 {
+	float rate = lr[*step];
 	for (size_t i = grid_first(); i < n; i += grid_stride()) {
 		float unused = 0.0f;
-		sgd_update_elem(&p[i], g[i], v ? &v[i] : &unused, lr, momentum);
+		sgd_update_elem(&p[i], g[i], v ? &v[i] : &unused, rate, momentum);
 	}
 }
 
@@ -130,6 +131,87 @@ static __global__ void scale_kernel(float *x, size_t n, float alpha)
 {
 	for (size_t i = grid_first(); i < n; i += grid_stride())
 		x[i] = scale_elem(x[i], alpha);
+}
+
+/*
+ * cols (c*k*k, batch*oh*ow): item i is tap row i / ld = (ci, ky, kx), column
+ * i % ld = (b, oy, ox); it reads plane ci of image b of x (batch, c, h, w).
+ */
+static __global__ void im2col_kernel(const float *x, struct conv_shape s, int batch, float *cols)
+{
+	size_t pixels = (size_t)s.oh * s.ow, ld = (size_t)batch * pixels;
+	size_t n = ld * (size_t)s.c * s.k * s.k;
+	for (size_t i = grid_first(); i < n; i += grid_stride()) {
+		size_t tap = i / ld, col = i - tap * ld;
+		int kx = (int)(tap % (size_t)s.k), ky = (int)(tap / (size_t)s.k % (size_t)s.k);
+		int ci = (int)(tap / ((size_t)s.k * s.k));
+		size_t b = col / pixels, p = col - b * pixels;
+		int oy = (int)(p / (size_t)s.ow), ox = (int)(p % (size_t)s.ow);
+		const float *plane = x + (b * (size_t)s.c + (size_t)ci) * (size_t)s.h * s.w;
+		cols[i] = im2col_elem(plane, &s, oy, ox, ky, kx);
+	}
+}
+
+/* dx (batch, c, h, w): item i is pixel (b, ci, iy, ix), the sum of its taps in dcols. */
+static __global__ void col2im_kernel(const float *dcols, struct conv_shape s, int batch,
+				     float *dx)
+{
+	size_t ld = (size_t)batch * s.oh * s.ow;
+	size_t n = (size_t)batch * s.c * s.h * s.w;
+	for (size_t i = grid_first(); i < n; i += grid_stride()) {
+		int ix = (int)(i % (size_t)s.w);
+		size_t rest = i / (size_t)s.w;
+		int iy = (int)(rest % (size_t)s.h);
+		rest /= (size_t)s.h;
+		int ci = (int)(rest % (size_t)s.c), b = (int)(rest / (size_t)s.c);
+		dx[i] = col2im_elem(dcols, ld, &s, b, ci, iy, ix);
+	}
+}
+
+/* y (channels, n): item i has bias i / n. */
+static __global__ void channel_bias_act_kernel(float *y, const float *bias, int channels,
+					       size_t n, int relu)
+{
+	size_t total = (size_t)channels * n;
+	for (size_t i = grid_first(); i < total; i += grid_stride())
+		y[i] = bias_act_elem(y[i], bias[i / n], relu);
+}
+
+/* y, arg (batch, c, oh, ow): item i is window (py, px) of plane (ci, b) of x (c, batch, h, w). */
+static __global__ void maxpool_kernel(const float *x, struct pool_shape s, int batch, float *y,
+				      int32_t *arg)
+{
+	size_t n = (size_t)batch * s.c * s.oh * s.ow;
+	for (size_t i = grid_first(); i < n; i += grid_stride()) {
+		int px = (int)(i % (size_t)s.ow);
+		size_t rest = i / (size_t)s.ow;
+		int py = (int)(rest % (size_t)s.oh);
+		rest /= (size_t)s.oh;
+		size_t ci = rest % (size_t)s.c, b = rest / (size_t)s.c;
+		const float *plane = x + (ci * (size_t)batch + b) * (size_t)s.h * s.w;
+		y[i] = maxpool_window_elem(plane, s.w, s.k, py, px, &arg[i]);
+	}
+}
+
+/* dx (c, batch, h, w): item i is input pixel (ci, b, iy, ix), the gradient its window sends it. */
+static __global__ void maxpool_backward_kernel(const float *dy, const int32_t *arg,
+					       struct pool_shape s, int batch, float *dx)
+{
+	size_t n = (size_t)s.c * batch * s.h * s.w;
+	for (size_t i = grid_first(); i < n; i += grid_stride()) {
+		int ix = (int)(i % (size_t)s.w);
+		size_t rest = i / (size_t)s.w;
+		int iy = (int)(rest % (size_t)s.h);
+		rest /= (size_t)s.h;
+		size_t b = rest % (size_t)batch, ci = rest / (size_t)batch;
+		int py = iy / s.k, px = ix / s.k;
+		float g = 0.0f;
+		if (py < s.oh && px < s.ow) {
+			size_t o = ((b * (size_t)s.c + ci) * (size_t)s.oh + (size_t)py) * s.ow + (size_t)px;
+			g = maxpool_backward_elem(dy[o], arg[o], iy % s.k, ix % s.k, s.k);
+		}
+		dx[i] = g;
+	}
 }
 
 void kernels_gather(cudaStream_t stream, const struct kernel_geom *geom, const uint8_t *images,
@@ -191,12 +273,13 @@ void kernels_argmax_hits(cudaStream_t stream, const struct kernel_geom *geom,
 }
 
 void kernels_sgd_update(cudaStream_t stream, const struct kernel_geom *geom, float *p,
-			const float *g, float *v, size_t n, float lr, float momentum)
+			const float *g, float *v, size_t n, const float *lr, const int32_t *step,
+			float momentum)
 {
 	if (n == 0)
 		return;
 	struct kernel_geom gm = pick_geom(geom, n);
-	KERNEL_LAUNCH(sgd_update_kernel, gm, stream, p, g, v, n, lr, momentum);
+	KERNEL_LAUNCH(sgd_update_kernel, gm, stream, p, g, v, n, lr, step, momentum);
 }
 
 void kernels_scale(cudaStream_t stream, const struct kernel_geom *geom, float *x, size_t n,
@@ -206,6 +289,57 @@ void kernels_scale(cudaStream_t stream, const struct kernel_geom *geom, float *x
 		return;
 	struct kernel_geom g = pick_geom(geom, n);
 	KERNEL_LAUNCH(scale_kernel, g, stream, x, n, alpha);
+}
+
+void kernels_im2col(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
+		    const struct conv_shape *s, int batch, float *cols)
+{
+	size_t n = work_2d(batch, s->oh * s->ow) * (size_t)(s->c * s->k * s->k);
+	if (n == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, n);
+	KERNEL_LAUNCH(im2col_kernel, g, stream, x, *s, batch, cols);
+}
+
+void kernels_col2im(cudaStream_t stream, const struct kernel_geom *geom, const float *dcols,
+		    const struct conv_shape *s, int batch, float *dx)
+{
+	size_t n = work_2d(batch, s->c * s->h * s->w);
+	if (n == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, n);
+	KERNEL_LAUNCH(col2im_kernel, g, stream, dcols, *s, batch, dx);
+}
+
+void kernels_channel_bias_act(cudaStream_t stream, const struct kernel_geom *geom, float *y,
+			      const float *bias, int channels, size_t n, int relu)
+{
+	size_t total = channels > 0 ? (size_t)channels * n : 0;
+	if (total == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, total);
+	KERNEL_LAUNCH(channel_bias_act_kernel, g, stream, y, bias, channels, n, relu);
+}
+
+void kernels_maxpool(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
+		     const struct pool_shape *s, int batch, float *y, int32_t *arg)
+{
+	size_t n = work_2d(batch, s->c * s->oh * s->ow);
+	if (n == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, n);
+	KERNEL_LAUNCH(maxpool_kernel, g, stream, x, *s, batch, y, arg);
+}
+
+void kernels_maxpool_backward(cudaStream_t stream, const struct kernel_geom *geom,
+			      const float *dy, const int32_t *arg, const struct pool_shape *s,
+			      int batch, float *dx)
+{
+	size_t n = work_2d(batch, s->c * s->h * s->w);
+	if (n == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, n);
+	KERNEL_LAUNCH(maxpool_backward_kernel, g, stream, dy, arg, *s, batch, dx);
 }
 
 #if defined(__CUDACC__)

@@ -138,10 +138,7 @@ void agree_fingerprint(const struct train_config *c, const struct mnist_set *tra
 	struct model m;
 	model_init(&m, c->model, c->hidden, c->n_hidden);
 	char layers[128];
-	struct text lt;
-	text_init(&lt, layers, sizeof(layers));
-	for (int l = 0; l <= m.n_layers; l++)
-		text_add(&lt, "%s%d", l ? "," : "", m.dims[l]);
+	model_layers_text(&m, layers, sizeof(layers));
 	rec_put(&r, "layers", "%s", layers);
 	rec_put(&r, "params", "%zu", m.n_params);
 
@@ -150,6 +147,8 @@ void agree_fingerprint(const struct train_config *c, const struct mnist_set *tra
 	rec_put(&r, "lr", "%s", num);
 	float_text(c->momentum, num, sizeof(num));
 	rec_put(&r, "momentum", "%s", num);
+	rec_put(&r, "lr_schedule", "%s", lr_schedule_name(c->lr_schedule));
+	rec_put(&r, "warmup_steps", "%ld", c->warmup_steps);
 	rec_put(&r, "epochs", "%d", c->epochs);
 	rec_put(&r, "seed", "%llu", (unsigned long long)c->seed);
 	rec_put(&r, "limit", "%ld", c->limit);

@@ -23,6 +23,8 @@ enum {
 	OPT_BATCH,
 	OPT_LR,
 	OPT_MOMENTUM,
+	OPT_LR_SCHEDULE,
+	OPT_WARMUP_STEPS,
 	OPT_SEED,
 	OPT_LOG_EVERY,
 	OPT_LIMIT,
@@ -50,6 +52,8 @@ static const struct option config_options[] = {
 	{"batch-size", required_argument, NULL, OPT_BATCH},
 	{"lr", required_argument, NULL, OPT_LR},
 	{"momentum", required_argument, NULL, OPT_MOMENTUM},
+	{"lr-schedule", required_argument, NULL, OPT_LR_SCHEDULE},
+	{"warmup-steps", required_argument, NULL, OPT_WARMUP_STEPS},
 	{"seed", required_argument, NULL, OPT_SEED},
 	{"log-every", required_argument, NULL, OPT_LOG_EVERY},
 	{"limit", required_argument, NULL, OPT_LIMIT},
@@ -83,6 +87,7 @@ void config_defaults(struct train_config *c)
 	c->batch_size = 32;
 	c->lr = 0.01f;
 	c->momentum = 0.0f;
+	c->lr_schedule = LR_CONSTANT;
 	c->seed = 1;
 	c->log_every = 10;
 	c->backend = BACKEND_AUTO;
@@ -105,12 +110,18 @@ void config_print_help(const char *prog)
 	       "                        test/ directory of --data when it exists\n"
 	       "  --limit N             train on the first N training images only\n"
 	       "Model and optimiser:\n"
-	       "  --model NAME          seed (Dense 784->10 + ReLU, default), linear, or mlp\n"
+	       "  --model NAME          seed (Dense 784->10 + ReLU, default), linear, mlp, or\n"
+	       "                        lenet (LeNet-5: conv 5x5 6, pool, conv 5x5 16, pool,\n"
+	       "                        dense 120, 84, 10)\n"
 	       "  --hidden A,B,...      hidden layer sizes of the mlp (default 512,256)\n"
 	       "  --epochs N            passes over the training set (default 10)\n"
 	       "  --batch-size N        batch size per rank (default 32)\n"
 	       "  --lr F                SGD learning rate (default 0.01)\n"
 	       "  --momentum F          SGD momentum in [0, 1) (default 0)\n"
+	       "  --lr-schedule NAME    constant (default) or cosine: from --lr to 0 over all\n"
+	       "                        steps of the run (PyTorch's CosineAnnealingLR per step)\n"
+	       "  --warmup-steps N      raise the rate linearly from lr/N to lr over the first\n"
+	       "                        N steps, then follow the schedule (default 0)\n"
 	       "  --seed N              seed for initial weights and shuffling (default 1)\n"
 	       "Distribution and execution:\n"
 	       "  --backend NAME        auto (default: cuda when every rank has a GPU, else\n"
@@ -232,8 +243,10 @@ int config_parse(int argc, char **argv, struct train_config *c, char *err, size_
 				c->model = MODEL_LINEAR;
 			else if (!strcmp(arg, "mlp"))
 				c->model = MODEL_MLP;
+			else if (!strcmp(arg, "lenet"))
+				c->model = MODEL_LENET;
 			else
-				return config_error(err, errlen, "--model: unknown model '%s'; expected seed, linear or mlp", arg);
+				return config_error(err, errlen, "--model: unknown model '%s'; expected seed, linear, mlp or lenet", arg);
 			break;
 		case OPT_HIDDEN:
 			hidden_given = 1;
@@ -259,6 +272,15 @@ int config_parse(int argc, char **argv, struct train_config *c, char *err, size_
 		case OPT_MOMENTUM:
 			if (parse_float(arg, &c->momentum) || c->momentum < 0.0f || c->momentum >= 1.0f)
 				return config_error(err, errlen, "--momentum: '%s' is not a number in [0, 1)", arg);
+			break;
+		case OPT_LR_SCHEDULE:
+			if (lr_schedule_parse(arg, &c->lr_schedule))
+				return config_error(err, errlen, "--lr-schedule: unknown schedule '%s'; expected constant or cosine", arg);
+			break;
+		case OPT_WARMUP_STEPS:
+			if (parse_long(arg, 0, 1000000000, &v))
+				return config_error(err, errlen, "--warmup-steps: '%s' is not an integer in 0..1000000000 (steps)", arg);
+			c->warmup_steps = v;
 			break;
 		case OPT_SEED: {
 			char *end;
@@ -367,6 +389,8 @@ const char *model_kind_name(enum model_kind m)
 		return "linear";
 	case MODEL_MLP:
 		return "mlp";
+	case MODEL_LENET:
+		return "lenet";
 	}
 	return "?";
 }

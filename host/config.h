@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "train/schedule.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,6 +24,7 @@ enum model_kind {
 	MODEL_SEED = 0, /* Dense 784->10, ReLU on the logits (the tutorial's net) */
 	MODEL_LINEAR,   /* Dense 784->10 */
 	MODEL_MLP,      /* 784 -> hidden... -> 10, ReLU between */
+	MODEL_LENET,    /* LeNet-5: two 5x5 convolutions with max-pooling, three dense layers */
 };
 
 enum backend_choice {
@@ -45,6 +47,8 @@ struct train_config {
 	int batch_size; /* per rank */
 	float lr;
 	float momentum;
+	enum lr_schedule lr_schedule;
+	long warmup_steps; /* steps of linear warm-up at the start of the run */
 	uint64_t seed;
 	int log_every;
 	long limit; /* 0 = all training images */

@@ -11,7 +11,10 @@
 #define MNIST_DDP_ELEM_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "conv_shape.h"
 
 #if defined(__CUDACC__)
 #define ELEM_FN static inline __host__ __device__
@@ -100,6 +103,71 @@ ELEM_FN void sgd_update_elem(float *p, float g, float *v, float lr, float moment
 ELEM_FN float scale_elem(float x, float alpha)
 {
 	return x * alpha;
+}
+
+/*
+ * One entry of the im2col matrix (conv_shape.h): what tap (ky, kx) reads for
+ * output pixel (oy, ox), from one input plane (h, w); 0 in the padding.
+ */
+ELEM_FN float im2col_elem(const float *plane, const struct conv_shape *s, int oy, int ox, int ky,
+			  int kx)
+{
+	int iy = oy + ky - s->pad, ix = ox + kx - s->pad;
+	return iy >= 0 && iy < s->h && ix >= 0 && ix < s->w ? plane[(size_t)iy * s->w + ix] : 0.0f;
+}
+
+/*
+ * col2im as a gather: the gradient of input pixel (iy, ix) of channel ci of
+ * image b is the sum of the im2col entries that read it, taken in tap order
+ * (ky, then kx, ascending), so every backend adds the same terms in the same
+ * order. dcols (c*k*k, ld), ld = batch*oh*ow: row (ci, ky, kx), column
+ * (b, oy, ox) with oy = iy + pad - ky, ox = ix + pad - kx.
+ */
+ELEM_FN float col2im_elem(const float *dcols, size_t ld, const struct conv_shape *s, int b, int ci,
+			  int iy, int ix)
+{
+	float sum = 0.0f;
+	for (int ky = 0; ky < s->k; ky++) {
+		int oy = iy + s->pad - ky;
+		if (oy < 0 || oy >= s->oh)
+			continue;
+		const float *row = dcols + (size_t)((ci * s->k + ky) * s->k) * ld +
+				   ((size_t)b * s->oh + oy) * s->ow;
+		for (int kx = 0; kx < s->k; kx++) {
+			int ox = ix + s->pad - kx;
+			if (ox >= 0 && ox < s->ow)
+				sum += row[(size_t)kx * ld + ox];
+		}
+	}
+	return sum;
+}
+
+/*
+ * Window (py, px) of a max-pool over one plane (h, w) with row stride w: the
+ * largest of its k x k values, and in *arg its offset ky*k + kx. The first
+ * maximum in row order wins, and a NaN wins over numbers (PyTorch's rule).
+ */
+ELEM_FN float maxpool_window_elem(const float *plane, int w, int k, int py, int px, int32_t *arg)
+{
+	const float *p = plane + (size_t)py * k * w + (size_t)px * k;
+	float best = p[0];
+	int32_t at = 0;
+	for (int ky = 0; ky < k; ky++)
+		for (int kx = 0; kx < k; kx++) {
+			float v = p[(size_t)ky * w + kx];
+			if (v > best || (v != v && best == best)) {
+				best = v;
+				at = ky * k + kx;
+			}
+		}
+	*arg = at;
+	return best;
+}
+
+/* Gradient of the input at offset (ky, kx) of its window: the window's dy where it held the max. */
+ELEM_FN float maxpool_backward_elem(float dy, int32_t arg, int ky, int kx, int k)
+{
+	return arg == ky * k + kx ? dy : 0.0f;
 }
 
 #endif /* MNIST_DDP_ELEM_H */

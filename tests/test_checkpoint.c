@@ -75,16 +75,24 @@ TestSuite(checkpoint, .init = make_tmpdir, .fini = cleanup_tmpdir);
 
 /* ---- fixtures ---------------------------------------------------------------- */
 
-/* An mlp 784 -> 5 -> 3 -> 10 (small, several layers) or the seed model. */
+/*
+ * An mlp 784 -> 5 -> 3 -> 10 (mlp 1: small, several layers), the seed model
+ * (mlp 0) or LeNet-5 with a cosine schedule (mlp 2).
+ */
 static void small_model(struct model *m, struct train_config *c, int mlp)
 {
 	config_defaults(c);
-	if (mlp) {
+	if (mlp == 1) {
 		c->model = MODEL_MLP;
 		c->hidden[0] = 5;
 		c->hidden[1] = 3;
 		c->n_hidden = 2;
 		c->momentum = 0.9f;
+	} else if (mlp == 2) {
+		c->model = MODEL_LENET;
+		c->momentum = 0.9f;
+		c->lr_schedule = LR_COSINE;
+		c->warmup_steps = 10;
 	}
 	c->lr = 0.05f;
 	c->batch_size = 16;
@@ -230,7 +238,7 @@ static int parse_image(const uint8_t *buf, size_t len, char *err)
 
 Test(checkpoint, round_trip_is_bitwise)
 {
-	for (int mlp = 0; mlp < 2; mlp++) {
+	for (int mlp = 0; mlp < 3; mlp++) {
 		struct image im;
 		make_image(&im, mlp, 45);
 		struct checkpoint_info info;
@@ -239,7 +247,7 @@ Test(checkpoint, round_trip_is_bitwise)
 		cr_assert_eq(checkpoint_parse(im.buf, im.len, "x", &info, view, err, sizeof(err)),
 			     CHECKPOINT_OK, "seed %llu: %s", SEED, err);
 		cr_expect_eq(header_len(im.buf) % 8, 0, "the data must start 8-aligned");
-		cr_expect_eq(view->n_tensors, 4 * im.m.n_layers);
+		cr_expect_eq(view->n_tensors, 2 * model_n_tensors(&im.m));
 		cr_expect_eq(view->data_len, 2 * im.m.n_params * 4);
 		float *p = calloc(im.m.n_params, sizeof(float));
 		float *v = calloc(im.m.n_params, sizeof(float));
@@ -256,9 +264,11 @@ Test(checkpoint, round_trip_is_bitwise)
 		cr_expect_eq(info.sampler_offset, 13 * 32);
 		cr_expect_eq(info.steps_per_epoch, 32);
 		cr_expect_eq(info.model, im.c.model);
-		cr_expect_eq(info.n_hidden, mlp ? 2 : 0);
+		cr_expect_eq(info.n_hidden, mlp == 1 ? 2 : 0);
 		cr_expect_eq(info.lr, im.c.lr);
 		cr_expect_eq(info.momentum, im.c.momentum);
+		cr_expect_eq(info.lr_schedule, im.c.lr_schedule);
+		cr_expect_eq(info.warmup_steps, im.c.warmup_steps);
 		cr_expect_eq(info.ranks, 2);
 		cr_expect_eq(info.batch_size, 16);
 		cr_expect_eq(info.examples, 1000);
@@ -439,6 +449,62 @@ Test(checkpoint, inconsistent_metadata)
 	}
 }
 
+/* LeNet-5's tensors under PyTorch's names and shapes (conv weights 4-D), in buffer order. */
+Test(checkpoint, lenet_layout_is_pytorchs)
+{
+	struct image im;
+	make_image(&im, 2, 32);
+	size_t h = (size_t)header_len(im.buf);
+	char *hdr = strndup((const char *)im.buf + 8, h);
+	const char *want[] = {
+		"\"conv1.weight\":{\"dtype\":\"F32\",\"shape\":[6,1,5,5],\"data_offsets\":[0,600]}",
+		"\"conv1.bias\":{\"dtype\":\"F32\",\"shape\":[6],\"data_offsets\":[600,624]}",
+		"\"conv2.weight\":{\"dtype\":\"F32\",\"shape\":[16,6,5,5],\"data_offsets\":[624,10224]}",
+		"\"conv2.bias\":{\"dtype\":\"F32\",\"shape\":[16],",
+		"\"fc1.weight\":{\"dtype\":\"F32\",\"shape\":[120,400],",
+		"\"fc1.bias\":{\"dtype\":\"F32\",\"shape\":[120],",
+		"\"fc2.weight\":{\"dtype\":\"F32\",\"shape\":[84,120],",
+		"\"fc3.weight\":{\"dtype\":\"F32\",\"shape\":[10,84],",
+		"\"fc3.bias\":{\"dtype\":\"F32\",\"shape\":[10],",
+		"\"optimizer.conv1.weight\":{\"dtype\":\"F32\",\"shape\":[6,1,5,5],",
+		"\"model\":\"lenet\"",
+		"\"lr_schedule\":\"cosine\"",
+		"\"warmup_steps\":\"10\"",
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		cr_expect(strstr(hdr, want[i]), "lacks %s: %s", want[i], hdr);
+	cr_expect_eq(im.m.n_params, 61706, "LeNet-5 has 61706 parameters, not %zu", im.m.n_params);
+	free(hdr);
+	free_image(&im);
+}
+
+/* Checkpoints written before the schedule existed ran at a constant rate; bad values are corrupt. */
+Test(checkpoint, schedule_metadata)
+{
+	char err[ERRLEN] = "";
+	struct checkpoint_info info;
+	struct checkpoint_view *view = malloc(sizeof(*view));
+	const char *tensor = ",\"t\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}";
+	uint8_t *b;
+	size_t n = craft(&b, 32, "{\"__metadata__\":{" META_OK "}%s", tensor);
+	cr_assert_eq(checkpoint_parse(b, n, "ck", &info, view, err, sizeof(err)), CHECKPOINT_OK, "%s", err);
+	cr_expect(info.lr_schedule == LR_CONSTANT && info.warmup_steps == 0);
+	free(b);
+	n = craft(&b, 32, "{\"__metadata__\":{" META_OK ",\"lr_schedule\":\"cosine\",\"warmup_steps\":\"7\"}%s",
+		  tensor);
+	cr_assert_eq(checkpoint_parse(b, n, "ck", &info, view, err, sizeof(err)), CHECKPOINT_OK, "%s", err);
+	cr_expect(info.lr_schedule == LR_COSINE && info.warmup_steps == 7);
+	free(b);
+	const char *bad[] = {"\"lr_schedule\":\"linear\"", "\"lr_schedule\":\"\"", "\"warmup_steps\":\"-3\"",
+			     "\"warmup_steps\":\"x\""};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		n = craft(&b, 32, "{\"__metadata__\":{" META_OK ",%s}%s", bad[i], tensor);
+		EXPECT_CORRUPT(b, n, bad[i][1] == 'l' ? "lr_schedule" : "warmup_steps");
+		free(b);
+	}
+	free(view);
+}
+
 /* ---- another model or configuration ------------------------------------------------- */
 
 Test(checkpoint, other_model_is_a_mismatch)
@@ -497,6 +563,8 @@ Test(checkpoint, compat_names_every_difference)
 	CASE(run.lr = 0.1f, "--lr 0.0500000007 in the checkpoint, 0.100000001 here");
 	CASE(run.momentum = 0.5f, "--momentum");
 	CASE(run.grad_reduce = REDUCE_SUM, "--grad-reduce mean in the checkpoint, sum here");
+	CASE(run.lr_schedule = LR_COSINE, "--lr-schedule constant in the checkpoint, cosine here");
+	CASE(run.warmup_steps = 5, "--warmup-steps 0 in the checkpoint, 5 here");
 	CASE(run.drop_last = 1, "--drop-last off in the checkpoint, on here");
 	CASE(run.examples = 999, "(--limit)");
 	CASE(run.train_crc32 = 1, "a different data set");
@@ -508,9 +576,15 @@ Test(checkpoint, compat_names_every_difference)
 	/* Summed gradients scale with the rank count. */
 	ck.grad_reduce = REDUCE_SUM;
 	CASE((run.ranks = 4, run.batch_size = 8), "scales with the rank count");
-#undef CASE
-	/* Exactly at the end of training: nothing left, but allowed. */
+	/* A cosine schedule spans the run: --epochs may not change, not even upwards. */
 	ck.grad_reduce = REDUCE_MEAN;
+	ck.lr_schedule = LR_COSINE;
+	CASE(run.epochs = 5, "--epochs 4 in the checkpoint, 5 here, with --lr-schedule cosine");
+#undef CASE
+	run = ck;
+	cr_expect_eq(checkpoint_compat(&ck, &run, "ck", err, sizeof(err)), CHECKPOINT_OK, "%s", err);
+	ck.lr_schedule = LR_CONSTANT;
+	/* Exactly at the end of training: nothing left, but allowed. */
 	checkpoint_info_set_position(&ck, 4 * 32, 32);
 	run = ck;
 	cr_expect_eq(checkpoint_compat(&ck, &run, "ck", err, sizeof(err)), CHECKPOINT_OK, "%s", err);

@@ -72,6 +72,8 @@ void checkpoint_info_from_config(struct checkpoint_info *info, const struct trai
 	info->seed = c->seed;
 	info->lr = c->lr;
 	info->momentum = c->momentum;
+	info->lr_schedule = c->lr_schedule;
+	info->warmup_steps = c->warmup_steps;
 	info->grad_reduce = c->grad_reduce;
 	info->drop_last = c->drop_last;
 	info->ranks = ranks;
@@ -191,29 +193,40 @@ static void sbuf_meta(struct sbuf *s, const char *key, const char *fmt, ...)
 struct tensor_ref {
 	char name[CHECKPOINT_NAME_MAX];
 	int ndim;
-	uint64_t shape[2];
+	uint64_t shape[4];
 	size_t offset, count; /* in floats, within params or velocity */
 	int velocity;
 };
 
+#define CKPT_MODEL_TENSORS (4 * MODEL_MAX_LAYERS)
+
 static int model_tensors(const struct model *m, struct tensor_ref *t)
 {
-	int n = 0;
+	int n = 0, per = model_n_tensors(m);
 	for (int opt = 0; opt < 2; opt++)
-		for (int l = 0; l < m->n_layers; l++)
-			for (int bias = 0; bias < 2; bias++) {
-				char base[64];
-				model_tensor_name(l, bias, base, sizeof(base));
-				snprintf(t[n].name, sizeof(t[n].name), "%s%s", opt ? "optimizer." : "", base);
-				t[n].velocity = opt;
-				t[n].ndim = bias ? 1 : 2;
-				t[n].shape[0] = (uint64_t)m->dims[l + 1];
-				t[n].shape[1] = bias ? 0 : (uint64_t)m->dims[l];
-				t[n].offset = bias ? m->b_off[l] : m->w_off[l];
-				t[n].count = (size_t)m->dims[l + 1] * (bias ? 1 : (size_t)m->dims[l]);
-				n++;
-			}
+		for (int i = 0; i < per; i++) {
+			struct model_tensor mt;
+			model_tensor(m, i, &mt);
+			snprintf(t[n].name, sizeof(t[n].name), "%s%s", opt ? "optimizer." : "", mt.name);
+			t[n].velocity = opt;
+			t[n].ndim = mt.ndim;
+			for (int d = 0; d < 4; d++)
+				t[n].shape[d] = d < mt.ndim ? (uint64_t)mt.shape[d] : 0;
+			t[n].offset = mt.offset;
+			t[n].count = mt.count;
+			n++;
+		}
 	return n;
+}
+
+/* "a,b,..." of a shape, with sep between the sizes. */
+static void shape_text(const uint64_t *shape, int ndim, const char *sep, char *buf, size_t len)
+{
+	size_t u = 0;
+	buf[0] = '\0';
+	for (int d = 0; d < ndim && u < len; d++)
+		u += (size_t)snprintf(buf + u, len - u, "%s%llu", d ? sep : "",
+				      (unsigned long long)shape[d]);
 }
 
 static void store_floats_le(uint8_t *dst, const float *src, size_t n)
@@ -248,7 +261,7 @@ static void load_floats_le(float *dst, const uint8_t *src, size_t n)
 int checkpoint_encode(const struct model *m, const struct checkpoint_info *info,
 		      const float *params, const float *velocity, uint8_t **buf, size_t *len)
 {
-	struct tensor_ref t[4 * MODEL_MAX_LAYERS];
+	struct tensor_ref t[CKPT_MODEL_TENSORS];
 	int nt = model_tensors(m, t);
 	struct sbuf s = {0};
 	char hidden[128];
@@ -268,6 +281,8 @@ int checkpoint_encode(const struct model *m, const struct checkpoint_info *info,
 	sbuf_meta(&s, "seed", "%llu", (unsigned long long)info->seed);
 	sbuf_meta(&s, "lr", "%.9g", (double)info->lr);
 	sbuf_meta(&s, "momentum", "%.9g", (double)info->momentum);
+	sbuf_meta(&s, "lr_schedule", "%s", lr_schedule_name(info->lr_schedule));
+	sbuf_meta(&s, "warmup_steps", "%ld", info->warmup_steps);
 	sbuf_meta(&s, "grad_reduce", "%s", info->grad_reduce == REDUCE_SUM ? "sum" : "mean");
 	sbuf_meta(&s, "drop_last", "%d", info->drop_last ? 1 : 0);
 	sbuf_meta(&s, "ranks", "%d", info->ranks);
@@ -283,12 +298,9 @@ int checkpoint_encode(const struct model *m, const struct checkpoint_info *info,
 	uint64_t off = 0;
 	for (int i = 0; i < nt; i++) {
 		uint64_t bytes = (uint64_t)t[i].count * 4u;
-		sbuf_add(&s, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[", t[i].name);
-		if (t[i].ndim == 2)
-			sbuf_add(&s, "%llu,%llu", (unsigned long long)t[i].shape[0],
-				 (unsigned long long)t[i].shape[1]);
-		else
-			sbuf_add(&s, "%llu", (unsigned long long)t[i].shape[0]);
+		char shape[96];
+		shape_text(t[i].shape, t[i].ndim, ",", shape, sizeof(shape));
+		sbuf_add(&s, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%s", t[i].name, shape);
 		sbuf_add(&s, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
 			 (unsigned long long)(off + bytes));
 		off += bytes;
@@ -972,7 +984,7 @@ static int parse_hidden_list(const char *s, int *hidden, int *n_hidden)
 static int meta_info(const struct header *h, struct checkpoint_info *info, const char *name,
 		     char *err, size_t errlen)
 {
-	const char *fmt, *model, *hidden, *reduce, *crc;
+	const char *fmt, *model, *hidden, *reduce, *crc, *sched = "";
 	long long v[16];
 	memset(info, 0, sizeof(*info));
 	if (meta_text(h, "format", &fmt, name, err, errlen))
@@ -1020,10 +1032,25 @@ static int meta_info(const struct header *h, struct checkpoint_info *info, const
 		info->model = MODEL_LINEAR;
 	else if (!strcmp(model, "mlp"))
 		info->model = MODEL_MLP;
+	else if (!strcmp(model, "lenet"))
+		info->model = MODEL_LENET;
 	else {
-		set_err(err, errlen, "%s: metadata \"model\" is '%s', expected seed, linear or mlp", name,
-			model);
+		set_err(err, errlen, "%s: metadata \"model\" is '%s', expected seed, linear, mlp or lenet",
+			name, model);
 		return -1;
+	}
+	/* The schedule: absent from checkpoints written before it existed, which ran at a constant rate. */
+	if (meta_find(h, "lr_schedule") &&
+	    (meta_text(h, "lr_schedule", &sched, name, err, errlen) ||
+	     lr_schedule_parse(sched, &info->lr_schedule))) {
+		set_err(err, errlen, "%s: metadata \"lr_schedule\" is '%s', expected constant or cosine",
+			name, sched);
+		return -1;
+	}
+	if (meta_find(h, "warmup_steps")) {
+		if (meta_int(h, "warmup_steps", 0, 1000000000, &v[13], name, err, errlen))
+			return -1;
+		info->warmup_steps = (long)v[13];
 	}
 	if (info->model == MODEL_MLP ? parse_hidden_list(hidden, info->hidden, &info->n_hidden)
 				     : *hidden != '\0') {
@@ -1155,10 +1182,10 @@ int checkpoint_extract(const struct checkpoint_view *view, const struct model *m
 		       const char *name, float *params, float *velocity, char *err,
 		       size_t errlen)
 {
-	struct tensor_ref t[4 * MODEL_MAX_LAYERS];
+	struct tensor_ref t[CKPT_MODEL_TENSORS];
 	int nt = model_tensors(m, t);
 	int used[CHECKPOINT_MAX_TENSORS] = {0};
-	const struct checkpoint_tensor *found[4 * MODEL_MAX_LAYERS];
+	const struct checkpoint_tensor *found[CKPT_MODEL_TENSORS];
 	for (int i = 0; i < nt; i++) {
 		found[i] = NULL;
 		for (int k = 0; k < view->n_tensors; k++)
@@ -1175,20 +1202,10 @@ int checkpoint_extract(const struct checkpoint_view *view, const struct model *m
 		for (int d = 0; same && d < t[i].ndim; d++)
 			same = f->shape[d] == t[i].shape[d];
 		if (!same) {
-			char want[64], got[96];
-			size_t u = 0;
-			if (t[i].ndim == 2)
-				snprintf(want, sizeof(want), "[%llu, %llu]", (unsigned long long)t[i].shape[0],
-					 (unsigned long long)t[i].shape[1]);
-			else
-				snprintf(want, sizeof(want), "[%llu]", (unsigned long long)t[i].shape[0]);
-			got[u++] = '[';
-			got[u] = '\0';
-			for (int d = 0; d < f->ndim && u < sizeof(got) - 24; d++)
-				u += (size_t)snprintf(got + u, sizeof(got) - u, "%s%llu", d ? ", " : "",
-						      (unsigned long long)f->shape[d]);
-			snprintf(got + u, sizeof(got) - u, "]");
-			set_err(err, errlen, "%s: tensor %s is %s %s, this model has F32 %s", name,
+			char want[96], got[192];
+			shape_text(t[i].shape, t[i].ndim, ", ", want, sizeof(want));
+			shape_text(f->shape, f->ndim, ", ", got, sizeof(got));
+			set_err(err, errlen, "%s: tensor %s is %s [%s], this model has F32 [%s]", name,
 				t[i].name, f->dtype, got, want);
 			return CHECKPOINT_ERR_MISMATCH;
 		}
@@ -1257,6 +1274,12 @@ int checkpoint_compat(const struct checkpoint_info *ck, const struct checkpoint_
 	if (memcmp(&ck->momentum, &run->momentum, sizeof(float)))
 		diff_add(&d, "--momentum %.9g in the checkpoint, %.9g here", (double)ck->momentum,
 			 (double)run->momentum);
+	if (ck->lr_schedule != run->lr_schedule)
+		diff_add(&d, "--lr-schedule %s in the checkpoint, %s here",
+			 lr_schedule_name(ck->lr_schedule), lr_schedule_name(run->lr_schedule));
+	if (ck->warmup_steps != run->warmup_steps)
+		diff_add(&d, "--warmup-steps %ld in the checkpoint, %ld here", ck->warmup_steps,
+			 run->warmup_steps);
 	if (ck->grad_reduce != run->grad_reduce)
 		diff_add(&d, "--grad-reduce %s in the checkpoint, %s here",
 			 ck->grad_reduce == REDUCE_SUM ? "sum" : "mean",
@@ -1287,7 +1310,13 @@ int checkpoint_compat(const struct checkpoint_info *ck, const struct checkpoint_
 	else if (d.n == 0 && ck->steps_per_epoch != run->steps_per_epoch)
 		diff_add(&d, "%d steps per epoch in the checkpoint, %d here", ck->steps_per_epoch,
 			 run->steps_per_epoch);
-	if (ck->next_epoch > run->epochs || (ck->next_epoch == run->epochs && ck->next_step > 0))
+	/* A cosine schedule spans the whole run: its rates depend on --epochs. */
+	if (ck->lr_schedule == LR_COSINE && run->lr_schedule == LR_COSINE && ck->epochs != run->epochs)
+		diff_add(&d,
+			 "--epochs %d in the checkpoint, %d here, with --lr-schedule cosine: the "
+			 "schedule runs over all steps of the run, so the total must stay the same",
+			 ck->epochs, run->epochs);
+	else if (ck->next_epoch > run->epochs || (ck->next_epoch == run->epochs && ck->next_step > 0))
 		diff_add(&d,
 			 "--epochs %d is the total, but the checkpoint is already at epoch %d step %d "
 			 "(use --epochs %d or more)",

@@ -8,13 +8,14 @@
  *             {"__metadata__": {"key": "value", ...},
  *              "fc0.weight": {"dtype": "F32", "shape": [10, 784], "data_offsets": [b, e]}, ...}
  *   the data  raw little-endian tensors, back to back, offsets relative to here
- * Tensors: the parameters under the model's names (fc<l>.weight (out, in),
- * fc<l>.bias (out), PyTorch's layout) and the SGD velocity under
+ * Tensors: the parameters under the model's names and in PyTorch's layout
+ * (fc<l>.weight (out, in), fc<l>.bias (out), conv<l>.weight (oc, c, k, k),
+ * conv<l>.bias (oc): train/model.h) and the SGD velocity under
  * "optimizer.<name>", all F32. Python's safetensors and PyTorch read the weights
  * as they are. __metadata__ (strings only, as the format requires) holds the
  * position (epoch, step, global_step, next_epoch, next_step, sampler_offset,
  * steps_per_epoch), the configuration (model, hidden, seed, lr, momentum,
- * grad_reduce, drop_last, ranks, batch_size, global_batch, examples,
+ * lr_schedule, warmup_steps, grad_reduce, drop_last, ranks, batch_size, global_batch, examples,
  * train_crc32, epochs), the program version, and "checksum": "crc32:XXXXXXXX",
  * the CRC-32 of the whole file with those 8 hex digits read as '0', so a
  * flipped or missing byte anywhere is found.
@@ -76,6 +77,8 @@ struct checkpoint_info {
 	int n_hidden;
 	uint64_t seed;
 	float lr, momentum;
+	enum lr_schedule lr_schedule;
+	long warmup_steps;
 	enum reduce_op grad_reduce;
 	int drop_last;
 	int ranks;      /* that wrote it */
@@ -149,9 +152,10 @@ int checkpoint_extract(const struct checkpoint_view *view, const struct model *m
 /*
  * Can a run configured as `run` (ranks, batch_size, epochs... as this run
  * has them) continue from checkpoint `ck`? The model, data, seed, optimiser,
- * reduction, drop-last and global batch must agree, and --epochs must not be
- * below the checkpoint's position. CHECKPOINT_OK or CHECKPOINT_ERR_MISMATCH
- * with err listing every difference.
+ * schedule, reduction, drop-last and global batch must agree, and --epochs
+ * must not be below the checkpoint's position (with a cosine schedule, whose
+ * rates depend on it, it must be the same). CHECKPOINT_OK or
+ * CHECKPOINT_ERR_MISMATCH with err listing every difference.
  */
 int checkpoint_compat(const struct checkpoint_info *ck, const struct checkpoint_info *run,
 		      const char *name, char *err, size_t errlen);

@@ -35,7 +35,8 @@ if(MNIST_DDP_FUZZ)
   target_link_libraries(fuzz_idx PRIVATE MPI::MPI_C ZLIB::ZLIB)
   add_executable(fuzz_checkpoint ${_fz}/fuzz_checkpoint.c ${CMAKE_SOURCE_DIR}/host/io/checkpoint.c
                  ${CMAKE_SOURCE_DIR}/host/train/model.c ${CMAKE_SOURCE_DIR}/host/io/idx.c
-                 ${CMAKE_SOURCE_DIR}/host/config.c ${CMAKE_SOURCE_DIR}/host/dist/check.c)
+                 ${CMAKE_SOURCE_DIR}/host/config.c ${CMAKE_SOURCE_DIR}/host/train/schedule.c
+                 ${CMAKE_SOURCE_DIR}/host/dist/check.c)
   target_link_libraries(fuzz_checkpoint PRIVATE MPI::MPI_C ZLIB::ZLIB ${MATH_LIBRARY})
   foreach(_t idx checkpoint)
     target_include_directories(fuzz_${_t} PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/host)

@@ -1,0 +1,134 @@
+/*
+ * conv_host.c - the host backend's convolution and pooling ops: loops over
+ * the element bodies of include/elem.h (im2col_elem, col2im_elem,
+ * bias_act_elem, maxpool_window_elem, maxpool_backward_elem), arranged so
+ * that the innermost loop runs along an image row and vectorizes.
+ *
+ * col2im adds, for each input pixel, the same terms in the same order as
+ * col2im_elem (taps ky, then kx, ascending, out-of-range taps skipped): it
+ * walks the taps in the outer loops and a whole row of pixels in the inner
+ * one, so results are bitwise those of the element body (and of the CUDA
+ * kernel, which calls it per pixel); tests/test_kernels_host.c checks that.
+ */
+#include "conv_host.h"
+
+#include <string.h>
+
+#include "elem.h"
+#include "host_vector.h"
+
+HOST_VECTOR_CLONES
+void host_im2col(void *ctx, const float *x, const struct conv_shape *s, int batch, float *cols)
+{
+	size_t plane = (size_t)s->h * s->w, per_image = (size_t)s->oh * s->ow;
+	size_t ld = (size_t)batch * per_image;
+	for (int ci = 0; ci < s->c; ci++)
+		for (int ky = 0; ky < s->k; ky++)
+			for (int kx = 0; kx < s->k; kx++) {
+				float *row = cols + (size_t)((ci * s->k + ky) * s->k + kx) * ld;
+				/* Output columns ox whose tap lands inside the image row. */
+				int lo = s->pad - kx > 0 ? s->pad - kx : 0;
+				int hi = s->w + s->pad - kx < s->ow ? s->w + s->pad - kx : s->ow;
+				for (int b = 0; b < batch; b++) {
+					const float *src = x + ((size_t)b * s->c + ci) * plane;
+					float *dst = row + (size_t)b * per_image;
+					for (int oy = 0; oy < s->oh; oy++) {
+						float *d = dst + (size_t)oy * s->ow;
+						int iy = oy + ky - s->pad;
+						if (iy < 0 || iy >= s->h || lo >= hi) {
+							memset(d, 0, (size_t)s->ow * sizeof(float));
+							continue;
+						}
+						for (int ox = 0; ox < lo; ox++)
+							d[ox] = 0.0f;
+						const float *in = src + (size_t)iy * s->w;
+						for (int ox = lo; ox < hi; ox++)
+							d[ox] = in[ox + kx - s->pad];
+						for (int ox = hi; ox < s->ow; ox++)
+							d[ox] = 0.0f;
+					}
+				}
+			}
+}
+
+HOST_VECTOR_CLONES
+void host_col2im(void *ctx, const float *dcols, const struct conv_shape *s, int batch, float *dx)
+{
+	size_t per_image = (size_t)s->oh * s->ow, ld = (size_t)batch * per_image;
+	for (int b = 0; b < batch; b++)
+		for (int ci = 0; ci < s->c; ci++) {
+			float *plane = dx + ((size_t)b * s->c + ci) * s->h * s->w;
+			for (int iy = 0; iy < s->h; iy++) {
+				float *acc = plane + (size_t)iy * s->w;
+				for (int ix = 0; ix < s->w; ix++)
+					acc[ix] = 0.0f;
+				for (int ky = 0; ky < s->k; ky++) {
+					int oy = iy + s->pad - ky;
+					if (oy < 0 || oy >= s->oh)
+						continue;
+					const float *tap_row = dcols + (size_t)((ci * s->k + ky) * s->k) * ld +
+							       (size_t)b * per_image + (size_t)oy * s->ow;
+					for (int kx = 0; kx < s->k; kx++) {
+						/* Pixels ix whose column ox = ix + pad - kx is an output column. */
+						int lo = kx - s->pad > 0 ? kx - s->pad : 0;
+						int hi = s->ow + kx - s->pad < s->w ? s->ow + kx - s->pad : s->w;
+						const float *src = tap_row + (size_t)kx * ld;
+						for (int ix = lo; ix < hi; ix++)
+							acc[ix] += src[ix + s->pad - kx];
+					}
+				}
+			}
+		}
+}
+
+HOST_VECTOR_CLONES
+void host_channel_bias_act(void *ctx, float *y, const float *bias, int channels, size_t n,
+			   int relu)
+{
+	for (int c = 0; c < channels; c++) {
+		float *restrict row = y + (size_t)c * n;
+		const float b = bias[c];
+		if (relu)
+			for (size_t i = 0; i < n; i++)
+				row[i] = bias_act_elem(row[i], b, 1);
+		else
+			for (size_t i = 0; i < n; i++)
+				row[i] = bias_act_elem(row[i], b, 0);
+	}
+}
+
+void host_maxpool(void *ctx, const float *x, const struct pool_shape *s, int batch, float *y,
+		  int32_t *arg)
+{
+	size_t plane = (size_t)s->h * s->w, out_plane = (size_t)s->oh * s->ow;
+	for (int b = 0; b < batch; b++)
+		for (int c = 0; c < s->c; c++) {
+			const float *in = x + ((size_t)c * batch + b) * plane;
+			size_t o = ((size_t)b * s->c + c) * out_plane;
+			for (int py = 0; py < s->oh; py++)
+				for (int px = 0; px < s->ow; px++, o++)
+					y[o] = maxpool_window_elem(in, s->w, s->k, py, px, &arg[o]);
+		}
+}
+
+void host_maxpool_backward(void *ctx, const float *dy, const int32_t *arg,
+			   const struct pool_shape *s, int batch, float *dx)
+{
+	size_t plane = (size_t)s->h * s->w, out_plane = (size_t)s->oh * s->ow;
+	for (int c = 0; c < s->c; c++)
+		for (int b = 0; b < batch; b++) {
+			float *out = dx + ((size_t)c * batch + b) * plane;
+			size_t o0 = ((size_t)b * s->c + c) * out_plane;
+			for (int iy = 0; iy < s->h; iy++) {
+				int py = iy / s->k, ky = iy % s->k;
+				for (int ix = 0; ix < s->w; ix++) {
+					int px = ix / s->k;
+					size_t o = o0 + (size_t)py * s->ow + px;
+					out[(size_t)iy * s->w + ix] =
+						py < s->oh && px < s->ow
+							? maxpool_backward_elem(dy[o], arg[o], ky, ix % s->k, s->k)
+							: 0.0f;
+				}
+			}
+		}
+}
