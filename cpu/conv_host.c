@@ -4,6 +4,9 @@
  * bias_act_elem, maxpool_window_elem, maxpool_backward_elem), arranged so
  * that the innermost loop runs along an image row and vectorizes.
  *
+ * The pools walk window by window (each input pixel belongs to one window at
+ * most), with the window size a compile-time 2 for LeNet's.
+ *
  * col2im adds, for each input pixel, the same terms in the same order as
  * col2im_elem (taps ky, then kx, ascending, out-of-range taps skipped): it
  * walks the taps in the outer loops and a whole row of pixels in the inner
@@ -97,6 +100,15 @@ void host_channel_bias_act(void *ctx, float *y, const float *bias, int channels,
 	}
 }
 
+/* One plane's windows: k is a constant where this is inlined (2 for LeNet), so the window loops unroll. */
+static inline __attribute__((always_inline)) void pool_plane(const float *in, int w, int k, int oh,
+							    int ow, float *y, int32_t *arg)
+{
+	for (int py = 0; py < oh; py++)
+		for (int px = 0; px < ow; px++)
+			y[py * ow + px] = maxpool_window_elem(in, w, k, py, px, &arg[py * ow + px]);
+}
+
 void host_maxpool(void *ctx, const float *x, const struct pool_shape *s, int batch, float *y,
 		  int32_t *arg)
 {
@@ -105,10 +117,37 @@ void host_maxpool(void *ctx, const float *x, const struct pool_shape *s, int bat
 		for (int c = 0; c < s->c; c++) {
 			const float *in = x + ((size_t)c * batch + b) * plane;
 			size_t o = ((size_t)b * s->c + c) * out_plane;
-			for (int py = 0; py < s->oh; py++)
-				for (int px = 0; px < s->ow; px++, o++)
-					y[o] = maxpool_window_elem(in, s->w, s->k, py, px, &arg[o]);
+			if (s->k == 2)
+				pool_plane(in, s->w, 2, s->oh, s->ow, y + o, arg + o);
+			else
+				pool_plane(in, s->w, s->k, s->oh, s->ow, y + o, arg + o);
 		}
+}
+
+/*
+ * One plane's gradient, window by window (each input pixel lies in one window
+ * at most, so each is written once), then 0 in the rows and columns past the
+ * last whole window. k is a constant where this is inlined.
+ */
+static inline __attribute__((always_inline)) void unpool_plane(const float *dy, const int32_t *arg,
+							      int h, int w, int k, int oh, int ow,
+							      float *out)
+{
+	for (int py = 0; py < oh; py++) {
+		for (int px = 0; px < ow; px++) {
+			float g = dy[py * ow + px];
+			int32_t a = arg[py * ow + px];
+			for (int ky = 0; ky < k; ky++)
+				for (int kx = 0; kx < k; kx++)
+					out[(size_t)(py * k + ky) * w + px * k + kx] =
+						maxpool_backward_elem(g, a, ky, kx, k);
+		}
+		for (int ky = 0; ky < k; ky++)
+			for (int ix = ow * k; ix < w; ix++)
+				out[(size_t)(py * k + ky) * w + ix] = 0.0f;
+	}
+	for (size_t i = (size_t)oh * k * w; i < (size_t)h * w; i++)
+		out[i] = 0.0f;
 }
 
 void host_maxpool_backward(void *ctx, const float *dy, const int32_t *arg,
@@ -118,17 +157,10 @@ void host_maxpool_backward(void *ctx, const float *dy, const int32_t *arg,
 	for (int c = 0; c < s->c; c++)
 		for (int b = 0; b < batch; b++) {
 			float *out = dx + ((size_t)c * batch + b) * plane;
-			size_t o0 = ((size_t)b * s->c + c) * out_plane;
-			for (int iy = 0; iy < s->h; iy++) {
-				int py = iy / s->k, ky = iy % s->k;
-				for (int ix = 0; ix < s->w; ix++) {
-					int px = ix / s->k;
-					size_t o = o0 + (size_t)py * s->ow + px;
-					out[(size_t)iy * s->w + ix] =
-						py < s->oh && px < s->ow
-							? maxpool_backward_elem(dy[o], arg[o], ky, ix % s->k, s->k)
-							: 0.0f;
-				}
-			}
+			size_t o = ((size_t)b * s->c + c) * out_plane;
+			if (s->k == 2)
+				unpool_plane(dy + o, arg + o, s->h, s->w, 2, s->oh, s->ow, out);
+			else
+				unpool_plane(dy + o, arg + o, s->h, s->w, s->k, s->oh, s->ow, out);
 		}
 }
