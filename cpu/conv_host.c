@@ -5,7 +5,7 @@
  * that the innermost loop runs along an image row and vectorizes.
  *
  * The pools walk window by window (each input pixel belongs to one window at
- * most), with the window size a compile-time 2 for LeNet's.
+ * most); LeNet's 2x2 windows have a forward pass of their own (pool_plane_2x2).
  *
  * col2im adds, for each input pixel, the same terms in the same order as
  * col2im_elem (taps ky, then kx, ascending, out-of-range taps skipped): it
@@ -100,15 +100,40 @@ void host_channel_bias_act(void *ctx, float *y, const float *bias, int channels,
 	}
 }
 
-/* One plane's windows: k is a constant where this is inlined (2 for LeNet), so the window loops unroll. */
-static inline __attribute__((always_inline)) void pool_plane(const float *in, int w, int k, int oh,
-							    int ow, float *y, int32_t *arg)
+/* One plane's windows, any k. */
+static void pool_plane(const float *in, int w, int k, int oh, int ow, float *y, int32_t *arg)
 {
 	for (int py = 0; py < oh; py++)
 		for (int px = 0; px < ow; px++)
 			y[py * ow + px] = maxpool_window_elem(in, w, k, py, px, &arg[py * ow + px]);
 }
 
+/*
+ * One plane's 2x2 windows (LeNet's): maxpool_window_elem's rule as a
+ * tournament, each row's pair first, then the second row's winner replacing
+ * the first's when maxpool_takes_elem says so. Its indices are the later ones
+ * in row order, so ties and NaNs resolve as in the element body, bit for bit
+ * (tests/test_kernels_conv.c holds the two against each other), while the
+ * chain of dependent selects per window halves.
+ */
+static inline __attribute__((always_inline)) void pool_plane_2x2(const float *in, int w, int oh,
+								int ow, float *restrict y,
+								int32_t *restrict arg)
+{
+	for (int py = 0; py < oh; py++) {
+		const float *r0 = in + (size_t)(2 * py) * w, *r1 = r0 + w;
+		for (int px = 0; px < ow; px++) {
+			float a = r0[2 * px], b = r0[2 * px + 1], c = r1[2 * px], d = r1[2 * px + 1];
+			int t01 = maxpool_takes_elem(b, a), t23 = maxpool_takes_elem(d, c);
+			float m01 = select_elem(t01, b, a), m23 = select_elem(t23, d, c);
+			int t = maxpool_takes_elem(m23, m01);
+			y[py * ow + px] = select_elem(t, m23, m01);
+			arg[py * ow + px] = t ? 2 + t23 : t01;
+		}
+	}
+}
+
+HOST_VECTOR_CLONES
 void host_maxpool(void *ctx, const float *x, const struct pool_shape *s, int batch, float *y,
 		  int32_t *arg)
 {
@@ -118,7 +143,7 @@ void host_maxpool(void *ctx, const float *x, const struct pool_shape *s, int bat
 			const float *in = x + ((size_t)c * batch + b) * plane;
 			size_t o = ((size_t)b * s->c + c) * out_plane;
 			if (s->k == 2)
-				pool_plane(in, s->w, 2, s->oh, s->ow, y + o, arg + o);
+				pool_plane_2x2(in, s->w, s->oh, s->ow, y + o, arg + o);
 			else
 				pool_plane(in, s->w, s->k, s->oh, s->ow, y + o, arg + o);
 		}
@@ -150,6 +175,7 @@ static inline __attribute__((always_inline)) void unpool_plane(const float *dy, 
 		out[i] = 0.0f;
 }
 
+HOST_VECTOR_CLONES
 void host_maxpool_backward(void *ctx, const float *dy, const int32_t *arg,
 			   const struct pool_shape *s, int batch, float *dx)
 {

@@ -38,6 +38,12 @@ enum reduce_op {
 
 struct backend_ops {
 	const char *name; /* "host" or "cuda" */
+	/*
+	 * Bytes of im2col matrix a convolution builds at a time: a batch is
+	 * convolved in chunks of images whose matrix fits (the host backend's
+	 * cache), at least one image per chunk. 0: the whole batch at once.
+	 */
+	size_t cols_budget;
 
 	/* Memory: alloc returns zero-filled memory, NULL when out of memory. */
 	void *(*alloc)(void *ctx, size_t bytes);
@@ -279,6 +285,10 @@ static inline void backend_set_position(const struct backend *b, int epoch, int 
 {
 	if (b->ops->set_position)
 		b->ops->set_position(b->ctx, epoch, step);
+}
+static inline size_t backend_cols_budget(const struct backend *b)
+{
+	return b->ops->cols_budget;
 }
 /* "host" or "cuda". */
 static inline const char *backend_name(const struct backend *b)

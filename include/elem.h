@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "conv_shape.h"
 
@@ -143,6 +144,29 @@ ELEM_FN float col2im_elem(const float *dcols, size_t ld, const struct conv_shape
 }
 
 /*
+ * a when t, else b, chosen by a bit mask: compilers turn a ?: between floats
+ * into a branch, which costs a misprediction whenever the choice is data.
+ */
+ELEM_FN float select_elem(int t, float a, float b)
+{
+	uint32_t x, y, mask = 0u - (uint32_t)(t != 0);
+	memcpy(&x, &a, sizeof(x));
+	memcpy(&y, &b, sizeof(y));
+	x = (x & mask) | (y & ~mask);
+	memcpy(&a, &x, sizeof(a));
+	return a;
+}
+
+/*
+ * Whether v, later in a max-pool window's row order, replaces the window's
+ * best so far: when larger, or a NaN over a number (PyTorch's rule).
+ */
+ELEM_FN int maxpool_takes_elem(float v, float best)
+{
+	return (v > best) | ((v != v) & (best == best));
+}
+
+/*
  * Window (py, px) of a max-pool over one plane (h, w) with row stride w: the
  * largest of its k x k values, and in *arg its offset ky*k + kx. The first
  * maximum in row order wins, and a NaN wins over numbers (PyTorch's rule).
@@ -155,10 +179,9 @@ ELEM_FN float maxpool_window_elem(const float *plane, int w, int k, int py, int 
 	for (int ky = 0; ky < k; ky++)
 		for (int kx = 0; kx < k; kx++) {
 			float v = p[(size_t)ky * w + kx];
-			if (v > best || (v != v && best == best)) {
-				best = v;
-				at = ky * k + kx;
-			}
+			int take = maxpool_takes_elem(v, best);
+			best = select_elem(take, v, best);
+			at = take ? ky * k + kx : at;
 		}
 	*arg = at;
 	return best;

@@ -209,7 +209,9 @@ int model_ws_create(const struct backend *be, const struct model *m, int max_row
 			goto out_free;
 		if (l->kind == LAYER_CONV) {
 			size_t pixels = rows * (size_t)l->conv.oh * (size_t)l->conv.ow;
-			ws->cols[i] = backend_alloc(be, pixels * (size_t)l->fan_in * sizeof(float));
+			size_t chunk = (size_t)model_conv_chunk(be, l, max_rows);
+			ws->cols[i] = backend_alloc(be, chunk * (size_t)l->conv.oh * (size_t)l->conv.ow *
+							(size_t)l->fan_in * sizeof(float));
 			if (!ws->cols[i])
 				goto out_free;
 			n_ones = pixels > n_ones ? pixels : n_ones;
@@ -271,6 +273,15 @@ static int conv_pixels(const struct layer *l, int rows)
 	return rows * l->conv.oh * l->conv.ow;
 }
 
+/* Images per im2col chunk of a conv layer: as many as the backend's budget holds, at least 1. */
+int model_conv_chunk(const struct backend *be, const struct layer *l, int rows)
+{
+	size_t budget = backend_cols_budget(be);
+	size_t per_image = (size_t)l->fan_in * (size_t)conv_pixels(l, 1) * sizeof(float);
+	size_t n = budget ? budget / per_image : (size_t)rows;
+	return n < 1 ? 1 : n > (size_t)rows ? rows : (int)n;
+}
+
 void layer_forward(const struct backend *be, const struct layer *l, const float *params,
 		   const float *x, float *y, float *cols, int32_t *arg, int rows)
 {
@@ -282,10 +293,18 @@ void layer_forward(const struct backend *be, const struct layer *l, const float 
 		backend_bias_act(be, y, b, rows, l->units, l->relu);
 		break;
 	case LAYER_CONV: {
-		/* y (oc, P) = W (oc, c*k*k) * cols (c*k*k, P), P = rows*oh*ow pixels */
-		int p = conv_pixels(l, rows);
-		backend_im2col(be, x, &l->conv, rows, cols);
-		gemm(be, 0, 0, l->units, p, l->fan_in, w, l->fan_in, cols, p, 0.0f, y, p);
+		/*
+		 * y (oc, P) = W (oc, c*k*k) * cols (c*k*k, P), P = rows*oh*ow pixels, a
+		 * chunk of images (columns of y) at a time.
+		 */
+		int p = conv_pixels(l, rows), per = conv_pixels(l, 1);
+		int chunk = model_conv_chunk(be, l, rows);
+		for (int b0 = 0; b0 < rows; b0 += chunk) {
+			int n = rows - b0 < chunk ? rows - b0 : chunk;
+			backend_im2col(be, x + (size_t)b0 * l->in, &l->conv, n, cols);
+			gemm(be, 0, 0, l->units, n * per, l->fan_in, w, l->fan_in, cols, n * per, 0.0f,
+			     y + (size_t)b0 * per, p);
+		}
 		backend_channel_bias_act(be, y, b, l->units, (size_t)p, l->relu);
 		break;
 	}
@@ -314,15 +333,25 @@ void layer_backward(const struct backend *be, const struct layer *l, const float
 			gemm(be, 0, 0, rows, l->in, l->units, dy, l->units, w, l->in, 0.0f, dx, l->in);
 		break;
 	case LAYER_CONV: {
-		int p = conv_pixels(l, rows);
-		/* dW (oc, c*k*k) = dy (oc, P) * cols^T (P, c*k*k) */
-		gemm(be, 0, 1, l->units, l->fan_in, p, dy, p, cols, p, 0.0f, dw, l->fan_in);
+		int p = conv_pixels(l, rows), per = conv_pixels(l, 1);
+		int chunk = model_conv_chunk(be, l, rows);
 		/* db (oc, 1) = dy (oc, P) * ones (P, 1) */
 		gemm(be, 0, 1, l->units, 1, p, dy, p, ones, p, 0.0f, db, 1);
-		/* dcols (c*k*k, P) = W^T * dy, into cols; then each input pixel gathers its taps */
-		if (dx) {
-			gemm(be, 1, 0, l->fan_in, p, l->units, w, l->fan_in, dy, p, 0.0f, cols, p);
-			backend_col2im(be, cols, &l->conv, rows, dx);
+		for (int b0 = 0; b0 < rows; b0 += chunk) {
+			int n = rows - b0 < chunk ? rows - b0 : chunk;
+			const float *dyc = dy + (size_t)b0 * per; /* the chunk's columns of dy */
+			/* cols holds the forward's last chunk: any other is built again */
+			if (chunk < rows)
+				backend_im2col(be, x + (size_t)b0 * l->in, &l->conv, n, cols);
+			/* dW (oc, c*k*k) += dy (oc, P) * cols^T (P, c*k*k), over the chunks */
+			gemm(be, 0, 1, l->units, l->fan_in, n * per, dyc, p, cols, n * per,
+			     b0 ? 1.0f : 0.0f, dw, l->fan_in);
+			/* dcols (c*k*k, P) = W^T * dy, into cols; then each input pixel gathers its taps */
+			if (dx) {
+				gemm(be, 1, 0, l->fan_in, n * per, l->units, w, l->fan_in, dyc, p, 0.0f, cols,
+				     n * per);
+				backend_col2im(be, cols, &l->conv, n, dx + (size_t)b0 * l->in);
+			}
 		}
 		break;
 	}

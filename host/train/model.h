@@ -95,10 +95,17 @@ void model_conv_layer(struct layer *l, int c, int h, int w, int oc, int k, int p
 void model_pool_layer(struct layer *l, int c, int h, int w, int k);
 
 /*
+ * Images per im2col chunk of conv layer l over a batch of rows: a convolution
+ * runs a chunk of images at a time, as many as backend_cols_budget() holds.
+ */
+int model_conv_chunk(const struct backend *be, const struct layer *l, int rows);
+
+/*
  * One layer's forward pass over rows examples: x (rows * in) -> y (rows * out)
- * in the layouts above. cols: a conv layer's im2col matrix (c*k*k * rows*oh*ow
- * floats), kept for the backward pass; arg: a pool's argmax (rows * out).
- * Either may be NULL for the layers that do not use it.
+ * in the layouts above. cols: a conv layer's im2col matrix for one chunk
+ * (c*k*k * model_conv_chunk()*oh*ow floats; with a single chunk the backward
+ * pass reuses it); arg: a pool's argmax (rows * out). Either may be NULL for
+ * the layers that do not use it.
  */
 void layer_forward(const struct backend *be, const struct layer *l, const float *params,
 		   const float *x, float *y, float *cols, int32_t *arg, int rows);
@@ -106,9 +113,11 @@ void layer_forward(const struct backend *be, const struct layer *l, const float 
 /*
  * Its backward pass, after layer_forward with the same x, y, cols and arg:
  * dy, the gradient wrt y, goes through the ReLU in place; grads gets the
- * layer's dW and db (at w_off, b_off); dx, the gradient wrt x, unless NULL
- * (a conv then uses cols for its im2col gradient). ones: at least
- * max(rows, rows*oh*ow) ones, for the bias gradients.
+ * layer's dW and db (at w_off, b_off); dx, the gradient wrt x, unless NULL.
+ * A conv builds each chunk's im2col matrix again in cols (unless one chunk
+ * held the batch), accumulates dW over the chunks, and uses cols for each
+ * chunk's im2col gradient. ones: at least max(rows, rows*oh*ow) ones, for the
+ * bias gradients.
  */
 void layer_backward(const struct backend *be, const struct layer *l, const float *params,
 		    const float *x, const float *y, float *dy, float *grads, float *dx, float *cols,
