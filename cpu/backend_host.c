@@ -26,13 +26,6 @@ struct host_ctx {
 	struct deadline *watch; /* the job's collective deadline (struct dist), or NULL */
 };
 
-/*
- * A convolution's im2col matrix is built and consumed a few images at a time,
- * within a quarter of a 1 MiB L2 cache, instead of streaming the whole
- * batch's (megabytes) through memory three times.
- */
-#define HOST_COLS_BUDGET ((size_t)256 << 10)
-
 /* Buffers from this size up (the data sets) are asked to live on 2 MiB pages. */
 #define HOST_HUGE_MIN ((size_t)4 << 20)
 #define HOST_HUGE_PAGE ((size_t)2 << 20)
@@ -270,7 +263,6 @@ static void host_destroy(void *ctx)
 
 static const struct backend_ops host_ops = {
 	.name = "host",
-	.cols_budget = HOST_COLS_BUDGET,
 	.alloc = host_alloc,
 	.free = host_free,
 	.upload = host_copy,
@@ -288,6 +280,7 @@ static const struct backend_ops host_ops = {
 	.channel_bias_act = host_channel_bias_act,
 	.maxpool = host_maxpool,
 	.maxpool_backward = host_maxpool_backward,
+	.transpose = host_transpose,
 	.allreduce = host_allreduce,
 	.broadcast = host_broadcast,
 	.set_timeout = host_set_timeout,

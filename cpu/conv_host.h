@@ -1,5 +1,5 @@
 /*
- * conv_host.h - the host backend's convolution and pooling ops (cpu/conv_host.c),
+ * conv_host.h - the host backend's convolution, pooling and transpose ops (cpu/conv_host.c),
  * entries of its ops table in cpu/backend_host.c. Meanings as in include/backend.h.
  */
 #ifndef MNIST_DDP_CONV_HOST_H
@@ -18,5 +18,6 @@ void host_maxpool(void *ctx, const float *x, const struct pool_shape *s, int bat
 		  int32_t *arg);
 void host_maxpool_backward(void *ctx, const float *dy, const int32_t *arg,
 			   const struct pool_shape *s, int batch, float *dx);
+void host_transpose(void *ctx, const float *x, int rows, int cols, float *y);
 
 #endif /* MNIST_DDP_CONV_HOST_H */

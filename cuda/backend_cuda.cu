@@ -292,6 +292,11 @@ static void cuda_maxpool_backward(void *ctx, const float *dy, const int32_t *arg
 	kernels_maxpool_backward(ctx_of(ctx)->stream, NULL, dy, arg, s, batch, dx);
 }
 
+static void cuda_transpose(void *ctx, const float *x, int rows, int cols, float *y)
+{
+	kernels_transpose(ctx_of(ctx)->stream, NULL, x, rows, cols, y);
+}
+
 /* ---- communication ---------------------------------------------------------- */
 
 static void cuda_allreduce(void *ctx, float *buf, size_t n, enum reduce_op op)
@@ -467,6 +472,7 @@ static const struct backend_ops cuda_ops = {
 	.channel_bias_act = cuda_channel_bias_act,
 	.maxpool = cuda_maxpool,
 	.maxpool_backward = cuda_maxpool_backward,
+	.transpose = cuda_transpose,
 	.allreduce = cuda_allreduce,
 	.broadcast = cuda_broadcast,
 	.synchronize = cuda_synchronize,

@@ -134,37 +134,37 @@ static __global__ void scale_kernel(float *x, size_t n, float alpha)
 }
 
 /*
- * cols (c*k*k, batch*oh*ow): item i is tap row i / ld = (ci, ky, kx), column
- * i % ld = (b, oy, ox); it reads plane ci of image b of x (batch, c, h, w).
+ * cols (c*k*k, oh*ow*batch): item i is tap row i / ld = (ci, ky, kx), column
+ * i % ld = (oy, ox, b); it reads channel ci of x (c, h, w, batch).
  */
 static __global__ void im2col_kernel(const float *x, struct conv_shape s, int batch, float *cols)
 {
-	size_t pixels = (size_t)s.oh * s.ow, ld = (size_t)batch * pixels;
+	size_t nb = (size_t)batch, ld = (size_t)s.oh * s.ow * nb;
 	size_t n = ld * (size_t)s.c * s.k * s.k;
 	for (size_t i = grid_first(); i < n; i += grid_stride()) {
 		size_t tap = i / ld, col = i - tap * ld;
 		int kx = (int)(tap % (size_t)s.k), ky = (int)(tap / (size_t)s.k % (size_t)s.k);
-		int ci = (int)(tap / ((size_t)s.k * s.k));
-		size_t b = col / pixels, p = col - b * pixels;
-		int oy = (int)(p / (size_t)s.ow), ox = (int)(p % (size_t)s.ow);
-		const float *plane = x + (b * (size_t)s.c + (size_t)ci) * (size_t)s.h * s.w;
-		cols[i] = im2col_elem(plane, &s, oy, ox, ky, kx);
+		size_t ci = tap / ((size_t)s.k * s.k);
+		int b = (int)(col % nb);
+		size_t pixel = col / nb;
+		int oy = (int)(pixel / (size_t)s.ow), ox = (int)(pixel % (size_t)s.ow);
+		const float *channel = x + ci * (size_t)s.h * s.w * nb;
+		cols[i] = im2col_elem(channel, &s, batch, oy, ox, ky, kx, b);
 	}
 }
 
-/* dx (batch, c, h, w): item i is pixel (b, ci, iy, ix), the sum of its taps in dcols. */
+/* dx (c, h, w, batch): item i is pixel (ci, iy, ix) of image b, the sum of its taps in dcols. */
 static __global__ void col2im_kernel(const float *dcols, struct conv_shape s, int batch,
 				     float *dx)
 {
-	size_t ld = (size_t)batch * s.oh * s.ow;
-	size_t n = (size_t)batch * s.c * s.h * s.w;
+	size_t nb = (size_t)batch, n = (size_t)s.c * s.h * s.w * nb;
 	for (size_t i = grid_first(); i < n; i += grid_stride()) {
-		int ix = (int)(i % (size_t)s.w);
-		size_t rest = i / (size_t)s.w;
-		int iy = (int)(rest % (size_t)s.h);
-		rest /= (size_t)s.h;
-		int ci = (int)(rest % (size_t)s.c), b = (int)(rest / (size_t)s.c);
-		dx[i] = col2im_elem(dcols, ld, &s, b, ci, iy, ix);
+		int b = (int)(i % nb);
+		size_t rest = i / nb;
+		int ix = (int)(rest % (size_t)s.w);
+		rest /= (size_t)s.w;
+		int iy = (int)(rest % (size_t)s.h), ci = (int)(rest / (size_t)s.h);
+		dx[i] = col2im_elem(dcols, &s, batch, ci, iy, ix, b);
 	}
 }
 
@@ -177,40 +177,51 @@ static __global__ void channel_bias_act_kernel(float *y, const float *bias, int 
 		y[i] = bias_act_elem(y[i], bias[i / n], relu);
 }
 
-/* y, arg (batch, c, oh, ow): item i is window (py, px) of plane (ci, b) of x (c, batch, h, w). */
+/* y, arg (c, oh, ow, batch): item i is window (py, px) of image b in channel ci of x (c, h, w, batch). */
 static __global__ void maxpool_kernel(const float *x, struct pool_shape s, int batch, float *y,
 				      int32_t *arg)
 {
-	size_t n = (size_t)batch * s.c * s.oh * s.ow;
+	size_t nb = (size_t)batch, n = (size_t)s.c * s.oh * s.ow * nb;
 	for (size_t i = grid_first(); i < n; i += grid_stride()) {
-		int px = (int)(i % (size_t)s.ow);
-		size_t rest = i / (size_t)s.ow;
+		int b = (int)(i % nb);
+		size_t rest = i / nb;
+		int px = (int)(rest % (size_t)s.ow);
+		rest /= (size_t)s.ow;
 		int py = (int)(rest % (size_t)s.oh);
-		rest /= (size_t)s.oh;
-		size_t ci = rest % (size_t)s.c, b = rest / (size_t)s.c;
-		const float *plane = x + (ci * (size_t)batch + b) * (size_t)s.h * s.w;
-		y[i] = maxpool_window_elem(plane, s.w, s.k, py, px, &arg[i]);
+		size_t ci = rest / (size_t)s.oh;
+		const float *channel = x + ci * (size_t)s.h * s.w * nb;
+		y[i] = maxpool_window_elem(channel, s.w, s.k, batch, py, px, b, &arg[i]);
 	}
 }
 
-/* dx (c, batch, h, w): item i is input pixel (ci, b, iy, ix), the gradient its window sends it. */
+/* dx (c, h, w, batch): item i is input pixel (ci, iy, ix) of image b, the gradient its window sends it. */
 static __global__ void maxpool_backward_kernel(const float *dy, const int32_t *arg,
 					       struct pool_shape s, int batch, float *dx)
 {
-	size_t n = (size_t)s.c * batch * s.h * s.w;
+	size_t nb = (size_t)batch, n = (size_t)s.c * s.h * s.w * nb;
 	for (size_t i = grid_first(); i < n; i += grid_stride()) {
-		int ix = (int)(i % (size_t)s.w);
-		size_t rest = i / (size_t)s.w;
+		size_t b = i % nb, rest = i / nb;
+		int ix = (int)(rest % (size_t)s.w);
+		rest /= (size_t)s.w;
 		int iy = (int)(rest % (size_t)s.h);
-		rest /= (size_t)s.h;
-		size_t b = rest % (size_t)batch, ci = rest / (size_t)batch;
+		size_t ci = rest / (size_t)s.h;
 		int py = iy / s.k, px = ix / s.k;
 		float g = 0.0f;
 		if (py < s.oh && px < s.ow) {
-			size_t o = ((b * (size_t)s.c + ci) * (size_t)s.oh + (size_t)py) * s.ow + (size_t)px;
+			size_t o = ((ci * (size_t)s.oh + (size_t)py) * s.ow + (size_t)px) * nb + b;
 			g = maxpool_backward_elem(dy[o], arg[o], iy % s.k, ix % s.k, s.k);
 		}
 		dx[i] = g;
+	}
+}
+
+/* y (cols, rows): item i is y[j, r] = x[r, j], with j = i / rows, r = i % rows. */
+static __global__ void transpose_kernel(const float *x, int rows, int cols, float *y)
+{
+	size_t n = work_2d(rows, cols);
+	for (size_t i = grid_first(); i < n; i += grid_stride()) {
+		size_t j = i / (size_t)rows, r = i - j * (size_t)rows;
+		y[i] = x[r * (size_t)cols + j];
 	}
 }
 
@@ -340,6 +351,16 @@ void kernels_maxpool_backward(cudaStream_t stream, const struct kernel_geom *geo
 		return;
 	struct kernel_geom g = pick_geom(geom, n);
 	KERNEL_LAUNCH(maxpool_backward_kernel, g, stream, dy, arg, *s, batch, dx);
+}
+
+void kernels_transpose(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
+		       int rows, int cols, float *y)
+{
+	size_t n = work_2d(rows, cols);
+	if (n == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, n);
+	KERNEL_LAUNCH(transpose_kernel, g, stream, x, rows, cols, y);
 }
 
 #if defined(__CUDACC__)

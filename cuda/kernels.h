@@ -62,25 +62,28 @@ void kernels_argmax_hits(cudaStream_t stream, const struct kernel_geom *geom,
 void kernels_sgd_update(cudaStream_t stream, const struct kernel_geom *geom, float *p,
 			const float *g, float *v, size_t n, const float *lr, const int32_t *step,
 			float momentum);
-/* Work: c*k*k * batch*oh*ow, the entries of cols. */
+/* Work: c*k*k * oh*ow*batch, the entries of cols. */
 void kernels_im2col(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
 		    const struct conv_shape *s, int batch, float *cols);
-/* Work: batch*c*h*w, the input pixels (one thread gathers all taps of a pixel). */
+/* Work: c*h*w*batch, the input pixels (one thread gathers all taps of a pixel). */
 void kernels_col2im(cudaStream_t stream, const struct kernel_geom *geom, const float *dcols,
 		    const struct conv_shape *s, int batch, float *dx);
 /* Work: channels * n. */
 void kernels_channel_bias_act(cudaStream_t stream, const struct kernel_geom *geom, float *y,
 			      const float *bias, int channels, size_t n, int relu);
-/* Work: batch*c*oh*ow, the windows. */
+/* Work: c*oh*ow*batch, the windows. */
 void kernels_maxpool(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
 		     const struct pool_shape *s, int batch, float *y, int32_t *arg);
-/* Work: c*batch*h*w, the input pixels. */
+/* Work: c*h*w*batch, the input pixels. */
 void kernels_maxpool_backward(cudaStream_t stream, const struct kernel_geom *geom,
 			      const float *dy, const int32_t *arg, const struct pool_shape *s,
 			      int batch, float *dx);
 /* x (n) *= alpha. Work: n. */
 void kernels_scale(cudaStream_t stream, const struct kernel_geom *geom, float *x, size_t n,
 		   float alpha);
+/* Work: rows * cols. */
+void kernels_transpose(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
+		       int rows, int cols, float *y);
 
 #if defined(__CUDACC__)
 /*

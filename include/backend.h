@@ -38,12 +38,6 @@ enum reduce_op {
 
 struct backend_ops {
 	const char *name; /* "host" or "cuda" */
-	/*
-	 * Bytes of im2col matrix a convolution builds at a time: a batch is
-	 * convolved in chunks of images whose matrix fits (the host backend's
-	 * cache), at least one image per chunk. 0: the whole batch at once.
-	 */
-	size_t cols_budget;
 
 	/* Memory: alloc returns zero-filled memory, NULL when out of memory. */
 	void *(*alloc)(void *ctx, size_t bytes);
@@ -89,26 +83,29 @@ struct backend_ops {
 			   const int32_t *step, float momentum);
 
 	/*
-	 * Convolution and pooling (layouts in conv_shape.h). im2col: x (batch, c,
-	 * h, w) -> cols (c*k*k, batch*oh*ow), each entry im2col_elem.
+	 * Convolution and pooling, batch-innermost (layouts in conv_shape.h).
+	 * im2col: x (c, h, w, batch) -> cols (c*k*k, oh*ow*batch), each entry
+	 * im2col_elem.
 	 */
 	void (*im2col)(void *ctx, const float *x, const struct conv_shape *s, int batch,
 		       float *cols);
-	/* col2im as a gather: dx (batch, c, h, w), each pixel col2im_elem over dcols (c*k*k, batch*oh*ow). */
+	/* col2im as a gather: dx (c, h, w, batch), each pixel col2im_elem over dcols (c*k*k, oh*ow*batch). */
 	void (*col2im)(void *ctx, const float *dcols, const struct conv_shape *s, int batch,
 		       float *dx);
 	/* y (channels, n): y[c, i] = bias_act_elem(y[c, i], bias[c], relu), bias (channels). */
 	void (*channel_bias_act)(void *ctx, float *y, const float *bias, int channels, size_t n,
 				 int relu);
 	/*
-	 * x (c, batch, h, w) channel-major -> y (batch, c, oh, ow), and arg (batch, c,
-	 * oh, ow) the offset of each window's max: maxpool_window_elem.
+	 * x (c, h, w, batch) -> y (c, oh, ow, batch), and arg (c, oh, ow, batch)
+	 * the offset of each window's max: maxpool_window_elem.
 	 */
 	void (*maxpool)(void *ctx, const float *x, const struct pool_shape *s, int batch, float *y,
 			int32_t *arg);
-	/* dx (c, batch, h, w) = maxpool_backward_elem of dy (batch, c, oh, ow) and arg; 0 outside every window. */
+	/* dx (c, h, w, batch) = maxpool_backward_elem of dy (c, oh, ow, batch) and arg; 0 outside every window. */
 	void (*maxpool_backward)(void *ctx, const float *dy, const int32_t *arg,
 				 const struct pool_shape *s, int batch, float *dx);
+	/* y (cols, rows) = x (rows, cols) transposed: y[j, i] = x[i, j]. */
+	void (*transpose)(void *ctx, const float *x, int rows, int cols, float *y);
 
 	/* In-place collective over all ranks of the job. */
 	void (*allreduce)(void *ctx, float *buf, size_t n, enum reduce_op op);
@@ -239,6 +236,11 @@ static inline void backend_maxpool_backward(const struct backend *b, const float
 {
 	b->ops->maxpool_backward(b->ctx, dy, arg, s, batch, dx);
 }
+static inline void backend_transpose(const struct backend *b, const float *x, int rows, int cols,
+				     float *y)
+{
+	b->ops->transpose(b->ctx, x, rows, cols, y);
+}
 static inline void backend_allreduce(const struct backend *b, float *buf, size_t n,
 				     enum reduce_op op)
 {
@@ -285,10 +287,6 @@ static inline void backend_set_position(const struct backend *b, int epoch, int 
 {
 	if (b->ops->set_position)
 		b->ops->set_position(b->ctx, epoch, step);
-}
-static inline size_t backend_cols_budget(const struct backend *b)
-{
-	return b->ops->cols_budget;
 }
 /* "host" or "cuda". */
 static inline const char *backend_name(const struct backend *b)

@@ -2,16 +2,18 @@
  * conv_shape.h - the geometry of a convolution and of a max-pool, shared by
  * the model, both backends, the kernels and the tests.
  *
- * Layouts (row-major, as everywhere):
- *   NCHW           (batch, channels, height, width): images, the pools' outputs,
- *                  the convolutions' inputs (PyTorch's order, so a flatten is
- *                  PyTorch's too)
- *   channel-major  (channels, batch, height, width): the convolutions' outputs,
- *                  which the GEMM produces one channel per row
- *   cols           (c * k * k, batch * oh * ow): the im2col matrix, one row per
- *                  tap (ci, ky, kx) in PyTorch's weight order, one column per
- *                  output pixel (b, oy, ox)
- * so that a convolution is out (oc, batch*oh*ow) = W (oc, c*k*k) * cols.
+ * Layouts (row-major, as everywhere). Inside a convolutional stack every
+ * activation is batch-innermost, (channels, height, width, batch): the
+ * transpose of PyTorch's (batch, channels, height, width), so that the element
+ * ops walk contiguous runs of a whole batch and vectorize along it:
+ *   activations  (c, h, w, batch): conv inputs, conv outputs, pool inputs and
+ *                outputs; a transpose turns the images (batch, 784) into
+ *                (784, batch) and the last pool's (400, batch) into (batch, 400),
+ *                PyTorch's flatten order for the dense layers
+ *   cols         (c * k * k, oh * ow * batch): the im2col matrix, one row per
+ *                tap (ci, ky, kx) in PyTorch's weight order, one column per
+ *                output pixel (oy, ox, b)
+ * so that a convolution is out (oc, oh*ow*batch) = W (oc, c*k*k) * cols.
  */
 #ifndef MNIST_DDP_CONV_SHAPE_H
 #define MNIST_DDP_CONV_SHAPE_H

@@ -108,36 +108,40 @@ ELEM_FN float scale_elem(float x, float alpha)
 
 /*
  * One entry of the im2col matrix (conv_shape.h): what tap (ky, kx) reads for
- * output pixel (oy, ox), from one input plane (h, w); 0 in the padding.
+ * output pixel (oy, ox) of image b, from one input channel (h, w, batch); 0
+ * in the padding.
  */
-ELEM_FN float im2col_elem(const float *plane, const struct conv_shape *s, int oy, int ox, int ky,
-			  int kx)
+ELEM_FN float im2col_elem(const float *channel, const struct conv_shape *s, int batch, int oy,
+			  int ox, int ky, int kx, int b)
 {
 	int iy = oy + ky - s->pad, ix = ox + kx - s->pad;
-	return iy >= 0 && iy < s->h && ix >= 0 && ix < s->w ? plane[(size_t)iy * s->w + ix] : 0.0f;
+	return iy >= 0 && iy < s->h && ix >= 0 && ix < s->w
+		       ? channel[((size_t)iy * s->w + ix) * batch + b]
+		       : 0.0f;
 }
 
 /*
  * col2im as a gather: the gradient of input pixel (iy, ix) of channel ci of
  * image b is the sum of the im2col entries that read it, taken in tap order
  * (ky, then kx, ascending), so every backend adds the same terms in the same
- * order. dcols (c*k*k, ld), ld = batch*oh*ow: row (ci, ky, kx), column
- * (b, oy, ox) with oy = iy + pad - ky, ox = ix + pad - kx.
+ * order. dcols (c*k*k, oh*ow*batch): row (ci, ky, kx), column (oy, ox, b)
+ * with oy = iy + pad - ky, ox = ix + pad - kx.
  */
-ELEM_FN float col2im_elem(const float *dcols, size_t ld, const struct conv_shape *s, int b, int ci,
-			  int iy, int ix)
+ELEM_FN float col2im_elem(const float *dcols, const struct conv_shape *s, int batch, int ci,
+			  int iy, int ix, int b)
 {
+	size_t ld = (size_t)s->oh * s->ow * batch;
 	float sum = 0.0f;
 	for (int ky = 0; ky < s->k; ky++) {
 		int oy = iy + s->pad - ky;
 		if (oy < 0 || oy >= s->oh)
 			continue;
 		const float *row = dcols + (size_t)((ci * s->k + ky) * s->k) * ld +
-				   ((size_t)b * s->oh + oy) * s->ow;
+				   (size_t)oy * s->ow * batch + b;
 		for (int kx = 0; kx < s->k; kx++) {
 			int ox = ix + s->pad - kx;
 			if (ox >= 0 && ox < s->ow)
-				sum += row[(size_t)kx * ld + ox];
+				sum += row[(size_t)kx * ld + (size_t)ox * batch];
 		}
 	}
 	return sum;
@@ -167,18 +171,19 @@ ELEM_FN int maxpool_takes_elem(float v, float best)
 }
 
 /*
- * Window (py, px) of a max-pool over one plane (h, w) with row stride w: the
+ * Window (py, px) of image b in one channel (h, w, batch) of a max-pool: the
  * largest of its k x k values, and in *arg its offset ky*k + kx. The first
  * maximum in row order wins, and a NaN wins over numbers (PyTorch's rule).
  */
-ELEM_FN float maxpool_window_elem(const float *plane, int w, int k, int py, int px, int32_t *arg)
+ELEM_FN float maxpool_window_elem(const float *channel, int w, int k, int batch, int py, int px,
+				  int b, int32_t *arg)
 {
-	const float *p = plane + (size_t)py * k * w + (size_t)px * k;
+	const float *p = channel + ((size_t)py * k * w + (size_t)px * k) * batch + b;
 	float best = p[0];
 	int32_t at = 0;
 	for (int ky = 0; ky < k; ky++)
 		for (int kx = 0; kx < k; kx++) {
-			float v = p[(size_t)ky * w + kx];
+			float v = p[((size_t)ky * w + kx) * batch];
 			int take = maxpool_takes_elem(v, best);
 			best = select_elem(take, v, best);
 			at = take ? ky * k + kx : at;

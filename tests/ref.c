@@ -141,46 +141,54 @@ void ref_sgd_update(double *p, const float *g, double *v, size_t n, double lr, d
 	}
 }
 
-/* x[b, ci, iy, ix] of x (batch, c, h, w) as double, 0 outside the image. */
-static double ref_pixel(const float *x, const struct conv_shape *s, int b, int ci, int iy, int ix)
+/* Pixel (ci, iy, ix) of image b in x (c, h, w, batch) as double, 0 outside the image. */
+static double ref_pixel(const float *x, const struct conv_shape *s, int batch, int b, int ci,
+			int iy, int ix)
 {
 	if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w)
 		return 0.0;
-	return x[(((size_t)b * s->c + ci) * s->h + iy) * s->w + ix];
+	return x[(((size_t)ci * s->h + iy) * s->w + ix) * batch + b];
+}
+
+/* Index of output pixel (o, oy, ox) of image b in (oc, oh, ow, batch). */
+static size_t ref_out_at(const struct conv_shape *s, int batch, int o, int oy, int ox, int b)
+{
+	return (((size_t)o * s->oh + oy) * s->ow + ox) * batch + b;
 }
 
 void ref_im2col(const float *x, const struct conv_shape *s, int batch, double *cols)
 {
-	size_t ld = (size_t)batch * s->oh * s->ow;
+	size_t ld = (size_t)s->oh * s->ow * batch;
 	for (int ci = 0; ci < s->c; ci++)
 		for (int ky = 0; ky < s->k; ky++)
 			for (int kx = 0; kx < s->k; kx++)
-				for (int b = 0; b < batch; b++)
-					for (int oy = 0; oy < s->oh; oy++)
-						for (int ox = 0; ox < s->ow; ox++) {
+				for (int oy = 0; oy < s->oh; oy++)
+					for (int ox = 0; ox < s->ow; ox++)
+						for (int b = 0; b < batch; b++) {
 							size_t r = (size_t)(ci * s->k + ky) * s->k + kx;
-							size_t col = ((size_t)b * s->oh + oy) * s->ow + ox;
-							cols[r * ld + col] = ref_pixel(x, s, b, ci, oy + ky - s->pad,
+							size_t col = ((size_t)oy * s->ow + ox) * batch + b;
+							cols[r * ld + col] = ref_pixel(x, s, batch, b, ci,
+										       oy + ky - s->pad,
 										       ox + kx - s->pad);
 						}
 }
 
 void ref_col2im(const float *dcols, const struct conv_shape *s, int batch, double *dx)
 {
-	size_t ld = (size_t)batch * s->oh * s->ow;
+	size_t ld = (size_t)s->oh * s->ow * batch;
 	memset(dx, 0, (size_t)batch * s->c * s->h * s->w * sizeof(double));
 	for (int ci = 0; ci < s->c; ci++)
 		for (int ky = 0; ky < s->k; ky++)
 			for (int kx = 0; kx < s->k; kx++)
-				for (int b = 0; b < batch; b++)
-					for (int oy = 0; oy < s->oh; oy++)
-						for (int ox = 0; ox < s->ow; ox++) {
+				for (int oy = 0; oy < s->oh; oy++)
+					for (int ox = 0; ox < s->ow; ox++)
+						for (int b = 0; b < batch; b++) {
 							int iy = oy + ky - s->pad, ix = ox + kx - s->pad;
 							if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w)
 								continue;
 							size_t r = (size_t)(ci * s->k + ky) * s->k + kx;
-							size_t col = ((size_t)b * s->oh + oy) * s->ow + ox;
-							dx[(((size_t)b * s->c + ci) * s->h + iy) * s->w + ix] +=
+							size_t col = ((size_t)oy * s->ow + ox) * batch + b;
+							dx[(((size_t)ci * s->h + iy) * s->w + ix) * batch + b] +=
 								dcols[r * ld + col];
 						}
 }
@@ -206,8 +214,9 @@ void ref_conv_forward(const float *x, const float *w, const float *bias,
 						for (int ky = 0; ky < s->k; ky++)
 							for (int kx = 0; kx < s->k; kx++)
 								sum += (double)w[((size_t)(o * s->c + ci) * s->k + ky) * s->k + kx] *
-								       ref_pixel(x, s, b, ci, oy + ky - s->pad, ox + kx - s->pad);
-					y[(((size_t)o * batch + b) * s->oh + oy) * s->ow + ox] = sum;
+								       ref_pixel(x, s, batch, b, ci, oy + ky - s->pad,
+										 ox + kx - s->pad);
+					y[ref_out_at(s, batch, o, oy, ox, b)] = sum;
 				}
 }
 
@@ -224,16 +233,16 @@ void ref_conv_backward(const float *x, const float *w, const float *dy,
 		for (int b = 0; b < batch; b++)
 			for (int oy = 0; oy < s->oh; oy++)
 				for (int ox = 0; ox < s->ow; ox++) {
-					double g = dy[(((size_t)o * batch + b) * s->oh + oy) * s->ow + ox];
+					double g = dy[ref_out_at(s, batch, o, oy, ox, b)];
 					db[o] += g;
 					for (int ci = 0; ci < s->c; ci++)
 						for (int ky = 0; ky < s->k; ky++)
 							for (int kx = 0; kx < s->k; kx++) {
 								int iy = oy + ky - s->pad, ix = ox + kx - s->pad;
 								size_t wi = ((size_t)(o * s->c + ci) * s->k + ky) * s->k + kx;
-								dw[wi] += g * ref_pixel(x, s, b, ci, iy, ix);
+								dw[wi] += g * ref_pixel(x, s, batch, b, ci, iy, ix);
 								if (dx && iy >= 0 && iy < s->h && ix >= 0 && ix < s->w)
-									dx[(((size_t)b * s->c + ci) * s->h + iy) * s->w + ix] +=
+									dx[(((size_t)ci * s->h + iy) * s->w + ix) * batch + b] +=
 										g * (double)w[wi];
 							}
 				}
@@ -241,21 +250,20 @@ void ref_conv_backward(const float *x, const float *w, const float *dy,
 
 void ref_maxpool(const float *x, const struct pool_shape *s, int batch, double *y, int32_t *arg)
 {
-	for (int b = 0; b < batch; b++)
-		for (int c = 0; c < s->c; c++)
-			for (int py = 0; py < s->oh; py++)
-				for (int px = 0; px < s->ow; px++) {
-					const float *plane = x + ((size_t)c * batch + b) * s->h * s->w;
+	for (int c = 0; c < s->c; c++)
+		for (int py = 0; py < s->oh; py++)
+			for (int px = 0; px < s->ow; px++)
+				for (int b = 0; b < batch; b++) {
+					/* Value of tap q of the window, image b. */
+#define REF_TAP(q) x[(((size_t)c * s->h + py * s->k + (q) / s->k) * s->w + px * s->k + (q) % s->k) * batch + b]
 					int best = 0;
-					for (int q = 1; q < s->k * s->k; q++) {
-						int ky = q / s->k, kx = q % s->k, by = best / s->k, bx = best % s->k;
-						if (plane[(size_t)(py * s->k + ky) * s->w + px * s->k + kx] >
-						    plane[(size_t)(py * s->k + by) * s->w + px * s->k + bx])
+					for (int q = 1; q < s->k * s->k; q++)
+						if (REF_TAP(q) > REF_TAP(best))
 							best = q;
-					}
-					size_t o = (((size_t)b * s->c + c) * s->oh + py) * s->ow + px;
-					y[o] = plane[(size_t)(py * s->k + best / s->k) * s->w + px * s->k + best % s->k];
+					size_t o = (((size_t)c * s->oh + py) * s->ow + px) * batch + b;
+					y[o] = REF_TAP(best);
 					arg[o] = best;
+#undef REF_TAP
 				}
 }
 
@@ -263,13 +271,13 @@ void ref_maxpool_backward(const float *dy, const int32_t *arg, const struct pool
 			  int batch, double *dx)
 {
 	memset(dx, 0, (size_t)s->c * batch * s->h * s->w * sizeof(double));
-	for (int b = 0; b < batch; b++)
-		for (int c = 0; c < s->c; c++)
-			for (int py = 0; py < s->oh; py++)
-				for (int px = 0; px < s->ow; px++) {
-					size_t o = (((size_t)b * s->c + c) * s->oh + py) * s->ow + px;
+	for (int c = 0; c < s->c; c++)
+		for (int py = 0; py < s->oh; py++)
+			for (int px = 0; px < s->ow; px++)
+				for (int b = 0; b < batch; b++) {
+					size_t o = (((size_t)c * s->oh + py) * s->ow + px) * batch + b;
 					int ky = arg[o] / s->k, kx = arg[o] % s->k;
-					dx[(((size_t)c * batch + b) * s->h + py * s->k + ky) * s->w + px * s->k + kx] =
+					dx[(((size_t)c * s->h + py * s->k + ky) * s->w + px * s->k + kx) * batch + b] =
 						dy[o];
 				}
 }
@@ -311,6 +319,11 @@ static void ref_net_layer(const struct layer *l, const double *p, const double *
 							}
 					out[((size_t)o * c->oh + oy) * c->ow + ox] = s;
 				}
+	} else if (l->kind == LAYER_TRANSPOSE) {
+		/* Only the backend's layout changes: here every activation is one example's, in order. */
+		for (int i = 0; i < l->in; i++)
+			out[i] = in[i];
+		return;
 	} else {
 		const struct pool_shape *q = &l->pool;
 		for (int ch = 0; ch < q->c; ch++)

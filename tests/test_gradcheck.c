@@ -366,7 +366,7 @@ Test(gradcheck, lenet_against_double_differences)
 	size_t checked = 0, skipped = 0, large = 0, shrunk = 0;
 	for (int l = 0; l < m.n_layers; l++) {
 		const struct layer *y = &m.layer[l];
-		if (y->kind == LAYER_POOL)
+		if (!layer_has_params(y))
 			continue;
 		size_t nw = (size_t)y->units * y->fan_in;
 		/* Conv layers: every weight; dense layers: 300 weights at random (all biases). */

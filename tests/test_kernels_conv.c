@@ -6,7 +6,8 @@
  *
  *   ctest --test-dir build -R test_kernels_host --output-on-failure
  *
- * Shapes cover LeNet-5's two layers, padding wider than some taps reach,
+ * Layouts are batch-innermost (include/conv_shape.h). Shapes cover LeNet-5's
+ * two layers, padding wider than some taps reach,
  * kernels as large as the image, 1x1 taps, ragged pools (a row or column no
  * window covers) and several images per batch; every kernel runs with the
  * backend's geometry and with grids that wrap or leave threads idle, its
@@ -241,4 +242,36 @@ Test(kernels_conv, maxpool_nan_wins)
 	cr_expect(isnan(y[0]) && isnan(y[1]) && y[2] == -1.0f, "kernel: %g %g %g", y[0], y[1], y[2]);
 	cr_expect(isnan(host_y[0]) && isnan(host_y[1]) && host_y[2] == -1.0f, "host: %g %g %g",
 		  host_y[0], host_y[1], host_y[2]);
+}
+
+Test(kernels_conv, transpose)
+{
+	const int shapes[][2] = {{1, 1}, {1, 40}, {64, 784}, {400, 64}, {17, 33}, {500, 400}};
+	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+		int rows = shapes[si][0], cols = shapes[si][1];
+		size_t n = (size_t)rows * cols;
+		struct rng r = rng_make(kc_seed, 1400 + si);
+		float *x = frand(&r, n, -1.0, 1.0), *host_y = malloc(n * sizeof(float));
+		double *ref = kc_dbuf(n);
+		cr_assert_not_null(host_y);
+		for (int i = 0; i < rows; i++)
+			for (int j = 0; j < cols; j++)
+				ref[(size_t)j * rows + i] = x[(size_t)i * cols + j];
+		kc_host.ops->transpose(kc_host.ctx, x, rows, cols, host_y);
+		char what[160], g[64];
+		snprintf(what, sizeof(what), "host transpose %dx%d", rows, cols);
+		kc_expect_close(what, host_y, ref, n, 0.0, 0.0, kc_seed);
+		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+			kc_geom_name(gi, g, sizeof(g));
+			snprintf(what, sizeof(what), "transpose %dx%d, %s", rows, cols, g);
+			float *y = kc_guarded_f(n);
+			kernels_transpose(NULL, kc_geom_at(gi), x, rows, cols, y);
+			kc_check_guards_f(y, n, what);
+			kc_expect_close(what, y, ref, n, 0.0, 0.0, kc_seed);
+			kc_free_guarded_f(y);
+		}
+		free(x);
+		free(host_y);
+		free(ref);
+	}
 }

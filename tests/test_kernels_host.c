@@ -109,7 +109,9 @@ Test(kernels_host, launchers_use_backend_geometry)
 	kernels_maxpool_backward(NULL, NULL, cb, hits, &ps, 3, ca);
 	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for((size_t)2 * 3 * 5 * 4).grid,
 		     "maxpool_backward");
-	cr_assert_eq(fake_cuda_stats.launches, 13);
+	kernels_transpose(NULL, NULL, ca, 40, 33, cb);
+	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(40 * 33).grid, "transpose");
+	cr_assert_eq(fake_cuda_stats.launches, 14);
 	cr_assert_eq(fake_cuda_stats.block, KERNEL_BLOCK);
 	free(ca);
 	free(cb);
@@ -147,6 +149,8 @@ Test(kernels_host, empty_work_launches_nothing)
 	kernels_channel_bias_act(NULL, NULL, &x, &x, 3, 0, 1);
 	kernels_maxpool(NULL, NULL, &x, &ps, 0, &x, &hits);
 	kernels_maxpool_backward(NULL, NULL, &x, &hits, &ps, 0, &x);
+	kernels_transpose(NULL, NULL, &x, 0, 5, &x);
+	kernels_transpose(NULL, NULL, &x, 5, 0, &x);
 	cr_assert_eq(fake_cuda_stats.launches, 0);
 	cr_assert(x == 1.0f && lab == 0 && hits == 0 && loss == 0.0f);
 }

@@ -146,22 +146,26 @@ Test(model, lenet_layers_and_tensors)
 {
 	struct model m;
 	model_init(&m, MODEL_LENET, NULL, 0);
-	cr_assert_eq(m.n_layers, 7);
-	const enum layer_kind kinds[] = {LAYER_CONV, LAYER_POOL, LAYER_CONV, LAYER_POOL,
-					 LAYER_DENSE, LAYER_DENSE, LAYER_DENSE};
-	const int outs[] = {6 * 28 * 28, 6 * 14 * 14, 16 * 10 * 10, 16 * 5 * 5, 120, 84, 10};
-	const int relus[] = {1, 0, 1, 0, 1, 1, 0};
-	for (int l = 0; l < 7; l++) {
+	cr_assert_eq(m.n_layers, 9);
+	/* The convolutional stack between two transposes: images in, (rows, 400) out. */
+	const enum layer_kind kinds[] = {LAYER_TRANSPOSE, LAYER_CONV, LAYER_POOL, LAYER_CONV,
+					 LAYER_POOL, LAYER_TRANSPOSE, LAYER_DENSE, LAYER_DENSE,
+					 LAYER_DENSE};
+	const int outs[] = {784, 6 * 28 * 28, 6 * 14 * 14, 16 * 10 * 10, 16 * 5 * 5, 400, 120, 84, 10};
+	const int relus[] = {0, 1, 0, 1, 0, 0, 1, 1, 0};
+	cr_assert(m.layer[0].batch_last == 1 && m.layer[5].batch_last == 0, "transposes: in %d, out %d",
+		  m.layer[0].batch_last, m.layer[5].batch_last);
+	for (int l = 0; l < 9; l++) {
 		cr_assert_eq(m.layer[l].kind, kinds[l], "layer %d kind", l);
 		cr_assert_eq(m.layer[l].out, outs[l], "layer %d out %d, want %d", l, m.layer[l].out, outs[l]);
 		cr_assert_eq(m.layer[l].relu, relus[l], "layer %d relu", l);
 		if (l)
 			cr_assert_eq(m.layer[l].in, m.layer[l - 1].out, "layer %d reads layer %d", l, l - 1);
 	}
-	const struct conv_shape *c1 = &m.layer[0].conv, *c2 = &m.layer[2].conv;
+	const struct conv_shape *c1 = &m.layer[1].conv, *c2 = &m.layer[3].conv;
 	cr_assert(c1->c == 1 && c1->h == 28 && c1->k == 5 && c1->pad == 2 && c1->oh == 28 && c1->ow == 28);
 	cr_assert(c2->c == 6 && c2->h == 14 && c2->k == 5 && c2->pad == 0 && c2->oh == 10 && c2->ow == 10);
-	cr_assert(m.layer[3].pool.oh == 5 && m.layer[3].pool.k == 2);
+	cr_assert(m.layer[4].pool.oh == 5 && m.layer[4].pool.k == 2);
 	cr_assert_eq(m.n_params, 61706);
 
 	const char *names[] = {"conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias", "fc1.weight",
@@ -227,7 +231,7 @@ static void check_uniform_init(enum model_kind kind, const int *hidden, int n_hi
 	model_init_params(&m, 1, p);
 	for (int l = 0; l < m.n_layers; l++) {
 		const struct layer *y = &m.layer[l];
-		if (y->kind == LAYER_POOL)
+		if (!layer_has_params(y))
 			continue;
 		double bound = 1.0 / sqrt((double)y->fan_in);
 		size_t nw = (size_t)y->units * y->fan_in;
@@ -282,7 +286,7 @@ Test(model, init_params_depend_on_seed_only)
 		size_t nw = 0, differ = 0;
 		for (int l = 0; l < m.n_layers; l++) {
 			const struct layer *y = &m.layer[l];
-			for (size_t i = 0; y->kind != LAYER_POOL && i < (size_t)y->units * y->fan_in; i++) {
+			for (size_t i = 0; layer_has_params(y) && i < (size_t)y->units * y->fan_in; i++) {
 				nw++;
 				differ += a[y->w_off + i] != c[y->w_off + i];
 			}

@@ -63,6 +63,16 @@ static void add_conv(struct model *m, const char *name, int c, int h, int w, int
 	m->n_params = l->b_off + (size_t)oc;
 }
 
+/* A transpose of `features` per example: to (features, rows) when batch_last, else back. */
+static void add_transpose(struct model *m, int features, int batch_last)
+{
+	struct layer *l = &m->layer[m->n_layers++];
+	memset(l, 0, sizeof(*l));
+	l->kind = LAYER_TRANSPOSE;
+	l->in = l->out = features;
+	l->batch_last = batch_last;
+}
+
 /* Max-pool k x k, stride k, of the previous convolution's output. */
 static void add_pool(struct model *m, int k)
 {
@@ -76,10 +86,12 @@ void model_init(struct model *m, enum model_kind kind, const int *hidden, int n_
 	memset(m, 0, sizeof(*m));
 	m->kind = kind;
 	if (kind == MODEL_LENET) {
+		add_transpose(m, IDX_PIXELS, 1);
 		add_conv(m, "conv1", 1, IDX_ROWS, IDX_COLS, 6, 5, 2);
 		add_pool(m, 2);
-		add_conv(m, "conv2", 6, m->layer[1].pool.oh, m->layer[1].pool.ow, 16, 5, 0);
+		add_conv(m, "conv2", 6, m->layer[2].pool.oh, m->layer[2].pool.ow, 16, 5, 0);
 		add_pool(m, 2);
+		add_transpose(m, m->layer[4].out, 0);
 		add_dense(m, "fc1", 120, 1);
 		add_dense(m, "fc2", 84, 1);
 		add_dense(m, "fc3", IDX_CLASSES, 0);
@@ -100,7 +112,7 @@ void model_init_params(const struct model *m, uint64_t seed, float *params)
 	struct rng r = rng_make(seed, 0x1417ull);
 	for (int i = 0; i < m->n_layers; i++) {
 		const struct layer *l = &m->layer[i];
-		if (l->kind == LAYER_POOL)
+		if (!layer_has_params(l))
 			continue;
 		size_t nw = (size_t)l->units * (size_t)l->fan_in;
 		float *w = params + l->w_off;
@@ -126,7 +138,7 @@ void model_init_params(const struct model *m, uint64_t seed, float *params)
 static const struct layer *tensor_layer(const struct model *m, int i)
 {
 	for (int l = 0; l < m->n_layers; l++) {
-		if (m->layer[l].kind == LAYER_POOL)
+		if (!layer_has_params(&m->layer[l]))
 			continue;
 		if (i < 2)
 			return &m->layer[l];
@@ -139,7 +151,7 @@ int model_n_tensors(const struct model *m)
 {
 	int n = 0;
 	for (int l = 0; l < m->n_layers; l++)
-		n += m->layer[l].kind == LAYER_POOL ? 0 : 2;
+		n += layer_has_params(&m->layer[l]) ? 2 : 0;
 	return n;
 }
 
@@ -172,7 +184,7 @@ void model_tensor(const struct model *m, int i, struct model_tensor *t)
 
 void model_layers_text(const struct model *m, char *buf, size_t len)
 {
-	const struct layer *first = &m->layer[0];
+	const struct layer *first = &m->layer[m->layer[0].kind == LAYER_TRANSPOSE];
 	size_t used = first->kind == LAYER_CONV
 			      ? (size_t)snprintf(buf, len, "%dx%dx%d", first->conv.c, first->conv.h,
 						 first->conv.w)
@@ -184,7 +196,7 @@ void model_layers_text(const struct model *m, char *buf, size_t len)
 						 l->conv.k, l->conv.pad);
 		else if (l->kind == LAYER_POOL)
 			used += (size_t)snprintf(buf + used, len - used, ",pool%d", l->pool.k);
-		else
+		else if (l->kind == LAYER_DENSE)
 			used += (size_t)snprintf(buf + used, len - used, ",%d", l->units);
 	}
 }
@@ -209,9 +221,7 @@ int model_ws_create(const struct backend *be, const struct model *m, int max_row
 			goto out_free;
 		if (l->kind == LAYER_CONV) {
 			size_t pixels = rows * (size_t)l->conv.oh * (size_t)l->conv.ow;
-			size_t chunk = (size_t)model_conv_chunk(be, l, max_rows);
-			ws->cols[i] = backend_alloc(be, chunk * (size_t)l->conv.oh * (size_t)l->conv.ow *
-							(size_t)l->fan_in * sizeof(float));
+			ws->cols[i] = backend_alloc(be, pixels * (size_t)l->fan_in * sizeof(float));
 			if (!ws->cols[i])
 				goto out_free;
 			n_ones = pixels > n_ones ? pixels : n_ones;
@@ -273,15 +283,6 @@ static int conv_pixels(const struct layer *l, int rows)
 	return rows * l->conv.oh * l->conv.ow;
 }
 
-/* Images per im2col chunk of a conv layer: as many as the backend's budget holds, at least 1. */
-int model_conv_chunk(const struct backend *be, const struct layer *l, int rows)
-{
-	size_t budget = backend_cols_budget(be);
-	size_t per_image = (size_t)l->fan_in * (size_t)conv_pixels(l, 1) * sizeof(float);
-	size_t n = budget ? budget / per_image : (size_t)rows;
-	return n < 1 ? 1 : n > (size_t)rows ? rows : (int)n;
-}
-
 void layer_forward(const struct backend *be, const struct layer *l, const float *params,
 		   const float *x, float *y, float *cols, int32_t *arg, int rows)
 {
@@ -293,23 +294,21 @@ void layer_forward(const struct backend *be, const struct layer *l, const float 
 		backend_bias_act(be, y, b, rows, l->units, l->relu);
 		break;
 	case LAYER_CONV: {
-		/*
-		 * y (oc, P) = W (oc, c*k*k) * cols (c*k*k, P), P = rows*oh*ow pixels, a
-		 * chunk of images (columns of y) at a time.
-		 */
-		int p = conv_pixels(l, rows), per = conv_pixels(l, 1);
-		int chunk = model_conv_chunk(be, l, rows);
-		for (int b0 = 0; b0 < rows; b0 += chunk) {
-			int n = rows - b0 < chunk ? rows - b0 : chunk;
-			backend_im2col(be, x + (size_t)b0 * l->in, &l->conv, n, cols);
-			gemm(be, 0, 0, l->units, n * per, l->fan_in, w, l->fan_in, cols, n * per, 0.0f,
-			     y + (size_t)b0 * per, p);
-		}
+		/* y (oc, P) = W (oc, c*k*k) * cols (c*k*k, P), P = oh*ow*rows pixels */
+		int p = conv_pixels(l, rows);
+		backend_im2col(be, x, &l->conv, rows, cols);
+		gemm(be, 0, 0, l->units, p, l->fan_in, w, l->fan_in, cols, p, 0.0f, y, p);
 		backend_channel_bias_act(be, y, b, l->units, (size_t)p, l->relu);
 		break;
 	}
 	case LAYER_POOL:
 		backend_maxpool(be, x, &l->pool, rows, y, arg);
+		break;
+	case LAYER_TRANSPOSE:
+		if (l->batch_last)
+			backend_transpose(be, x, rows, l->in, y);
+		else
+			backend_transpose(be, x, l->in, rows, y);
 		break;
 	}
 }
@@ -333,30 +332,28 @@ void layer_backward(const struct backend *be, const struct layer *l, const float
 			gemm(be, 0, 0, rows, l->in, l->units, dy, l->units, w, l->in, 0.0f, dx, l->in);
 		break;
 	case LAYER_CONV: {
-		int p = conv_pixels(l, rows), per = conv_pixels(l, 1);
-		int chunk = model_conv_chunk(be, l, rows);
+		int p = conv_pixels(l, rows);
+		/* dW (oc, c*k*k) = dy (oc, P) * cols^T (P, c*k*k) */
+		gemm(be, 0, 1, l->units, l->fan_in, p, dy, p, cols, p, 0.0f, dw, l->fan_in);
 		/* db (oc, 1) = dy (oc, P) * ones (P, 1) */
 		gemm(be, 0, 1, l->units, 1, p, dy, p, ones, p, 0.0f, db, 1);
-		for (int b0 = 0; b0 < rows; b0 += chunk) {
-			int n = rows - b0 < chunk ? rows - b0 : chunk;
-			const float *dyc = dy + (size_t)b0 * per; /* the chunk's columns of dy */
-			/* cols holds the forward's last chunk: any other is built again */
-			if (chunk < rows)
-				backend_im2col(be, x + (size_t)b0 * l->in, &l->conv, n, cols);
-			/* dW (oc, c*k*k) += dy (oc, P) * cols^T (P, c*k*k), over the chunks */
-			gemm(be, 0, 1, l->units, l->fan_in, n * per, dyc, p, cols, n * per,
-			     b0 ? 1.0f : 0.0f, dw, l->fan_in);
-			/* dcols (c*k*k, P) = W^T * dy, into cols; then each input pixel gathers its taps */
-			if (dx) {
-				gemm(be, 1, 0, l->fan_in, n * per, l->units, w, l->fan_in, dyc, p, 0.0f, cols,
-				     n * per);
-				backend_col2im(be, cols, &l->conv, n, dx + (size_t)b0 * l->in);
-			}
+		/* dcols (c*k*k, P) = W^T * dy, into cols; then each input pixel gathers its taps */
+		if (dx) {
+			gemm(be, 1, 0, l->fan_in, p, l->units, w, l->fan_in, dy, p, 0.0f, cols, p);
+			backend_col2im(be, cols, &l->conv, rows, dx);
 		}
 		break;
 	}
 	case LAYER_POOL:
 		backend_maxpool_backward(be, dy, arg, &l->pool, rows, dx);
+		break;
+	case LAYER_TRANSPOSE: /* the gradient goes back through the opposite transpose */
+		if (!dx)
+			break;
+		if (l->batch_last)
+			backend_transpose(be, dy, l->in, rows, dx);
+		else
+			backend_transpose(be, dy, rows, l->in, dx);
 		break;
 	}
 }

@@ -14,10 +14,11 @@
  *   mlp     784 -> hidden... -> 10, ReLU between, fc0, fc1, ...
  *   lenet   LeNet-5: conv1 1->6 5x5 pad 2 + ReLU, max-pool 2; conv2 6->16 5x5
  *           + ReLU, max-pool 2; fc1 400->120 + ReLU, fc2 120->84 + ReLU, fc3 84->10
- * Activations between layers (conv_shape.h for the layouts): a conv reads
- * NCHW and writes channel-major (oc, rows, oh, ow), the layout its GEMM
- * produces; a max-pool reads channel-major and writes NCHW, which the next
- * conv reads and which, flattened, is PyTorch's order for the dense layers.
+ * Activations between layers: dense layers read and write (rows, features);
+ * the convolutional stack works batch-innermost, (c, h, w, rows) (conv_shape.h
+ * says why), and LeNet-5 has a transpose layer at each end of it: the images
+ * (rows, 784) in, the last pool's (400, rows) out to (rows, 400), PyTorch's
+ * flatten order.
  */
 #ifndef MNIST_DDP_MODEL_H
 #define MNIST_DDP_MODEL_H
@@ -32,18 +33,20 @@
 extern "C" {
 #endif
 
-#define MODEL_MAX_LAYERS (CONFIG_MAX_HIDDEN + 2)
+#define MODEL_MAX_LAYERS (CONFIG_MAX_HIDDEN + 4)
 
 enum layer_kind {
 	LAYER_DENSE = 0,
 	LAYER_CONV,
 	LAYER_POOL,
+	LAYER_TRANSPOSE, /* (rows, in) <-> (in, rows), no parameters */
 };
 
 struct layer {
 	enum layer_kind kind;
 	char name[8];           /* tensor name prefix ("fc0", "conv1"); "" for a pool */
 	int relu;               /* ReLU on the output (dense and conv) */
+	int batch_last;         /* transpose: 1 writes (in, rows), 0 writes (rows, in) */
 	int in, out;            /* values per example read and written */
 	int units;              /* dense: output features; conv: output channels */
 	struct conv_shape conv; /* LAYER_CONV */
@@ -51,6 +54,12 @@ struct layer {
 	size_t w_off, b_off;    /* dense and conv: where W and b start in the flat buffer */
 	int fan_in;             /* dense: in; conv: c*k*k (a row of W) */
 };
+
+/* Dense and conv layers hold parameters; pools and transposes do not. */
+static inline int layer_has_params(const struct layer *l)
+{
+	return l->kind == LAYER_DENSE || l->kind == LAYER_CONV;
+}
 
 struct model {
 	enum model_kind kind;
@@ -95,17 +104,10 @@ void model_conv_layer(struct layer *l, int c, int h, int w, int oc, int k, int p
 void model_pool_layer(struct layer *l, int c, int h, int w, int k);
 
 /*
- * Images per im2col chunk of conv layer l over a batch of rows: a convolution
- * runs a chunk of images at a time, as many as backend_cols_budget() holds.
- */
-int model_conv_chunk(const struct backend *be, const struct layer *l, int rows);
-
-/*
  * One layer's forward pass over rows examples: x (rows * in) -> y (rows * out)
- * in the layouts above. cols: a conv layer's im2col matrix for one chunk
- * (c*k*k * model_conv_chunk()*oh*ow floats; with a single chunk the backward
- * pass reuses it); arg: a pool's argmax (rows * out). Either may be NULL for
- * the layers that do not use it.
+ * in the layouts above. cols: a conv layer's im2col matrix (c*k*k *
+ * oh*ow*rows floats), kept for the backward pass; arg: a pool's argmax
+ * (rows * out). Either may be NULL for the layers that do not use it.
  */
 void layer_forward(const struct backend *be, const struct layer *l, const float *params,
 		   const float *x, float *y, float *cols, int32_t *arg, int rows);
@@ -113,11 +115,9 @@ void layer_forward(const struct backend *be, const struct layer *l, const float 
 /*
  * Its backward pass, after layer_forward with the same x, y, cols and arg:
  * dy, the gradient wrt y, goes through the ReLU in place; grads gets the
- * layer's dW and db (at w_off, b_off); dx, the gradient wrt x, unless NULL.
- * A conv builds each chunk's im2col matrix again in cols (unless one chunk
- * held the batch), accumulates dW over the chunks, and uses cols for each
- * chunk's im2col gradient. ones: at least max(rows, rows*oh*ow) ones, for the
- * bias gradients.
+ * layer's dW and db (at w_off, b_off); dx, the gradient wrt x, unless NULL
+ * (a conv then uses cols for its im2col gradient). ones: at least
+ * max(rows, rows*oh*ow) ones, for the bias gradients.
  */
 void layer_backward(const struct backend *be, const struct layer *l, const float *params,
 		    const float *x, const float *y, float *dy, float *grads, float *dx, float *cols,

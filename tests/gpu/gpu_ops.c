@@ -6,7 +6,7 @@
  *   build/tests/gpu_ops [--self-test]
  *
  * Element ops (gather, bias_act, relu_backward, softmax_xent, sgd_update,
- * im2col, col2im, channel_bias_act, maxpool and its backward) must agree with
+ * im2col, col2im, channel_bias_act, maxpool and its backward, transpose) must agree with
  * the host backend to a normalised error of 1e-6 (max |cuda - host| / max
  * |host|); labels, cursor, hit counts and pool argmaxes exactly. The conv
  * layers of LeNet-5 (im2col + GEMM + bias + ReLU, and the backward pass
@@ -559,6 +559,7 @@ static void test_pool_and_channel_bias(struct gpu_test *t)
 		pair_alloc(&biased, nx);
 		for (size_t i = 0; i < nx; i++) /* few levels: windows with ties */
 			x[i] = (float)rng_below(&r, 5) - 2.0f;
+		/* Layouts (c, h, w, batch): the pool's input is (channels, n) to the channel bias too. */
 		ref_fill_uniform(&r, dy, ny, -1.0, 1.0);
 		ref_fill_uniform(&r, bias, (size_t)s.c, -1.0, 1.0);
 		const struct backend *bes[2] = {&t->dev, &t->host};
@@ -572,7 +573,6 @@ static void test_pool_and_channel_bias(struct gpu_test *t)
 			float *db = gpu_upload_new(be, bias, (size_t)s.c * sizeof(float));
 			backend_maxpool(be, dxin, &s, batch, dyout, darg);
 			backend_maxpool_backward(be, ddy, darg, &s, batch, ddx);
-			/* The pool's input layout (c, batch*h*w) is the channel bias's (channels, n). */
 			backend_channel_bias_act(be, dxin, db, s.c, nx / (size_t)s.c, 1);
 			gpu_download(be, y.out[w], dyout, ny * sizeof(float));
 			gpu_download(be, arg[w], darg, ny * sizeof(int32_t));
@@ -602,6 +602,40 @@ static void test_pool_and_channel_bias(struct gpu_test *t)
 	}
 }
 
+/* The transposes at the ends of LeNet-5's convolutional stack: exact. */
+static void test_transpose(struct gpu_test *t)
+{
+	const int shapes[][2] = {{1, 1}, {64, 784}, {400, 64}, {17, 33}};
+	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+		int rows = shapes[si][0], cols = shapes[si][1];
+		size_t n = (size_t)rows * cols;
+		struct rng r = rng_make(t->seed, 110 + si);
+		float *x = fbuf(n);
+		struct pair y;
+		pair_alloc(&y, n);
+		ref_fill_uniform(&r, x, n, -1.0, 1.0);
+		const struct backend *bes[2] = {&t->dev, &t->host};
+		for (int w = 0; w < 2; w++) {
+			float *dx = gpu_upload_new(bes[w], x, n * sizeof(float));
+			float *dy = gpu_upload_new(bes[w], NULL, n * sizeof(float));
+			backend_transpose(bes[w], dx, rows, cols, dy);
+			gpu_download(bes[w], y.out[w], dy, n * sizeof(float));
+			backend_free(bes[w], dx);
+			backend_free(bes[w], dy);
+		}
+		size_t wrong = 0;
+		for (int i = 0; i < rows; i++)
+			for (int j = 0; j < cols; j++)
+				wrong += y.out[1][(size_t)j * rows + i] != x[(size_t)i * cols + j];
+		char what[96];
+		snprintf(what, sizeof(what), "transpose %dx%d", rows, cols);
+		gpu_test_check(t, wrong == 0, "%s: host backend %zu entries misplaced", what, wrong);
+		check_close(t, what, y.out[0], y.out[1], n, 0.0);
+		free(x);
+		pair_free(&y);
+	}
+}
+
 /* LeNet-5's conv layers as the model runs them: forward and backward, cuBLAS vs the host's GEMM. */
 static void test_conv_layers(struct gpu_test *t)
 {
@@ -610,8 +644,10 @@ static void test_conv_layers(struct gpu_test *t)
 	const int batch = 64;
 	float *params = fbuf(m.n_params);
 	model_init_params(&m, t->seed, params);
-	for (int li = 0; li <= 2; li += 2) {
+	for (int li = 0; li < m.n_layers; li++) {
 		const struct layer *l = &m.layer[li];
+		if (l->kind != LAYER_CONV)
+			continue;
 		size_t nx = (size_t)batch * l->in, ny = (size_t)batch * l->out;
 		size_t pixels = (size_t)batch * l->conv.oh * l->conv.ow;
 		size_t nc = pixels * (size_t)l->fan_in;
@@ -701,6 +737,7 @@ int main(int argc, char **argv)
 	test_conv_elements(&t);
 	test_pool_and_channel_bias(&t);
 	test_conv_layers(&t);
+	test_transpose(&t);
 	test_collectives_one_rank(&t);
 	return gpu_test_finish(&t);
 }
