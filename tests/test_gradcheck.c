@@ -33,6 +33,7 @@
 #include "elem.h"
 #include "io/idx.h"
 #include "train/model.h"
+#include "model_point.h"
 #include "ref.h"
 
 #define GC_ROWS 4
@@ -325,47 +326,31 @@ Test(gradcheck, mlp_one_hidden_layer)
 Test(gradcheck, lenet_against_double_differences)
 {
 	uint64_t seed = ref_seed(206);
-	struct backend be;
-	struct model m;
-	struct model_ws ws;
-	cr_assert_eq(backend_host_create(NULL, 1, &be), 0);
-	model_init(&m, MODEL_LENET, NULL, 0);
-	cr_assert_eq(model_ws_create(&be, &m, LN_ROWS, &ws), 0);
-	size_t np = m.n_params, nx = (size_t)LN_ROWS * IDX_PIXELS;
-	float *params = calloc(np, sizeof(float)), *x = calloc(nx, sizeof(float));
+	struct model_point pt;
+	model_point_make(&pt, MODEL_LENET, NULL, 0, LN_ROWS, seed, 13, 1.0f);
+	const struct model *m = &pt.m;
+	size_t np = pt.np;
+	double *pd = pt.pd;
 	float *grads = calloc(np, sizeof(float)), *got = calloc(np, sizeof(float));
-	double *pd = calloc(np, sizeof(double)), *fd = calloc(np, sizeof(double));
-	int32_t labels[LN_ROWS];
-	cr_assert(params && x && grads && got && pd && fd);
-	struct rng r = rng_make(seed, 13);
-	model_init_params(&m, seed, params);
-	for (size_t i = 0; i < nx; i++)
-		x[i] = normalize_pixel_elem((uint8_t)rng_below(&r, 256));
-	ref_fill_labels(&r, labels, LN_ROWS, IDX_CLASSES);
-	ref_widen(params, pd, np);
+	double *fd = calloc(np, sizeof(double));
+	cr_assert(grads && got && fd);
+	struct rng r = rng_make(seed, 14);
 
 	/* The analytic gradient of the mean loss, float, host backend. */
-	float *params_d = backend_alloc(&be, np * sizeof(float));
-	float *grads_d = backend_alloc(&be, np * sizeof(float));
-	cr_assert(params_d && grads_d);
-	backend_upload(&be, params_d, params, np * sizeof(float));
-	backend_upload(&be, ws.act[0], x, nx * sizeof(float));
-	backend_upload(&be, ws.labels, labels, sizeof(labels));
-	model_forward(&be, &m, &ws, params_d, LN_ROWS);
-	model_backward(&be, &m, &ws, params_d, grads_d, LN_ROWS);
-	backend_download(&be, grads, grads_d, np * sizeof(float));
-	backend_synchronize(&be);
+	model_point_run(&pt);
+	backend_download(&pt.be, grads, pt.grads_d, np * sizeof(float));
+	backend_synchronize(&pt.be);
 
-	size_t plen = ref_net_pattern_len(&m, LN_ROWS);
+	size_t plen = ref_net_pattern_len(m, LN_ROWS);
 	uint8_t *p0 = calloc(plen, 1), *pp = calloc(plen, 1), *pm = calloc(plen, 1);
 	cr_assert(p0 && pp && pm);
-	double l0 = ref_net_loss(&m, pd, x, labels, LN_ROWS, NULL, p0);
+	double l0 = ref_net_loss(m, pd, pt.x, pt.labels, LN_ROWS, NULL, p0);
 	cr_assert(isfinite(l0) && l0 > 0.0, "loss %g at the test point (seed %llu)", l0,
 		  (unsigned long long)seed);
 
 	size_t checked = 0, skipped = 0, large = 0, shrunk = 0;
-	for (int l = 0; l < m.n_layers; l++) {
-		const struct layer *y = &m.layer[l];
+	for (int l = 0; l < m->n_layers; l++) {
+		const struct layer *y = &m->layer[l];
 		if (!layer_has_params(y))
 			continue;
 		size_t nw = (size_t)y->units * y->fan_in;
@@ -378,9 +363,9 @@ Test(gradcheck, lenet_against_double_differences)
 			int same = 0;
 			for (; h >= 1e-9 && !same; h *= 0.1) {
 				pd[i] = orig + h;
-				double lp = ref_net_loss(&m, pd, x, labels, LN_ROWS, NULL, pp);
+				double lp = ref_net_loss(m, pd, pt.x, pt.labels, LN_ROWS, NULL, pp);
 				pd[i] = orig - h;
-				double lm = ref_net_loss(&m, pd, x, labels, LN_ROWS, NULL, pm);
+				double lm = ref_net_loss(m, pd, pt.x, pt.labels, LN_ROWS, NULL, pm);
 				same = !memcmp(pp, p0, plen) && !memcmp(pm, p0, plen);
 				q = (lp - lm) / (2.0 * h);
 				shrunk += !same;
@@ -409,15 +394,9 @@ Test(gradcheck, lenet_against_double_differences)
 	cr_assert(checked > 3000 && large * 2 >= checked, "%s: only %zu of %zu far from zero", what,
 		  large, checked);
 
-	backend_free(&be, params_d);
-	backend_free(&be, grads_d);
-	model_ws_destroy(&be, &ws);
-	backend_destroy(&be);
-	free(params);
-	free(x);
+	model_point_free(&pt);
 	free(grads);
 	free(got);
-	free(pd);
 	free(fd);
 	free(p0);
 	free(pp);

@@ -49,7 +49,8 @@ static float *frand(struct rng *r, size_t n, double lo, double hi)
 	return p;
 }
 
-Test(kernels_conv, im2col)
+/* im2col and its adjoint col2im, shape by shape. */
+Test(kernels_conv, im2col_and_col2im)
 {
 	for (int ci = 0; ci < N_CONV; ci++) {
 		const int *k = conv_cases[ci];
@@ -58,65 +59,44 @@ Test(kernels_conv, im2col)
 		size_t nx = (size_t)batch * s.c * s.h * s.w;
 		size_t nc = (size_t)s.c * s.k * s.k * batch * s.oh * s.ow;
 		struct rng r = rng_make(kc_seed, 1000 + ci);
-		float *x = frand(&r, nx, -2.0, 2.0), *host_cols = malloc(nc * sizeof(float));
-		double *ref = kc_dbuf(nc);
-		cr_assert_not_null(host_cols);
-		ref_im2col(x, &s, batch, ref);
+		float *x = frand(&r, nx, -2.0, 2.0), *dcols = frand(&r, nc, -1.0, 1.0);
+		float *host_cols = malloc(nc * sizeof(float)), *host_dx = malloc(nx * sizeof(float));
+		double *ref_cols = kc_dbuf(nc), *ref_dx = kc_dbuf(nx);
+		cr_assert(host_cols && host_dx);
+		ref_im2col(x, &s, batch, ref_cols);
+		ref_col2im(dcols, &s, batch, ref_dx);
 		kc_host.ops->im2col(kc_host.ctx, x, &s, batch, host_cols);
-		char what[160], g[64];
-		snprintf(what, sizeof(what), "host im2col c%d %dx%d k%d pad%d batch %d", s.c, s.h, s.w,
-			 s.k, s.pad, batch);
-		kc_expect_close(what, host_cols, ref, nc, 0.0, 0.0, kc_seed);
-		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
-			kc_geom_name(gi, g, sizeof(g));
-			snprintf(what, sizeof(what), "im2col c%d %dx%d k%d pad%d batch %d, %s", s.c, s.h,
-				 s.w, s.k, s.pad, batch, g);
-			float *cols = kc_guarded_f(nc);
-			kernels_im2col(NULL, kc_geom_at(gi), x, &s, batch, cols);
-			kc_check_guards_f(cols, nc, what);
-			kc_expect_close(what, cols, ref, nc, 0.0, 0.0, kc_seed);
-			kc_expect_same_f(what, cols, host_cols, nc, kc_seed);
-			kc_free_guarded_f(cols);
-		}
-		free(x);
-		free(host_cols);
-		free(ref);
-	}
-}
-
-Test(kernels_conv, col2im)
-{
-	for (int ci = 0; ci < N_CONV; ci++) {
-		const int *k = conv_cases[ci];
-		struct conv_shape s = conv_shape_make(k[0], k[1], k[2], k[3], k[4]);
-		int batch = k[5];
-		size_t nx = (size_t)batch * s.c * s.h * s.w;
-		size_t nc = (size_t)s.c * s.k * s.k * batch * s.oh * s.ow;
-		struct rng r = rng_make(kc_seed, 1100 + ci);
-		float *dcols = frand(&r, nc, -1.0, 1.0), *host_dx = malloc(nx * sizeof(float));
-		double *ref = kc_dbuf(nx);
-		cr_assert_not_null(host_dx);
-		ref_col2im(dcols, &s, batch, ref);
 		kc_host.ops->col2im(kc_host.ctx, dcols, &s, batch, host_dx);
-		char what[160], g[64];
-		snprintf(what, sizeof(what), "host col2im c%d %dx%d k%d pad%d batch %d", s.c, s.h, s.w,
-			 s.k, s.pad, batch);
-		/* At most k*k terms of magnitude 1 per pixel, summed in float. */
-		kc_expect_close(what, host_dx, ref, nx, 1e-6, 1e-5, kc_seed);
+		char shape[96], what[192], g[64];
+		snprintf(shape, sizeof(shape), "c%d %dx%d k%d pad%d batch %d", s.c, s.h, s.w, s.k, s.pad,
+			 batch);
+		snprintf(what, sizeof(what), "host im2col %s", shape);
+		kc_expect_close(what, host_cols, ref_cols, nc, 0.0, 0.0, kc_seed);
+		/* col2im: at most k*k terms of magnitude 1 per pixel, summed in float. */
+		snprintf(what, sizeof(what), "host col2im %s", shape);
+		kc_expect_close(what, host_dx, ref_dx, nx, 1e-6, 1e-5, kc_seed);
 		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
 			kc_geom_name(gi, g, sizeof(g));
-			snprintf(what, sizeof(what), "col2im c%d %dx%d k%d pad%d batch %d, %s", s.c, s.h,
-				 s.w, s.k, s.pad, batch, g);
-			float *dx = kc_guarded_f(nx);
+			float *cols = kc_guarded_f(nc), *dx = kc_guarded_f(nx);
+			kernels_im2col(NULL, kc_geom_at(gi), x, &s, batch, cols);
 			kernels_col2im(NULL, kc_geom_at(gi), dcols, &s, batch, dx);
+			snprintf(what, sizeof(what), "im2col %s, %s", shape, g);
+			kc_check_guards_f(cols, nc, what);
+			kc_expect_close(what, cols, ref_cols, nc, 0.0, 0.0, kc_seed);
+			kc_expect_same_f(what, cols, host_cols, nc, kc_seed);
+			snprintf(what, sizeof(what), "col2im %s, %s", shape, g);
 			kc_check_guards_f(dx, nx, what);
-			kc_expect_close(what, dx, ref, nx, 1e-6, 1e-5, kc_seed);
+			kc_expect_close(what, dx, ref_dx, nx, 1e-6, 1e-5, kc_seed);
 			kc_expect_same_f(what, dx, host_dx, nx, kc_seed);
+			kc_free_guarded_f(cols);
 			kc_free_guarded_f(dx);
 		}
+		free(x);
 		free(dcols);
+		free(host_cols);
 		free(host_dx);
-		free(ref);
+		free(ref_cols);
+		free(ref_dx);
 	}
 }
 

@@ -19,6 +19,7 @@
 #include "elem.h"
 #include "io/idx.h"
 #include "train/model.h"
+#include "model_point.h"
 #include "ref.h"
 
 #define FWD_ROWS 3
@@ -28,42 +29,17 @@
 static void forward_check(enum model_kind kind, const int *hidden, int n_hidden, const char *name,
 			  uint64_t seed)
 {
-	struct backend be;
-	struct model m;
-	struct model_ws ws;
-	cr_assert_eq(backend_host_create(NULL, 1, &be), 0);
-	model_init(&m, kind, hidden, n_hidden);
-	cr_assert_eq(model_ws_create(&be, &m, FWD_ROWS, &ws), 0);
-	size_t np = m.n_params, nx = (size_t)FWD_ROWS * IDX_PIXELS;
-	float *params = calloc(np, sizeof(float)), *x = calloc(nx, sizeof(float));
-	double *pd = calloc(np, sizeof(double));
-	int32_t labels[FWD_ROWS];
-	cr_assert(params && x && pd);
 	/* Parameters twice as wide as the initial ones (more ReLU units on), normalised random pixels. */
-	struct rng r = rng_make(seed, 31);
-	model_init_params(&m, seed, params);
-	for (size_t i = 0; i < np; i++)
-		params[i] *= 2.0f;
-	for (size_t i = 0; i < nx; i++)
-		x[i] = normalize_pixel_elem((uint8_t)rng_below(&r, 256));
-	ref_fill_labels(&r, labels, FWD_ROWS, IDX_CLASSES);
-	ref_widen(params, pd, np);
-
-	float *params_d = backend_alloc(&be, np * sizeof(float));
-	float *grads_d = backend_alloc(&be, np * sizeof(float));
-	cr_assert(params_d && grads_d);
-	backend_upload(&be, params_d, params, np * sizeof(float));
-	backend_upload(&be, ws.act[0], x, nx * sizeof(float));
-	backend_upload(&be, ws.labels, labels, sizeof(labels));
-	model_forward(&be, &m, &ws, params_d, FWD_ROWS);
-	model_backward(&be, &m, &ws, params_d, grads_d, FWD_ROWS);
+	struct model_point p;
+	model_point_make(&p, kind, hidden, n_hidden, FWD_ROWS, seed, 31, 2.0f);
+	model_point_run(&p);
 	float logits[FWD_ROWS * IDX_CLASSES], loss[FWD_ROWS];
-	backend_download(&be, logits, ws.act[m.n_layers], sizeof(logits));
-	backend_download(&be, loss, ws.row_loss, sizeof(loss));
-	backend_synchronize(&be);
+	backend_download(&p.be, logits, p.ws.act[p.m.n_layers], sizeof(logits));
+	backend_download(&p.be, loss, p.ws.row_loss, sizeof(loss));
+	backend_synchronize(&p.be);
 
 	double want_logits[FWD_ROWS * IDX_CLASSES], want_loss[FWD_ROWS];
-	double mean = ref_net_loss(&m, pd, x, labels, FWD_ROWS, want_logits, NULL);
+	double mean = ref_net_loss(&p.m, p.pd, p.x, p.labels, FWD_ROWS, want_logits, NULL);
 	char what[96];
 	snprintf(what, sizeof(what), "model_forward %s logits", name);
 	struct ref_cmp c = ref_compare_f(what, logits, want_logits, FWD_ROWS * IDX_CLASSES, 1e-4, 1e-4,
@@ -72,7 +48,7 @@ static void forward_check(enum model_kind kind, const int *hidden, int n_hidden,
 		     (unsigned long long)seed);
 	/* Row losses of the float logits, as model_backward reports them. */
 	for (int i = 0; i < FWD_ROWS; i++)
-		want_loss[i] = ref_softmax_xent_row(logits + i * IDX_CLASSES, labels[i], IDX_CLASSES,
+		want_loss[i] = ref_softmax_xent_row(logits + i * IDX_CLASSES, p.labels[i], IDX_CLASSES,
 						    1.0, NULL);
 	snprintf(what, sizeof(what), "model_backward %s row_loss", name);
 	c = ref_compare_f(what, loss, want_loss, FWD_ROWS, 1e-5, 1e-5, seed);
@@ -81,14 +57,7 @@ static void forward_check(enum model_kind kind, const int *hidden, int n_hidden,
 	double got_mean = (loss[0] + loss[1] + loss[2]) / 3.0;
 	cr_assert(fabs(got_mean - mean) < 1e-4 * (1.0 + mean), "%s: mean loss %.9g, double network %.9g",
 		  name, got_mean, mean);
-
-	backend_free(&be, params_d);
-	backend_free(&be, grads_d);
-	model_ws_destroy(&be, &ws);
-	backend_destroy(&be);
-	free(params);
-	free(x);
-	free(pd);
+	model_point_free(&p);
 }
 
 Test(model, forward_matches_naive_double)
