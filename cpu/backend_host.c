@@ -13,6 +13,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "conv_host.h"
 #include "deadline.h"
 #include "dist.h"
 #include "elem.h"
@@ -205,9 +206,10 @@ static inline void sgd_momentum(float *restrict p, const float *restrict g, floa
 }
 
 HOST_VECTOR_CLONES
-static void host_sgd_update(void *ctx, float *p, const float *g, float *v, size_t n, float lr,
-			    float momentum)
+static void host_sgd_update(void *ctx, float *p, const float *g, float *v, size_t n,
+			    const float *lr_table, const int32_t *step, float momentum)
 {
+	float lr = lr_table[*step];
 	if (momentum != 0.0f)
 		sgd_momentum(p, g, v, n, lr, momentum);
 	else
@@ -273,6 +275,12 @@ static const struct backend_ops host_ops = {
 	.softmax_xent = host_softmax_xent,
 	.argmax_hits = host_argmax_hits,
 	.sgd_update = host_sgd_update,
+	.im2col = host_im2col,
+	.col2im = host_col2im,
+	.channel_bias_act = host_channel_bias_act,
+	.maxpool = host_maxpool,
+	.maxpool_backward = host_maxpool_backward,
+	.transpose = host_transpose,
 	.allreduce = host_allreduce,
 	.broadcast = host_broadcast,
 	.set_timeout = host_set_timeout,

@@ -12,7 +12,9 @@
  *     C(i, j) is the dot product of row i of A and row j of B; a block of
  *     GS_MI rows by up to GS_NR columns runs side by side over HOST_BLOCK-wide
  *     pieces of k, so each load of A or B feeds several products. This is the
- *     forward pass x * W^T.
+ *     forward pass x * W^T. A long sum with few rows (a convolution's weight
+ *     gradient, k a batch's pixels) takes blocks of GS_TALL_MI rows by
+ *     GS_TALL_NR columns instead, so that op(B) streams past fewer times.
  * Both transposed (never asked for by the models) and the axpy form's last
  * columns take plain loops. Block sizes are compile-time constants in each
  * specialised body (the switches below) and the loops over them are
@@ -30,12 +32,25 @@
 #define GS_NB 2  /* HOST_BLOCK-wide column pieces per block in the axpy form */
 #define GS_MI 2  /* rows of C per block in the dot form */
 #define GS_NR 12 /* columns of C per block in the dot form, at most */
+/* Sums this long take the dot form in blocks of GS_TALL_MI rows by up to GS_TALL_NR columns. */
+#define GS_TALL_K 2048
+#define GS_TALL_MI 6
+#define GS_TALL_NR 4
 
 /* Multiply-adds below which OpenBLAS's fixed per-call cost dominates. */
 #define GS_SMALL_MACS (1L << 19)
-/* With one side of C this narrow, the work is one thin panel whatever its size, up to here. */
+/*
+ * The axpy form outruns one OpenBLAS thread up to here when C's rows are
+ * whole HOST_BLOCKs (LeNet's fc1 gradients); a ragged edge takes plain loops.
+ */
+#define GS_AXPY_MACS (1L << 22)
+/*
+ * With one side of C this narrow, or a sum this short, the work is one thin
+ * panel whatever its size, up to here: a convolution's GEMMs (a few output
+ * channels by a batch's pixels, or a sum over them) at batch 128 and below.
+ */
 #define GS_SKINNY 16
-#define GS_SKINNY_MACS (1L << 23)
+#define GS_SKINNY_MACS (1L << 25)
 
 int gemm_small_wanted(const struct gemm_req *r)
 {
@@ -43,7 +58,9 @@ int gemm_small_wanted(const struct gemm_req *r)
 		return 0;
 	long macs = (long)r->m * r->n * r->k;
 	return macs <= GS_SMALL_MACS ||
-	       ((r->m <= GS_SKINNY || r->n <= GS_SKINNY) && macs <= GS_SKINNY_MACS);
+	       (!r->trans_b && r->n % HOST_BLOCK == 0 && macs < GS_AXPY_MACS) ||
+	       ((r->m <= GS_SKINNY || r->n <= GS_SKINNY || r->k <= GS_SKINNY) &&
+		macs <= GS_SKINNY_MACS);
 }
 
 /*
@@ -157,7 +174,7 @@ static void gemm_axpy(const struct gemm_req *r)
 static inline __attribute__((always_inline)) void dot_block(const struct gemm_req *r, int i0,
 							   int j0, const int MI, const int NR)
 {
-	float acc[GS_MI][GS_NR][HOST_BLOCK], sum[GS_NR];
+	float acc[GS_TALL_MI][GS_NR][HOST_BLOCK], sum[GS_NR];
 	for (int u = 0; u < MI; u++)
 		for (int q = 0; q < NR; q++)
 			for (int l = 0; l < HOST_BLOCK; l++)
@@ -167,7 +184,7 @@ static inline __attribute__((always_inline)) void dot_block(const struct gemm_re
 #pragma GCC unroll 12
 		for (int q = 0; q < NR; q++) {
 			const float *restrict b = r->b + (size_t)(j0 + q) * r->ldb + p;
-#pragma GCC unroll 2
+#pragma GCC unroll 6
 			for (int u = 0; u < MI; u++) {
 				const float *restrict a = r->a + (size_t)(i0 + u) * r->lda + p;
 				for (int l = 0; l < HOST_BLOCK; l++)
@@ -204,9 +221,37 @@ static inline __attribute__((always_inline)) void dot_block(const struct gemm_re
 	default: dot_block(r, i0, j0, MI, GS_NR); break;                      \
 	}
 
+#define DOT_TALL_CASES(MI)                                                    \
+	switch (nr) {                                                         \
+	case 1: dot_block(r, i0, j0, MI, 1); break;                           \
+	case 2: dot_block(r, i0, j0, MI, 2); break;                           \
+	case 3: dot_block(r, i0, j0, MI, 3); break;                           \
+	default: dot_block(r, i0, j0, MI, GS_TALL_NR); break;                 \
+	}
+
 HOST_VECTOR_CLONES
 static void gemm_dot(const struct gemm_req *r)
 {
+	if (r->k >= GS_TALL_K) {
+		/*
+		 * A long sum (a convolution's weight gradient sums over a batch's
+		 * pixels): blocks of GS_TALL_MI rows, so that op(B), megabytes here,
+		 * streams past as few times as C has row blocks.
+		 */
+		for (int i0 = 0; i0 < r->m; i0 += GS_TALL_MI)
+			for (int j0 = 0; j0 < r->n; j0 += GS_TALL_NR) {
+				int nr = r->n - j0 < GS_TALL_NR ? r->n - j0 : GS_TALL_NR;
+				switch (r->m - i0 < GS_TALL_MI ? r->m - i0 : GS_TALL_MI) {
+				case 1: DOT_TALL_CASES(1) break;
+				case 2: DOT_TALL_CASES(2) break;
+				case 3: DOT_TALL_CASES(3) break;
+				case 4: DOT_TALL_CASES(4) break;
+				case 5: DOT_TALL_CASES(5) break;
+				default: DOT_TALL_CASES(GS_TALL_MI) break;
+				}
+			}
+		return;
+	}
 	for (int i0 = 0; i0 < r->m; i0 += GS_MI)
 		for (int j0 = 0; j0 < r->n; j0 += GS_NR) {
 			int nr = r->n - j0 < GS_NR ? r->n - j0 : GS_NR;

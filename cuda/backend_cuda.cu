@@ -287,10 +287,45 @@ static void cuda_argmax_hits(void *ctx, const float *logits, const int32_t *labe
 	kernels_argmax_hits(ctx_of(ctx)->stream, NULL, logits, labels, rows, cols, hits);
 }
 
-static void cuda_sgd_update(void *ctx, float *p, const float *g, float *v, size_t n, float lr,
-			    float momentum)
+static void cuda_sgd_update(void *ctx, float *p, const float *g, float *v, size_t n,
+			    const float *lr, const int32_t *step, float momentum)
 {
-	kernels_sgd_update(ctx_of(ctx)->stream, NULL, p, g, v, n, lr, momentum);
+	kernels_sgd_update(ctx_of(ctx)->stream, NULL, p, g, v, n, lr, step, momentum);
+}
+
+static void cuda_im2col(void *ctx, const float *x, const struct conv_shape *s, int batch,
+			float *cols)
+{
+	kernels_im2col(ctx_of(ctx)->stream, NULL, x, s, batch, cols);
+}
+
+static void cuda_col2im(void *ctx, const float *dcols, const struct conv_shape *s, int batch,
+			float *dx)
+{
+	kernels_col2im(ctx_of(ctx)->stream, NULL, dcols, s, batch, dx);
+}
+
+static void cuda_channel_bias_act(void *ctx, float *y, const float *bias, int channels, size_t n,
+				  int relu)
+{
+	kernels_channel_bias_act(ctx_of(ctx)->stream, NULL, y, bias, channels, n, relu);
+}
+
+static void cuda_maxpool(void *ctx, const float *x, const struct pool_shape *s, int batch,
+			 float *y, int32_t *arg)
+{
+	kernels_maxpool(ctx_of(ctx)->stream, NULL, x, s, batch, y, arg);
+}
+
+static void cuda_maxpool_backward(void *ctx, const float *dy, const int32_t *arg,
+				  const struct pool_shape *s, int batch, float *dx)
+{
+	kernels_maxpool_backward(ctx_of(ctx)->stream, NULL, dy, arg, s, batch, dx);
+}
+
+static void cuda_transpose(void *ctx, const float *x, int rows, int cols, float *y)
+{
+	kernels_transpose(ctx_of(ctx)->stream, NULL, x, rows, cols, y);
 }
 
 /* ---- communication ---------------------------------------------------------- */
@@ -492,6 +527,12 @@ static const struct backend_ops cuda_ops = {
 	.softmax_xent = cuda_softmax_xent,
 	.argmax_hits = cuda_argmax_hits,
 	.sgd_update = cuda_sgd_update,
+	.im2col = cuda_im2col,
+	.col2im = cuda_col2im,
+	.channel_bias_act = cuda_channel_bias_act,
+	.maxpool = cuda_maxpool,
+	.maxpool_backward = cuda_maxpool_backward,
+	.transpose = cuda_transpose,
 	.allreduce = cuda_allreduce,
 	.broadcast = cuda_broadcast,
 	.synchronize = cuda_synchronize,

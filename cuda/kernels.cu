@@ -119,12 +119,13 @@ static __global__ void argmax_hits_kernel(const float *logits, const int32_t *la
 		hits[r] += argmax_hit_row_elem(logits + r * (size_t)cols, labels[r], cols);
 }
 
-static __global__ void sgd_update_kernel(float *p, const float *g, float *v, size_t n, float lr,
-					 float momentum)
+static __global__ void sgd_update_kernel(float *p, const float *g, float *v, size_t n,
+					 const float *lr, const int32_t *step, float momentum)
 {
+	float rate = lr[*step];
 	for (size_t i = grid_first(); i < n; i += grid_stride()) {
 		float unused = 0.0f;
-		sgd_update_elem(&p[i], g[i], v ? &v[i] : &unused, lr, momentum);
+		sgd_update_elem(&p[i], g[i], v ? &v[i] : &unused, rate, momentum);
 	}
 }
 
@@ -132,6 +133,98 @@ static __global__ void scale_kernel(float *x, size_t n, float alpha)
 {
 	for (size_t i = grid_first(); i < n; i += grid_stride())
 		x[i] = scale_elem(x[i], alpha);
+}
+
+/*
+ * cols (c*k*k, oh*ow*batch): item i is tap row i / ld = (ci, ky, kx), column
+ * i % ld = (oy, ox, b); it reads channel ci of x (c, h, w, batch).
+ */
+static __global__ void im2col_kernel(const float *x, struct conv_shape s, int batch, float *cols)
+{
+	size_t nb = (size_t)batch, ld = (size_t)s.oh * s.ow * nb;
+	size_t n = ld * (size_t)s.c * s.k * s.k;
+	for (size_t i = grid_first(); i < n; i += grid_stride()) {
+		size_t tap = i / ld, col = i - tap * ld;
+		int kx = (int)(tap % (size_t)s.k), ky = (int)(tap / (size_t)s.k % (size_t)s.k);
+		size_t ci = tap / ((size_t)s.k * s.k);
+		int b = (int)(col % nb);
+		size_t pixel = col / nb;
+		int oy = (int)(pixel / (size_t)s.ow), ox = (int)(pixel % (size_t)s.ow);
+		const float *channel = x + ci * (size_t)s.h * s.w * nb;
+		cols[i] = im2col_elem(channel, &s, batch, oy, ox, ky, kx, b);
+	}
+}
+
+/* dx (c, h, w, batch): item i is pixel (ci, iy, ix) of image b, the sum of its taps in dcols. */
+static __global__ void col2im_kernel(const float *dcols, struct conv_shape s, int batch,
+				     float *dx)
+{
+	size_t nb = (size_t)batch, n = (size_t)s.c * s.h * s.w * nb;
+	for (size_t i = grid_first(); i < n; i += grid_stride()) {
+		int b = (int)(i % nb);
+		size_t rest = i / nb;
+		int ix = (int)(rest % (size_t)s.w);
+		rest /= (size_t)s.w;
+		int iy = (int)(rest % (size_t)s.h), ci = (int)(rest / (size_t)s.h);
+		dx[i] = col2im_elem(dcols, &s, batch, ci, iy, ix, b);
+	}
+}
+
+/* y (channels, n): item i has bias i / n. */
+static __global__ void channel_bias_act_kernel(float *y, const float *bias, int channels,
+					       size_t n, int relu)
+{
+	size_t total = (size_t)channels * n;
+	for (size_t i = grid_first(); i < total; i += grid_stride())
+		y[i] = bias_act_elem(y[i], bias[i / n], relu);
+}
+
+/* y, arg (c, oh, ow, batch): item i is window (py, px) of image b in channel ci of x (c, h, w, batch). */
+static __global__ void maxpool_kernel(const float *x, struct pool_shape s, int batch, float *y,
+				      int32_t *arg)
+{
+	size_t nb = (size_t)batch, n = (size_t)s.c * s.oh * s.ow * nb;
+	for (size_t i = grid_first(); i < n; i += grid_stride()) {
+		int b = (int)(i % nb);
+		size_t rest = i / nb;
+		int px = (int)(rest % (size_t)s.ow);
+		rest /= (size_t)s.ow;
+		int py = (int)(rest % (size_t)s.oh);
+		size_t ci = rest / (size_t)s.oh;
+		const float *channel = x + ci * (size_t)s.h * s.w * nb;
+		y[i] = maxpool_window_elem(channel, s.w, s.k, batch, py, px, b, &arg[i]);
+	}
+}
+
+/* dx (c, h, w, batch): item i is input pixel (ci, iy, ix) of image b, the gradient its window sends it. */
+static __global__ void maxpool_backward_kernel(const float *dy, const int32_t *arg,
+					       struct pool_shape s, int batch, float *dx)
+{
+	size_t nb = (size_t)batch, n = (size_t)s.c * s.h * s.w * nb;
+	for (size_t i = grid_first(); i < n; i += grid_stride()) {
+		size_t b = i % nb, rest = i / nb;
+		int ix = (int)(rest % (size_t)s.w);
+		rest /= (size_t)s.w;
+		int iy = (int)(rest % (size_t)s.h);
+		size_t ci = rest / (size_t)s.h;
+		int py = iy / s.k, px = ix / s.k;
+		float g = 0.0f;
+		if (py < s.oh && px < s.ow) {
+			size_t o = ((ci * (size_t)s.oh + (size_t)py) * s.ow + (size_t)px) * nb + b;
+			g = maxpool_backward_elem(dy[o], arg[o], iy % s.k, ix % s.k, s.k);
+		}
+		dx[i] = g;
+	}
+}
+
+/* y (cols, rows): item i is y[j, r] = x[r, j], with j = i / rows, r = i % rows. */
+static __global__ void transpose_kernel(const float *x, int rows, int cols, float *y)
+{
+	size_t n = work_2d(rows, cols);
+	for (size_t i = grid_first(); i < n; i += grid_stride()) {
+		size_t j = i / (size_t)rows, r = i - j * (size_t)rows;
+		y[i] = x[r * (size_t)cols + j];
+	}
 }
 
 void kernels_gather(cudaStream_t stream, const struct kernel_geom *geom, const uint8_t *images,
@@ -193,12 +286,13 @@ void kernels_argmax_hits(cudaStream_t stream, const struct kernel_geom *geom,
 }
 
 void kernels_sgd_update(cudaStream_t stream, const struct kernel_geom *geom, float *p,
-			const float *g, float *v, size_t n, float lr, float momentum)
+			const float *g, float *v, size_t n, const float *lr, const int32_t *step,
+			float momentum)
 {
 	if (n == 0)
 		return;
 	struct kernel_geom gm = pick_geom(geom, n);
-	KERNEL_LAUNCH(sgd_update_kernel, gm, stream, p, g, v, n, lr, momentum);
+	KERNEL_LAUNCH(sgd_update_kernel, gm, stream, p, g, v, n, lr, step, momentum);
 }
 
 void kernels_scale(cudaStream_t stream, const struct kernel_geom *geom, float *x, size_t n,
@@ -208,6 +302,67 @@ void kernels_scale(cudaStream_t stream, const struct kernel_geom *geom, float *x
 		return;
 	struct kernel_geom g = pick_geom(geom, n);
 	KERNEL_LAUNCH(scale_kernel, g, stream, x, n, alpha);
+}
+
+void kernels_im2col(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
+		    const struct conv_shape *s, int batch, float *cols)
+{
+	size_t n = work_2d(batch, s->oh * s->ow) * (size_t)(s->c * s->k * s->k);
+	if (n == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, n);
+	KERNEL_LAUNCH(im2col_kernel, g, stream, x, *s, batch, cols);
+}
+
+void kernels_col2im(cudaStream_t stream, const struct kernel_geom *geom, const float *dcols,
+		    const struct conv_shape *s, int batch, float *dx)
+{
+	size_t n = work_2d(batch, s->c * s->h * s->w);
+	if (n == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, n);
+	KERNEL_LAUNCH(col2im_kernel, g, stream, dcols, *s, batch, dx);
+}
+
+void kernels_channel_bias_act(cudaStream_t stream, const struct kernel_geom *geom, float *y,
+			      const float *bias, int channels, size_t n, int relu)
+{
+	size_t total = channels > 0 ? (size_t)channels * n : 0;
+	if (total == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, total);
+	KERNEL_LAUNCH(channel_bias_act_kernel, g, stream, y, bias, channels, n, relu);
+}
+
+void kernels_maxpool(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
+		     const struct pool_shape *s, int batch, float *y, int32_t *arg)
+{
+	size_t n = work_2d(batch, s->c * s->oh * s->ow);
+	if (n == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, n);
+	KERNEL_LAUNCH(maxpool_kernel, g, stream, x, *s, batch, y, arg);
+}
+
+void kernels_maxpool_backward(cudaStream_t stream, const struct kernel_geom *geom,
+			      const float *dy, const int32_t *arg, const struct pool_shape *s,
+			      int batch, float *dx)
+{
+	size_t n = work_2d(batch, s->c * s->h * s->w);
+	if (n == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, n);
+	KERNEL_LAUNCH(maxpool_backward_kernel, g, stream, dy, arg, *s, batch, dx);
+}
+
+void kernels_transpose(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
+		       int rows, int cols, float *y)
+{
+	size_t n = work_2d(rows, cols);
+	if (n == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, n);
+	KERNEL_LAUNCH(transpose_kernel, g, stream, x, rows, cols, y);
 }
 
 #if defined(CUDART_VERSION)

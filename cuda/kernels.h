@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "conv_shape.h"
+
 /* nvcc: the CUDA runtime; a host-compiled test puts its own stand-in first on the path. */
 #include <cuda_runtime.h>
 
@@ -56,12 +58,32 @@ void kernels_softmax_xent(cudaStream_t stream, const struct kernel_geom *geom,
 void kernels_argmax_hits(cudaStream_t stream, const struct kernel_geom *geom,
 			 const float *logits, const int32_t *labels, int rows, int cols,
 			 int32_t *hits);
-/* Work: n, the whole flat buffer. v may be NULL when momentum is 0. */
+/* Work: n, the whole flat buffer. v may be NULL when momentum is 0. The rate is lr[*step]. */
 void kernels_sgd_update(cudaStream_t stream, const struct kernel_geom *geom, float *p,
-			const float *g, float *v, size_t n, float lr, float momentum);
+			const float *g, float *v, size_t n, const float *lr, const int32_t *step,
+			float momentum);
+/* Work: c*k*k * oh*ow*batch, the entries of cols. */
+void kernels_im2col(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
+		    const struct conv_shape *s, int batch, float *cols);
+/* Work: c*h*w*batch, the input pixels (one thread gathers all taps of a pixel). */
+void kernels_col2im(cudaStream_t stream, const struct kernel_geom *geom, const float *dcols,
+		    const struct conv_shape *s, int batch, float *dx);
+/* Work: channels * n. */
+void kernels_channel_bias_act(cudaStream_t stream, const struct kernel_geom *geom, float *y,
+			      const float *bias, int channels, size_t n, int relu);
+/* Work: c*oh*ow*batch, the windows. */
+void kernels_maxpool(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
+		     const struct pool_shape *s, int batch, float *y, int32_t *arg);
+/* Work: c*h*w*batch, the input pixels. */
+void kernels_maxpool_backward(cudaStream_t stream, const struct kernel_geom *geom,
+			      const float *dy, const int32_t *arg, const struct pool_shape *s,
+			      int batch, float *dx);
 /* x (n) *= alpha. Work: n. */
 void kernels_scale(cudaStream_t stream, const struct kernel_geom *geom, float *x, size_t n,
 		   float alpha);
+/* Work: rows * cols. */
+void kernels_transpose(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
+		       int rows, int cols, float *y);
 
 #if defined(CUDART_VERSION) /* a CUDA runtime: nvcc's, or the tests' simulator (tests/cudasim) */
 /*

@@ -23,12 +23,14 @@
 _Static_assert(sizeof(enum model_kind) == sizeof(int), "enum model_kind is int-sized");
 _Static_assert(sizeof(enum backend_choice) == sizeof(int), "enum backend_choice is int-sized");
 _Static_assert(sizeof(enum grad_reduce) == sizeof(int), "enum grad_reduce is int-sized");
+_Static_assert(sizeof(enum lr_schedule) == sizeof(int), "enum lr_schedule is int-sized");
 
 #define FIELD(name) offsetof(struct train_config, name)
 #define HELP_COLUMN 24
 #define HELP_WIDTH 80
 
-static const char *const model_names[] = {"seed", "linear", "mlp", NULL};
+static const char *const model_names[] = {"seed", "linear", "mlp", "lenet", NULL};
+static const char *const schedule_names[] = {"constant", "cosine", NULL};
 static const char *const backend_names[] = {"auto", "host", "cuda", NULL};
 static const char *const reduce_names[] = {"mean", "sum", NULL};
 
@@ -69,7 +71,8 @@ const struct setting config_settings[] = {
 	{.flag = "model", .arg = "NAME", .type = SETTING_CHOICE, .offset = FIELD(model), .def = "seed",
 	 .choices = model_names, .expect = "model",
 	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME, .group = "Model and optimiser",
-	 .help = "seed (Dense 784->10 + ReLU, the tutorial's net), linear, or mlp"},
+	 .help = "seed (Dense 784->10 + ReLU, the tutorial's net), linear, mlp, or lenet (LeNet-5: "
+		 "conv 5x5 6, pool, conv 5x5 16, pool, dense 120, 84, 10)"},
 	{.flag = "hidden", .arg = "A,B,...", .type = SETTING_LIST, .offset = FIELD(hidden),
 	 .count_offset = FIELD(n_hidden), .def = "512,256", .lo = 1, .hi = 16384,
 	 .max = CONFIG_MAX_HIDDEN, .expect = "layer sizes",
@@ -90,6 +93,16 @@ const struct setting config_settings[] = {
 	 .lo = 0, .hi = 1, .expect = "a number in [0, 1)",
 	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_HI_OPEN,
 	 .help = "SGD momentum in [0, 1)"},
+	{.flag = "lr-schedule", .arg = "NAME", .type = SETTING_CHOICE, .offset = FIELD(lr_schedule),
+	 .def = "constant", .choices = schedule_names, .expect = "schedule",
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME,
+	 .help = "constant, or cosine: from --lr to 0 over all steps of the run (PyTorch's "
+		 "CosineAnnealingLR, stepped per step)"},
+	{.flag = "warmup-steps", .arg = "N", .type = SETTING_LONG, .offset = FIELD(warmup_steps),
+	 .def = "0", .lo = 0, .hi = 1000000000, .note = "steps",
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME,
+	 .help = "raise the rate linearly from lr/N to lr over the first N steps, then follow the "
+		 "schedule"},
 	{.flag = "seed", .arg = "N", .type = SETTING_U64, .offset = FIELD(seed), .def = "1",
 	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME,
 	 .help = "seed for initial weights and shuffling"},
@@ -485,7 +498,12 @@ void config_print_help(const char *prog)
 
 const char *model_kind_name(enum model_kind m)
 {
-	return (int)m >= 0 && m <= MODEL_MLP ? model_names[m] : "?";
+	return (int)m >= 0 && m <= MODEL_LENET ? model_names[m] : "?";
+}
+
+const char *lr_schedule_name(enum lr_schedule kind)
+{
+	return (int)kind >= 0 && kind <= LR_COSINE ? schedule_names[kind] : "?";
 }
 
 const char *backend_choice_name(enum backend_choice b)

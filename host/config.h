@@ -32,12 +32,19 @@ enum model_kind {
 	MODEL_SEED = 0, /* Dense 784->10, ReLU on the logits (the tutorial's net) */
 	MODEL_LINEAR,   /* Dense 784->10 */
 	MODEL_MLP,      /* 784 -> hidden... -> 10, ReLU between */
+	MODEL_LENET,    /* LeNet-5: two 5x5 convolutions with max-pooling, three dense layers */
 };
 
 enum backend_choice {
 	BACKEND_AUTO = 0,
 	BACKEND_HOST,
 	BACKEND_CUDA,
+};
+
+/* --lr-schedule (train/schedule.h computes the rates). */
+enum lr_schedule {
+	LR_CONSTANT = 0,
+	LR_COSINE = 1,
 };
 
 /* --grad-reduce; the training loop maps it to the backend's reduction. */
@@ -57,6 +64,8 @@ struct train_config {
 	int batch_size; /* per rank */
 	float lr;
 	float momentum;
+	enum lr_schedule lr_schedule;
+	long warmup_steps; /* steps of linear warm-up at the start of the run */
 	uint64_t seed;
 	enum backend_choice backend;
 	enum grad_reduce grad_reduce;
@@ -168,6 +177,7 @@ void config_print_help(const char *prog);
 
 const char *model_kind_name(enum model_kind m);
 const char *backend_choice_name(enum backend_choice b);
+const char *lr_schedule_name(enum lr_schedule kind); /* "constant" or "cosine" */
 
 #ifdef __cplusplus
 }

@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "conv_shape.h"
 #include "gemm_map.h"
 
 #ifdef __cplusplus
@@ -75,9 +76,38 @@ struct backend_ops {
 	/* hits (rows) += argmax_hit_row_elem(logits row, label). */
 	void (*argmax_hits)(void *ctx, const float *logits, const int32_t *labels, int rows,
 			    int cols, int32_t *hits);
-	/* For i < n: sgd_update_elem(&p[i], g[i], &v[i], lr, momentum). */
-	void (*sgd_update)(void *ctx, float *p, const float *g, float *v, size_t n, float lr,
-			   float momentum);
+	/*
+	 * For i < n: sgd_update_elem(&p[i], g[i], &v[i], lr[*step], momentum).
+	 * lr: a table of rates, step: one int32, both in backend memory and read
+	 * when the op runs, so a captured step replays with its own step's rate.
+	 */
+	void (*sgd_update)(void *ctx, float *p, const float *g, float *v, size_t n, const float *lr,
+			   const int32_t *step, float momentum);
+
+	/*
+	 * Convolution and pooling, batch-innermost (layouts in conv_shape.h).
+	 * im2col: x (c, h, w, batch) -> cols (c*k*k, oh*ow*batch), each entry
+	 * im2col_elem.
+	 */
+	void (*im2col)(void *ctx, const float *x, const struct conv_shape *s, int batch,
+		       float *cols);
+	/* col2im as a gather: dx (c, h, w, batch), each pixel col2im_elem over dcols (c*k*k, oh*ow*batch). */
+	void (*col2im)(void *ctx, const float *dcols, const struct conv_shape *s, int batch,
+		       float *dx);
+	/* y (channels, n): y[c, i] = bias_act_elem(y[c, i], bias[c], relu), bias (channels). */
+	void (*channel_bias_act)(void *ctx, float *y, const float *bias, int channels, size_t n,
+				 int relu);
+	/*
+	 * x (c, h, w, batch) -> y (c, oh, ow, batch), and arg (c, oh, ow, batch)
+	 * the offset of each window's max: maxpool_window_elem.
+	 */
+	void (*maxpool)(void *ctx, const float *x, const struct pool_shape *s, int batch, float *y,
+			int32_t *arg);
+	/* dx (c, h, w, batch) = maxpool_backward_elem of dy (c, oh, ow, batch) and arg; 0 outside every window. */
+	void (*maxpool_backward)(void *ctx, const float *dy, const int32_t *arg,
+				 const struct pool_shape *s, int batch, float *dx);
+	/* y (cols, rows) = x (rows, cols) transposed: y[j, i] = x[i, j]. */
+	void (*transpose)(void *ctx, const float *x, int rows, int cols, float *y);
 
 	/* In-place collective over all ranks of the job. */
 	void (*allreduce)(void *ctx, float *buf, size_t n, enum reduce_op op);
@@ -178,9 +208,41 @@ static inline void backend_argmax_hits(const struct backend *b, const float *log
 	b->ops->argmax_hits(b->ctx, logits, labels, rows, cols, hits);
 }
 static inline void backend_sgd_update(const struct backend *b, float *p, const float *g,
-				      float *v, size_t n, float lr, float momentum)
+				      float *v, size_t n, const float *lr, const int32_t *step,
+				      float momentum)
 {
-	b->ops->sgd_update(b->ctx, p, g, v, n, lr, momentum);
+	b->ops->sgd_update(b->ctx, p, g, v, n, lr, step, momentum);
+}
+static inline void backend_im2col(const struct backend *b, const float *x,
+				  const struct conv_shape *s, int batch, float *cols)
+{
+	b->ops->im2col(b->ctx, x, s, batch, cols);
+}
+static inline void backend_col2im(const struct backend *b, const float *dcols,
+				  const struct conv_shape *s, int batch, float *dx)
+{
+	b->ops->col2im(b->ctx, dcols, s, batch, dx);
+}
+static inline void backend_channel_bias_act(const struct backend *b, float *y, const float *bias,
+					    int channels, size_t n, int relu)
+{
+	b->ops->channel_bias_act(b->ctx, y, bias, channels, n, relu);
+}
+static inline void backend_maxpool(const struct backend *b, const float *x,
+				   const struct pool_shape *s, int batch, float *y, int32_t *arg)
+{
+	b->ops->maxpool(b->ctx, x, s, batch, y, arg);
+}
+static inline void backend_maxpool_backward(const struct backend *b, const float *dy,
+					    const int32_t *arg, const struct pool_shape *s,
+					    int batch, float *dx)
+{
+	b->ops->maxpool_backward(b->ctx, dy, arg, s, batch, dx);
+}
+static inline void backend_transpose(const struct backend *b, const float *x, int rows, int cols,
+				     float *y)
+{
+	b->ops->transpose(b->ctx, x, rows, cols, y);
 }
 static inline void backend_allreduce(const struct backend *b, float *buf, size_t n,
 				     enum reduce_op op)

@@ -11,7 +11,11 @@
 #define MNIST_DDP_ELEM_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "conv_shape.h"
 
 #if defined(__CUDACC__)
 #define ELEM_FN static inline __host__ __device__
@@ -100,6 +104,98 @@ ELEM_FN void sgd_update_elem(float *p, float g, float *v, float lr, float moment
 ELEM_FN float scale_elem(float x, float alpha)
 {
 	return x * alpha;
+}
+
+/*
+ * One entry of the im2col matrix (conv_shape.h): what tap (ky, kx) reads for
+ * output pixel (oy, ox) of image b, from one input channel (h, w, batch); 0
+ * in the padding.
+ */
+ELEM_FN float im2col_elem(const float *channel, const struct conv_shape *s, int batch, int oy,
+			  int ox, int ky, int kx, int b)
+{
+	int iy = oy + ky - s->pad, ix = ox + kx - s->pad;
+	return iy >= 0 && iy < s->h && ix >= 0 && ix < s->w
+		       ? channel[((size_t)iy * s->w + ix) * batch + b]
+		       : 0.0f;
+}
+
+/*
+ * col2im as a gather: the gradient of input pixel (iy, ix) of channel ci of
+ * image b is the sum of the im2col entries that read it, taken in tap order
+ * (ky, then kx, ascending), so every backend adds the same terms in the same
+ * order. dcols (c*k*k, oh*ow*batch): row (ci, ky, kx), column (oy, ox, b)
+ * with oy = iy + pad - ky, ox = ix + pad - kx.
+ */
+ELEM_FN float col2im_elem(const float *dcols, const struct conv_shape *s, int batch, int ci,
+			  int iy, int ix, int b)
+{
+	size_t ld = (size_t)s->oh * s->ow * batch;
+	float sum = 0.0f;
+	for (int ky = 0; ky < s->k; ky++) {
+		int oy = iy + s->pad - ky;
+		if (oy < 0 || oy >= s->oh)
+			continue;
+		const float *row = dcols + (size_t)((ci * s->k + ky) * s->k) * ld +
+				   (size_t)oy * s->ow * batch + b;
+		for (int kx = 0; kx < s->k; kx++) {
+			int ox = ix + s->pad - kx;
+			if (ox >= 0 && ox < s->ow)
+				sum += row[(size_t)kx * ld + (size_t)ox * batch];
+		}
+	}
+	return sum;
+}
+
+/*
+ * a when t, else b, chosen by a bit mask: compilers turn a ?: between floats
+ * into a branch, which costs a misprediction whenever the choice is data.
+ */
+ELEM_FN float select_elem(int t, float a, float b)
+{
+	uint32_t x, y, mask = 0u - (uint32_t)(t != 0);
+	memcpy(&x, &a, sizeof(x));
+	memcpy(&y, &b, sizeof(y));
+	x = (x & mask) | (y & ~mask);
+	memcpy(&a, &x, sizeof(a));
+	return a;
+}
+
+/*
+ * Whether v, later in a max-pool window's row order, replaces the window's
+ * best so far: when larger, or a NaN over a number (PyTorch's rule).
+ */
+ELEM_FN int maxpool_takes_elem(float v, float best)
+{
+	return (v > best) | ((v != v) & (best == best));
+}
+
+/*
+ * Window (py, px) of image b in one channel (h, w, batch) of a max-pool: the
+ * largest of its k x k values, and in *arg its offset ky*k + kx. The first
+ * maximum in row order wins, and a NaN wins over numbers (PyTorch's rule).
+ */
+ELEM_FN float maxpool_window_elem(const float *channel, int w, int k, int batch, int py, int px,
+				  int b, int32_t *arg)
+{
+	const float *p = channel + ((size_t)py * k * w + (size_t)px * k) * batch + b;
+	float best = p[0];
+	int32_t at = 0;
+	for (int ky = 0; ky < k; ky++)
+		for (int kx = 0; kx < k; kx++) {
+			float v = p[((size_t)ky * w + kx) * batch];
+			int take = maxpool_takes_elem(v, best);
+			best = select_elem(take, v, best);
+			at = take ? ky * k + kx : at;
+		}
+	*arg = at;
+	return best;
+}
+
+/* Gradient of the input at offset (ky, kx) of its window: the window's dy where it held the max. */
+ELEM_FN float maxpool_backward_elem(float dy, int32_t arg, int ky, int kx, int k)
+{
+	return arg == ky * k + kx ? dy : 0.0f;
 }
 
 #endif /* MNIST_DDP_ELEM_H */

@@ -141,6 +141,253 @@ void ref_sgd_update(double *p, const float *g, double *v, size_t n, double lr, d
 	}
 }
 
+/* Pixel (ci, iy, ix) of image b in x (c, h, w, batch) as double, 0 outside the image. */
+static double ref_pixel(const float *x, const struct conv_shape *s, int batch, int b, int ci,
+			int iy, int ix)
+{
+	if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w)
+		return 0.0;
+	return x[(((size_t)ci * s->h + iy) * s->w + ix) * batch + b];
+}
+
+/* Index of output pixel (o, oy, ox) of image b in (oc, oh, ow, batch). */
+static size_t ref_out_at(const struct conv_shape *s, int batch, int o, int oy, int ox, int b)
+{
+	return (((size_t)o * s->oh + oy) * s->ow + ox) * batch + b;
+}
+
+void ref_im2col(const float *x, const struct conv_shape *s, int batch, double *cols)
+{
+	size_t ld = (size_t)s->oh * s->ow * batch;
+	for (int ci = 0; ci < s->c; ci++)
+		for (int ky = 0; ky < s->k; ky++)
+			for (int kx = 0; kx < s->k; kx++)
+				for (int oy = 0; oy < s->oh; oy++)
+					for (int ox = 0; ox < s->ow; ox++)
+						for (int b = 0; b < batch; b++) {
+							size_t r = (size_t)(ci * s->k + ky) * s->k + kx;
+							size_t col = ((size_t)oy * s->ow + ox) * batch + b;
+							cols[r * ld + col] = ref_pixel(x, s, batch, b, ci,
+										       oy + ky - s->pad,
+										       ox + kx - s->pad);
+						}
+}
+
+void ref_col2im(const float *dcols, const struct conv_shape *s, int batch, double *dx)
+{
+	size_t ld = (size_t)s->oh * s->ow * batch;
+	memset(dx, 0, (size_t)batch * s->c * s->h * s->w * sizeof(double));
+	for (int ci = 0; ci < s->c; ci++)
+		for (int ky = 0; ky < s->k; ky++)
+			for (int kx = 0; kx < s->k; kx++)
+				for (int oy = 0; oy < s->oh; oy++)
+					for (int ox = 0; ox < s->ow; ox++)
+						for (int b = 0; b < batch; b++) {
+							int iy = oy + ky - s->pad, ix = ox + kx - s->pad;
+							if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w)
+								continue;
+							size_t r = (size_t)(ci * s->k + ky) * s->k + kx;
+							size_t col = ((size_t)oy * s->ow + ox) * batch + b;
+							dx[(((size_t)ci * s->h + iy) * s->w + ix) * batch + b] +=
+								dcols[r * ld + col];
+						}
+}
+
+void ref_channel_bias_act(double *y, const float *bias, int channels, size_t n, int relu)
+{
+	for (int c = 0; c < channels; c++)
+		for (size_t i = 0; i < n; i++) {
+			double v = y[(size_t)c * n + i] + (double)bias[c];
+			y[(size_t)c * n + i] = relu && v < 0.0 ? 0.0 : v;
+		}
+}
+
+void ref_conv_forward(const float *x, const float *w, const float *bias,
+		      const struct conv_shape *s, int oc, int batch, double *y)
+{
+	for (int o = 0; o < oc; o++)
+		for (int b = 0; b < batch; b++)
+			for (int oy = 0; oy < s->oh; oy++)
+				for (int ox = 0; ox < s->ow; ox++) {
+					double sum = bias[o];
+					for (int ci = 0; ci < s->c; ci++)
+						for (int ky = 0; ky < s->k; ky++)
+							for (int kx = 0; kx < s->k; kx++)
+								sum += (double)w[((size_t)(o * s->c + ci) * s->k + ky) * s->k + kx] *
+								       ref_pixel(x, s, batch, b, ci, oy + ky - s->pad,
+										 ox + kx - s->pad);
+					y[ref_out_at(s, batch, o, oy, ox, b)] = sum;
+				}
+}
+
+void ref_conv_backward(const float *x, const float *w, const float *dy,
+		       const struct conv_shape *s, int oc, int batch, double *dw, double *db,
+		       double *dx)
+{
+	size_t kk = (size_t)s->c * s->k * s->k;
+	memset(dw, 0, (size_t)oc * kk * sizeof(double));
+	memset(db, 0, (size_t)oc * sizeof(double));
+	if (dx)
+		memset(dx, 0, (size_t)batch * s->c * s->h * s->w * sizeof(double));
+	for (int o = 0; o < oc; o++)
+		for (int b = 0; b < batch; b++)
+			for (int oy = 0; oy < s->oh; oy++)
+				for (int ox = 0; ox < s->ow; ox++) {
+					double g = dy[ref_out_at(s, batch, o, oy, ox, b)];
+					db[o] += g;
+					for (int ci = 0; ci < s->c; ci++)
+						for (int ky = 0; ky < s->k; ky++)
+							for (int kx = 0; kx < s->k; kx++) {
+								int iy = oy + ky - s->pad, ix = ox + kx - s->pad;
+								size_t wi = ((size_t)(o * s->c + ci) * s->k + ky) * s->k + kx;
+								dw[wi] += g * ref_pixel(x, s, batch, b, ci, iy, ix);
+								if (dx && iy >= 0 && iy < s->h && ix >= 0 && ix < s->w)
+									dx[(((size_t)ci * s->h + iy) * s->w + ix) * batch + b] +=
+										g * (double)w[wi];
+							}
+				}
+}
+
+void ref_maxpool(const float *x, const struct pool_shape *s, int batch, double *y, int32_t *arg)
+{
+	for (int c = 0; c < s->c; c++)
+		for (int py = 0; py < s->oh; py++)
+			for (int px = 0; px < s->ow; px++)
+				for (int b = 0; b < batch; b++) {
+					/* Value of tap q of the window, image b. */
+#define REF_TAP(q) x[(((size_t)c * s->h + py * s->k + (q) / s->k) * s->w + px * s->k + (q) % s->k) * batch + b]
+					int best = 0;
+					for (int q = 1; q < s->k * s->k; q++)
+						if (REF_TAP(q) > REF_TAP(best))
+							best = q;
+					size_t o = (((size_t)c * s->oh + py) * s->ow + px) * batch + b;
+					y[o] = REF_TAP(best);
+					arg[o] = best;
+#undef REF_TAP
+				}
+}
+
+void ref_maxpool_backward(const float *dy, const int32_t *arg, const struct pool_shape *s,
+			  int batch, double *dx)
+{
+	memset(dx, 0, (size_t)s->c * batch * s->h * s->w * sizeof(double));
+	for (int c = 0; c < s->c; c++)
+		for (int py = 0; py < s->oh; py++)
+			for (int px = 0; px < s->ow; px++)
+				for (int b = 0; b < batch; b++) {
+					size_t o = (((size_t)c * s->oh + py) * s->ow + px) * batch + b;
+					int ky = arg[o] / s->k, kx = arg[o] % s->k;
+					dx[(((size_t)c * s->h + py * s->k + ky) * s->w + px * s->k + kx) * batch + b] =
+						dy[o];
+				}
+}
+
+size_t ref_net_pattern_len(const struct model *m, int rows)
+{
+	size_t n = 0;
+	for (int i = 0; i < m->n_layers; i++)
+		if (m->layer[i].relu || m->layer[i].kind == LAYER_POOL)
+			n += (size_t)rows * (size_t)m->layer[i].out;
+	return n ? n : 1;
+}
+
+/* One layer of ref_net_loss for one example: in -> out, both NCHW (or flat). */
+static void ref_net_layer(const struct layer *l, const double *p, const double *in, double *out,
+			  uint8_t *pattern)
+{
+	if (l->kind == LAYER_DENSE) {
+		for (int o = 0; o < l->units; o++) {
+			double s = p[l->b_off + o];
+			for (int i = 0; i < l->in; i++)
+				s += in[i] * p[l->w_off + (size_t)o * l->in + i];
+			out[o] = s;
+		}
+	} else if (l->kind == LAYER_CONV) {
+		const struct conv_shape *c = &l->conv;
+		for (int o = 0; o < l->units; o++)
+			for (int oy = 0; oy < c->oh; oy++)
+				for (int ox = 0; ox < c->ow; ox++) {
+					double s = p[l->b_off + o];
+					for (int ci = 0; ci < c->c; ci++)
+						for (int ky = 0; ky < c->k; ky++)
+							for (int kx = 0; kx < c->k; kx++) {
+								int iy = oy + ky - c->pad, ix = ox + kx - c->pad;
+								if (iy < 0 || iy >= c->h || ix < 0 || ix >= c->w)
+									continue;
+								s += in[((size_t)ci * c->h + iy) * c->w + ix] *
+								     p[l->w_off + (((size_t)o * c->c + ci) * c->k + ky) * c->k + kx];
+							}
+					out[((size_t)o * c->oh + oy) * c->ow + ox] = s;
+				}
+	} else if (l->kind == LAYER_TRANSPOSE) {
+		/* Only the backend's layout changes: here every activation is one example's, in order. */
+		for (int i = 0; i < l->in; i++)
+			out[i] = in[i];
+		return;
+	} else {
+		const struct pool_shape *q = &l->pool;
+		for (int ch = 0; ch < q->c; ch++)
+			for (int py = 0; py < q->oh; py++)
+				for (int px = 0; px < q->ow; px++) {
+					const double *w0 = in + ((size_t)ch * q->h + py * q->k) * q->w + px * q->k;
+					int best = 0;
+					for (int t = 1; t < q->k * q->k; t++)
+						if (w0[(t / q->k) * q->w + t % q->k] >
+						    w0[(best / q->k) * q->w + best % q->k])
+							best = t;
+					size_t o = ((size_t)ch * q->oh + py) * q->ow + px;
+					out[o] = w0[(best / q->k) * q->w + best % q->k];
+					if (pattern)
+						pattern[o] = (uint8_t)best;
+				}
+		return;
+	}
+	for (int o = 0; o < l->out && l->relu; o++) {
+		if (pattern)
+			pattern[o] = out[o] > 0.0;
+		out[o] = out[o] > 0.0 ? out[o] : 0.0;
+	}
+}
+
+double ref_net_loss(const struct model *m, const double *params, const float *x,
+		    const int32_t *labels, int rows, double *logits, uint8_t *pattern)
+{
+	size_t width = 784;
+	for (int i = 0; i < m->n_layers; i++)
+		width = (size_t)m->layer[i].out > width ? (size_t)m->layer[i].out : width;
+	double *a = malloc(width * sizeof(double)), *b = malloc(width * sizeof(double));
+	if (!a || !b)
+		abort();
+	double loss = 0.0;
+	for (int r = 0; r < rows; r++) {
+		for (int i = 0; i < 784; i++)
+			a[i] = x[(size_t)r * 784 + i];
+		size_t at = 0; /* layer i's pattern: rows blocks of out bytes, after the layers before */
+		for (int i = 0; i < m->n_layers; i++) {
+			const struct layer *l = &m->layer[i];
+			int marks = l->relu || l->kind == LAYER_POOL;
+			ref_net_layer(l, params, a, b,
+				      pattern && marks ? pattern + at + (size_t)r * l->out : NULL);
+			at += marks ? (size_t)rows * l->out : 0;
+			double *t = a;
+			a = b;
+			b = t;
+		}
+		double mx = a[0], sum = 0.0;
+		for (int j = 1; j < 10; j++)
+			mx = a[j] > mx ? a[j] : mx;
+		for (int j = 0; j < 10; j++)
+			sum += exp(a[j] - mx);
+		loss += mx + log(sum) - a[labels[r]];
+		if (logits)
+			for (int j = 0; j < 10; j++)
+				logits[(size_t)r * 10 + j] = a[j];
+	}
+	free(a);
+	free(b);
+	return loss / rows;
+}
+
 struct ref_cmp ref_compare_f(const char *what, const float *got, const double *ref, size_t n,
 			     double atol, double rtol, uint64_t seed)
 {

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "conv_shape.h"
+#include "train/model.h"
 #include "train/rng.h"
 
 #ifdef __cplusplus
@@ -70,6 +72,61 @@ int ref_argmax_row(const float *logits, int c);
 
 /* One SGD step in double: v = mom * v + g, p -= lr * v (mom != 0); else p -= lr * g. */
 void ref_sgd_update(double *p, const float *g, double *v, size_t n, double lr, double mom);
+
+/*
+ * Convolution and pooling from their definitions, in the batch-innermost
+ * layouts of include/conv_shape.h: images (c, h, w, batch); stride 1
+ * convolutions with zero padding, k x k pools with stride k.
+ */
+
+/* cols (c*k*k, oh*ow*batch): cols[(ci, ky, kx), (oy, ox, b)] = pixel (ci, oy+ky-pad, ox+kx-pad) of image b, or 0. */
+void ref_im2col(const float *x, const struct conv_shape *s, int batch, double *cols);
+
+/* dx (c, h, w, batch) = the adjoint of im2col: every entry of dcols added to the pixel it reads. */
+void ref_col2im(const float *dcols, const struct conv_shape *s, int batch, double *dx);
+
+/* y (channels, n) += bias[channel], then max(., 0) when relu. */
+void ref_channel_bias_act(double *y, const float *bias, int channels, size_t n, int relu);
+
+/*
+ * Direct convolution: y (oc, oh, ow, batch) = sum over (ci, ky, kx) of
+ * w[o, ci, ky, kx] * pixel (ci, oy+ky-pad, ox+kx-pad) of x (c, h, w, batch) + bias[o].
+ */
+void ref_conv_forward(const float *x, const float *w, const float *bias,
+		      const struct conv_shape *s, int oc, int batch, double *y);
+
+/*
+ * Its gradients given dy (oc, oh, ow, batch): dw (oc, c, k, k), db (oc), dx
+ * (c, h, w, batch), each from the definition (dx may be NULL).
+ */
+void ref_conv_backward(const float *x, const float *w, const float *dy,
+		       const struct conv_shape *s, int oc, int batch, double *dw, double *db,
+		       double *dx);
+
+/*
+ * Max-pool of x (c, h, w, batch): y (c, oh, ow, batch) and arg the offset
+ * ky*k + kx of each window's first maximum.
+ */
+void ref_maxpool(const float *x, const struct pool_shape *s, int batch, double *y, int32_t *arg);
+
+/* dx (c, h, w, batch): dy (c, oh, ow, batch) sent to each window's argmax, 0 elsewhere. */
+void ref_maxpool_backward(const float *dy, const int32_t *arg, const struct pool_shape *s,
+			  int batch, double *dx);
+
+/*
+ * A whole network in double, from PyTorch's definitions with each example's
+ * activations in PyTorch's (c, h, w) order, one example at a time (it reads
+ * only the model's layer list: kinds, shapes, offsets; transposes change
+ * nothing here):
+ * the mean softmax cross-entropy over rows examples x (rows, 784) with labels,
+ * at parameters params (n_params, double). logits (rows, 10) may be NULL;
+ * pattern, when not NULL, gets ref_net_pattern_len bytes: each ReLU unit's
+ * on/off and each pool window's argmax, layer by layer, so a caller can tell
+ * whether two parameter points lie on the same linear piece.
+ */
+double ref_net_loss(const struct model *m, const double *params, const float *x,
+		    const int32_t *labels, int rows, double *logits, uint8_t *pattern);
+size_t ref_net_pattern_len(const struct model *m, int rows);
 
 /* What a comparison found. */
 struct ref_cmp {

@@ -76,16 +76,24 @@ TestSuite(checkpoint, .init = make_tmpdir, .fini = cleanup_tmpdir);
 
 /* ---- fixtures ---------------------------------------------------------------- */
 
-/* An mlp 784 -> 5 -> 3 -> 10 (small, several layers) or the seed model. */
+/*
+ * An mlp 784 -> 5 -> 3 -> 10 (mlp 1: small, several layers), the seed model
+ * (mlp 0) or LeNet-5 with a cosine schedule and a warm-up (mlp 2).
+ */
 static void small_model(struct model *m, struct train_config *c, int mlp)
 {
 	config_defaults(c);
-	if (mlp) {
+	if (mlp == 1) {
 		c->model = MODEL_MLP;
 		c->hidden[0] = 5;
 		c->hidden[1] = 3;
 		c->n_hidden = 2;
 		c->momentum = 0.9f;
+	} else if (mlp == 2) {
+		c->model = MODEL_LENET;
+		c->momentum = 0.9f;
+		c->lr_schedule = LR_COSINE;
+		c->warmup_steps = 10;
 	}
 	c->lr = 0.05f;
 	c->batch_size = 16;
@@ -209,7 +217,8 @@ static size_t craft(uint8_t **out, size_t data_len, const char *json, ...)
 #define META_OK                                                                                \
 	"\"format\":\"" CHECKPOINT_FORMAT "\",\"version\":\"0.1.0\",\"global_step\":\"1\","        \
 	"\"steps_per_epoch\":\"32\",\"model\":\"seed\",\"hidden\":\"\",\"epochs\":\"4\","         \
-	"\"batch_size\":\"16\",\"lr\":\"0.05\",\"momentum\":\"0\",\"seed\":\"1\","                \
+	"\"batch_size\":\"16\",\"lr\":\"0.05\",\"momentum\":\"0\",\"lr_schedule\":\"constant\","  \
+	"\"warmup_steps\":\"0\",\"seed\":\"1\","                                                  \
 	"\"grad_reduce\":\"mean\",\"drop_last\":\"off\",\"ranks\":\"2\",\"examples\":\"1000\","  \
 	"\"train_crc32\":\"12345678\",\"checksum\":\"crc32:00000000\""
 
@@ -237,7 +246,7 @@ static enum status parse_image(const uint8_t *buf, size_t len, char *err)
 
 Test(checkpoint, round_trip_is_bitwise)
 {
-	for (int mlp = 0; mlp < 2; mlp++) {
+	for (int mlp = 0; mlp < 3; mlp++) {
 		struct image im;
 		make_image(&im, mlp, 45);
 		struct checkpoint_info info;
@@ -246,7 +255,7 @@ Test(checkpoint, round_trip_is_bitwise)
 		cr_assert_eq(checkpoint_parse(im.buf, im.len, "x", &info, view, err, sizeof(err)),
 			     STATUS_OK, "seed %llu: %s", SEED, err);
 		cr_expect_eq(header_len(im.buf) % 8, 0, "the data must start 8-aligned");
-		cr_expect_eq(view->n_tensors, 4 * im.m.n_layers);
+		cr_expect_eq(view->n_tensors, 2 * model_n_tensors(&im.m));
 		cr_expect_eq(view->data_len, 2 * im.m.n_params * 4);
 		float *p = calloc(im.m.n_params, sizeof(float));
 		float *v = calloc(im.m.n_params, sizeof(float));
@@ -258,10 +267,12 @@ Test(checkpoint, round_trip_is_bitwise)
 		cr_expect_eq(info.global_step, 45);
 		cr_expect_eq(info.steps_per_epoch, 32);
 		cr_expect_eq(info.cfg.model, im.c.model);
-		if (mlp)
+		if (mlp == 1)
 			cr_expect(info.cfg.n_hidden == 2 && info.cfg.hidden[0] == 5 && info.cfg.hidden[1] == 3);
 		cr_expect_eq(info.cfg.lr, im.c.lr);
 		cr_expect_eq(info.cfg.momentum, im.c.momentum);
+		cr_expect_eq(info.cfg.lr_schedule, im.c.lr_schedule);
+		cr_expect_eq(info.cfg.warmup_steps, im.c.warmup_steps);
 		cr_expect_eq(info.cfg.epochs, 4);
 		cr_expect_eq(info.ranks, 2);
 		cr_expect_eq(info.cfg.batch_size, 16);
@@ -430,6 +441,11 @@ Test(checkpoint, inconsistent_metadata)
 		{"\"lr\":\"0.05\"", "\"lr\":\"0\""},
 		{"\"momentum\":\"0\"", "\"momentum\":\"1.5\""},
 		{"\"grad_reduce\":\"mean\"", "\"grad_reduce\":\"max\""},
+		{"\"lr_schedule\":\"constant\"", "\"lr_schedule\":\"linear\""},
+		{"\"lr_schedule\":\"constant\"", "\"lr_schedule\":\"\""},
+		{"\"warmup_steps\":\"0\"", "\"warmup_steps\":\"-3\""},
+		{"\"warmup_steps\":\"0\"", "\"warmup_steps\":\"x\""},
+		{"\"lr_schedule\":\"constant\",", ""},
 		{"\"drop_last\":\"off\"", "\"drop_last\":\"0\""},
 		{"\"train_crc32\":\"12345678\"", "\"train_crc32\":\"1234567\""},
 		{"\"seed\":\"1\"", "\"seed\":\"-1\""},
@@ -532,6 +548,35 @@ Test(checkpoint, other_model_is_a_mismatch)
 	free_image(&im);
 }
 
+/* LeNet-5's tensors under PyTorch's names and shapes (conv weights 4-D), in buffer order. */
+Test(checkpoint, lenet_layout_is_pytorchs)
+{
+	struct image im;
+	make_image(&im, 2, 32);
+	size_t h = (size_t)header_len(im.buf);
+	char *hdr = strndup((const char *)im.buf + 8, h);
+	const char *want[] = {
+		"\"conv1.weight\":{\"dtype\":\"F32\",\"shape\":[6,1,5,5],\"data_offsets\":[0,600]}",
+		"\"conv1.bias\":{\"dtype\":\"F32\",\"shape\":[6],\"data_offsets\":[600,624]}",
+		"\"conv2.weight\":{\"dtype\":\"F32\",\"shape\":[16,6,5,5],\"data_offsets\":[624,10224]}",
+		"\"conv2.bias\":{\"dtype\":\"F32\",\"shape\":[16],",
+		"\"fc1.weight\":{\"dtype\":\"F32\",\"shape\":[120,400],",
+		"\"fc1.bias\":{\"dtype\":\"F32\",\"shape\":[120],",
+		"\"fc2.weight\":{\"dtype\":\"F32\",\"shape\":[84,120],",
+		"\"fc3.weight\":{\"dtype\":\"F32\",\"shape\":[10,84],",
+		"\"fc3.bias\":{\"dtype\":\"F32\",\"shape\":[10],",
+		"\"optimizer.conv1.weight\":{\"dtype\":\"F32\",\"shape\":[6,1,5,5],",
+		"\"model\":\"lenet\"",
+		"\"lr_schedule\":\"cosine\"",
+		"\"warmup_steps\":\"10\"",
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		cr_expect(strstr(hdr, want[i]), "lacks %s: %s", want[i], hdr);
+	cr_expect_eq(im.m.n_params, 61706, "LeNet-5 has 61706 parameters, not %zu", im.m.n_params);
+	free(hdr);
+	free_image(&im);
+}
+
 Test(checkpoint, compat_names_every_difference)
 {
 	struct model m;
@@ -565,6 +610,8 @@ Test(checkpoint, compat_names_every_difference)
 	CASE(run.cfg.lr = nextafterf(0.05f, 1.0f), "--lr 0.05 in the checkpoint, 0.050000004 here");
 	CASE(run.cfg.momentum = 0.5f, "--momentum 0.9 in the checkpoint, 0.5 here");
 	CASE(run.cfg.grad_reduce = GRAD_REDUCE_SUM, "--grad-reduce mean in the checkpoint, sum here");
+	CASE(run.cfg.lr_schedule = LR_COSINE, "--lr-schedule constant in the checkpoint, cosine here");
+	CASE(run.cfg.warmup_steps = 5, "--warmup-steps 0 in the checkpoint, 5 here");
 	CASE(run.cfg.drop_last = 1, "--drop-last off in the checkpoint, on here");
 	CASE(run.examples = 999, "(--limit)");
 	CASE(run.train_crc32 = 1, "a different data set");
@@ -579,9 +626,15 @@ Test(checkpoint, compat_names_every_difference)
 	/* Summed gradients scale with the rank count. */
 	ck.cfg.grad_reduce = GRAD_REDUCE_SUM;
 	CASE((run.ranks = 4, run.cfg.batch_size = 8), "scales with the rank count");
-#undef CASE
-	/* Exactly at the end of training: nothing left, but allowed. */
+	/* A cosine schedule spans the run: --epochs may not change, not even upwards. */
 	ck.cfg.grad_reduce = GRAD_REDUCE_MEAN;
+	ck.cfg.lr_schedule = LR_COSINE;
+	CASE(run.cfg.epochs = 5, "--epochs 4 in the checkpoint, 5 here, with --lr-schedule cosine");
+#undef CASE
+	run = ck;
+	cr_expect_eq(checkpoint_compat(&ck, &run, "ck", err, sizeof(err)), STATUS_OK, "%s", err);
+	ck.cfg.lr_schedule = LR_CONSTANT;
+	/* Exactly at the end of training: nothing left, but allowed. */
 	set_position(&ck, 4 * 32);
 	run = ck;
 	cr_expect_eq(checkpoint_compat(&ck, &run, "ck", err, sizeof(err)), STATUS_OK, "%s", err);

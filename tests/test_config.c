@@ -75,6 +75,8 @@ Test(config, defaults_are_the_seeds)
 	cr_assert_eq(c->limit, 0);
 	cr_assert_eq(c->backend, BACKEND_AUTO);
 	cr_assert_eq(c->grad_reduce, GRAD_REDUCE_MEAN);
+	cr_assert_eq(c->lr_schedule, LR_CONSTANT);
+	cr_assert_eq(c->warmup_steps, 0);
 	cr_assert_eq(c->drop_last, 0);
 	cr_assert_eq(c->threads, 0);
 	cr_assert_eq(c->use_graph, 1);
@@ -118,9 +120,9 @@ Test(config, every_flag_parsed)
 	cr_assert_str_eq(p.c.test_dir, "t1");
 	cr_assert_str_eq(p.c.metrics_path, "m.jsonl");
 
-	const char *models[] = {"seed", "linear", "mlp"};
-	const enum model_kind kinds[] = {MODEL_SEED, MODEL_LINEAR, MODEL_MLP};
-	for (int i = 0; i < 3; i++) {
+	const char *models[] = {"seed", "linear", "mlp", "lenet"};
+	const enum model_kind kinds[] = {MODEL_SEED, MODEL_LINEAR, MODEL_MLP, MODEL_LENET};
+	for (int i = 0; i < 4; i++) {
 		p = parse("--model", models[i], NULL);
 		cr_assert_eq(p.rc, STATUS_OK, "--model %s: %s", models[i], p.err);
 		cr_assert_eq(p.c.model, kinds[i], "--model %s", models[i]);
@@ -142,6 +144,15 @@ Test(config, every_flag_parsed)
 	cr_assert_eq(p.c.epochs, 3);
 	cr_assert_eq(p.c.batch_size, 17);
 	cr_assert(p.c.lr == 0.5f && p.c.momentum == 0.9f, "lr %g momentum %g", p.c.lr, p.c.momentum);
+
+	p = parse("--lr-schedule", "cosine", "--warmup-steps", "250", NULL);
+	cr_assert_eq(p.rc, STATUS_OK, "%s", p.err);
+	cr_assert_eq(p.c.lr_schedule, LR_COSINE);
+	cr_assert_eq(p.c.warmup_steps, 250);
+	cr_assert_str_eq(lr_schedule_name(p.c.lr_schedule), "cosine");
+	p = parse("--lr-schedule", "cosine", "--lr-schedule", "constant", "--warmup-steps", "0", NULL);
+	cr_assert(p.rc == STATUS_OK && p.c.lr_schedule == LR_CONSTANT && p.c.warmup_steps == 0,
+		  "rc %d schedule %d warmup %ld (%s)", p.rc, p.c.lr_schedule, p.c.warmup_steps, p.err);
 
 	p = parse("--seed", "18446744073709551615", "--log-every", "5", "--limit", "100", NULL);
 	cr_assert_eq(p.rc, STATUS_OK, "%s", p.err);
@@ -241,6 +252,13 @@ Test(config, bad_names_and_paths)
 	EXPECT_ERROR("--backend", "--backend", "gpu");
 	EXPECT_ERROR("--backend", "--backend", "");
 	EXPECT_ERROR("--grad-reduce", "--grad-reduce", "avg");
+	EXPECT_ERROR("--model", "--model", "LeNet");
+	EXPECT_ERROR("--lr-schedule", "--lr-schedule", "linear");
+	EXPECT_ERROR("--lr-schedule", "--lr-schedule", "");
+	EXPECT_ERROR("--lr-schedule", "--lr-schedule", "Cosine");
+	const char *bad_warmup[] = {"-1", "x", "", "1.5", "1000000001", "10steps"};
+	for (size_t i = 0; i < sizeof(bad_warmup) / sizeof(bad_warmup[0]); i++)
+		EXPECT_ERROR("--warmup-steps", "--warmup-steps", bad_warmup[i]);
 	EXPECT_ERROR("--data", "--data", "");
 	EXPECT_ERROR("--test-data", "--test-data", "");
 	EXPECT_ERROR("--metrics", "--metrics", "");

@@ -30,134 +30,11 @@
 #include "backend.h"
 #include "elem.h"
 #include "cuda_runtime.h" /* the stand-in: tests/cuda_host/ */
+#include "kernel_check.h"
 #include "kernels.h"
 #include "ref.h"
 
-#define GUARD 16
-#define GUARD_F -7777.25f
-#define GUARD_I 0x5a5a5a5a
-
-/* Grids to launch with besides the backend's own: one thread, wrapping grids, idle threads. */
-static const struct kernel_geom test_geoms[] = {
-	{1, 1}, {1, 32}, {3, 7}, {2, 256}, {7, 1024}, {1000, 64},
-};
-#define N_GEOMS ((int)(sizeof(test_geoms) / sizeof(test_geoms[0])))
-
-/* geom index -1 is the backend's (NULL). */
-static const struct kernel_geom *geom_at(int gi)
-{
-	return gi < 0 ? NULL : &test_geoms[gi];
-}
-
-static void geom_name(int gi, char *buf, size_t len)
-{
-	if (gi < 0)
-		snprintf(buf, len, "backend geometry");
-	else
-		snprintf(buf, len, "grid %u x block %u", test_geoms[gi].grid, test_geoms[gi].block);
-}
-
-/* ---- guarded buffers ---------------------------------------------------------- */
-
-static float *guarded_f(size_t n)
-{
-	float *p = malloc((n + 2 * GUARD) * sizeof(*p));
-	cr_assert_not_null(p);
-	for (size_t i = 0; i < n + 2 * GUARD; i++)
-		p[i] = GUARD_F;
-	return p + GUARD;
-}
-
-static int32_t *guarded_i(size_t n)
-{
-	int32_t *p = malloc((n + 2 * GUARD) * sizeof(*p));
-	cr_assert_not_null(p);
-	for (size_t i = 0; i < n + 2 * GUARD; i++)
-		p[i] = GUARD_I;
-	return p + GUARD;
-}
-
-static void check_guards_f(const float *p, size_t n, const char *what)
-{
-	for (int i = 1; i <= GUARD; i++) {
-		cr_assert(p[-i] == GUARD_F, "%s: wrote before the buffer at [-%d]", what, i);
-		cr_assert(p[n + (size_t)i - 1] == GUARD_F, "%s: wrote past the end at [%zu]", what,
-			  n + (size_t)i - 1);
-	}
-}
-
-static void check_guards_i(const int32_t *p, size_t n, const char *what)
-{
-	for (int i = 1; i <= GUARD; i++) {
-		cr_assert(p[-i] == GUARD_I, "%s: wrote before the buffer at [-%d]", what, i);
-		cr_assert(p[n + (size_t)i - 1] == GUARD_I, "%s: wrote past the end at [%zu]", what,
-			  n + (size_t)i - 1);
-	}
-}
-
-static void free_guarded_f(float *p)
-{
-	free(p - GUARD);
-}
-
-static void free_guarded_i(int32_t *p)
-{
-	free(p - GUARD);
-}
-
-static double *dbuf(size_t n)
-{
-	double *p = malloc((n ? n : 1) * sizeof(*p));
-	cr_assert_not_null(p);
-	return p;
-}
-
-/* ---- comparisons ---------------------------------------------------------------- */
-
-static void expect_close(const char *what, const float *got, const double *ref, size_t n,
-			 double atol, double rtol, uint64_t seed)
-{
-	struct ref_cmp c = ref_compare_f(what, got, ref, n, atol, rtol, seed);
-	cr_assert_eq(c.bad, 0, "%s: %zu of %zu elements off the reference, largest error %g (seed %llu)",
-		     what, c.bad, n, c.max_err, (unsigned long long)seed);
-}
-
-/* Bit-for-bit equality with the host backend (same elem.h bodies, same order per item). */
-static void expect_same_f(const char *what, const float *got, const float *host, size_t n,
-			  uint64_t seed)
-{
-	double *h = dbuf(n);
-	ref_widen(host, h, n);
-	struct ref_cmp c = ref_compare_f(what, got, h, n, 0.0, 0.0, seed);
-	free(h);
-	cr_assert_eq(c.bad, 0, "%s: %zu of %zu elements differ from the host backend (seed %llu)",
-		     what, c.bad, n, (unsigned long long)seed);
-}
-
-static void expect_same_i(const char *what, const int32_t *got, const int32_t *ref, size_t n,
-			  uint64_t seed)
-{
-	struct ref_cmp c = ref_compare_i32(what, got, ref, n, seed);
-	cr_assert_eq(c.bad, 0, "%s: %zu of %zu elements differ (seed %llu)", what, c.bad, n,
-		     (unsigned long long)seed);
-}
-
-static struct backend host;
-static uint64_t seed;
-
-static void setup(void)
-{
-	cr_assert_eq(backend_host_create(NULL, 1, &host), 0);
-	seed = ref_seed(20240611);
-	memset(&fake_cuda_stats, 0, sizeof(fake_cuda_stats));
-}
-
-static void teardown(void)
-{
-	host.ops->destroy(host.ctx);
-}
-
-TestSuite(kernels_host, .init = setup, .fini = teardown);
+TestSuite(kernels_host, .init = kc_setup, .fini = kc_teardown);
 
 /* ---- launch geometry ------------------------------------------------------------ */
 
@@ -209,14 +86,35 @@ Test(kernels_host, launchers_use_backend_geometry)
 	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(ROWS).grid, "softmax_xent");
 	kernels_argmax_hits(NULL, NULL, a, lab, ROWS, COLS, hits);
 	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(ROWS).grid, "argmax_hits");
-	kernels_sgd_update(NULL, NULL, a, b, NULL, N, 0.1f, 0.0f);
+	const float rate = 0.1f;
+	const int32_t at = 0;
+	kernels_sgd_update(NULL, NULL, a, b, NULL, N, &rate, &at, 0.0f);
 	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(N).grid, "sgd_update");
 	kernels_scale(NULL, NULL, a, N, 2.0f);
 	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(N).grid, "scale");
 	kernels_advance(NULL, NULL, &cursor, 1);
 	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(1).grid, "advance");
-	cr_assert_eq(fake_cuda_stats.launches, 8);
+	struct conv_shape cs = conv_shape_make(2, 5, 4, 3, 1);
+	struct pool_shape ps = pool_shape_make(2, 5, 4, 2);
+	float *ca = calloc(2048, sizeof(float)), *cb = calloc(2048, sizeof(float));
+	cr_assert(ca && cb);
+	kernels_im2col(NULL, NULL, ca, &cs, 3, cb);
+	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for((size_t)2 * 9 * 3 * 5 * 4).grid, "im2col");
+	kernels_col2im(NULL, NULL, cb, &cs, 3, ca);
+	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for((size_t)3 * 2 * 5 * 4).grid, "col2im");
+	kernels_channel_bias_act(NULL, NULL, ca, cb, 3, 150, 1);
+	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(450).grid, "channel_bias_act");
+	kernels_maxpool(NULL, NULL, ca, &ps, 3, cb, hits);
+	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for((size_t)3 * 2 * 2 * 2).grid, "maxpool");
+	kernels_maxpool_backward(NULL, NULL, cb, hits, &ps, 3, ca);
+	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for((size_t)2 * 3 * 5 * 4).grid,
+		     "maxpool_backward");
+	kernels_transpose(NULL, NULL, ca, 40, 33, cb);
+	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(40 * 33).grid, "transpose");
+	cr_assert_eq(fake_cuda_stats.launches, 14);
 	cr_assert_eq(fake_cuda_stats.block, KERNEL_BLOCK);
+	free(ca);
+	free(cb);
 
 	free(a);
 	free(b);
@@ -240,8 +138,19 @@ Test(kernels_host, empty_work_launches_nothing)
 	kernels_relu_backward(NULL, NULL, &x, &x, 0);
 	kernels_softmax_xent(NULL, NULL, &x, &lab, 0, 10, 1.0f, &loss, NULL);
 	kernels_argmax_hits(NULL, NULL, &x, &lab, 0, 10, &hits);
-	kernels_sgd_update(NULL, NULL, &x, &x, NULL, 0, 0.1f, 0.0f);
+	const float rate = 0.1f;
+	kernels_sgd_update(NULL, NULL, &x, &x, NULL, 0, &rate, &cursor, 0.0f);
 	kernels_scale(NULL, NULL, &x, 0, 2.0f);
+	struct conv_shape cs = conv_shape_make(1, 4, 4, 3, 1);
+	struct pool_shape ps = pool_shape_make(1, 4, 4, 2);
+	kernels_im2col(NULL, NULL, &x, &cs, 0, &x);
+	kernels_col2im(NULL, NULL, &x, &cs, 0, &x);
+	kernels_channel_bias_act(NULL, NULL, &x, &x, 0, 10, 1);
+	kernels_channel_bias_act(NULL, NULL, &x, &x, 3, 0, 1);
+	kernels_maxpool(NULL, NULL, &x, &ps, 0, &x, &hits);
+	kernels_maxpool_backward(NULL, NULL, &x, &hits, &ps, 0, &x);
+	kernels_transpose(NULL, NULL, &x, 0, 5, &x);
+	kernels_transpose(NULL, NULL, &x, 5, 0, &x);
 	cr_assert_eq(fake_cuda_stats.launches, 0);
 	cr_assert(x == 1.0f && lab == 0 && hits == 0 && loss == 0.0f);
 }
@@ -255,14 +164,14 @@ Test(kernels_host, gather)
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
 		int n_img = shapes[s][0], pixels = shapes[s][1], count = shapes[s][2];
 		int len = 3 * count + 5;
-		struct rng r = rng_make(seed, 100 + s);
+		struct rng r = rng_make(kc_seed, 100 + s);
 		uint8_t *images = malloc((size_t)n_img * pixels), *labels = malloc((size_t)n_img);
 		int32_t *index = malloc((size_t)len * sizeof(int32_t));
 		size_t nx = (size_t)count * pixels;
 		float *host_x = malloc(nx * sizeof(float));
 		int32_t *host_y = malloc((size_t)count * sizeof(int32_t));
 		int32_t *ref_y = malloc((size_t)count * sizeof(int32_t));
-		double *ref_x = dbuf(nx);
+		double *ref_x = kc_dbuf(nx);
 		cr_assert(images && labels && index && host_x && host_y && ref_y);
 		ref_fill_bytes(&r, images, (size_t)n_img * pixels);
 		ref_fill_bytes(&r, labels, (size_t)n_img);
@@ -277,24 +186,24 @@ Test(kernels_host, gather)
 				ref_x[(size_t)i * pixels + p] =
 					ref_normalize_pixel(images[(size_t)e * pixels + p]);
 		}
-		host.ops->gather(host.ctx, images, labels, pixels, index, &cursor, count, host_x,
+		kc_host.ops->gather(kc_host.ctx, images, labels, pixels, index, &cursor, count, host_x,
 				 host_y);
 
-		for (int gi = -1; gi < N_GEOMS; gi++) {
+		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
 			char what[160], g[64];
-			geom_name(gi, g, sizeof(g));
-			float *x = guarded_f(nx);
-			int32_t *y = guarded_i((size_t)count);
-			kernels_gather(NULL, geom_at(gi), images, labels, pixels, index, &cursor, count,
+			kc_geom_name(gi, g, sizeof(g));
+			float *x = kc_guarded_f(nx);
+			int32_t *y = kc_guarded_i((size_t)count);
+			kernels_gather(NULL, kc_geom_at(gi), images, labels, pixels, index, &cursor, count,
 				       x, y);
 			snprintf(what, sizeof(what), "gather %dx%d of %d, %s", count, pixels, n_img, g);
-			check_guards_f(x, nx, what);
-			check_guards_i(y, (size_t)count, what);
-			expect_close(what, x, ref_x, nx, 1e-6, 1e-6, seed);
-			expect_same_f(what, x, host_x, nx, seed);
-			expect_same_i(what, y, ref_y, (size_t)count, seed);
-			free_guarded_f(x);
-			free_guarded_i(y);
+			kc_check_guards_f(x, nx, what);
+			kc_check_guards_i(y, (size_t)count, what);
+			kc_expect_close(what, x, ref_x, nx, 1e-6, 1e-6, kc_seed);
+			kc_expect_same_f(what, x, host_x, nx, kc_seed);
+			kc_expect_same_i(what, y, ref_y, (size_t)count, kc_seed);
+			kc_free_guarded_f(x);
+			kc_free_guarded_i(y);
 		}
 		free(images);
 		free(labels);
@@ -308,15 +217,15 @@ Test(kernels_host, gather)
 
 Test(kernels_host, advance)
 {
-	for (int gi = -1; gi < N_GEOMS; gi++) {
-		int32_t cur[3] = {GUARD_I, 5, GUARD_I};
-		kernels_advance(NULL, geom_at(gi), &cur[1], 32);
-		kernels_advance(NULL, geom_at(gi), &cur[1], -2);
+	for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+		int32_t cur[3] = {KC_GUARD_I, 5, KC_GUARD_I};
+		kernels_advance(NULL, kc_geom_at(gi), &cur[1], 32);
+		kernels_advance(NULL, kc_geom_at(gi), &cur[1], -2);
 		char g[64];
-		geom_name(gi, g, sizeof(g));
+		kc_geom_name(gi, g, sizeof(g));
 		cr_assert_eq(cur[1], 35, "advance with %s: cursor %d, expected 35 (one thread only)", g,
 			     cur[1]);
-		cr_assert(cur[0] == GUARD_I && cur[2] == GUARD_I, "advance with %s: wrote beside the cursor", g);
+		cr_assert(cur[0] == KC_GUARD_I && cur[2] == KC_GUARD_I, "advance with %s: wrote beside the cursor", g);
 	}
 }
 
@@ -327,29 +236,29 @@ Test(kernels_host, bias_act)
 		for (int relu = 0; relu <= 1; relu++) {
 			int rows = shapes[s][0], cols = shapes[s][1];
 			size_t n = (size_t)rows * cols;
-			struct rng r = rng_make(seed, 200 + 2 * s + relu);
+			struct rng r = rng_make(kc_seed, 200 + 2 * s + relu);
 			float *in = malloc(n * sizeof(float)), *bias = malloc((size_t)cols * sizeof(float));
 			float *host_y = malloc(n * sizeof(float));
-			double *ref = dbuf(n);
+			double *ref = kc_dbuf(n);
 			cr_assert(in && bias && host_y);
 			ref_fill_uniform(&r, in, n, -2.0, 2.0);
 			ref_fill_uniform(&r, bias, (size_t)cols, -1.0, 1.0);
 			ref_widen(in, ref, n);
 			ref_bias_act(ref, bias, rows, cols, relu);
 			memcpy(host_y, in, n * sizeof(float));
-			host.ops->bias_act(host.ctx, host_y, bias, rows, cols, relu);
+			kc_host.ops->bias_act(kc_host.ctx, host_y, bias, rows, cols, relu);
 
-			for (int gi = -1; gi < N_GEOMS; gi++) {
+			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
 				char what[160], g[64];
-				geom_name(gi, g, sizeof(g));
+				kc_geom_name(gi, g, sizeof(g));
 				snprintf(what, sizeof(what), "bias_act %dx%d relu=%d, %s", rows, cols, relu, g);
-				float *y = guarded_f(n);
+				float *y = kc_guarded_f(n);
 				memcpy(y, in, n * sizeof(float));
-				kernels_bias_act(NULL, geom_at(gi), y, bias, rows, cols, relu);
-				check_guards_f(y, n, what);
-				expect_close(what, y, ref, n, 1e-6, 1e-6, seed);
-				expect_same_f(what, y, host_y, n, seed);
-				free_guarded_f(y);
+				kernels_bias_act(NULL, kc_geom_at(gi), y, bias, rows, cols, relu);
+				kc_check_guards_f(y, n, what);
+				kc_expect_close(what, y, ref, n, 1e-6, 1e-6, kc_seed);
+				kc_expect_same_f(what, y, host_y, n, kc_seed);
+				kc_free_guarded_f(y);
 			}
 			free(in);
 			free(bias);
@@ -364,10 +273,10 @@ Test(kernels_host, relu_backward)
 	const size_t sizes[] = {1, 255, 256, 257, 10007};
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 		size_t n = sizes[s];
-		struct rng r = rng_make(seed, 300 + s);
+		struct rng r = rng_make(kc_seed, 300 + s);
 		float *dy0 = malloc(n * sizeof(float)), *act = malloc(n * sizeof(float));
 		float *host_dy = malloc(n * sizeof(float));
-		double *ref = dbuf(n);
+		double *ref = kc_dbuf(n);
 		cr_assert(dy0 && act && host_dy);
 		ref_fill_uniform(&r, dy0, n, -1.0, 1.0);
 		ref_fill_uniform(&r, act, n, -1.0, 1.0);
@@ -376,19 +285,19 @@ Test(kernels_host, relu_backward)
 		ref_widen(dy0, ref, n);
 		ref_relu_backward(ref, act, n);
 		memcpy(host_dy, dy0, n * sizeof(float));
-		host.ops->relu_backward(host.ctx, host_dy, act, n);
+		kc_host.ops->relu_backward(kc_host.ctx, host_dy, act, n);
 
-		for (int gi = -1; gi < N_GEOMS; gi++) {
+		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
 			char what[160], g[64];
-			geom_name(gi, g, sizeof(g));
+			kc_geom_name(gi, g, sizeof(g));
 			snprintf(what, sizeof(what), "relu_backward n=%zu, %s", n, g);
-			float *dy = guarded_f(n);
+			float *dy = kc_guarded_f(n);
 			memcpy(dy, dy0, n * sizeof(float));
-			kernels_relu_backward(NULL, geom_at(gi), dy, act, n);
-			check_guards_f(dy, n, what);
-			expect_close(what, dy, ref, n, 0.0, 0.0, seed);
-			expect_same_f(what, dy, host_dy, n, seed);
-			free_guarded_f(dy);
+			kernels_relu_backward(NULL, kc_geom_at(gi), dy, act, n);
+			kc_check_guards_f(dy, n, what);
+			kc_expect_close(what, dy, ref, n, 0.0, 0.0, kc_seed);
+			kc_expect_same_f(what, dy, host_dy, n, kc_seed);
+			kc_free_guarded_f(dy);
 		}
 		free(dy0);
 		free(act);
@@ -405,44 +314,44 @@ Test(kernels_host, softmax_xent)
 			int rows = shapes[s][0], cols = shapes[s][1];
 			size_t n = (size_t)rows * cols;
 			float scale = 1.0f / (float)rows;
-			struct rng r = rng_make(seed, 400 + 2 * s + with_grad);
+			struct rng r = rng_make(kc_seed, 400 + 2 * s + with_grad);
 			float *logits = malloc(n * sizeof(float));
 			int32_t *labels = malloc((size_t)rows * sizeof(int32_t));
 			float *host_loss = malloc((size_t)rows * sizeof(float));
 			float *host_d = malloc(n * sizeof(float));
-			double *ref_loss = dbuf((size_t)rows), *ref_d = dbuf(n);
+			double *ref_loss = kc_dbuf((size_t)rows), *ref_d = kc_dbuf(n);
 			cr_assert(logits && labels && host_loss && host_d);
 			ref_fill_uniform(&r, logits, n, -8.0, 8.0);
 			ref_fill_labels(&r, labels, (size_t)rows, cols);
 			for (int i = 0; i < rows; i++)
 				ref_loss[i] = ref_softmax_xent_row(logits + (size_t)i * cols, labels[i], cols,
 								   scale, ref_d + (size_t)i * cols);
-			host.ops->softmax_xent(host.ctx, logits, labels, rows, cols, scale, host_loss,
+			kc_host.ops->softmax_xent(kc_host.ctx, logits, labels, rows, cols, scale, host_loss,
 					       with_grad ? host_d : NULL);
 
-			for (int gi = -1; gi < N_GEOMS; gi++) {
+			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
 				char what[160], g[64];
-				geom_name(gi, g, sizeof(g));
+				kc_geom_name(gi, g, sizeof(g));
 				snprintf(what, sizeof(what), "softmax_xent %dx%d%s, %s", rows, cols,
 					 with_grad ? " with gradient" : "", g);
-				float *loss = guarded_f((size_t)rows);
-				float *d = guarded_f(n);
-				kernels_softmax_xent(NULL, geom_at(gi), logits, labels, rows, cols, scale,
+				float *loss = kc_guarded_f((size_t)rows);
+				float *d = kc_guarded_f(n);
+				kernels_softmax_xent(NULL, kc_geom_at(gi), logits, labels, rows, cols, scale,
 						     loss, with_grad ? d : NULL);
-				check_guards_f(loss, (size_t)rows, what);
-				check_guards_f(d, n, what);
-				expect_close(what, loss, ref_loss, (size_t)rows, 1e-5, 1e-5, seed);
-				expect_same_f(what, loss, host_loss, (size_t)rows, seed);
+				kc_check_guards_f(loss, (size_t)rows, what);
+				kc_check_guards_f(d, n, what);
+				kc_expect_close(what, loss, ref_loss, (size_t)rows, 1e-5, 1e-5, kc_seed);
+				kc_expect_same_f(what, loss, host_loss, (size_t)rows, kc_seed);
 				if (with_grad) {
-					expect_close(what, d, ref_d, n, 1e-6, 1e-5, seed);
-					expect_same_f(what, d, host_d, n, seed);
+					kc_expect_close(what, d, ref_d, n, 1e-6, 1e-5, kc_seed);
+					kc_expect_same_f(what, d, host_d, n, kc_seed);
 				} else {
 					for (size_t i = 0; i < n; i++)
-						cr_assert(d[i] == GUARD_F, "%s: wrote dlogits[%zu] though it was NULL",
+						cr_assert(d[i] == KC_GUARD_F, "%s: wrote dlogits[%zu] though it was NULL",
 							  what, i);
 				}
-				free_guarded_f(loss);
-				free_guarded_f(d);
+				kc_free_guarded_f(loss);
+				kc_free_guarded_f(d);
 			}
 			free(logits);
 			free(labels);
@@ -460,7 +369,7 @@ Test(kernels_host, argmax_hits)
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
 		int rows = shapes[s][0], cols = shapes[s][1];
 		size_t n = (size_t)rows * cols;
-		struct rng r = rng_make(seed, 500 + s);
+		struct rng r = rng_make(kc_seed, 500 + s);
 		float *logits = malloc(n * sizeof(float));
 		int32_t *labels = malloc((size_t)rows * sizeof(int32_t));
 		int32_t *hits0 = malloc((size_t)rows * sizeof(int32_t));
@@ -476,19 +385,19 @@ Test(kernels_host, argmax_hits)
 			ref_hits[i] = hits0[i] + (ref_argmax_row(logits + (size_t)i * cols, cols) == labels[i]);
 		}
 		memcpy(host_hits, hits0, (size_t)rows * sizeof(int32_t));
-		host.ops->argmax_hits(host.ctx, logits, labels, rows, cols, host_hits);
-		expect_same_i("argmax_hits host backend", host_hits, ref_hits, (size_t)rows, seed);
+		kc_host.ops->argmax_hits(kc_host.ctx, logits, labels, rows, cols, host_hits);
+		kc_expect_same_i("argmax_hits host backend", host_hits, ref_hits, (size_t)rows, kc_seed);
 
-		for (int gi = -1; gi < N_GEOMS; gi++) {
+		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
 			char what[160], g[64];
-			geom_name(gi, g, sizeof(g));
+			kc_geom_name(gi, g, sizeof(g));
 			snprintf(what, sizeof(what), "argmax_hits %dx%d, %s", rows, cols, g);
-			int32_t *hits = guarded_i((size_t)rows);
+			int32_t *hits = kc_guarded_i((size_t)rows);
 			memcpy(hits, hits0, (size_t)rows * sizeof(int32_t));
-			kernels_argmax_hits(NULL, geom_at(gi), logits, labels, rows, cols, hits);
-			check_guards_i(hits, (size_t)rows, what);
-			expect_same_i(what, hits, ref_hits, (size_t)rows, seed);
-			free_guarded_i(hits);
+			kernels_argmax_hits(NULL, kc_geom_at(gi), logits, labels, rows, cols, hits);
+			kc_check_guards_i(hits, (size_t)rows, what);
+			kc_expect_same_i(what, hits, ref_hits, (size_t)rows, kc_seed);
+			kc_free_guarded_i(hits);
 		}
 		free(logits);
 		free(labels);
@@ -507,11 +416,11 @@ Test(kernels_host, sgd_update)
 		for (int mi = 0; mi < 2; mi++) {
 			size_t n = sizes[s];
 			float mom = moms[mi];
-			struct rng r = rng_make(seed, 600 + 2 * s + mi);
+			struct rng r = rng_make(kc_seed, 600 + 2 * s + mi);
 			float *p0 = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float));
 			float *v0 = malloc(n * sizeof(float));
 			float *host_p = malloc(n * sizeof(float)), *host_v = malloc(n * sizeof(float));
-			double *ref_p = dbuf(n), *ref_v = dbuf(n);
+			double *ref_p = kc_dbuf(n), *ref_v = kc_dbuf(n);
 			cr_assert(p0 && g && v0 && host_p && host_v);
 			ref_fill_normal(&r, p0, n, 0.0, 0.1);
 			ref_fill_normal(&r, g, n, 0.0, 1.0);
@@ -521,26 +430,29 @@ Test(kernels_host, sgd_update)
 			ref_sgd_update(ref_p, g, ref_v, n, lr, mom);
 			memcpy(host_p, p0, n * sizeof(float));
 			memcpy(host_v, v0, n * sizeof(float));
-			host.ops->sgd_update(host.ctx, host_p, g, host_v, n, lr, mom);
+			/* The rate is the table's entry at the step counter: lr sits at index 2. */
+			const float table[3] = {1e3f, -1.0f, lr};
+			const int32_t at = 2;
+			kc_host.ops->sgd_update(kc_host.ctx, host_p, g, host_v, n, table, &at, mom);
 
 			/* Two steps with the same gradient on each grid: accumulation shows double visits. */
-			for (int gi = -1; gi < N_GEOMS; gi++) {
+			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
 				char what[160], gn[64];
-				geom_name(gi, gn, sizeof(gn));
+				kc_geom_name(gi, gn, sizeof(gn));
 				snprintf(what, sizeof(what), "sgd_update n=%zu momentum=%g, %s", n,
 					 (double)mom, gn);
-				float *p = guarded_f(n), *v = guarded_f(n);
+				float *p = kc_guarded_f(n), *v = kc_guarded_f(n);
 				memcpy(p, p0, n * sizeof(float));
 				memcpy(v, v0, n * sizeof(float));
-				kernels_sgd_update(NULL, geom_at(gi), p, g, v, n, lr, mom);
-				check_guards_f(p, n, what);
-				check_guards_f(v, n, what);
-				expect_close(what, p, ref_p, n, 1e-6, 1e-5, seed);
-				expect_close(what, v, ref_v, n, 1e-6, 1e-5, seed);
-				expect_same_f(what, p, host_p, n, seed);
-				expect_same_f(what, v, host_v, n, seed);
-				free_guarded_f(p);
-				free_guarded_f(v);
+				kernels_sgd_update(NULL, kc_geom_at(gi), p, g, v, n, table, &at, mom);
+				kc_check_guards_f(p, n, what);
+				kc_check_guards_f(v, n, what);
+				kc_expect_close(what, p, ref_p, n, 1e-6, 1e-5, kc_seed);
+				kc_expect_close(what, v, ref_v, n, 1e-6, 1e-5, kc_seed);
+				kc_expect_same_f(what, p, host_p, n, kc_seed);
+				kc_expect_same_f(what, v, host_v, n, kc_seed);
+				kc_free_guarded_f(p);
+				kc_free_guarded_f(v);
 			}
 			free(p0);
 			free(g);
@@ -557,18 +469,20 @@ Test(kernels_host, sgd_update)
 Test(kernels_host, sgd_update_without_velocity)
 {
 	const size_t n = 1000;
-	struct rng r = rng_make(seed, 700);
-	float *p = guarded_f(n), *g = malloc(n * sizeof(float));
-	double *ref_p = dbuf(n), *ref_v = dbuf(n);
+	struct rng r = rng_make(kc_seed, 700);
+	float *p = kc_guarded_f(n), *g = malloc(n * sizeof(float));
+	double *ref_p = kc_dbuf(n), *ref_v = kc_dbuf(n);
 	cr_assert_not_null(g);
 	ref_fill_normal(&r, p, n, 0.0, 0.1);
 	ref_fill_normal(&r, g, n, 0.0, 1.0);
 	ref_widen(p, ref_p, n);
 	ref_sgd_update(ref_p, g, ref_v, n, 0.01, 0.0);
-	kernels_sgd_update(NULL, &test_geoms[2], p, g, NULL, n, 0.01f, 0.0f);
-	check_guards_f(p, n, "sgd_update without velocity");
-	expect_close("sgd_update without velocity", p, ref_p, n, 1e-7, 1e-6, seed);
-	free_guarded_f(p);
+	const float rate = 0.01f;
+	const int32_t at = 0;
+	kernels_sgd_update(NULL, &kc_test_geoms[2], p, g, NULL, n, &rate, &at, 0.0f);
+	kc_check_guards_f(p, n, "sgd_update without velocity");
+	kc_expect_close("sgd_update without velocity", p, ref_p, n, 1e-7, 1e-6, kc_seed);
+	kc_free_guarded_f(p);
 	free(g);
 	free(ref_p);
 	free(ref_v);
@@ -579,23 +493,23 @@ Test(kernels_host, scale)
 	const size_t sizes[] = {1, 100, 4096, 65537};
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 		size_t n = sizes[s];
-		struct rng r = rng_make(seed, 800 + s);
+		struct rng r = rng_make(kc_seed, 800 + s);
 		float *x0 = malloc(n * sizeof(float));
-		double *ref = dbuf(n);
+		double *ref = kc_dbuf(n);
 		cr_assert_not_null(x0);
 		ref_fill_uniform(&r, x0, n, -3.0, 3.0);
 		for (size_t i = 0; i < n; i++)
 			ref[i] = (double)x0[i] * 0.5; /* exact in float too */
-		for (int gi = -1; gi < N_GEOMS; gi++) {
+		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
 			char what[160], g[64];
-			geom_name(gi, g, sizeof(g));
+			kc_geom_name(gi, g, sizeof(g));
 			snprintf(what, sizeof(what), "scale n=%zu, %s", n, g);
-			float *x = guarded_f(n);
+			float *x = kc_guarded_f(n);
 			memcpy(x, x0, n * sizeof(float));
-			kernels_scale(NULL, geom_at(gi), x, n, 0.5f);
-			check_guards_f(x, n, what);
-			expect_close(what, x, ref, n, 0.0, 0.0, seed);
-			free_guarded_f(x);
+			kernels_scale(NULL, kc_geom_at(gi), x, n, 0.5f);
+			kc_check_guards_f(x, n, what);
+			kc_expect_close(what, x, ref, n, 0.0, 0.0, kc_seed);
+			kc_free_guarded_f(x);
 		}
 		free(x0);
 		free(ref);
@@ -610,7 +524,7 @@ Test(kernels_host, scale)
 Test(kernels_host, cursor_drives_next_gather)
 {
 	enum { N_IMG = 20, PIX = 5, B = 4 };
-	struct rng r = rng_make(seed, 900);
+	struct rng r = rng_make(kc_seed, 900);
 	uint8_t images[N_IMG * PIX], labels[N_IMG];
 	int32_t index[3 * B], cursor = 0, y[B];
 	float x[B * PIX];

@@ -618,12 +618,22 @@ Test(ops, sgd_update_with_and_without_momentum)
 			float *v_d = dev_copy(&be, v, n * sizeof(float));
 			float *g_d = backend_alloc(&be, n * sizeof(float));
 			cr_assert_not_null(g_d);
+			/* A rate per step, read at the step counter, which advance moves on. */
+			float rates[5];
+			for (int step = 0; step < 5; step++)
+				rates[step] = lr * (1.0f - 0.15f * (float)step);
+			float *lr_d = dev_copy(&be, rates, sizeof(rates));
+			const int32_t zero = 0;
+			int32_t *step_d = dev_copy(&be, &zero, sizeof(zero));
 			for (int step = 0; step < 5; step++) {
 				ref_fill_normal(&r, g, n, 0.0, 1.0);
 				backend_upload(&be, g_d, g, n * sizeof(float));
-				backend_sgd_update(&be, p_d, g_d, v_d, n, lr, mom);
-				ref_sgd_update(want_p, g, want_v, n, lr, mom);
+				backend_sgd_update(&be, p_d, g_d, v_d, n, lr_d, step_d, mom);
+				backend_advance(&be, step_d, 1);
+				ref_sgd_update(want_p, g, want_v, n, rates[step], mom);
 			}
+			backend_free(&be, lr_d);
+			backend_free(&be, step_d);
 			dev_read(&be, p, p_d, n * sizeof(float));
 			dev_read(&be, v, v_d, n * sizeof(float));
 			char what[96];

@@ -15,9 +15,16 @@ What matches mnist-train:
   starts (the fastest way to feed PyTorch; mnist-train normalises each batch).
 - models: seed = Linear(784, 10) with normal(0, 0.01) weights, zero bias, ReLU
   on the logits; linear = the same without the ReLU; mlp = Linear layers
-  784-H1-...-10 with ReLU between, PyTorch's default init.
+  784-H1-...-10 with ReLU between, PyTorch's default init; lenet = LeNet-5:
+  Conv2d(1, 6, 5, padding=2), ReLU, MaxPool2d(2), Conv2d(6, 16, 5), ReLU,
+  MaxPool2d(2), Linear(400, 120), ReLU, Linear(120, 84), ReLU, Linear(84, 10),
+  PyTorch's default init (the images viewed as (N, 1, 28, 28)).
 - loss: cross-entropy averaged over the batch, gradients averaged over ranks
   (DDP); SGD with lr and momentum (dampening 0).
+- schedule (--lr-schedule constant|cosine, --warmup-steps W), stepped once per
+  step over the T steps of the whole run, mnist-train's formula: step t < W runs
+  at lr (t + 1) / W, then constant lr, or cosine lr (1 + cos(pi (t - W) / (T - W))) / 2,
+  which is CosineAnnealingLR(T_max = T - W, eta_min = 0) in closed form.
 - sharding: each epoch one global permutation shared by every rank; rank r
   takes positions r, r+N, ...; short shards wrap around to the start
   (DistributedSampler's padding), so every rank runs ceil(ceil(n/N)/batch) steps.
@@ -34,6 +41,7 @@ images_per_second, elapsed), plus one {"event": "step_times", ...} line.
 import argparse
 import gzip
 import json
+import math
 import os
 import sys
 import time
@@ -68,6 +76,12 @@ def normalise(images):
 
 
 def make_model(kind, hidden):
+    if kind == "lenet":
+        return nn.Sequential(
+            nn.Unflatten(1, (1, 28, 28)),
+            nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+            nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
     if kind in ("seed", "linear"):
         fc = nn.Linear(784, 10)
         nn.init.normal_(fc.weight, 0.0, 0.01)
@@ -103,12 +117,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=os.environ.get("DATA_PATH", "./MNIST_Data/train/"))
     ap.add_argument("--test-data", default=None)
-    ap.add_argument("--model", choices=("seed", "linear", "mlp"), default="seed")
+    ap.add_argument("--model", choices=("seed", "linear", "mlp", "lenet"), default="seed")
     ap.add_argument("--hidden", default="512,256")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--momentum", type=float, default=0.0)
+    ap.add_argument("--lr-schedule", choices=("constant", "cosine"), default="constant")
+    ap.add_argument("--warmup-steps", type=int, default=0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
@@ -142,6 +158,16 @@ def main():
     n = x_train.shape[0]
     per_rank = (n + world - 1) // world
     steps = (per_rank + a.batch_size - 1) // a.batch_size
+    total, warm = a.epochs * steps, a.warmup_steps
+
+    def rate(t):  # the factor of step t: mnist-train's host/train/schedule.c
+        if t < warm:
+            return (t + 1) / warm
+        if a.lr_schedule == "constant":
+            return 1.0
+        return 0.5 * (1.0 + math.cos(math.pi * (t - warm) / (total - warm)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, rate)
     metrics = open(a.metrics, "w") if a.metrics and rank == 0 else None
     sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
 
@@ -160,6 +186,7 @@ def main():
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            sched.step()
             images += b.shape[0] * world
             last = epoch == a.epochs - 1 and step == steps - 1
             if step % a.log_every == 0 or last:

@@ -64,29 +64,42 @@ struct checkpoint_position checkpoint_position(long long global_step, int steps_
 struct tensor_ref {
 	char name[CHECKPOINT_NAME_MAX];
 	int ndim;
-	uint64_t shape[2];
+	uint64_t shape[4];
 	size_t offset, count; /* in floats, within params or velocity */
 	int velocity;
 };
 
+/* At most this many: a weight and a bias per layer, for the parameters and the velocity. */
+#define CKPT_MODEL_TENSORS (4 * MODEL_MAX_LAYERS)
+
 static int model_tensors(const struct model *m, struct tensor_ref *t)
 {
-	int n = 0;
+	int n = 0, per = model_n_tensors(m);
 	for (int opt = 0; opt < 2; opt++)
-		for (int l = 0; l < m->n_layers; l++)
-			for (int bias = 0; bias < 2; bias++) {
-				char base[64];
-				model_tensor_name(l, bias, base, sizeof(base));
-				snprintf(t[n].name, sizeof(t[n].name), "%s%s", opt ? "optimizer." : "", base);
-				t[n].velocity = opt;
-				t[n].ndim = bias ? 1 : 2;
-				t[n].shape[0] = (uint64_t)m->dims[l + 1];
-				t[n].shape[1] = bias ? 0 : (uint64_t)m->dims[l];
-				t[n].offset = bias ? m->b_off[l] : m->w_off[l];
-				t[n].count = (size_t)m->dims[l + 1] * (bias ? 1 : (size_t)m->dims[l]);
-				n++;
-			}
+		for (int i = 0; i < per; i++) {
+			struct model_tensor mt;
+			model_tensor_at(m, i, &mt);
+			snprintf(t[n].name, sizeof(t[n].name), "%s%s", opt ? "optimizer." : "", mt.name);
+			t[n].velocity = opt;
+			t[n].ndim = mt.ndim;
+			for (int d = 0; d < 4; d++)
+				t[n].shape[d] = d < mt.ndim ? (uint64_t)mt.shape[d] : 0;
+			t[n].offset = mt.offset;
+			t[n].count = mt.count;
+			n++;
+		}
 	return n;
+}
+
+/* "[a, b, ...]" of a shape. */
+static void shape_text(const uint64_t *shape, int ndim, char *buf, size_t len)
+{
+	struct text t;
+	text_init(&t, buf, len);
+	text_add(&t, "[");
+	for (int d = 0; d < ndim; d++)
+		text_add(&t, "%s%llu", d ? ", " : "", (unsigned long long)shape[d]);
+	text_add(&t, "]");
 }
 
 static void store_floats_le(uint8_t *dst, const float *src, size_t n)
@@ -178,9 +191,12 @@ static char *header_text(const struct checkpoint_info *info, const struct tensor
 	json_int_t off = 0;
 	for (int i = 0; i < nt; i++) {
 		json_int_t bytes = (json_int_t)t[i].count * 4;
-		json_t *shape = t[i].ndim == 2 ? json_pack("[II]", (json_int_t)t[i].shape[0],
-							   (json_int_t)t[i].shape[1])
-					       : json_pack("[I]", (json_int_t)t[i].shape[0]);
+		json_t *shape = json_array();
+		for (int k = 0; shape && k < t[i].ndim; k++)
+			if (json_array_append_new(shape, json_integer((json_int_t)t[i].shape[k]))) {
+				json_decref(shape);
+				shape = NULL;
+			}
 		json_t *entry = json_pack("{s:s,s:o,s:[I,I]}", "dtype", "F32", "shape", shape,
 					  "data_offsets", off, off + bytes);
 		if (!entry || json_object_set_new(root, t[i].name, entry))
@@ -197,7 +213,7 @@ enum status checkpoint_encode(const struct model *m, const struct checkpoint_inf
 			      const float *params, const float *velocity, uint8_t **buf,
 			      size_t *len)
 {
-	struct tensor_ref t[4 * MODEL_MAX_LAYERS];
+	struct tensor_ref t[CKPT_MODEL_TENSORS];
 	int nt = model_tensors(m, t);
 	char *text = header_text(info, t, nt);
 	if (!text)
@@ -586,10 +602,10 @@ enum status checkpoint_extract(const struct checkpoint_view *view, const struct 
 			       const char *name, float *params, float *velocity, char *err,
 			       size_t errlen)
 {
-	struct tensor_ref t[4 * MODEL_MAX_LAYERS];
+	struct tensor_ref t[CKPT_MODEL_TENSORS];
 	int nt = model_tensors(m, t);
 	int used[CHECKPOINT_MAX_TENSORS] = {0};
-	const struct checkpoint_tensor *found[4 * MODEL_MAX_LAYERS];
+	const struct checkpoint_tensor *found[CKPT_MODEL_TENSORS];
 	for (int i = 0; i < nt; i++) {
 		found[i] = NULL;
 		for (int k = 0; k < view->n_tensors; k++)
@@ -605,16 +621,9 @@ enum status checkpoint_extract(const struct checkpoint_view *view, const struct 
 		for (int d = 0; same && d < t[i].ndim; d++)
 			same = f->shape[d] == t[i].shape[d];
 		if (!same) {
-			char got[96] = "[", want[64];
-			for (int d = 0; d < f->ndim && strlen(got) < sizeof(got) - 24; d++)
-				snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%llu", d ? ", " : "",
-					 (unsigned long long)f->shape[d]);
-			strcat(got, "]");
-			if (t[i].ndim == 2)
-				snprintf(want, sizeof(want), "[%llu, %llu]", (unsigned long long)t[i].shape[0],
-					 (unsigned long long)t[i].shape[1]);
-			else
-				snprintf(want, sizeof(want), "[%llu]", (unsigned long long)t[i].shape[0]);
+			char got[192], want[96];
+			shape_text(f->shape, f->ndim, got, sizeof(got));
+			shape_text(t[i].shape, t[i].ndim, want, sizeof(want));
 			return status_fail(err, errlen, STATUS_BAD_INPUT,
 					   "%s: tensor %s is %s %s, this model has F32 %s", name, t[i].name,
 					   f->dtype, got, want);
@@ -676,7 +685,14 @@ enum status checkpoint_compat(const struct checkpoint_info *ck, const struct che
 	else if (d.used == 0 && ck->steps_per_epoch != run->steps_per_epoch)
 		text_add(&d, "%s%d steps per epoch in the checkpoint, %d here", sep(&d),
 			 ck->steps_per_epoch, run->steps_per_epoch);
-	if (ck->global_step > (long long)run->cfg.epochs * ck->steps_per_epoch) {
+	/* A cosine schedule spans the whole run: its rates depend on --epochs. */
+	if (ck->cfg.lr_schedule == LR_COSINE && run->cfg.lr_schedule == LR_COSINE &&
+	    ck->cfg.epochs != run->cfg.epochs) {
+		text_add(&d,
+			 "%s--epochs %d in the checkpoint, %d here, with --lr-schedule cosine: the "
+			 "schedule runs over all steps of the run, so the total must stay the same",
+			 sep(&d), ck->cfg.epochs, run->cfg.epochs);
+	} else if (ck->global_step > (long long)run->cfg.epochs * ck->steps_per_epoch) {
 		struct checkpoint_position p = checkpoint_position(ck->global_step, ck->steps_per_epoch);
 		text_add(&d,
 			 "%s--epochs %d is the total, but the checkpoint is already at epoch %d step %d "

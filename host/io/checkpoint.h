@@ -8,8 +8,9 @@
  *             {"__metadata__":{"key":"value",...},
  *              "fc0.weight":{"dtype":"F32","shape":[10,784],"data_offsets":[b,e]},...}
  *   the data  raw little-endian tensors, back to back, offsets relative to here
- * Tensors: the parameters under the model's names (fc<l>.weight (out, in),
- * fc<l>.bias (out), PyTorch's layout) and the SGD velocity under
+ * Tensors: the parameters under the model's names and in PyTorch's layout
+ * (fc<l>.weight (out, in), fc<l>.bias (out), conv<l>.weight (oc, c, k, k),
+ * conv<l>.bias (oc): train/model.h) and the SGD velocity under
  * "optimizer.<name>", all F32. Python's safetensors and PyTorch read the weights
  * as they are. __metadata__ (strings only, as the format requires) holds the
  * format and program version; the position as the global step and the steps

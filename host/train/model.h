@@ -1,15 +1,24 @@
 /*
- * model.h - the networks as a stack of Dense layers over one flat parameter
+ * model.h - the networks as a short list of layers over one flat parameter
  * buffer, run through the backend interface (so it never knows which
  * backend computes it).
  *
  * Parameters, and gradients, live in one contiguous buffer each, so a step
- * reduces all gradients in a single allreduce. Layer l holds
- *   W_l (dims[l+1], dims[l])  row-major, PyTorch's layout (out, in)
- *   b_l (dims[l+1])
- * at w_off[l] and b_off[l]. Hidden layers apply ReLU; the output layer
- * applies it only in the seed model (the tutorial's net puts ReLU on the
- * logits).
+ * reduces all gradients in a single allreduce. Each layer with parameters
+ * holds its weight then its bias, in layer order, in PyTorch's layout:
+ *   dense  W (out, in), b (out)                 named fc<i>.weight, fc<i>.bias
+ *   conv   W (oc, c, k, k) = (oc, c*k*k), b (oc) named conv<i>.weight, conv<i>.bias
+ * The models:
+ *   seed    dense 784->10 with ReLU on the logits (the tutorial's net), fc0
+ *   linear  dense 784->10, fc0
+ *   mlp     784 -> hidden... -> 10, ReLU between, fc0, fc1, ...
+ *   lenet   LeNet-5: conv1 1->6 5x5 pad 2 + ReLU, max-pool 2; conv2 6->16 5x5
+ *           + ReLU, max-pool 2; fc1 400->120 + ReLU, fc2 120->84 + ReLU, fc3 84->10
+ * Activations between layers: dense layers read and write (rows, features);
+ * the convolutional stack works batch-innermost, (c, h, w, rows) (conv_shape.h
+ * says why), and LeNet-5 has a transpose layer at each end of it: the images
+ * (rows, 784) in, the last pool's (400, rows) out to (rows, 400), PyTorch's
+ * flatten order.
  */
 #ifndef MNIST_DDP_MODEL_H
 #define MNIST_DDP_MODEL_H
@@ -24,14 +33,38 @@
 extern "C" {
 #endif
 
-#define MODEL_MAX_LAYERS (CONFIG_MAX_HIDDEN + 1)
+#define MODEL_MAX_LAYERS (CONFIG_MAX_HIDDEN + 4)
+
+enum layer_kind {
+	LAYER_DENSE = 0,
+	LAYER_CONV,
+	LAYER_POOL,
+	LAYER_TRANSPOSE, /* (rows, in) <-> (in, rows), no parameters */
+};
+
+struct layer {
+	enum layer_kind kind;
+	char name[8];           /* tensor name prefix ("fc0", "conv1"); "" for a pool */
+	int relu;               /* ReLU on the output (dense and conv) */
+	int batch_last;         /* transpose: 1 writes (in, rows), 0 writes (rows, in) */
+	int in, out;            /* values per example read and written */
+	int units;              /* dense: output features; conv: output channels */
+	struct conv_shape conv; /* LAYER_CONV */
+	struct pool_shape pool; /* LAYER_POOL */
+	size_t w_off, b_off;    /* dense and conv: where W and b start in the flat buffer */
+	int fan_in;             /* dense: in; conv: c*k*k (a row of W) */
+};
+
+/* Dense and conv layers hold parameters; pools and transposes do not. */
+static inline int layer_has_params(const struct layer *l)
+{
+	return l->kind == LAYER_DENSE || l->kind == LAYER_CONV;
+}
 
 struct model {
 	enum model_kind kind;
 	int n_layers;
-	int dims[MODEL_MAX_LAYERS + 1]; /* dims[0] = 784 inputs, dims[n_layers] = 10 classes */
-	int relu_out;                   /* ReLU on the logits (seed model) */
-	size_t w_off[MODEL_MAX_LAYERS], b_off[MODEL_MAX_LAYERS];
+	struct layer layer[MODEL_MAX_LAYERS];
 	size_t n_params;
 };
 
@@ -40,20 +73,65 @@ void model_init(struct model *m, enum model_kind kind, const int *hidden, int n_
 /*
  * Initial parameters into params (n_params), from the seed alone:
  * seed and linear models: W ~ normal(0, 0.01), b = 0 (the tutorial's Dense);
- * mlp: W and b ~ uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) (PyTorch's Linear).
+ * mlp and lenet: W and b ~ uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), PyTorch's
+ * default for Linear and Conv2d.
  */
 void model_init_params(const struct model *m, uint64_t seed, float *params);
 
-/* Name of layer l's weight or bias tensor ("fc<l>.weight", "fc<l>.bias"). */
-void model_tensor_name(int layer, int is_bias, char *buf, size_t len);
+/* One parameter tensor as a checkpoint stores it. */
+struct model_tensor {
+	char name[24]; /* "fc1.weight", "conv1.bias" */
+	int ndim;
+	int shape[4];  /* PyTorch's shape */
+	size_t offset, count; /* in floats, within the flat buffer */
+};
+
+/* How many tensors the model has (a weight and a bias per dense or conv layer). */
+int model_n_tensors(const struct model *m);
+/* Tensor i (0 <= i < model_n_tensors), in buffer order: weight, bias, next layer... */
+void model_tensor_at(const struct model *m, int i, struct model_tensor *t);
+
+/* The layers as text, e.g. "784,512,256,10" or "1x28x28,conv6k5p2,pool2,...,10". */
+void model_layers_text(const struct model *m, char *buf, size_t len);
+
+/*
+ * Single layers, for the models above and for tests: a conv layer of (c, h, w)
+ * inputs to oc channels (k x k, stride 1, padding pad, ReLU when relu) with W
+ * at w_off and b right after it; a k x k max-pool of (c, h, w) inputs.
+ */
+void model_conv_layer(struct layer *l, int c, int h, int w, int oc, int k, int pad, int relu,
+		      size_t w_off);
+void model_pool_layer(struct layer *l, int c, int h, int w, int k);
+
+/*
+ * One layer's forward pass over rows examples: x (rows * in) -> y (rows * out)
+ * in the layouts above. cols: a conv layer's im2col matrix (c*k*k *
+ * oh*ow*rows floats), kept for the backward pass; arg: a pool's argmax
+ * (rows * out). Either may be NULL for the layers that do not use it.
+ */
+void layer_forward(const struct backend *be, const struct layer *l, const float *params,
+		   const float *x, float *y, float *cols, int32_t *arg, int rows);
+
+/*
+ * Its backward pass, after layer_forward with the same x, y, cols and arg:
+ * dy, the gradient wrt y, goes through the ReLU in place; grads gets the
+ * layer's dW and db (at w_off, b_off); dx, the gradient wrt x, unless NULL
+ * (a conv then uses cols for its im2col gradient). ones: at least
+ * max(rows, rows*oh*ow) ones, for the bias gradients.
+ */
+void layer_backward(const struct backend *be, const struct layer *l, const float *params,
+		    const float *x, const float *y, float *dy, float *grads, float *dx, float *cols,
+		    const int32_t *arg, const float *ones, int rows);
 
 /* Backend buffers for one batch of up to max_rows examples. */
 struct model_ws {
 	int max_rows;
-	float *act[MODEL_MAX_LAYERS + 1];  /* act[0] (rows, 784) input; act[l+1] (rows, dims[l+1]) */
+	float *act[MODEL_MAX_LAYERS + 1];  /* act[0] (rows, 784) input; act[l+1] layer l's output */
 	float *dact[MODEL_MAX_LAYERS + 1]; /* gradient of the loss wrt act[l], l >= 1 */
+	float *cols[MODEL_MAX_LAYERS];     /* conv layer l: its im2col matrix, then its gradient */
+	int32_t *arg[MODEL_MAX_LAYERS];    /* pool layer l: each window's argmax (rows * out) */
 	int32_t *labels;                   /* (rows) */
-	float *ones;                       /* (max_rows) all 1, for bias gradients by GEMM */
+	float *ones;                       /* all 1, for bias gradients by GEMM */
 	float *row_loss;                   /* (rows) per-example loss */
 	int32_t *hits;                     /* (max_rows) correct predictions, accumulated */
 };
@@ -63,7 +141,7 @@ int model_ws_create(const struct backend *be, const struct model *m, int max_row
 		    struct model_ws *ws);
 void model_ws_destroy(const struct backend *be, struct model_ws *ws);
 
-/* Forward pass of ws->act[0] (rows, 784) to the logits ws->act[n_layers]. */
+/* Forward pass of ws->act[0] (rows, 784) to the logits ws->act[n_layers] (rows, 10). */
 void model_forward(const struct backend *be, const struct model *m, struct model_ws *ws,
 		   const float *params, int rows);
 

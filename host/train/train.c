@@ -22,6 +22,7 @@
 #include "io/report.h"
 #include "train/resume.h"
 #include "train/sampler.h"
+#include "train/schedule.h"
 
 /* Rows per evaluation batch (the workspace holds at least this many). */
 #define TRAIN_EVAL_ROWS 500
@@ -60,9 +61,11 @@ struct step_state {
 	struct model_ws *ws;
 	struct device_set data;
 	int32_t *index;  /* (shard_len) this rank's examples of the epoch */
-	int32_t *cursor; /* (1) position in index of the next batch */
+	int32_t *cursor; /* (2) position in index of the next batch, then *step: */
+	int32_t *step;   /* the step's index in the epoch, which picks its rate in lr */
+	float *lr;       /* (steps_per_epoch) the epoch's learning rates (train/schedule.h) */
 	float *params, *grads, *velocity; /* (n_params) each */
-	float lr, momentum;
+	float momentum;
 	enum reduce_op reduce;
 	int ranks;
 };
@@ -84,8 +87,9 @@ static void step_ops(const struct step_state *s, int rows)
 	model_backward_scaled(be, s->m, s->ws, s->params, s->grads, rows,
 			      1.0f / ((float)rows * (float)(fold ? s->ranks : 1)));
 	backend_allreduce(be, s->grads, s->m->n_params, fold ? REDUCE_SUM : s->reduce);
-	backend_sgd_update(be, s->params, s->grads, s->velocity, s->m->n_params, s->lr,
+	backend_sgd_update(be, s->params, s->grads, s->velocity, s->m->n_params, s->lr, s->step,
 			    s->momentum);
+	backend_advance(be, s->step, 1);
 }
 
 /* The mean of this rank's per-example losses of the last step. */
@@ -159,8 +163,10 @@ enum status train_validate(const struct train_config *c, const struct dist *d,
 	if (sampler_create(&smp, n, d->rank, d->size, c->batch_size, c->drop_last, c->seed, err,
 			   errlen))
 		return STATUS_BAD_INPUT;
+	struct schedule sch;
+	schedule_init(&sch, c->lr_schedule, c->lr, c->warmup_steps, (long long)c->epochs * smp.steps);
 	sampler_destroy(&smp);
-	return STATUS_OK;
+	return schedule_validate(&sch, err, errlen);
 }
 
 /* Steps timed with --metrics: at most this many (the first ones), 4 MiB of floats. */
@@ -188,9 +194,10 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	struct model m;
 	struct model_ws ws;
 	struct sampler smp;
-	struct step_state st = {.be = be, .m = &m, .ws = &ws, .lr = c->lr, .momentum = c->momentum,
+	struct step_state st = {.be = be, .m = &m, .ws = &ws, .momentum = c->momentum,
 				.reduce = c->grad_reduce == GRAD_REDUCE_SUM ? REDUCE_SUM : REDUCE_MEAN,
 				.ranks = d->size};
+	struct schedule sched;
 	memset(res, 0, sizeof(*res));
 	res->test_accuracy = NAN;
 
@@ -202,6 +209,7 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 		return STATUS_BAD_INPUT;
 
 	model_init(&m, c->model, c->hidden, c->n_hidden);
+	schedule_init(&sched, c->lr_schedule, c->lr, c->warmup_steps, (long long)c->epochs * smp.steps);
 	size_t pbytes = m.n_params * sizeof(float);
 	struct checkpoint_info ckpt;
 	struct resume_state rs;
@@ -221,8 +229,10 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	st.grads = backend_alloc(be, pbytes);
 	st.velocity = backend_alloc(be, pbytes);
 	st.index = backend_alloc(be, (size_t)smp.shard_len * sizeof(int32_t));
-	st.cursor = backend_alloc(be, sizeof(int32_t));
-	if (!st.params || !st.grads || !st.velocity || !st.index || !st.cursor ||
+	st.cursor = backend_alloc(be, 2 * sizeof(int32_t));
+	st.step = st.cursor + 1;
+	st.lr = backend_alloc(be, (size_t)smp.steps * sizeof(float));
+	if (!st.params || !st.grads || !st.velocity || !st.index || !st.cursor || !st.lr ||
 	    device_set_upload(be, train, n, &st.data))
 		die(1, "out of %s memory for the model and the training set", backend_name(be));
 
@@ -232,6 +242,7 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	int32_t *host_index = xmalloc((size_t)smp.shard_len * sizeof(int32_t));
 	memset(host_index, 0, (size_t)smp.shard_len * sizeof(int32_t));
 	float *host_rows = xmalloc((size_t)c->batch_size * sizeof(float));
+	float *host_lr = xmalloc((size_t)smp.steps * sizeof(float));
 	model_init_params(&m, c->seed, host_params);
 	backend_upload(be, st.params, rs.params ? rs.params : host_params, pbytes);
 	backend_broadcast(be, st.params, m.n_params, 0);
@@ -265,10 +276,12 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	for (int epoch = rs.epoch; epoch < c->epochs; epoch++) {
 		/* A resumed run starts its first epoch at the step after the checkpoint's. */
 		int first = epoch == rs.epoch ? rs.step : 0;
-		const int32_t cursor0 = (int32_t)first * c->batch_size;
+		const int32_t pos0[2] = {(int32_t)first * c->batch_size, (int32_t)first};
 		sampler_epoch(&smp, epoch, host_index);
+		schedule_fill(&sched, (long long)epoch * smp.steps, smp.steps, host_lr);
 		backend_upload(be, st.index, host_index, (size_t)smp.shard_len * sizeof(int32_t));
-		backend_upload(be, st.cursor, &cursor0, sizeof(cursor0));
+		backend_upload(be, st.lr, host_lr, (size_t)smp.steps * sizeof(float));
+		backend_upload(be, st.cursor, pos0, sizeof(pos0));
 		for (int step = first; step < smp.steps; step++) {
 			double t_step = step_secs ? clock_seconds() : 0.0;
 			int rows = sampler_batch_rows(&smp, step);
@@ -350,12 +363,14 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 		backend_graph_destroy(be, graph);
 	free(host_index);
 	free(host_rows);
+	free(host_lr);
 	free(host_velocity);
 	backend_free(be, st.params);
 	backend_free(be, st.grads);
 	backend_free(be, st.velocity);
 	backend_free(be, st.index);
 	backend_free(be, st.cursor);
+	backend_free(be, st.lr);
 	device_set_free(be, &st.data);
 	model_ws_destroy(be, &ws);
 	sampler_destroy(&smp);

@@ -5,6 +5,8 @@
 # references and the host backend. Needs no CUDA toolkit: built in every build.
 add_unit_test(test_kernels_host
   ${CMAKE_CURRENT_SOURCE_DIR}/test_kernels_host.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/test_kernels_conv.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/kernel_check.c
   ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/kernels_host.c
   ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/fake_cuda.c
   ${CMAKE_CURRENT_SOURCE_DIR}/ref.c)

@@ -37,7 +37,8 @@ if(MNIST_DDP_FUZZ)
   add_executable(fuzz_checkpoint ${_fz}/fuzz_checkpoint.c ${CMAKE_SOURCE_DIR}/host/io/checkpoint.c
                  ${CMAKE_SOURCE_DIR}/host/io/checkpoint_dir.c ${CMAKE_SOURCE_DIR}/host/train/model.c
                  ${CMAKE_SOURCE_DIR}/host/io/idx.c ${CMAKE_SOURCE_DIR}/host/config.c
-                 ${CMAKE_SOURCE_DIR}/host/io/report.c ${CMAKE_SOURCE_DIR}/host/dist/check.c)
+                 ${CMAKE_SOURCE_DIR}/host/io/report.c ${CMAKE_SOURCE_DIR}/host/train/schedule.c
+                 ${CMAKE_SOURCE_DIR}/host/dist/check.c)
   target_include_directories(fuzz_checkpoint PRIVATE ${JANSSON_INCLUDE_DIR})
   target_link_libraries(fuzz_checkpoint PRIVATE MPI::MPI_C ZLIB::ZLIB ${JANSSON_LIBRARY} ${MATH_LIBRARY})
   foreach(_t idx checkpoint)

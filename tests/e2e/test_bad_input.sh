@@ -16,7 +16,9 @@
 # directory, a truncated image file, a wrong magic, image and label counts
 # that disagree, a --test-data directory that does not exist, --limit larger
 # than the data set, --drop-last leaving no full batch, --threads above the
-# node's cores (once silently capped by OpenBLAS), MPMD launches where
+# node's cores (once silently capped by OpenBLAS), an unknown --lr-schedule, a
+# negative --warmup-steps, a warm-up longer than the run (with a control: a
+# warm-up exactly as long trains), MPMD launches where
 # only one rank has a bad flag or a bad file, and a --metrics file in a
 # directory that does not exist (and no file left behind).
 # Exit 0 pass, 1 fail (every failure is printed).
@@ -162,6 +164,21 @@ bad limit-too-large "0 1" "--limit" "70000.*60000" -n 2 "$T" --limit 70000
 bad drop-last-no-batch "0 1" "--drop-last" "batch" -n 2 "$T" --drop-last --limit 40
 bad threads-above-cores "0 1" "--threads" "1000 is more than the [0-9]+ cores of this node" \
 	-n 2 "$T" --threads 1000 --limit 100
+bad lr-schedule-unknown "0 1" "--lr-schedule" "'linear'.*constant or cosine" \
+	-n 2 "$T" --lr-schedule linear --limit 100
+bad warmup-negative "0 1" "--warmup-steps" "'-5'.*integer" -n 2 "$T" --warmup-steps -5 --limit 100
+# 640 examples over 2 ranks of batch 32: 10 steps per epoch, 20 in 2 epochs.
+bad warmup-longer-than-run "0 1" "--warmup-steps" "21 is longer than the run.*20 steps" \
+	-n 2 "$T" --lr-schedule cosine --warmup-steps 21 --limit 640 --epochs 2
+timeout -k 10 "$CASE_TIMEOUT" "${MPIRUN[@]}" -n 2 "$T" --lr-schedule cosine --warmup-steps 20 \
+	--limit 640 --epochs 2 >"$TMP/warmup-control.out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] || ! grep -q '^summary: .*steps_per_epoch=10 ' "$TMP/warmup-control.out"; then
+	fail "warmup control: a warm-up as long as the run (20 steps) did not train (status $rc):"
+	sed 's/^/    /' "$TMP/warmup-control.out" >&2
+else
+	echo "ok: warmup control: --warmup-steps 20 of a 20-step run trains (status 0)"
+fi
 # MPMD: the ranks get different command lines; only one of them is bad.
 bad mpmd-rank0-bad-flag "0" "--epochs" "'x'.*integer" \
 	-n 1 "$T" --epochs x --limit 100 : -n 1 "$T" --limit 100

@@ -54,7 +54,7 @@ int main(int argc, char **argv)
 	float *pa = xmalloc(m.n_params * sizeof(float));
 	float *pb = xmalloc(m.n_params * sizeof(float));
 	model_init_params(&m, t.seed, p0);
-	gpu_data_make(&g, t.seed, 1000, STEPS * BATCH);
+	gpu_data_make(&g, t.seed, 1000, STEPS * BATCH, 1);
 	gpu_run_create(&ra, &t.dev, &m, &g, p0, BATCH, 0.05f, 0.9f, REDUCE_MEAN);
 	gpu_run_create(&rb, &t.dev, &m, &g, p0, BATCH, 0.05f, 0.9f, REDUCE_MEAN);
 

@@ -5,9 +5,12 @@
  *   ctest --test-dir build -L gpu --output-on-failure
  *   build/tests/gpu_ops [--self-test]
  *
- * Element ops (gather, bias_act, relu_backward, softmax_xent, sgd_update)
- * must agree with the host backend to a normalised error of 1e-6
- * (max |cuda - host| / max |host|); labels, cursor and hit counts exactly.
+ * Element ops (gather, bias_act, relu_backward, softmax_xent, sgd_update,
+ * im2col, col2im, channel_bias_act, maxpool and its backward, transpose) must agree with
+ * the host backend to a normalised error of 1e-6 (max |cuda - host| / max
+ * |host|); labels, cursor, hit counts and pool argmaxes exactly. The conv
+ * layers of LeNet-5 (im2col + GEMM + bias + ReLU, and the backward pass
+ * through cuBLAS and col2im) agree to a normalised 1e-5.
  * GEMM, all four transpose combinations, with and without beta and with
  * padded leading dimensions, is held by both backends to the float32 error
  * bound against a double-precision reference:
@@ -25,6 +28,7 @@
 
 #include "gpu_common.h"
 #include "ref.h"
+#include "train/model.h"
 
 #define ELEM_TOL 1e-6
 
@@ -435,8 +439,17 @@ static void test_sgd_update(struct gpu_test *t)
 				float *dp = gpu_upload_new(be, p0, n * sizeof(float));
 				float *dg = gpu_upload_new(be, g, n * sizeof(float));
 				float *dv = gpu_upload_new(be, v0, n * sizeof(float));
-				for (int step = 0; step < 3; step++)
-					backend_sgd_update(be, dp, dg, dv, n, 0.05f, moms[mi]);
+				/* Three steps at three rates, picked by a step counter in backend memory. */
+				const float rates[3] = {0.05f, 0.03f, 0.01f};
+				const int32_t zero = 0;
+				float *dr = gpu_upload_new(be, rates, sizeof(rates));
+				int32_t *ds = gpu_upload_new(be, &zero, sizeof(zero));
+				for (int step = 0; step < 3; step++) {
+					backend_sgd_update(be, dp, dg, dv, n, dr, ds, moms[mi]);
+					backend_advance(be, ds, 1);
+				}
+				backend_free(be, dr);
+				backend_free(be, ds);
 				gpu_download(be, p_out[w], dp, n * sizeof(float));
 				gpu_download(be, v_out[w], dv, n * sizeof(float));
 				backend_free(be, dp);
@@ -459,6 +472,231 @@ static void test_sgd_update(struct gpu_test *t)
 			}
 		}
 	}
+}
+
+/* One float output of both backends: out[0] the device's, out[1] the host's. */
+struct pair {
+	float *out[2];
+	size_t n;
+};
+
+static void pair_alloc(struct pair *p, size_t n)
+{
+	p->n = n;
+	p->out[0] = fbuf(n);
+	p->out[1] = fbuf(n);
+}
+
+static void pair_free(struct pair *p)
+{
+	free(p->out[0]);
+	free(p->out[1]);
+}
+
+static void test_conv_elements(struct gpu_test *t)
+{
+	/* c, h, w, k, pad, batch: LeNet's layers at batch 64, odd shapes */
+	const int cases[][6] = {{1, 28, 28, 5, 2, 64}, {6, 14, 14, 5, 0, 64}, {2, 7, 5, 3, 1, 3},
+				{2, 3, 3, 5, 2, 2}};
+	for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+		const int *q = cases[ci];
+		struct conv_shape s = conv_shape_make(q[0], q[1], q[2], q[3], q[4]);
+		int batch = q[5];
+		size_t nx = (size_t)batch * s.c * s.h * s.w;
+		size_t nc = (size_t)s.c * s.k * s.k * batch * s.oh * s.ow;
+		struct rng r = rng_make(t->seed, 80 + ci);
+		float *x = fbuf(nx), *dcols = fbuf(nc);
+		struct pair cols, dx;
+		pair_alloc(&cols, nc);
+		pair_alloc(&dx, nx);
+		ref_fill_uniform(&r, x, nx, -2.0, 2.0);
+		ref_fill_uniform(&r, dcols, nc, -1.0, 1.0);
+		const struct backend *bes[2] = {&t->dev, &t->host};
+		for (int w = 0; w < 2; w++) {
+			const struct backend *be = bes[w];
+			float *dxin = gpu_upload_new(be, x, nx * sizeof(float));
+			float *dc = gpu_upload_new(be, NULL, nc * sizeof(float));
+			float *dd = gpu_upload_new(be, dcols, nc * sizeof(float));
+			float *dg = gpu_upload_new(be, NULL, nx * sizeof(float));
+			backend_im2col(be, dxin, &s, batch, dc);
+			backend_col2im(be, dd, &s, batch, dg);
+			gpu_download(be, cols.out[w], dc, nc * sizeof(float));
+			gpu_download(be, dx.out[w], dg, nx * sizeof(float));
+			backend_free(be, dxin);
+			backend_free(be, dc);
+			backend_free(be, dd);
+			backend_free(be, dg);
+		}
+		char what[96];
+		snprintf(what, sizeof(what), "im2col c%d %dx%d k%d pad%d batch %d", s.c, s.h, s.w, s.k,
+			 s.pad, batch);
+		check_close(t, what, cols.out[0], cols.out[1], nc, 0.0);
+		snprintf(what, sizeof(what), "col2im c%d %dx%d k%d pad%d batch %d", s.c, s.h, s.w, s.k,
+			 s.pad, batch);
+		check_close(t, what, dx.out[0], dx.out[1], nx, ELEM_TOL);
+		free(x);
+		free(dcols);
+		pair_free(&cols);
+		pair_free(&dx);
+	}
+}
+
+static void test_pool_and_channel_bias(struct gpu_test *t)
+{
+	/* c, h, w, k, batch: LeNet's pools at batch 64, a ragged one */
+	const int cases[][5] = {{6, 28, 28, 2, 64}, {16, 10, 10, 2, 64}, {3, 5, 7, 2, 3}};
+	for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+		const int *q = cases[ci];
+		struct pool_shape s = pool_shape_make(q[0], q[1], q[2], q[3]);
+		int batch = q[4];
+		size_t nx = (size_t)s.c * batch * s.h * s.w, ny = (size_t)batch * s.c * s.oh * s.ow;
+		struct rng r = rng_make(t->seed, 90 + ci);
+		float *x = fbuf(nx), *dy = fbuf(ny), *bias = fbuf((size_t)s.c);
+		struct pair y, dx, biased;
+		int32_t *arg[2] = {ibuf(ny), ibuf(ny)};
+		pair_alloc(&y, ny);
+		pair_alloc(&dx, nx);
+		pair_alloc(&biased, nx);
+		for (size_t i = 0; i < nx; i++) /* few levels: windows with ties */
+			x[i] = (float)rng_below(&r, 5) - 2.0f;
+		/* Layouts (c, h, w, batch): the pool's input is (channels, n) to the channel bias too. */
+		ref_fill_uniform(&r, dy, ny, -1.0, 1.0);
+		ref_fill_uniform(&r, bias, (size_t)s.c, -1.0, 1.0);
+		const struct backend *bes[2] = {&t->dev, &t->host};
+		for (int w = 0; w < 2; w++) {
+			const struct backend *be = bes[w];
+			float *dxin = gpu_upload_new(be, x, nx * sizeof(float));
+			float *dyout = gpu_upload_new(be, NULL, ny * sizeof(float));
+			int32_t *darg = gpu_upload_new(be, NULL, ny * sizeof(int32_t));
+			float *ddy = gpu_upload_new(be, dy, ny * sizeof(float));
+			float *ddx = gpu_upload_new(be, NULL, nx * sizeof(float));
+			float *db = gpu_upload_new(be, bias, (size_t)s.c * sizeof(float));
+			backend_maxpool(be, dxin, &s, batch, dyout, darg);
+			backend_maxpool_backward(be, ddy, darg, &s, batch, ddx);
+			backend_channel_bias_act(be, dxin, db, s.c, nx / (size_t)s.c, 1);
+			gpu_download(be, y.out[w], dyout, ny * sizeof(float));
+			gpu_download(be, arg[w], darg, ny * sizeof(int32_t));
+			gpu_download(be, dx.out[w], ddx, nx * sizeof(float));
+			gpu_download(be, biased.out[w], dxin, nx * sizeof(float));
+			void *bufs[] = {dxin, dyout, darg, ddy, ddx, db};
+			for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+				backend_free(be, bufs[i]);
+		}
+		char what[96];
+		snprintf(what, sizeof(what), "maxpool c%d %dx%d k%d batch %d", s.c, s.h, s.w, s.k, batch);
+		check_close(t, what, y.out[0], y.out[1], ny, 0.0);
+		check_exact_i(t, what, arg[0], arg[1], ny);
+		snprintf(what, sizeof(what), "maxpool_backward c%d %dx%d k%d batch %d", s.c, s.h, s.w, s.k,
+			 batch);
+		check_close(t, what, dx.out[0], dx.out[1], nx, 0.0);
+		snprintf(what, sizeof(what), "channel_bias_act %d x %zu relu", s.c, nx / (size_t)s.c);
+		check_close(t, what, biased.out[0], biased.out[1], nx, ELEM_TOL);
+		free(x);
+		free(dy);
+		free(bias);
+		free(arg[0]);
+		free(arg[1]);
+		pair_free(&y);
+		pair_free(&dx);
+		pair_free(&biased);
+	}
+}
+
+/* The transposes at the ends of LeNet-5's convolutional stack: exact. */
+static void test_transpose(struct gpu_test *t)
+{
+	const int shapes[][2] = {{1, 1}, {64, 784}, {400, 64}, {17, 33}};
+	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+		int rows = shapes[si][0], cols = shapes[si][1];
+		size_t n = (size_t)rows * cols;
+		struct rng r = rng_make(t->seed, 110 + si);
+		float *x = fbuf(n);
+		struct pair y;
+		pair_alloc(&y, n);
+		ref_fill_uniform(&r, x, n, -1.0, 1.0);
+		const struct backend *bes[2] = {&t->dev, &t->host};
+		for (int w = 0; w < 2; w++) {
+			float *dx = gpu_upload_new(bes[w], x, n * sizeof(float));
+			float *dy = gpu_upload_new(bes[w], NULL, n * sizeof(float));
+			backend_transpose(bes[w], dx, rows, cols, dy);
+			gpu_download(bes[w], y.out[w], dy, n * sizeof(float));
+			backend_free(bes[w], dx);
+			backend_free(bes[w], dy);
+		}
+		size_t wrong = 0;
+		for (int i = 0; i < rows; i++)
+			for (int j = 0; j < cols; j++)
+				wrong += y.out[1][(size_t)j * rows + i] != x[(size_t)i * cols + j];
+		char what[96];
+		snprintf(what, sizeof(what), "transpose %dx%d", rows, cols);
+		gpu_test_check(t, wrong == 0, "%s: host backend %zu entries misplaced", what, wrong);
+		check_close(t, what, y.out[0], y.out[1], n, 0.0);
+		free(x);
+		pair_free(&y);
+	}
+}
+
+/* LeNet-5's conv layers as the model runs them: forward and backward, cuBLAS vs the host's GEMM. */
+static void test_conv_layers(struct gpu_test *t)
+{
+	struct model m;
+	model_init(&m, MODEL_LENET, NULL, 0);
+	const int batch = 64;
+	float *params = fbuf(m.n_params);
+	model_init_params(&m, t->seed, params);
+	for (int li = 0; li < m.n_layers; li++) {
+		const struct layer *l = &m.layer[li];
+		if (l->kind != LAYER_CONV)
+			continue;
+		size_t nx = (size_t)batch * l->in, ny = (size_t)batch * l->out;
+		size_t pixels = (size_t)batch * l->conv.oh * l->conv.ow;
+		size_t nc = pixels * (size_t)l->fan_in;
+		struct rng r = rng_make(t->seed, 100 + li);
+		float *x = fbuf(nx), *dy = fbuf(ny), *ones = fbuf(pixels);
+		struct pair y, grads, dx;
+		pair_alloc(&y, ny);
+		pair_alloc(&grads, m.n_params);
+		pair_alloc(&dx, nx);
+		ref_fill_uniform(&r, x, nx, -1.0, 2.0);
+		ref_fill_uniform(&r, dy, ny, -1e-3, 1e-3);
+		for (size_t i = 0; i < pixels; i++)
+			ones[i] = 1.0f;
+		const struct backend *bes[2] = {&t->dev, &t->host};
+		for (int w = 0; w < 2; w++) {
+			const struct backend *be = bes[w];
+			float *dp = gpu_upload_new(be, params, m.n_params * sizeof(float));
+			float *dxin = gpu_upload_new(be, x, nx * sizeof(float));
+			float *dyout = gpu_upload_new(be, NULL, ny * sizeof(float));
+			float *ddy = gpu_upload_new(be, dy, ny * sizeof(float));
+			float *dg = gpu_upload_new(be, NULL, m.n_params * sizeof(float));
+			float *ddx = gpu_upload_new(be, NULL, nx * sizeof(float));
+			float *dc = gpu_upload_new(be, NULL, nc * sizeof(float));
+			float *d1 = gpu_upload_new(be, ones, pixels * sizeof(float));
+			layer_forward(be, l, dp, dxin, dyout, dc, NULL, batch);
+			layer_backward(be, l, dp, dxin, dyout, ddy, dg, ddx, dc, NULL, d1, batch);
+			gpu_download(be, y.out[w], dyout, ny * sizeof(float));
+			gpu_download(be, grads.out[w], dg, m.n_params * sizeof(float));
+			gpu_download(be, dx.out[w], ddx, nx * sizeof(float));
+			void *bufs[] = {dp, dxin, dyout, ddy, dg, ddx, dc, d1};
+			for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+				backend_free(be, bufs[i]);
+		}
+		char what[96];
+		snprintf(what, sizeof(what), "%s layer forward, batch %d", l->name, batch);
+		check_close(t, what, y.out[0], y.out[1], ny, 1e-5);
+		snprintf(what, sizeof(what), "%s layer dW, db, batch %d", l->name, batch);
+		check_close(t, what, grads.out[0] + l->w_off, grads.out[1] + l->w_off,
+			    l->b_off + (size_t)l->units - l->w_off, 1e-5);
+		snprintf(what, sizeof(what), "%s layer dx (col2im), batch %d", l->name, batch);
+		check_close(t, what, dx.out[0], dx.out[1], nx, 1e-5);
+		free(x);
+		free(dy);
+		free(ones);
+		pair_free(&y);
+		pair_free(&grads);
+		pair_free(&dx);
+	}
+	free(params);
 }
 
 /* One rank: the mean and the sum are the buffer itself, and so is a broadcast. */
@@ -496,6 +734,10 @@ int main(int argc, char **argv)
 	test_softmax_xent(&t);
 	test_argmax_hits(&t);
 	test_sgd_update(&t);
+	test_conv_elements(&t);
+	test_pool_and_channel_bias(&t);
+	test_conv_layers(&t);
+	test_transpose(&t);
 	test_collectives_one_rank(&t);
 	return gpu_test_finish(&t);
 }

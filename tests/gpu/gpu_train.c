@@ -9,7 +9,7 @@
 #include "io/idx.h"
 #include "train/rng.h"
 
-void gpu_data_make(struct gpu_data *g, uint64_t seed, int n_images, int index_len)
+void gpu_data_make(struct gpu_data *g, uint64_t seed, int n_images, int index_len, int block)
 {
 	struct rng r = rng_make(seed, 0xda7a);
 	uint8_t proto[IDX_CLASSES][IDX_PIXELS];
@@ -19,8 +19,12 @@ void gpu_data_make(struct gpu_data *g, uint64_t seed, int n_images, int index_le
 	g->labels = xmalloc((size_t)n_images);
 	g->index = xmalloc((size_t)index_len * sizeof(int32_t));
 	for (int c = 0; c < IDX_CLASSES; c++)
-		for (int p = 0; p < IDX_PIXELS; p++)
-			proto[c][p] = (uint8_t)(rng_below(&r, 4) == 0 ? 255 : 0);
+		for (int p = 0; p < IDX_PIXELS; p++) {
+			/* The first pixel of each block x block square draws; the others copy it. */
+			int y = p / IDX_COLS, x = p % IDX_COLS;
+			int first = (y - y % block) * IDX_COLS + (x - x % block);
+			proto[c][p] = p == first ? (uint8_t)(rng_below(&r, 4) == 0 ? 255 : 0) : proto[c][first];
+		}
 	for (int i = 0; i < n_images; i++) {
 		int c = (int)rng_below(&r, IDX_CLASSES);
 		for (int p = 0; p < IDX_PIXELS; p++) /* half of the pixels replaced by noise */
@@ -60,6 +64,13 @@ void gpu_run_create(struct gpu_run *r, const struct backend *be, const struct mo
 	r->labels = gpu_upload_new(be, g->labels, (size_t)g->n_images);
 	r->index = gpu_upload_new(be, g->index, (size_t)g->index_len * sizeof(int32_t));
 	r->cursor = gpu_upload_new(be, &zero, sizeof(zero));
+	r->step = gpu_upload_new(be, &zero, sizeof(zero));
+	int steps = g->index_len / batch > 0 ? g->index_len / batch : 1;
+	float *rates = xmalloc((size_t)steps * sizeof(float));
+	for (int i = 0; i < steps; i++)
+		rates[i] = lr;
+	r->lr_table = gpu_upload_new(be, rates, (size_t)steps * sizeof(float));
+	free(rates);
 	r->params = gpu_upload_new(be, params0, pbytes);
 	r->grads = gpu_upload_new(be, NULL, pbytes);
 	r->velocity = gpu_upload_new(be, NULL, pbytes);
@@ -73,6 +84,8 @@ void gpu_run_destroy(struct gpu_run *r)
 	backend_free(be, r->labels);
 	backend_free(be, r->index);
 	backend_free(be, r->cursor);
+	backend_free(be, r->step);
+	backend_free(be, r->lr_table);
 	backend_free(be, r->params);
 	backend_free(be, r->grads);
 	backend_free(be, r->velocity);
@@ -88,8 +101,9 @@ void gpu_run_step(struct gpu_run *r)
 	model_forward(be, r->m, &r->ws, r->params, r->batch);
 	model_backward(be, r->m, &r->ws, r->params, r->grads, r->batch);
 	backend_allreduce(be, r->grads, r->m->n_params, r->reduce);
-	backend_sgd_update(be, r->params, r->grads, r->velocity, r->m->n_params, r->lr,
-			    r->momentum);
+	backend_sgd_update(be, r->params, r->grads, r->velocity, r->m->n_params, r->lr_table,
+			    r->step, r->momentum);
+	backend_advance(be, r->step, 1);
 }
 
 double gpu_run_loss(const struct gpu_run *r)

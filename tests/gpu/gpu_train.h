@@ -3,7 +3,8 @@
  * interface with the project's model code (include/model.h), for the GPU
  * parity programs: the same ops in the same order as the trainer's step
  * (gather by a cursor in backend memory, advance, forward, backward, one
- * allreduce of the flat gradient buffer, SGD over the flat parameter buffer).
+ * allreduce of the flat gradient buffer, SGD over the flat parameter buffer
+ * at the rate its step counter picks from a table in backend memory).
  */
 #ifndef MNIST_DDP_TESTS_GPU_TRAIN_H
 #define MNIST_DDP_TESTS_GPU_TRAIN_H
@@ -16,7 +17,9 @@
 
 /*
  * Synthetic MNIST-shaped data: class prototypes with half the pixels noise and
- * a fifth of the labels random, learnable but never to a loss near zero.
+ * a fifth of the labels random, learnable but never to a loss near zero. The
+ * prototypes are made of block x block squares (1: single pixels), the
+ * spatial structure a convolutional network learns from.
  */
 struct gpu_data {
 	int n_images;
@@ -26,7 +29,7 @@ struct gpu_data {
 	int32_t *index;  /* (index_len) the examples in training order */
 };
 
-void gpu_data_make(struct gpu_data *g, uint64_t seed, int n_images, int index_len);
+void gpu_data_make(struct gpu_data *g, uint64_t seed, int n_images, int index_len, int block);
 void gpu_data_free(struct gpu_data *g);
 
 /* One replica: data, model state and workspace in one backend's memory. */
@@ -37,6 +40,8 @@ struct gpu_run {
 	uint8_t *images, *labels; /* (n_images, IDX_PIXELS), (n_images) */
 	int32_t *index;           /* (index_len) */
 	int32_t *cursor;          /* (1) next position in index */
+	int32_t *step;            /* (1) steps taken: the entry of lr the next update uses */
+	float *lr_table;          /* (index_len / batch) the rate of each step: lr */
 	float *params, *grads, *velocity; /* (n_params) each */
 	int batch;
 	float lr, momentum;

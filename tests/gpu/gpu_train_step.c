@@ -123,7 +123,7 @@ int main(int argc, char **argv)
 	if (t.d.size < 2 && t.d.rank == 0)
 		printf("# note: one rank only; start with mpirun -n 2 or more for the collectives\n");
 	/* One draw, so that the test images come from the training images' classes. */
-	gpu_data_make(&g, t.seed, 1200, 1);
+	gpu_data_make(&g, t.seed, 1200, 1, 1);
 	struct mnist_set train = as_set(&g, 0, 1000), test = as_set(&g, 1000, 200);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		step_case(&t, &cases[i], &train, &test);

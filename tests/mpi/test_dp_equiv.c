@@ -15,6 +15,10 @@
  * lr scaled by N. With momentum this still holds: the velocity is then N times
  * the 1-rank velocity at every step, and lr * (N v) = (N lr) * v.
  *
+ * The models: seed, linear, mlp and LeNet-5, at a constant rate and with a
+ * cosine schedule and warm-up (the rate of a step depends on the global step
+ * alone, which N ranks and 1 rank share).
+ *
  * The 1-rank reference runs inside the same job, on rank 0, over MPI_COMM_SELF.
  * Controls check that the comparison has power: a 1-rank run with batch B, and
  * a sum run against an unscaled lr, must differ far beyond the tolerance.
@@ -52,16 +56,22 @@ struct equiv_case {
 	float lr, momentum;
 	enum grad_reduce reduce;
 	int control; /* 1: also run a control that must differ */
+	enum lr_schedule schedule;
+	long warmup;
 };
 
 static const struct equiv_case cases[] = {
-	{"seed mean", MODEL_SEED, {0}, 0, 0.01f, 0.0f, GRAD_REDUCE_MEAN, 1},
-	{"seed mean momentum", MODEL_SEED, {0}, 0, 0.01f, 0.9f, GRAD_REDUCE_MEAN, 0},
-	{"linear mean", MODEL_LINEAR, {0}, 0, 0.05f, 0.0f, GRAD_REDUCE_MEAN, 0},
-	{"mlp mean", MODEL_MLP, {64, 32}, 2, 0.05f, 0.0f, GRAD_REDUCE_MEAN, 0},
-	{"mlp mean momentum", MODEL_MLP, {64, 32}, 2, 0.05f, 0.9f, GRAD_REDUCE_MEAN, 0},
-	{"seed sum", MODEL_SEED, {0}, 0, 0.005f, 0.0f, GRAD_REDUCE_SUM, 1},
-	{"mlp sum momentum", MODEL_MLP, {64, 32}, 2, 0.01f, 0.9f, GRAD_REDUCE_SUM, 0},
+	{"seed mean", MODEL_SEED, {0}, 0, 0.01f, 0.0f, GRAD_REDUCE_MEAN, 1, LR_CONSTANT, 0},
+	{"seed mean momentum", MODEL_SEED, {0}, 0, 0.01f, 0.9f, GRAD_REDUCE_MEAN, 0, LR_CONSTANT, 0},
+	{"linear mean", MODEL_LINEAR, {0}, 0, 0.05f, 0.0f, GRAD_REDUCE_MEAN, 0, LR_CONSTANT, 0},
+	{"mlp mean", MODEL_MLP, {64, 32}, 2, 0.05f, 0.0f, GRAD_REDUCE_MEAN, 0, LR_CONSTANT, 0},
+	{"mlp mean momentum", MODEL_MLP, {64, 32}, 2, 0.05f, 0.9f, GRAD_REDUCE_MEAN, 0, LR_CONSTANT, 0},
+	{"seed sum", MODEL_SEED, {0}, 0, 0.005f, 0.0f, GRAD_REDUCE_SUM, 1, LR_CONSTANT, 0},
+	{"mlp sum momentum", MODEL_MLP, {64, 32}, 2, 0.01f, 0.9f, GRAD_REDUCE_SUM, 0, LR_CONSTANT, 0},
+	{"mlp mean cosine", MODEL_MLP, {64, 32}, 2, 0.05f, 0.9f, GRAD_REDUCE_MEAN, 0, LR_COSINE, 5},
+	{"lenet mean", MODEL_LENET, {0}, 0, 0.05f, 0.0f, GRAD_REDUCE_MEAN, 1, LR_CONSTANT, 0},
+	{"lenet mean momentum cosine", MODEL_LENET, {0}, 0, 0.05f, 0.9f, GRAD_REDUCE_MEAN, 0, LR_COSINE, 5},
+	{"lenet sum momentum", MODEL_LENET, {0}, 0, 0.01f, 0.9f, GRAD_REDUCE_SUM, 0, LR_CONSTANT, 0},
 };
 
 struct diff {
@@ -115,6 +125,8 @@ static void case_config(const struct equiv_case *k, const struct train_config *b
 	c->lr = lr;
 	c->momentum = k->momentum;
 	c->grad_reduce = reduce;
+	c->lr_schedule = k->schedule;
+	c->warmup_steps = k->warmup;
 }
 
 /* One 1-rank run on rank 0 (over MPI_COMM_SELF). Returns 0 or 1 with a message. */

@@ -11,13 +11,18 @@ header length against the file, each tensor's dtype, shape and byte range
 (the ranges must tile the data), the __metadata__ format and the whole-file
 CRC-32 ("checksum": "crc32:XXXXXXXX", computed with those 8 digits read as
 '0'). The metadata stores the position as global_step and steps_per_epoch;
-the epoch and step of the last completed step are derived from them. The network is rebuilt from the tensors alone (fc<l>.weight is (out, in),
-PyTorch's layout): ReLU between layers, and on the logits for model "seed".
+the epoch and step of the last completed step are derived from them. The
+network is rebuilt from the tensors alone, in PyTorch's layout: dense models
+from fc<l>.weight (out, in), ReLU between layers and on the logits for model
+"seed"; LeNet-5 ("lenet") from conv1.weight (6, 1, 5, 5), conv2.weight
+(16, 6, 5, 5), fc1 .. fc3: conv (padding 2, then 0), ReLU, 2x2 max-pool, twice,
+then the dense layers with ReLU between.
 
 Accuracy is computed in float32 with numpy; when PyTorch is installed the
-weights are also loaded into torch.nn.Linear modules named fc0, fc1, ... with
-load_state_dict(strict=True) - the names map one to one - and scored again;
-when the safetensors package is installed its loader must give the same arrays.
+weights are also loaded into a torch.nn.Module whose submodules carry the
+tensors' names (fc0, fc1, ... or conv1, conv2, fc1, fc2, fc3) with
+load_state_dict(strict=True) and scored again; when the safetensors package is
+installed its loader must give the same arrays.
 
 Prints "accuracy=A" (and "torch_accuracy=A"); exit 0, or 1 when the file is
 invalid or an --expect-accuracy check fails (the message says which).
@@ -128,12 +133,24 @@ def read_idx(directory, prefix):
             np.frombuffer(lab, np.uint8, offset=8))
 
 
+LENET = ("conv1", "conv2", "fc1", "fc2", "fc3")
+LENET_PAD = {"conv1": 2, "conv2": 0}
+
+
 def layers(tensors):
-    """[(W (out, in), b (out))] for fc0, fc1, ... in order."""
-    out, l = [], 0
-    while f"fc{l}.weight" in tensors:
-        out.append((tensors[f"fc{l}.weight"], tensors[f"fc{l}.bias"]))
-        l += 1
+    """[(name, W, b)] in order: fc0, fc1, ... or LeNet-5's conv1, conv2, fc1, fc2, fc3."""
+    if "conv1.weight" in tensors:
+        names = LENET
+    else:
+        names, l = [], 0
+        while f"fc{l}.weight" in tensors:
+            names.append(f"fc{l}")
+            l += 1
+    out = []
+    for name in names:
+        if f"{name}.weight" not in tensors or f"{name}.bias" not in tensors:
+            raise Invalid(f"no {name}.weight or {name}.bias tensor")
+        out.append((name, tensors[f"{name}.weight"], tensors[f"{name}.bias"]))
     if not out:
         raise Invalid("no fc0.weight tensor")
     return out
@@ -145,14 +162,39 @@ def normalise(images):
     return (x - PIXEL_MEAN) * (np.float32(1.0) / PIXEL_STD)
 
 
+def conv_numpy(x, w, b, pad):
+    """x (n, c, h, w) * w (oc, c, k, k) + b, stride 1, zero padding: (n, oc, oh, ow)."""
+    n, c, h, wd = x.shape
+    oc, _, k, _ = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))  # n, c, oh, ow, k, k
+    oh, ow = win.shape[2], win.shape[3]
+    cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * k * k)
+    y = cols @ w.reshape(oc, c * k * k).T + b
+    return y.reshape(n, oh, ow, oc).transpose(0, 3, 1, 2)
+
+
+def maxpool_numpy(x):
+    n, c, h, w = x.shape
+    return x[:, :, :h // 2 * 2, :w // 2 * 2].reshape(n, c, h // 2, 2, w // 2, 2).max(axis=(3, 5))
+
+
 def accuracy_numpy(meta, tensors, images, labels):
-    x = normalise(images)
     net = layers(tensors)
-    for l, (w, b) in enumerate(net):
-        x = x @ w.T + b
-        if l < len(net) - 1 or meta["model"] == "seed":
-            x = np.maximum(x, np.float32(0.0))
-    return float(np.mean(np.argmax(x, axis=1) == labels))
+    hits = 0
+    for at in range(0, len(labels), 1000):
+        x = normalise(images[at:at + 1000])
+        if net[0][0] == "conv1":
+            x = x.reshape(-1, 1, 28, 28)
+        for l, (name, w, b) in enumerate(net):
+            if name.startswith("conv"):
+                x = maxpool_numpy(np.maximum(conv_numpy(x, w, b, LENET_PAD[name]), np.float32(0.0)))
+                continue
+            x = x.reshape(x.shape[0], -1) @ w.T + b
+            if l < len(net) - 1 or meta["model"] == "seed":
+                x = np.maximum(x, np.float32(0.0))
+        hits += int(np.sum(np.argmax(x, axis=1) == labels[at:at + 1000]))
+    return hits / len(labels)
 
 
 def accuracy_torch(meta, tensors, images, labels):
@@ -163,12 +205,21 @@ def accuracy_torch(meta, tensors, images, labels):
     class Net(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            for l, (w, _) in enumerate(net):
-                setattr(self, f"fc{l}", torch.nn.Linear(w.shape[1], w.shape[0]))
+            for name, w, _ in net:
+                if name.startswith("conv"):
+                    setattr(self, name, torch.nn.Conv2d(w.shape[1], w.shape[0], w.shape[2],
+                                                        padding=LENET_PAD[name]))
+                else:
+                    setattr(self, name, torch.nn.Linear(w.shape[1], w.shape[0]))
 
         def forward(self, x):
-            for l in range(len(net)):
-                x = getattr(self, f"fc{l}")(x)
+            if net[0][0] == "conv1":
+                x = x.reshape(-1, 1, 28, 28)
+            for l, (name, _, _) in enumerate(net):
+                if name.startswith("conv"):
+                    x = torch.nn.functional.max_pool2d(torch.relu(getattr(self, name)(x)), 2)
+                    continue
+                x = getattr(self, name)(torch.flatten(x, 1))
                 if l < len(net) - 1 or meta["model"] == "seed":
                     x = torch.relu(x)
             return x
@@ -191,10 +242,10 @@ def main():
     a = ap.parse_args()
     try:
         meta, tensors = read_checkpoint(a.checkpoint)
-        for l, (w, b) in enumerate(layers(tensors)):
-            v = tensors.get(f"optimizer.fc{l}.weight")
-            if v is None or v.shape != w.shape or tensors.get(f"optimizer.fc{l}.bias", b[:0]).shape != b.shape:
-                raise Invalid(f"{a.checkpoint}: optimizer state of fc{l} missing or misshapen")
+        for name, w, b in layers(tensors):
+            v = tensors.get(f"optimizer.{name}.weight")
+            if v is None or v.shape != w.shape or tensors.get(f"optimizer.{name}.bias", b[:0]).shape != b.shape:
+                raise Invalid(f"{a.checkpoint}: optimizer state of {name} missing or misshapen")
     except Invalid as e:
         print(f"read_checkpoint: invalid: {e}", file=sys.stderr)
         return 1

@@ -21,6 +21,10 @@
 #    status 2 naming the difference. Ranks launched with different --resume
 #    (MPMD): status 2 on both from the start-up check, not a hang. No
 #    temporary file is left behind.
+# 5. LeNet-5 with momentum, a cosine schedule and a warm-up: resumed
+#    mid-epoch (FILE) and from the epoch end, bitwise equal to the straight
+#    run; a control at a constant rate ends elsewhere (the rates matter);
+#    another --epochs, or another schedule, is refused with status 2.
 # Exit 0 pass, 1 fail (every failure is printed).
 set -uo pipefail
 . "$(dirname "$0")/common.sh"
@@ -178,6 +182,41 @@ else
 	fail "ranks with different --resume: status $RC, expected 2 with a message from each rank"
 	tail -8 "$TMP/mpmd.out" | sed 's/^/    /' >&2
 fi
+
+# ---- 5. lenet, cosine schedule with warm-up -----------------------------------------
+# 3200 examples, 2 ranks x 32: 50 steps per epoch, 100 in all; 10 of warm-up.
+LENET=("${COMMON[@]}" --model lenet --momentum 0.9 --lr 0.05 --limit 3200 --lr-schedule cosine
+	--warmup-steps 10)
+run lenet_straight 2 "${LENET[@]}" --epochs 2
+expect_ok lenet_straight && LENET_CRC=$(field lenet_straight param_crc32)
+run lenet_first 2 "${LENET[@]}" --epochs 2 --checkpoint-dir "$TMP/lenet" --save-every 30 --keep 0
+expect_ok lenet_first
+[ "$(field lenet_first param_crc32)" = "${LENET_CRC:-none}" ] ||
+	fail "lenet: saving checkpoints changed the result ($(field lenet_first param_crc32) vs ${LENET_CRC:-none})"
+for from in ckpt-0-30 ckpt-0-50 ckpt-1-60; do
+	run "lenet_from_$from" 2 "${LENET[@]}" --epochs 2 --resume "$TMP/lenet/$from.safetensors"
+	if expect_ok "lenet_from_$from"; then
+		got=$(field "lenet_from_$from" param_crc32)
+		[ "$got" = "${LENET_CRC:-none}" ] &&
+			ok "lenet + cosine + warm-up: resumed from $from, bitwise equal to the straight run ($got)" ||
+			fail "lenet: straight param_crc32=${LENET_CRC:-none}, resumed from $from $got"
+	fi
+done
+run lenet_constant 2 "${COMMON[@]}" --model lenet --momentum 0.9 --lr 0.05 --limit 3200 --epochs 2
+if expect_ok lenet_constant; then
+	got=$(field lenet_constant param_crc32)
+	[ "$got" != "${LENET_CRC:-none}" ] && ok "control: a constant rate ends elsewhere ($got), so the schedule is applied" ||
+		fail "control: the constant rate gave the cosine run's parameters"
+fi
+run lenet_more_epochs 2 "${LENET[@]}" --epochs 3 --resume "$TMP/lenet/ckpt-0-30.safetensors"
+[ "$RC" -eq 2 ] && grep -q -- "--epochs 2 in the checkpoint, 3 here, with --lr-schedule cosine" "$TMP/lenet_more_epochs.out" &&
+	ok "cosine checkpoint with another --epochs: refused with status 2, naming --epochs" ||
+	fail "cosine checkpoint with --epochs 3: status $RC, expected 2 naming --epochs"
+run lenet_other_schedule 2 "${COMMON[@]}" --model lenet --momentum 0.9 --lr 0.05 --limit 3200 --epochs 2 \
+	--warmup-steps 10 --resume "$TMP/lenet/ckpt-0-30.safetensors"
+[ "$RC" -eq 2 ] && grep -q -- "--lr-schedule cosine in the checkpoint, constant here" "$TMP/lenet_other_schedule.out" &&
+	ok "cosine checkpoint resumed at a constant rate: refused with status 2, naming --lr-schedule" ||
+	fail "cosine checkpoint with a constant schedule: status $RC, expected 2 naming --lr-schedule"
 
 leftover=$(find "$TMP" -name '.ckpt-*' | head -3)
 [ -z "$leftover" ] && ok "no temporary checkpoint file left behind" || fail "temporary files left: $leftover"
