@@ -204,7 +204,7 @@ static long long bench_step_op(const struct dist *d, const struct bench_opts *o)
 		double bare[ROUNDS], op[ROUNDS], mean[ROUNDS];
 		memset(buf, 0, n * sizeof(float));
 		for (int i = 0; i < o->warmup; i++)
-			be.ops->allreduce(be.ctx, buf, n, REDUCE_MEAN);
+			backend_allreduce(&be, buf, n, REDUCE_MEAN);
 		for (int r = 0; r < ROUNDS; r++) {
 			MPI_CHECK(MPI_Barrier(d->comm));
 			double t0 = clock_seconds();
@@ -215,12 +215,12 @@ static long long bench_step_op(const struct dist *d, const struct bench_opts *o)
 			MPI_CHECK(MPI_Barrier(d->comm));
 			t0 = clock_seconds();
 			for (int i = 0; i < iters; i++)
-				be.ops->allreduce(be.ctx, buf, n, REDUCE_SUM);
+				backend_allreduce(&be, buf, n, REDUCE_SUM);
 			op[r] = slowest(d, (clock_seconds() - t0) / iters) * 1e6;
 			MPI_CHECK(MPI_Barrier(d->comm));
 			t0 = clock_seconds();
 			for (int i = 0; i < iters; i++)
-				be.ops->allreduce(be.ctx, buf, n, REDUCE_MEAN);
+				backend_allreduce(&be, buf, n, REDUCE_MEAN);
 			mean[r] = slowest(d, (clock_seconds() - t0) / iters) * 1e6;
 		}
 		/* Median by insertion sort of 9 values. */
@@ -237,10 +237,10 @@ static long long bench_step_op(const struct dist *d, const struct bench_opts *o)
 				}
 			}
 		fill(buf, n, o->seed, d->rank);
-		be.ops->allreduce(be.ctx, buf, n, REDUCE_SUM);
+		backend_allreduce(&be, buf, n, REDUCE_SUM);
 		long long wrong = count_wrong(buf, n, o->seed, d->size, 1.0f);
 		fill(buf, n, o->seed, d->rank);
-		be.ops->allreduce(be.ctx, buf, n, REDUCE_MEAN);
+		backend_allreduce(&be, buf, n, REDUCE_MEAN);
 		/* The mean of small integers over a power-of-two rank count is exact. */
 		if ((d->size & (d->size - 1)) == 0)
 			wrong += count_wrong(buf, n, o->seed, d->size, 1.0f / (float)d->size);

@@ -312,7 +312,8 @@ Test(checkpoint, layout_is_safetensors)
 		  "%s", hdr);
 	/* The settings in their command-line form, from the settings table. */
 	cr_expect(strstr(hdr, "\"model\":\"seed\",\"hidden\":\"\",\"epochs\":\"4\",\"batch_size\":\"16\","
-			      "\"lr\":\"0.05\",\"momentum\":\"0\",\"seed\":\"1\",\"grad_reduce\":\"mean\","
+			      "\"lr\":\"0.05\",\"momentum\":\"0\",\"lr_schedule\":\"constant\","
+			      "\"warmup_steps\":\"0\",\"seed\":\"1\",\"grad_reduce\":\"mean\","
 			      "\"drop_last\":\"off\""),
 		  "%s", hdr);
 	char err[ERRLEN];

@@ -443,7 +443,7 @@ Test(settings, values_read_back_exactly_from_their_text)
 	cr_expect_eq(config_set(config_setting("drop-last"), &c, "yes", why, sizeof(why)), STATUS_BAD_INPUT);
 	cr_expect_str_eq(why, "'yes' is not on or off");
 	cr_expect_eq(config_set(config_setting("model"), &c, "resnet", why, sizeof(why)), STATUS_BAD_INPUT);
-	cr_expect_str_eq(why, "unknown model 'resnet'; expected seed, linear or mlp");
+	cr_expect_str_eq(why, "unknown model 'resnet'; expected seed, linear, mlp or lenet");
 }
 
 Test(settings, help_lists_every_flag, .init = cr_redirect_stdout)

@@ -151,9 +151,9 @@ static void gc_setup(struct gc *g, enum model_kind kind, const int *hidden, int 
 	g->params_d = backend_alloc(&g->be, np * sizeof(float));
 	g->grads_d = backend_alloc(&g->be, np * sizeof(float));
 	cr_assert(g->params_d && g->grads_d);
-	g->be.ops->upload(g->be.ctx, g->params_d, g->params, np * sizeof(float));
-	g->be.ops->upload(g->be.ctx, g->ws.act[0], g->x, (size_t)g->rows * IDX_PIXELS * sizeof(float));
-	g->be.ops->upload(g->be.ctx, g->ws.labels, g->labels, (size_t)g->rows * sizeof(int32_t));
+	backend_upload(&g->be, g->params_d, g->params, np * sizeof(float));
+	backend_upload(&g->be, g->ws.act[0], g->x, (size_t)g->rows * IDX_PIXELS * sizeof(float));
+	backend_upload(&g->be, g->ws.labels, g->labels, (size_t)g->rows * sizeof(int32_t));
 }
 
 static void gc_teardown(struct gc *g)
@@ -178,9 +178,9 @@ static double gc_loss(struct gc *g, uint8_t *pattern)
 	const struct model *m = &g->m;
 	int top = m->n_layers;
 	model_forward(&g->be, m, &g->ws, g->params_d, g->rows);
-	g->be.ops->softmax_xent(g->be.ctx, g->ws.act[top], g->ws.labels, g->rows, IDX_CLASSES, 1.0f,
+	backend_softmax_xent(&g->be, g->ws.act[top], g->ws.labels, g->rows, IDX_CLASSES, 1.0f,
 				g->ws.row_loss, NULL);
-	g->be.ops->download(g->be.ctx, g->loss, g->ws.row_loss, (size_t)g->rows * sizeof(float));
+	backend_download(&g->be, g->loss, g->ws.row_loss, (size_t)g->rows * sizeof(float));
 	backend_synchronize(&g->be);
 	double sum = 0.0;
 	for (int i = 0; i < g->rows; i++)
@@ -191,7 +191,7 @@ static double gc_loss(struct gc *g, uint8_t *pattern)
 			if (!m->layer[l].relu)
 				continue;
 			size_t n = (size_t)g->rows * m->layer[l].out;
-			g->be.ops->download(g->be.ctx, g->act, g->ws.act[l + 1], n * sizeof(float));
+			backend_download(&g->be, g->act, g->ws.act[l + 1], n * sizeof(float));
 			backend_synchronize(&g->be);
 			for (size_t i = 0; i < n; i++)
 				pattern[at++] = g->act[i] > 0.0f;
@@ -211,7 +211,7 @@ static size_t gc_pattern_len(const struct model *m, int rows)
 
 static void gc_set_param(struct gc *g, size_t i, float v)
 {
-	g->be.ops->upload(g->be.ctx, g->params_d + i, &v, sizeof(v));
+	backend_upload(&g->be, g->params_d + i, &v, sizeof(v));
 }
 
 static void gradcheck_model(enum model_kind kind, const int *hidden, int n_hidden, const char *name,
@@ -226,7 +226,7 @@ static void gradcheck_model(enum model_kind kind, const int *hidden, int n_hidde
 	model_backward(&g.be, &g.m, &g.ws, g.params_d, g.grads_d, g.rows);
 	float *grads = calloc(np, sizeof(float));
 	cr_assert_not_null(grads);
-	g.be.ops->download(g.be.ctx, grads, g.grads_d, np * sizeof(float));
+	backend_download(&g.be, grads, g.grads_d, np * sizeof(float));
 	backend_synchronize(&g.be);
 
 	size_t plen = gc_pattern_len(&g.m, g.rows);

@@ -65,8 +65,8 @@ Test(kernels_conv, im2col_and_col2im)
 		cr_assert(host_cols && host_dx);
 		ref_im2col(x, &s, batch, ref_cols);
 		ref_col2im(dcols, &s, batch, ref_dx);
-		kc_host.ops->im2col(kc_host.ctx, x, &s, batch, host_cols);
-		kc_host.ops->col2im(kc_host.ctx, dcols, &s, batch, host_dx);
+		backend_im2col(&kc_host, x, &s, batch, host_cols);
+		backend_col2im(&kc_host, dcols, &s, batch, host_dx);
 		char shape[96], what[192], g[64];
 		snprintf(shape, sizeof(shape), "c%d %dx%d k%d pad%d batch %d", s.c, s.h, s.w, s.k, s.pad,
 			 batch);
@@ -115,7 +115,7 @@ Test(kernels_conv, channel_bias_act)
 			ref_widen(y0, ref, n);
 			ref_channel_bias_act(ref, bias, ch, per, relu);
 			memcpy(host_y, y0, n * sizeof(float));
-			kc_host.ops->channel_bias_act(kc_host.ctx, host_y, bias, ch, per, relu);
+			backend_channel_bias_act(&kc_host, host_y, bias, ch, per, relu);
 			char what[160], g[64];
 			snprintf(what, sizeof(what), "host channel_bias_act %dx%zu relu=%d", ch, per, relu);
 			kc_expect_close(what, host_y, ref, n, 1e-6, 1e-6, kc_seed);
@@ -163,8 +163,8 @@ Test(kernels_conv, maxpool_forward_and_backward)
 		cr_assert(host_y && host_dx && host_arg && ref_arg);
 		ref_maxpool(x, &s, batch, ref_y, ref_arg);
 		ref_maxpool_backward(dy, ref_arg, &s, batch, ref_dx);
-		kc_host.ops->maxpool(kc_host.ctx, x, &s, batch, host_y, host_arg);
-		kc_host.ops->maxpool_backward(kc_host.ctx, dy, host_arg, &s, batch, host_dx);
+		backend_maxpool(&kc_host, x, &s, batch, host_y, host_arg);
+		backend_maxpool_backward(&kc_host, dy, host_arg, &s, batch, host_dx);
 		char what[160], g[64];
 		snprintf(what, sizeof(what), "host maxpool c%d %dx%d k%d batch %d", s.c, s.h, s.w, s.k,
 			 batch);
@@ -212,7 +212,7 @@ Test(kernels_conv, maxpool_nan_wins)
 	float y[3], host_y[3];
 	int32_t arg[3], host_arg[3];
 	kernels_maxpool(NULL, NULL, x, &s, 1, y, arg);
-	kc_host.ops->maxpool(kc_host.ctx, x, &s, 1, host_y, host_arg);
+	backend_maxpool(&kc_host, x, &s, 1, host_y, host_arg);
 	for (int i = 0; i < 3; i++) {
 		cr_expect_eq(arg[i], want_arg[i], "window %d: kernel argmax %d, want %d", i, arg[i],
 			     want_arg[i]);
@@ -237,7 +237,7 @@ Test(kernels_conv, transpose)
 		for (int i = 0; i < rows; i++)
 			for (int j = 0; j < cols; j++)
 				ref[(size_t)j * rows + i] = x[(size_t)i * cols + j];
-		kc_host.ops->transpose(kc_host.ctx, x, rows, cols, host_y);
+		backend_transpose(&kc_host, x, rows, cols, host_y);
 		char what[160], g[64];
 		snprintf(what, sizeof(what), "host transpose %dx%d", rows, cols);
 		kc_expect_close(what, host_y, ref, n, 0.0, 0.0, kc_seed);

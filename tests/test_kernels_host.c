@@ -186,7 +186,7 @@ Test(kernels_host, gather)
 				ref_x[(size_t)i * pixels + p] =
 					ref_normalize_pixel(images[(size_t)e * pixels + p]);
 		}
-		kc_host.ops->gather(kc_host.ctx, images, labels, pixels, index, &cursor, count, host_x,
+		backend_gather(&kc_host, images, labels, pixels, index, &cursor, count, host_x,
 				 host_y);
 
 		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
@@ -246,7 +246,7 @@ Test(kernels_host, bias_act)
 			ref_widen(in, ref, n);
 			ref_bias_act(ref, bias, rows, cols, relu);
 			memcpy(host_y, in, n * sizeof(float));
-			kc_host.ops->bias_act(kc_host.ctx, host_y, bias, rows, cols, relu);
+			backend_bias_act(&kc_host, host_y, bias, rows, cols, relu);
 
 			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
 				char what[160], g[64];
@@ -285,7 +285,7 @@ Test(kernels_host, relu_backward)
 		ref_widen(dy0, ref, n);
 		ref_relu_backward(ref, act, n);
 		memcpy(host_dy, dy0, n * sizeof(float));
-		kc_host.ops->relu_backward(kc_host.ctx, host_dy, act, n);
+		backend_relu_backward(&kc_host, host_dy, act, n);
 
 		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
 			char what[160], g[64];
@@ -326,7 +326,7 @@ Test(kernels_host, softmax_xent)
 			for (int i = 0; i < rows; i++)
 				ref_loss[i] = ref_softmax_xent_row(logits + (size_t)i * cols, labels[i], cols,
 								   scale, ref_d + (size_t)i * cols);
-			kc_host.ops->softmax_xent(kc_host.ctx, logits, labels, rows, cols, scale, host_loss,
+			backend_softmax_xent(&kc_host, logits, labels, rows, cols, scale, host_loss,
 					       with_grad ? host_d : NULL);
 
 			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
@@ -385,7 +385,7 @@ Test(kernels_host, argmax_hits)
 			ref_hits[i] = hits0[i] + (ref_argmax_row(logits + (size_t)i * cols, cols) == labels[i]);
 		}
 		memcpy(host_hits, hits0, (size_t)rows * sizeof(int32_t));
-		kc_host.ops->argmax_hits(kc_host.ctx, logits, labels, rows, cols, host_hits);
+		backend_argmax_hits(&kc_host, logits, labels, rows, cols, host_hits);
 		kc_expect_same_i("argmax_hits host backend", host_hits, ref_hits, (size_t)rows, kc_seed);
 
 		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
@@ -433,7 +433,7 @@ Test(kernels_host, sgd_update)
 			/* The rate is the table's entry at the step counter: lr sits at index 2. */
 			const float table[3] = {1e3f, -1.0f, lr};
 			const int32_t at = 2;
-			kc_host.ops->sgd_update(kc_host.ctx, host_p, g, host_v, n, table, &at, mom);
+			backend_sgd_update(&kc_host, host_p, g, host_v, n, table, &at, mom);
 
 			/* Two steps with the same gradient on each grid: accumulation shows double visits. */
 			for (int gi = -1; gi < KC_N_GEOMS; gi++) {

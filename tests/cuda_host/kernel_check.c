@@ -126,6 +126,6 @@ void kc_setup(void)
 
 void kc_teardown(void)
 {
-	kc_host.ops->destroy(kc_host.ctx);
+	backend_destroy(&kc_host);
 }
 

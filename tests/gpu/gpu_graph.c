@@ -62,10 +62,10 @@ int main(int argc, char **argv)
 	if (t.self_test) {
 		gpu_test_check(&t, !can, "the host backend offers no capture (plain runs compared)");
 	} else {
-		gpu_test_check(&t, can, "the %s backend offers capture", t.dev.ops->name);
-		if (can && t.dev.ops->capture_begin(t.dev.ctx) == 0) {
+		gpu_test_check(&t, can, "the %s backend offers capture", backend_name(&t.dev));
+		if (can && backend_capture_begin(&t.dev) == 0) {
 			gpu_run_step(&rb);
-			graph = t.dev.ops->capture_end(t.dev.ctx);
+			graph = backend_capture_end(&t.dev);
 		}
 		int got = graph != NULL, all = 0, any = 0;
 		int want = !gpu_test_option(&t, "--expect-no-graph");
@@ -84,7 +84,7 @@ int main(int argc, char **argv)
 	for (int s = 0; s < STEPS; s++) {
 		gpu_run_step(&ra);
 		if (graph)
-			t.dev.ops->replay(t.dev.ctx, graph);
+			backend_replay(&t.dev, graph);
 		else
 			gpu_run_step(&rb);
 		loss_a[s] = gpu_run_loss(&ra);
@@ -115,7 +115,7 @@ int main(int argc, char **argv)
 		       cb, STEPS * BATCH);
 
 	if (graph)
-		t.dev.ops->graph_destroy(t.dev.ctx, graph);
+		backend_graph_destroy(&t.dev, graph);
 	gpu_run_destroy(&ra);
 	gpu_run_destroy(&rb);
 	gpu_data_free(&g);

@@ -97,7 +97,7 @@ static void test_memory(struct gpu_test *t)
 	gpu_test_check(t, nonzero == 0, "alloc of %zu floats is zero-filled (%zu non-zero)", n,
 		       nonzero);
 	ref_fill_normal(&r, h, n, 0.0, 1.0);
-	t->dev.ops->upload(t->dev.ctx, d, h, n * sizeof(float));
+	backend_upload(&t->dev, d, h, n * sizeof(float));
 	memset(back, 0, n * sizeof(float));
 	gpu_download(&t->dev, back, d, n * sizeof(float));
 	gpu_test_check(t, memcmp(h, back, n * sizeof(float)) == 0, "upload/download round trip of %zu floats",
@@ -709,9 +709,9 @@ static void test_collectives_one_rank(struct gpu_test *t)
 	float *h = fbuf(n), *back = fbuf(n);
 	ref_fill_normal(&r, h, n, 0.0, 1.0);
 	float *d = gpu_upload_new(&t->dev, h, n * sizeof(float));
-	t->dev.ops->allreduce(t->dev.ctx, d, n, REDUCE_MEAN);
-	t->dev.ops->allreduce(t->dev.ctx, d, n, REDUCE_SUM);
-	t->dev.ops->broadcast(t->dev.ctx, d, n, 0);
+	backend_allreduce(&t->dev, d, n, REDUCE_MEAN);
+	backend_allreduce(&t->dev, d, n, REDUCE_SUM);
+	backend_broadcast(&t->dev, d, n, 0);
 	backend_synchronize(&t->dev);
 	gpu_download(&t->dev, back, d, n * sizeof(float));
 	gpu_test_check(t, gpu_count_diff(back, h, n) == 0,
