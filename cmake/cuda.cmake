@@ -146,6 +146,7 @@ list(REMOVE_DUPLICATES MNIST_CUDA_RPATH)
 
 add_library(mnist_cuda_objects OBJECT
   ${CMAKE_SOURCE_DIR}/cuda/backend_cuda.cu
+  ${CMAKE_SOURCE_DIR}/cuda/probe.cu
   ${CMAKE_SOURCE_DIR}/cuda/cuda_check.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels.cu)
 set_target_properties(mnist_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON

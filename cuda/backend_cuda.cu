@@ -33,7 +33,7 @@
  * synchronizations. Copies between the device and pageable host memory return
  * only once they are done, so they come after that wait, never before it.
  *
- * Errors: backend_cuda_probe gives a verdict (include/backend.h): absent (no
+ * Errors: backend_cuda_probe (cuda/probe.cu) gives a verdict (include/backend.h): absent (no
  * driver, no device), or present but unusable, with a reason and what was
  * seen. backend_cuda_create reports what failed in `why`. It is collective
  * over the job: every rank returns the same outcome, so a rank whose device
@@ -555,93 +555,6 @@ static int fail_cuda(char *why, size_t whylen, const char *what, cudaError_t rc)
 	return 1;
 }
 
-/* A context on device, and this build's kernels on it. */
-static void probe_context(struct cuda_probe *p, int device)
-{
-	char text[CUDA_CHECK_MSG_LEN];
-	struct cudaDeviceProp prop;
-	cudaError_t rc = cudaSetDevice(device);
-	if (rc == cudaSuccess)
-		rc = cudaFree(NULL); /* creates the context */
-	if (rc != cudaSuccess) {
-		int busy = rc == cudaErrorDevicesUnavailable;
-		cuda_error_text(rc, text, sizeof(text));
-		cuda_probe_set(p, CUDA_UNUSABLE, busy ? "device-busy" : "context-failed",
-			       "device %d: creating a context: %s%s", device, text,
-			       busy ? " (exclusive-process or prohibited compute mode, device in use: "
-				      "nvidia-smi -q -d COMPUTE)"
-				    : "");
-		return;
-	}
-	rc = kernels_image_check();
-	if (rc != cudaSuccess) {
-		int major = 0, minor = 0;
-		if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
-			major = prop.major;
-			minor = prop.minor;
-		}
-		cuda_error_text(rc, text, sizeof(text));
-		cuda_probe_set(p, CUDA_UNUSABLE,
-			       rc == cudaErrorNoKernelImageForDevice ? "no-kernel-image"
-								     : "kernel-check-failed",
-			       "device %d (compute capability %d.%d): this build's kernels: %s (build for "
-			       "it with -DCMAKE_CUDA_ARCHITECTURES; docs/gpu.md)",
-			       device, major, minor, text);
-	}
-}
-
-/*
- * This rank's verdict and device. Collective over the node's ranks: the last
- * step compares the GPUs they would use, since two ranks on one GPU is what a
- * launch that gives every rank the same visible device produces.
- */
-static void probe_device(const struct dist *d, struct cuda_probe *p, int *device)
-{
-	int count = 0; /* left unwritten when there is no driver */
-	char bus[32] = "", *all_bus;
-	memset(p, 0, sizeof(*p));
-	*device = -1;
-	cudaError_t rc = cudaGetDeviceCount(&count);
-	if (rc != cudaSuccess) {
-		cuda_probe_count_error(p, rc);
-	} else if (count <= 0) {
-		cuda_probe_set(p, CUDA_ABSENT, "no-device", "cudaGetDeviceCount: no CUDA device");
-	} else if (count < d->local_size && count != 1) {
-		cuda_probe_set(p, CUDA_UNUSABLE, "too-many-ranks",
-			       "%d ranks on %s but %d visible CUDA devices: the CUDA backend runs one "
-			       "rank per GPU (start at most %d ranks per node, or give each its own GPU)",
-			       d->local_size, d->host, count, count);
-	} else {
-		/* Every GPU visible to every rank: the local rank's; one visible GPU: that one. */
-		*device = count == 1 ? 0 : d->local_rank;
-		probe_context(p, *device);
-		if (p->verdict == CUDA_USABLE &&
-		    cudaDeviceGetPCIBusId(bus, sizeof(bus), *device) != cudaSuccess)
-			bus[0] = '\0';
-	}
-	all_bus = (char *)xcalloc((size_t)d->local_size, sizeof(bus));
-	MPI_CHECK(MPI_Allgather(bus, (int)sizeof(bus), MPI_CHAR, all_bus, (int)sizeof(bus), MPI_CHAR,
-				d->local_comm));
-	for (int r = 0; r < d->local_size && p->verdict == CUDA_USABLE; r++) {
-		int lo = r < d->local_rank ? r : d->local_rank, hi = r < d->local_rank ? d->local_rank : r;
-		if (r != d->local_rank && bus[0] && !strcmp(bus, all_bus + (size_t)r * sizeof(bus)))
-			cuda_probe_set(p, CUDA_UNUSABLE, "shared-gpu",
-				       "local ranks %d and %d on %s would share GPU %s (one rank per GPU: "
-				       "with CUDA_VISIBLE_DEVICES or srun --gpus-per-task, give each its "
-				       "own)",
-				       lo, hi, d->host, bus);
-	}
-	free(all_bus);
-	if (p->verdict == CUDA_USABLE)
-		snprintf(p->why, sizeof(p->why), "device %d (%s)", *device, bus);
-}
-
-void backend_cuda_probe(const struct dist *d, struct cuda_probe *out)
-{
-	int device;
-	probe_device(d, out, &device);
-}
-
 /* This rank's part on its probed device: stream, cuBLAS. 0 on success, else why is filled. */
 static int setup_local(struct cuda_ctx *c, const struct dist *d, int device, char *why,
 		       size_t whylen)
@@ -754,7 +667,7 @@ int backend_cuda_create(const struct dist *d, struct backend *out, char *why, si
 	int status, bad, device;
 
 	/* 1. This rank's device (the probe is collective over the node), stream and cuBLAS. */
-	probe_device(d, &probe, &device);
+	cuda_probe_device(d, &probe, &device);
 	c = (struct cuda_ctx *)calloc(1, sizeof(*c));
 	if (!c) {
 		snprintf(why, whylen, "out of memory");

@@ -12,6 +12,13 @@
 
 /* This rank's verdict (include/backend.h); collective over the ranks of the node. */
 void backend_cuda_probe(const struct dist *d, struct cuda_probe *out);
+/*
+ * The verdict and the device this rank would use (cuda/probe.cu): device -1
+ * unless usable. Collective over the node's ranks: the last step compares the
+ * GPUs they would use, since two ranks on one GPU is what a launch that gives
+ * every rank the same visible device produces.
+ */
+void cuda_probe_device(const struct dist *d, struct cuda_probe *p, int *device);
 /* Collective: 0 on every rank, or non-zero on every rank with `why` filled. */
 int backend_cuda_create(const struct dist *d, struct backend *out, char *why, size_t whylen);
 

@@ -1,13 +1,17 @@
 # Reliability (docs/reliability.md): checkpoints, resume, failures.
 #
-#   test_checkpoint (unit)        safetensors write/read/validate, discovery, pruning, flags
+#   test_checkpoint (unit)        the safetensors format: round trips, corrupt files, position, fit
+#   test_checkpoint_dir (unit)    checkpoint files: atomic save, resume fallback, pruning, flags
 #   reliability_* (reliability)   mnist-train under a real mpirun: bitwise resume, rank-count
 #                                 change, corrupt-newest fallback, Python reader accuracy,
 #                                 kill -9 of a rank, SIGSTOP with --timeout, diverging loss
 #   reliability_valgrind (valgrind) a short 2-rank run under memcheck, MPI's reports suppressed
 # Every script bounds each mpirun with timeout(1), and ctest's TIMEOUT bounds the
 # script, so a hang fails the test instead of stalling the suite.
-add_unit_test(test_checkpoint ${CMAKE_CURRENT_SOURCE_DIR}/test_checkpoint.c)
+add_unit_test(test_checkpoint ${CMAKE_CURRENT_SOURCE_DIR}/test_checkpoint.c
+              ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint_fixture.c)
+add_unit_test(test_checkpoint_dir ${CMAKE_CURRENT_SOURCE_DIR}/test_checkpoint_dir.c
+              ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint_fixture.c)
 
 # A Python 3 with numpy for the independent checkpoint reader: /usr/bin/python3
 # (Debian's python3-numpy, and python3-torch when installed) or the first python3

@@ -1,0 +1,105 @@
+/*
+ * probe.cu - the CUDA backend's probe: can this rank run the backend, and on
+ * which device? A verdict (include/backend.h) that tells "no driver, no
+ * device" (a CPU machine) from GPUs that are present but unusable (driver
+ * too old, system not ready, no kernel image for the device, device busy,
+ * more ranks than devices, two ranks on one GPU), with a reason key and what
+ * was seen. backend_cuda_create probes again before it sets the device up.
+ */
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "backend_cuda.h"
+#include "check.h"
+#include "cuda_check.cuh"
+#include "dist.h"
+#include "kernels.h"
+
+/* A context on device, and this build's kernels on it. */
+static void probe_context(struct cuda_probe *p, int device)
+{
+	char text[CUDA_CHECK_MSG_LEN];
+	struct cudaDeviceProp prop;
+	cudaError_t rc = cudaSetDevice(device);
+	if (rc == cudaSuccess)
+		rc = cudaFree(NULL); /* creates the context */
+	if (rc != cudaSuccess) {
+		int busy = rc == cudaErrorDevicesUnavailable;
+		cuda_error_text(rc, text, sizeof(text));
+		cuda_probe_set(p, CUDA_UNUSABLE, busy ? "device-busy" : "context-failed",
+			       "device %d: creating a context: %s%s", device, text,
+			       busy ? " (exclusive-process or prohibited compute mode, device in use: "
+				      "nvidia-smi -q -d COMPUTE)"
+				    : "");
+		return;
+	}
+	rc = kernels_image_check();
+	if (rc != cudaSuccess) {
+		int major = 0, minor = 0;
+		if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
+			major = prop.major;
+			minor = prop.minor;
+		}
+		cuda_error_text(rc, text, sizeof(text));
+		cuda_probe_set(p, CUDA_UNUSABLE,
+			       rc == cudaErrorNoKernelImageForDevice ? "no-kernel-image"
+								     : "kernel-check-failed",
+			       "device %d (compute capability %d.%d): this build's kernels: %s (build for "
+			       "it with -DCMAKE_CUDA_ARCHITECTURES; docs/gpu.md)",
+			       device, major, minor, text);
+	}
+}
+
+void cuda_probe_device(const struct dist *d, struct cuda_probe *p, int *device)
+{
+	int count = 0; /* left unwritten when there is no driver */
+	char bus[32] = "", *all_bus;
+	memset(p, 0, sizeof(*p));
+	*device = -1;
+	cudaError_t rc = cudaGetDeviceCount(&count);
+	if (rc != cudaSuccess) {
+		cuda_probe_count_error(p, rc);
+	} else if (count <= 0) {
+		cuda_probe_set(p, CUDA_ABSENT, "no-device", "cudaGetDeviceCount: no CUDA device");
+	} else if (count < d->local_size && count != 1) {
+		cuda_probe_set(p, CUDA_UNUSABLE, "too-many-ranks",
+			       "%d ranks on %s but %d visible CUDA devices: the CUDA backend runs one "
+			       "rank per GPU (start at most %d ranks per node, or give each its own GPU)",
+			       d->local_size, d->host, count, count);
+	} else {
+		/* Every GPU visible to every rank: the local rank's; one visible GPU: that one. */
+		*device = count == 1 ? 0 : d->local_rank;
+		probe_context(p, *device);
+		if (p->verdict == CUDA_USABLE &&
+		    cudaDeviceGetPCIBusId(bus, sizeof(bus), *device) != cudaSuccess)
+			bus[0] = '\0';
+	}
+	all_bus = (char *)xcalloc((size_t)d->local_size, sizeof(bus));
+	MPI_CHECK(MPI_Allgather(bus, (int)sizeof(bus), MPI_CHAR, all_bus, (int)sizeof(bus), MPI_CHAR,
+				d->local_comm));
+	for (int r = 0; r < d->local_size && p->verdict == CUDA_USABLE; r++) {
+		int lo = r < d->local_rank ? r : d->local_rank, hi = r < d->local_rank ? d->local_rank : r;
+		if (r != d->local_rank && bus[0] && !strcmp(bus, all_bus + (size_t)r * sizeof(bus)))
+			cuda_probe_set(p, CUDA_UNUSABLE, "shared-gpu",
+				       "local ranks %d and %d on %s would share GPU %s (one rank per GPU: "
+				       "with CUDA_VISIBLE_DEVICES or srun --gpus-per-task, give each its "
+				       "own)",
+				       lo, hi, d->host, bus);
+	}
+	free(all_bus);
+	if (p->verdict == CUDA_USABLE)
+		snprintf(p->why, sizeof(p->why), "device %d (%s)", *device, bus);
+}
+
+void backend_cuda_probe(const struct dist *d, struct cuda_probe *out)
+{
+	int device;
+	cuda_probe_device(d, out, &device);
+}
+
