@@ -7,24 +7,17 @@
 #
 # HOSTS (the first argument, else $HOSTS) is HOST:SLOTS,...; one rank per slot
 # unless NP is set. Each rank's output goes to log_output/1/rank.N/stdout.
-# MNIST_NET=IFACE picks the network; TRAINER the program (default
+# DATA_PATH (default ./MNIST_Data/train/) is exported to every rank and an
+# old log_output removed (scripts/mpirun-env.sh, shared by both launch
+# scripts). MNIST_NET=IFACE picks the network; TRAINER the program (default
 # build/mnist-train, the same path on every node). docs/multi-node.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-launcher=run_mpirun_1.sh
-hosts=${HOSTS:-}
-if (($#)) && [[ $1 != -* ]]; then
-	hosts=$1
-	shift
-fi
-if [[ -z $hosts ]]; then
-	echo "$launcher: no hosts: give HOST:SLOTS,HOST:SLOTS (e.g. 192.168.0.1:8,192.168.0.2:8)" \
-		"as the first argument or in HOSTS" >&2
-	exit 2
-fi
+nodes_var=HOSTS
+nodes_what="HOST:SLOTS,HOST:SLOTS (e.g. 192.168.0.1:8,192.168.0.2:8)"
 source "$here/scripts/mpirun-env.sh"
 
-cmd=("$mpirun" ${NP:+-n "$NP"} -H "$hosts" --output-filename log_output --merge-stderr-to-stdout
+cmd=("$mpirun" ${NP:+-n "$NP"} -H "$nodes" --output-filename log_output --merge-stderr-to-stdout
 	"${mpi_opts[@]}" ${mpi_args[@]+"${mpi_args[@]}"} "$trainer" ${trainer_args[@]+"${trainer_args[@]}"})
 echo "$launcher: ${cmd[*]}" >&2
 exec "${cmd[@]}"

@@ -7,25 +7,18 @@
 #
 # HOSTFILE (the first argument, else $HOSTFILE) holds one "HOST slots=N" line
 # per node (see ./hostfile); one rank per slot unless NP is set. Each rank's
-# output goes to log_output/1/rank.N/stdout. MNIST_NET=IFACE picks the
-# network; TRAINER the program (default build/mnist-train, the same path on
-# every node). docs/multi-node.md.
+# output goes to log_output/1/rank.N/stdout. DATA_PATH (default
+# ./MNIST_Data/train/) is exported to every rank and an old log_output
+# removed (scripts/mpirun-env.sh, shared by both launch scripts).
+# MNIST_NET=IFACE picks the network; TRAINER the program (default
+# build/mnist-train, the same path on every node). docs/multi-node.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-launcher=run_mpirun_2.sh
-hostfile=${HOSTFILE:-}
-if (($#)) && [[ $1 != -* ]]; then
-	hostfile=$1
-	shift
-fi
-if [[ -z $hostfile ]]; then
-	echo "$launcher: no hostfile: give its path as the first argument or in HOSTFILE" \
-		"(one 'HOST slots=N' line per node, as in ./hostfile)" >&2
-	exit 2
-fi
+nodes_var=HOSTFILE
+nodes_what="a hostfile (one 'HOST slots=N' line per node, as in ./hostfile)"
 source "$here/scripts/mpirun-env.sh"
 
-cmd=("$mpirun" ${NP:+-n "$NP"} --hostfile "$hostfile" --output-filename log_output --merge-stderr-to-stdout
+cmd=("$mpirun" ${NP:+-n "$NP"} --hostfile "$nodes" --output-filename log_output --merge-stderr-to-stdout
 	"${mpi_opts[@]}" ${mpi_args[@]+"${mpi_args[@]}"} "$trainer" ${trainer_args[@]+"${trainer_args[@]}"})
 echo "$launcher: ${cmd[*]}" >&2
 exec "${cmd[@]}"

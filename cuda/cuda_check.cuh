@@ -54,43 +54,32 @@ void cuda_probe_count_error(struct cuda_probe *p, cudaError_t rc);
 
 #define CUDA_CHECK_MSG_LEN 512
 
-/* A cudaError_t already in hand; `what` names the call that returned it. */
-#define CUDA_CHECK_RESULT(rc, what)                                                       \
+/*
+ * The one shape of every check: a result of type `type` that is not `ok` is
+ * formatted by `text` and fatal, `what` naming the call that returned it.
+ */
+#define CUDA_LIBRARY_CHECK_(type, ok, text, result, what)                                  \
 	do {                                                                              \
-		cudaError_t cuda_check_rc_ = (rc);                                        \
-		if (cuda_check_rc_ != cudaSuccess) {                                      \
+		type cuda_check_rc_ = (result);                                           \
+		if (cuda_check_rc_ != (ok)) {                                             \
 			char cuda_check_msg_[CUDA_CHECK_MSG_LEN];                         \
-			cuda_error_text(cuda_check_rc_, cuda_check_msg_,                  \
-					sizeof(cuda_check_msg_));                         \
+			text(cuda_check_rc_, cuda_check_msg_, sizeof(cuda_check_msg_));   \
 			cuda_check_fail((what), cuda_check_msg_, __func__, __FILE__, __LINE__); \
 		}                                                                         \
 	} while (0)
+
+/* A cudaError_t already in hand; `what` names the call that returned it. */
+#define CUDA_CHECK_RESULT(rc, what) \
+	CUDA_LIBRARY_CHECK_(cudaError_t, cudaSuccess, cuda_error_text, (rc), (what))
 
 #define CUDA_CHECK(stmt) CUDA_CHECK_RESULT((stmt), #stmt)
 
 /* After a kernel launch: a bad configuration or missing kernel image shows here. */
 #define CUDA_CHECK_LAUNCH(kernel_name) CUDA_CHECK_RESULT(cudaGetLastError(), "launch of " kernel_name)
 
-#define CUBLAS_CHECK(stmt)                                                                \
-	do {                                                                              \
-		cublasStatus_t cublas_check_rc_ = (stmt);                                 \
-		if (cublas_check_rc_ != CUBLAS_STATUS_SUCCESS) {                          \
-			char cublas_check_msg_[CUDA_CHECK_MSG_LEN];                       \
-			cublas_error_text(cublas_check_rc_, cublas_check_msg_,            \
-					  sizeof(cublas_check_msg_));                     \
-			cuda_check_fail(#stmt, cublas_check_msg_, __func__, __FILE__, __LINE__); \
-		}                                                                         \
-	} while (0)
+#define CUBLAS_CHECK(stmt) \
+	CUDA_LIBRARY_CHECK_(cublasStatus_t, CUBLAS_STATUS_SUCCESS, cublas_error_text, (stmt), #stmt)
 
-#define NCCL_CHECK(stmt)                                                                  \
-	do {                                                                              \
-		ncclResult_t nccl_check_rc_ = (stmt);                                     \
-		if (nccl_check_rc_ != ncclSuccess) {                                      \
-			char nccl_check_msg_[CUDA_CHECK_MSG_LEN];                         \
-			nccl_error_text(nccl_check_rc_, nccl_check_msg_,                  \
-					sizeof(nccl_check_msg_));                         \
-			cuda_check_fail(#stmt, nccl_check_msg_, __func__, __FILE__, __LINE__); \
-		}                                                                         \
-	} while (0)
+#define NCCL_CHECK(stmt) CUDA_LIBRARY_CHECK_(ncclResult_t, ncclSuccess, nccl_error_text, (stmt), #stmt)
 
 #endif /* MNIST_DDP_CUDA_CHECK_CUH */

@@ -155,18 +155,32 @@ static __global__ void im2col_kernel(const float *x, struct conv_shape s, int ba
 	}
 }
 
+/* Where item i of a (c, h, w, batch) array lies: image b, column x, row y, channel c. */
+struct chwb {
+	size_t c;
+	int y, x, b;
+};
+
+static __host__ __device__ inline struct chwb chwb_of(size_t i, size_t batch, int h, int w)
+{
+	struct chwb p;
+	size_t rest = i / batch;
+	p.b = (int)(i % batch);
+	p.x = (int)(rest % (size_t)w);
+	rest /= (size_t)w;
+	p.y = (int)(rest % (size_t)h);
+	p.c = rest / (size_t)h;
+	return p;
+}
+
 /* dx (c, h, w, batch): item i is pixel (ci, iy, ix) of image b, the sum of its taps in dcols. */
 static __global__ void col2im_kernel(const float *dcols, struct conv_shape s, int batch,
 				     float *dx)
 {
 	size_t nb = (size_t)batch, n = (size_t)s.c * s.h * s.w * nb;
 	for (size_t i = grid_first(); i < n; i += grid_stride()) {
-		int b = (int)(i % nb);
-		size_t rest = i / nb;
-		int ix = (int)(rest % (size_t)s.w);
-		rest /= (size_t)s.w;
-		int iy = (int)(rest % (size_t)s.h), ci = (int)(rest / (size_t)s.h);
-		dx[i] = col2im_elem(dcols, &s, batch, ci, iy, ix, b);
+		struct chwb p = chwb_of(i, nb, s.h, s.w);
+		dx[i] = col2im_elem(dcols, &s, batch, (int)p.c, p.y, p.x, p.b);
 	}
 }
 
@@ -185,14 +199,9 @@ static __global__ void maxpool_kernel(const float *x, struct pool_shape s, int b
 {
 	size_t nb = (size_t)batch, n = (size_t)s.c * s.oh * s.ow * nb;
 	for (size_t i = grid_first(); i < n; i += grid_stride()) {
-		int b = (int)(i % nb);
-		size_t rest = i / nb;
-		int px = (int)(rest % (size_t)s.ow);
-		rest /= (size_t)s.ow;
-		int py = (int)(rest % (size_t)s.oh);
-		size_t ci = rest / (size_t)s.oh;
-		const float *channel = x + ci * (size_t)s.h * s.w * nb;
-		y[i] = maxpool_window_elem(channel, s.w, s.k, batch, py, px, b, &arg[i]);
+		struct chwb p = chwb_of(i, nb, s.oh, s.ow);
+		const float *channel = x + p.c * (size_t)s.h * s.w * nb;
+		y[i] = maxpool_window_elem(channel, s.w, s.k, batch, p.y, p.x, p.b, &arg[i]);
 	}
 }
 
@@ -202,16 +211,12 @@ static __global__ void maxpool_backward_kernel(const float *dy, const int32_t *a
 {
 	size_t nb = (size_t)batch, n = (size_t)s.c * s.h * s.w * nb;
 	for (size_t i = grid_first(); i < n; i += grid_stride()) {
-		size_t b = i % nb, rest = i / nb;
-		int ix = (int)(rest % (size_t)s.w);
-		rest /= (size_t)s.w;
-		int iy = (int)(rest % (size_t)s.h);
-		size_t ci = rest / (size_t)s.h;
-		int py = iy / s.k, px = ix / s.k;
+		struct chwb p = chwb_of(i, nb, s.h, s.w);
+		int py = p.y / s.k, px = p.x / s.k;
 		float g = 0.0f;
 		if (py < s.oh && px < s.ow) {
-			size_t o = ((ci * (size_t)s.oh + (size_t)py) * s.ow + (size_t)px) * nb + b;
-			g = maxpool_backward_elem(dy[o], arg[o], iy % s.k, ix % s.k, s.k);
+			size_t o = ((p.c * (size_t)s.oh + (size_t)py) * s.ow + (size_t)px) * nb + (size_t)p.b;
+			g = maxpool_backward_elem(dy[o], arg[o], p.y % s.k, p.x % s.k, s.k);
 		}
 		dx[i] = g;
 	}

@@ -2,9 +2,22 @@
 # launches share, and the checks mpirun cannot make itself (unknown hosts and
 # too few slots are mpirun's to report).
 #
-# Reads: launcher (the script's name), here (its directory), the arguments.
-# Sets:  mpi_args and trainer_args (the arguments before and after "--"),
+# Reads: here (the script's directory), nodes_var (the
+#        variable that may name the nodes: HOSTS or HOSTFILE), nodes_what
+#        (what they are, for the message), and the arguments.
+# Sets:  launcher (the script's name), nodes (the first argument unless it is an option, else $nodes_var),
+#        mpi_args and trainer_args (the arguments before and after "--"),
 #        mpirun, trainer, and mpi_opts (root, network choice, DATA_PATH).
+launcher=${0##*/}
+nodes=${!nodes_var:-}
+if (($#)) && [[ $1 != -* ]]; then
+	nodes=$1
+	shift
+fi
+if [[ -z $nodes ]]; then
+	echo "$launcher: no ${nodes_var,,}: give $nodes_what as the first argument or in $nodes_var" >&2
+	exit 2
+fi
 mpi_args=()
 while (($#)) && [[ $1 != -- ]]; do
 	mpi_args+=("$1")

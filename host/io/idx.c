@@ -1,5 +1,5 @@
 /*
- * idx.c - read and validate MNIST IDX files (raw or gzip), see include/idx.h.
+ * idx.c - read and validate MNIST IDX files (raw or gzip), see host/io/idx.h.
  *
  * Nothing from a file is trusted before it is checked: the magic, the number
  * of dimensions, the 28 x 28 image size, the count and the exact file length
@@ -8,8 +8,8 @@
  * not after. Every failure writes one message naming the file into err and
  * leaves the caller's output untouched; cleanup runs through a goto chain.
  *
- * Tested by tests/test_idx.c (ctest -R test_idx); real data comes from
- * scripts/get-mnist.sh.
+ * Tested by tests/test_idx.c and test_idx_malformed.c (ctest -R test_idx)
+ * and fuzzed by tests/fuzz/fuzz_idx.c; real data comes from scripts/get-mnist.sh.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -41,121 +41,115 @@ static uint32_t read_be32(const uint8_t *p)
 
 /* ---- parsing ------------------------------------------------------------- */
 
-/*
- * Checks shared by both kinds: enough bytes for the header, the magic, the
- * count, and the exact length header + count * item. Returns STATUS_OK or
- * STATUS_BAD_INPUT with the message written.
- */
-static enum status check_header(const uint8_t *buf, size_t len, const char *name, const char *kind,
-			uint32_t want_magic, size_t header, int *count, char *err, size_t errlen)
+/* The two kinds of IDX file MNIST has. */
+struct idx_kind {
+	const char *noun; /* "images" or "labels", for messages */
+	uint32_t magic;
+	size_t header, item; /* bytes of header, and of each example after it */
+};
+static const struct idx_kind idx_images = {"images", IDX_MAGIC_IMAGES, IDX_IMAGE_HEADER, IDX_PIXELS};
+static const struct idx_kind idx_labels = {"labels", IDX_MAGIC_LABELS, IDX_LABEL_HEADER, 1};
+
+/* The magic, with a hint when it is the other kind's or a second gzip layer. */
+static enum status check_magic(const uint8_t *buf, const char *name, const struct idx_kind *k,
+			       char *err, size_t errlen)
 {
-	uint32_t magic, n;
+	uint32_t magic = read_be32(buf);
+	const char *hint = "";
+	if (magic == k->magic)
+		return STATUS_OK;
+	if (magic == IDX_MAGIC_IMAGES)
+		hint = " (that is an image file)";
+	else if (magic == IDX_MAGIC_LABELS)
+		hint = " (that is a label file)";
+	else if (buf[0] == 0x1f && buf[1] == 0x8b)
+		hint = " (gzip data inside gzip?)";
+	return status_fail(err, errlen, STATUS_BAD_INPUT,
+			   "%s: bad magic 0x%08x%s, expected 0x%08x (IDX unsigned-byte %s)", name,
+			   (unsigned)magic, hint, (unsigned)k->magic, k->noun);
+}
 
-	if (len == 0) {
-		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: empty file (0 bytes), expected an IDX %s file", name,
-			kind);
-	}
-	if (len < 4) {
+/*
+ * A whole file of kind k, in order: enough bytes for the magic, the magic,
+ * the header, a count in 1..IDX_MAX_COUNT, 28 x 28 images, and the exact
+ * length header + count * item, then labels in 0..9. STATUS_OK with *count,
+ * or STATUS_BAD_INPUT with the message written.
+ */
+static enum status check_file(const uint8_t *buf, size_t len, const char *name,
+			      const struct idx_kind *k, int *count, char *err, size_t errlen)
+{
+	if (len == 0)
 		return status_fail(err, errlen, STATUS_BAD_INPUT,
-			"%s: truncated: %zu bytes, shorter than the 4-byte magic (an IDX %s header is %zu bytes)",
-			name, len, kind, header);
+				   "%s: empty file (0 bytes), expected an IDX %s file", name, k->noun);
+	if (len < 4)
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "%s: truncated: %zu bytes, shorter than the 4-byte magic (an IDX %s "
+				   "header is %zu bytes)",
+				   name, len, k->noun, k->header);
+	enum status rc = check_magic(buf, name, k, err, errlen);
+	if (rc != STATUS_OK)
+		return rc;
+	if (len < k->header)
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "%s: truncated: %zu bytes, shorter than the %zu-byte %s header", name,
+				   len, k->header, k->noun);
+	uint32_t n = read_be32(buf + 4);
+	if (n == 0)
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: count is 0, expected 1..%u %s",
+				   name, IDX_MAX_COUNT, k->noun);
+	if (n > IDX_MAX_COUNT)
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "%s: count %u is absurd: more than the limit of %u %s", name,
+				   (unsigned)n, IDX_MAX_COUNT, k->noun);
+	if (k == &idx_images) {
+		uint32_t rows = read_be32(buf + 8), cols = read_be32(buf + 12);
+		if (rows != IDX_ROWS || cols != IDX_COLS)
+			return status_fail(err, errlen, STATUS_BAD_INPUT,
+					   "%s: wrong dimensions: images are %ux%u, expected %dx%d", name,
+					   (unsigned)rows, (unsigned)cols, IDX_ROWS, IDX_COLS);
 	}
-	magic = read_be32(buf);
-	if (magic != want_magic) {
-		const char *hint = "";
-
-		if (magic == IDX_MAGIC_IMAGES)
-			hint = " (that is an image file)";
-		else if (magic == IDX_MAGIC_LABELS)
-			hint = " (that is a label file)";
-		else if (buf[0] == 0x1f && buf[1] == 0x8b)
-			hint = " (gzip data inside gzip?)";
-		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: bad magic 0x%08x%s, expected 0x%08x (IDX unsigned-byte %s)",
-			name, (unsigned)magic, hint, (unsigned)want_magic, kind);
-	}
-	if (len < header) {
-		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: truncated: %zu bytes, shorter than the %zu-byte %s header",
-			name, len, header, kind);
-	}
-	n = read_be32(buf + 4);
-	if (n == 0) {
-		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: count is 0, expected 1..%u %s", name, IDX_MAX_COUNT,
-			kind);
-	}
-	if (n > IDX_MAX_COUNT) {
-		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: count %u is absurd: more than the limit of %u %s", name,
-			(unsigned)n, IDX_MAX_COUNT, kind);
-	}
+	size_t want = k->header + (size_t)n * k->item; /* n <= IDX_MAX_COUNT: no overflow */
+	if (len < want)
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "%s: truncated: %zu bytes, header promises %zu", name, len, want);
+	if (len > want)
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "%s: %zu trailing bytes after the %zu the header promises", name,
+				   len - want, want);
+	if (k == &idx_labels)
+		for (uint32_t i = 0; i < n; i++)
+			if (buf[k->header + i] >= IDX_CLASSES)
+				return status_fail(err, errlen, STATUS_BAD_INPUT,
+						   "%s: label %u at index %u is out of range 0..%d", name,
+						   (unsigned)buf[k->header + i], (unsigned)i, IDX_CLASSES - 1);
 	*count = (int)n;
 	return STATUS_OK;
 }
 
-/* The file must be exactly header + count * item bytes. */
-static enum status check_length(size_t len, const char *name, size_t header, int count, size_t item,
-			char *err, size_t errlen)
+/* check_file, then the count and where the examples start, past the header. */
+static enum status parse_file(const uint8_t *buf, size_t len, const char *name,
+			      const struct idx_kind *k, int *count, const uint8_t **data, char *err,
+			      size_t errlen)
 {
-	size_t want = header + (size_t)count * item; /* count <= IDX_MAX_COUNT: no overflow */
-
-	if (len < want) {
-		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: truncated: %zu bytes, header promises %zu", name, len,
-			want);
-	}
-	if (len > want) {
-		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: %zu trailing bytes after the %zu the header promises",
-			name, len - want, want);
-	}
+	int n = 0;
+	enum status rc = check_file(buf, len, name, k, &n, err, errlen);
+	if (rc != STATUS_OK)
+		return rc;
+	*count = n;
+	*data = buf + k->header;
 	return STATUS_OK;
 }
 
 enum status idx_parse_images(const uint8_t *buf, size_t len, const char *name, int *count,
-		     const uint8_t **data, char *err, size_t errlen)
+			     const uint8_t **data, char *err, size_t errlen)
 {
-	uint32_t rows, cols;
-	int n = 0;
-	enum status rc;
-
-	rc = check_header(buf, len, name, "images", IDX_MAGIC_IMAGES, IDX_IMAGE_HEADER, &n, err,
-			  errlen);
-	if (rc != STATUS_OK)
-		return rc;
-	rows = read_be32(buf + 8);
-	cols = read_be32(buf + 12);
-	if (rows != IDX_ROWS || cols != IDX_COLS) {
-		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: wrong dimensions: images are %ux%u, expected %dx%d", name,
-			(unsigned)rows, (unsigned)cols, IDX_ROWS, IDX_COLS);
-	}
-	rc = check_length(len, name, IDX_IMAGE_HEADER, n, IDX_PIXELS, err, errlen);
-	if (rc != STATUS_OK)
-		return rc;
-	*count = n;
-	*data = buf + IDX_IMAGE_HEADER;
-	return STATUS_OK;
+	return parse_file(buf, len, name, &idx_images, count, data, err, errlen);
 }
 
 enum status idx_parse_labels(const uint8_t *buf, size_t len, const char *name, int *count,
-		     const uint8_t **data, char *err, size_t errlen)
+			     const uint8_t **data, char *err, size_t errlen)
 {
-	const uint8_t *labels;
-	int n = 0;
-	enum status rc;
-
-	rc = check_header(buf, len, name, "labels", IDX_MAGIC_LABELS, IDX_LABEL_HEADER, &n, err,
-			  errlen);
-	if (rc != STATUS_OK)
-		return rc;
-	rc = check_length(len, name, IDX_LABEL_HEADER, n, 1, err, errlen);
-	if (rc != STATUS_OK)
-		return rc;
-	labels = buf + IDX_LABEL_HEADER;
-	for (int i = 0; i < n; i++) {
-		if (labels[i] >= IDX_CLASSES) {
-			return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: label %u at index %d is out of range 0..%d", name,
-				(unsigned)labels[i], i, IDX_CLASSES - 1);
-		}
-	}
-	*count = n;
-	*data = labels;
-	return STATUS_OK;
+	return parse_file(buf, len, name, &idx_labels, count, data, err, errlen);
 }
 
 /* ---- reading ------------------------------------------------------------- */
@@ -310,14 +304,29 @@ static uint8_t *strip_header(uint8_t *buf, size_t header, size_t payload)
 	return shrunk ? shrunk : buf;
 }
 
+/* Read and check one file of a set: its buffer (the caller frees it) and count. */
+static enum status load_file(const char *path, size_t limit, const struct idx_kind *k,
+			     uint8_t **buf, int *count, char *err, size_t errlen)
+{
+	const uint8_t *data;
+	size_t len = 0;
+	enum status rc = idx_read_file(path, limit, buf, &len, err, errlen);
+	if (rc != STATUS_OK)
+		return rc;
+	rc = parse_file(*buf, len, path, k, count, &data, err, errlen);
+	if (rc != STATUS_OK) {
+		free(*buf);
+		*buf = NULL;
+	}
+	return rc;
+}
+
 enum status idx_load_set(const char *dir, const char *prefix, struct mnist_set *out, char *err,
 			 size_t errlen)
 {
 	char image_path[IDX_PATH_MAX];
 	char label_path[IDX_PATH_MAX];
 	uint8_t *image_buf = NULL, *label_buf = NULL;
-	size_t image_len = 0, label_len = 0;
-	const uint8_t *image_data, *label_data;
 	int image_count = 0, label_count = 0;
 	struct stat st;
 	struct mnist_set set;
@@ -334,14 +343,9 @@ enum status idx_load_set(const char *dir, const char *prefix, struct mnist_set *
 		return status_fail(err, errlen, STATUS_BAD_INPUT,
 				   "%s: missing, and no %s.gz either (run scripts/get-mnist.sh?)",
 				   image_path, image_path);
-	rc = idx_read_file(image_path, IDX_MAX_BYTES, &image_buf, &image_len, err, errlen);
+	rc = load_file(image_path, IDX_MAX_BYTES, &idx_images, &image_buf, &image_count, err, errlen);
 	if (rc != STATUS_OK)
-		goto out;
-	rc = idx_parse_images(image_buf, image_len, image_path, &image_count, &image_data, err,
-			      errlen);
-	if (rc != STATUS_OK)
-		goto out_free_images;
-
+		return rc;
 	if (!find_file(dir, prefix, "labels-idx1-ubyte", label_path, sizeof(label_path))) {
 		/* The images are there, so this is a broken set, not an absent one. */
 		rc = status_fail(err, errlen, STATUS_BAD_INPUT,
@@ -349,15 +353,10 @@ enum status idx_load_set(const char *dir, const char *prefix, struct mnist_set *
 				 label_path, image_path);
 		goto out_free_images;
 	}
-	rc = idx_read_file(label_path, (size_t)IDX_MAX_COUNT + IDX_LABEL_HEADER, &label_buf,
-			   &label_len, err, errlen);
+	rc = load_file(label_path, (size_t)IDX_MAX_COUNT + IDX_LABEL_HEADER, &idx_labels,
+		       &label_buf, &label_count, err, errlen);
 	if (rc != STATUS_OK)
 		goto out_free_images;
-	rc = idx_parse_labels(label_buf, label_len, label_path, &label_count, &label_data, err,
-			      errlen);
-	if (rc != STATUS_OK)
-		goto out_free_labels;
-
 	if (image_count != label_count) {
 		rc = status_fail(err, errlen, STATUS_BAD_INPUT,
 				 "image/label count mismatch: %s has %d images, %s has %d labels",
@@ -377,7 +376,6 @@ out_free_labels:
 	free(label_buf);
 out_free_images:
 	free(image_buf);
-out:
 	return rc;
 }
 
