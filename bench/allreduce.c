@@ -482,7 +482,7 @@ int main(int argc, char **argv)
 		       (unsigned long long)o.seed, o.warmup,
 		       o.iters ? "fixed" : "2^30/bytes within 5..1000");
 		printf("# time: the slowest rank's mean per call; busbw = algbw * 2(n-1)/n\n");
-		printf("# MPI tuning in effect (host/dist.c): %s\n", dist_mpi_tuning());
+		printf("# MPI tuning in effect (host/dist/dist.c): %s\n", dist_mpi_tuning());
 	}
 	/* Rank 0 prints every rank's identity (gathered), so lines never interleave. */
 	struct {

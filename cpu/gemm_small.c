@@ -1,6 +1,6 @@
 /*
  * gemm_small.c - row-major GEMM for small and skinny shapes: see
- * include/gemm_small.h for why the host backend has its own.
+ * cpu/gemm_small.h for why the host backend has its own.
  *
  * Two register-blocked forms, chosen by how op(B) is stored:
  *   op(B) rows contiguous (trans_b == 0): the "axpy" form. A block of C, up

@@ -1,6 +1,6 @@
 /*
  * gemm_small.h - the host backend's own row-major GEMM for small and skinny
- * shapes (host/gemm_small.c).
+ * shapes (cpu/gemm_small.c).
  *
  * The models' output layer is 10 wide and a rank's batch is often 32: a
  * GEMM of 32 x 10 x 784 is a quarter of a million multiply-adds, a few

@@ -1,5 +1,5 @@
 /*
- * deadline.h - a watchdog for blocking collectives (host/deadline.c).
+ * deadline.h - a watchdog for blocking collectives (host/dist/deadline.c).
  *
  * One watchdog per process, owned by the job (struct dist): the host
  * backend's blocking MPI_Allreduce and MPI_Bcast (Open MPI's fastest) and the

@@ -32,7 +32,7 @@ struct dist {
 /*
  * MPI_Init and fill *d. Fatal on MPI failure. Before MPI_Init it raises Open
  * MPI's shared-memory eager limit to 32 KiB unless the environment sets it
- * (host/dist.c says why); dist_mpi_tuning() names the setting in effect, for logs.
+ * (host/dist/dist.c says why); dist_mpi_tuning() names the setting in effect, for logs.
  */
 void dist_init(int *argc, char ***argv, struct dist *d);
 const char *dist_mpi_tuning(void);

@@ -2,7 +2,7 @@
  * elem.h - the one source of per-element math, shared by both backends.
  *
  * Every body here is a `static inline` function of scalars or of one row.
- * The host backend (host/backend_host.c) loops over them; each CUDA kernel
+ * The host backend (cpu/backend_host.c) loops over them; each CUDA kernel
  * (cuda/kernels.cu) is a thin index-computing wrapper around them. When nvcc
  * compiles this header the functions become __host__ __device__, so the
  * host unit tests exercise exactly the arithmetic the GPU runs.

@@ -1,5 +1,5 @@
 /*
- * test_deadline.c - the collective deadline's watchdog (host/deadline.c),
+ * test_deadline.c - the collective deadline's watchdog (host/dist/deadline.c),
  * without MPI: a deadline that passes while armed ends the process with
  * status 1 and the message; a disarmed or unset one never fires; destroy
  * stops the thread at once.

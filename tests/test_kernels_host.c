@@ -13,7 +13,7 @@
  * with deliberately small or oversized grids, so the grid-stride loops wrap
  * several times or leave threads idle. Results are compared with
  *   - the naive double-precision references of tests/ref.c (atol + rtol*|ref|),
- *   - the host backend's op (host/backend_host.c), which loops over the same
+ *   - the host backend's op (cpu/backend_host.c), which loops over the same
  *     elem.h bodies: the result must be identical, bit for bit.
  * Outputs sit between guard words that must survive every launch, and the
  * kernels that accumulate (argmax hits, SGD, scale) show any item processed

@@ -1,5 +1,5 @@
 /*
- * test_report.c - what the trainer prints (host/report.c): float formatting,
+ * test_report.c - what the trainer prints (host/io/report.c): float formatting,
  * the seed's loss line and rank 0's summary line.
  *
  *   ctest --test-dir build -R test_report --output-on-failure

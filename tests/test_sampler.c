@@ -1,5 +1,5 @@
 /*
- * test_sampler.c - per-epoch shuffling and per-rank shards (host/sampler.c).
+ * test_sampler.c - per-epoch shuffling and per-rank shards (host/train/sampler.c).
  *
  *   ctest --test-dir build -R test_sampler --output-on-failure
  *

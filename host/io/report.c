@@ -1,4 +1,4 @@
-/* report.c - log lines, summary, progress display: see include/report.h. */
+/* report.c - log lines, summary, progress display: see host/io/report.h. */
 #include "io/report.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* sampler.c - per-epoch global shuffle and per-rank shards: see include/sampler.h. */
+/* sampler.c - per-epoch global shuffle and per-rank shards: see host/train/sampler.h. */
 #include "train/sampler.h"
 
 #include <stdio.h>

@@ -61,5 +61,5 @@ if(NOT MNIST_DDP_SANITIZE)
                        PROCESSORS 2)
 endif()
 
-# The host backend's collective deadline (host/deadline.c) on its own, without MPI.
+# The host backend's collective deadline (host/dist/deadline.c) on its own, without MPI.
 add_unit_test(test_deadline ${CMAKE_CURRENT_SOURCE_DIR}/test_deadline.c)

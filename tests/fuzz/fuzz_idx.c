@@ -1,5 +1,5 @@
 /*
- * fuzz_idx.c - libFuzzer target for the IDX reader (host/idx.c).
+ * fuzz_idx.c - libFuzzer target for the IDX reader (host/io/idx.c).
  *
  *   CC=clang cmake -S . -B build-fuzz -DMNIST_DDP_FUZZ=ON -DMNIST_DDP_CUDA=OFF
  *   cmake --build build-fuzz --target fuzz_idx

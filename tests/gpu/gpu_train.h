@@ -1,6 +1,6 @@
 /*
  * gpu_train.h - one data-parallel training step, run through the backend
- * interface with the project's model code (include/model.h), for the GPU
+ * interface with the project's model code (host/train/model.h), for the GPU
  * parity programs: the same ops in the same order as the trainer's step
  * (gather by a cursor in backend memory, advance, forward, backward, one
  * allreduce of the flat gradient buffer, SGD over the flat parameter buffer
