@@ -24,14 +24,7 @@
 # Exit 0 pass, 1 fail (every failure is printed).
 set -uo pipefail
 
-if [ $# -lt 3 ]; then
-	echo "usage: $0 MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...]" >&2
-	exit 1
-fi
-TRAIN=$1
-DATA=$2
-shift 2
-MPIRUN=("$@")
+. "$(dirname "$0")/../script_args.sh"
 CASE_TIMEOUT=${MNIST_CASE_TIMEOUT:-60} # seconds per case; a hung rank fails the case
 
 IMAGES=$DATA/train/train-images-idx3-ubyte

@@ -18,14 +18,7 @@
 #    agreement; it must say so and the job must end within timeout + a few s.
 set -uo pipefail
 
-if [ $# -lt 3 ]; then
-	echo "usage: $0 MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...]" >&2
-	exit 1
-fi
-TRAIN=$1
-DATA=$2
-shift 2
-MPIRUN=("$@")
+. "$(dirname "$0")/../script_args.sh"
 for f in "$DATA/train/train-images-idx3-ubyte" "$DATA/test/t10k-images-idx3-ubyte"; do
 	[ -e "$f" ] || [ -e "$f.gz" ] || {
 		echo "FAIL: $f not found: run scripts/get-mnist.sh; this test does not skip" >&2

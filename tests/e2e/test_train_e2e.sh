@@ -14,14 +14,7 @@
 # every flag of the contract. Exit 0 pass, 1 fail (every failure is printed).
 set -uo pipefail
 
-if [ $# -lt 3 ]; then
-	echo "usage: $0 MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...]" >&2
-	exit 1
-fi
-TRAIN=$1
-DATA=$2
-shift 2
-MPIRUN=("$@")
+. "$(dirname "$0")/../script_args.sh"
 RUN_TIMEOUT=120
 
 failures=0

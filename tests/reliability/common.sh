@@ -5,14 +5,7 @@
 #   script.sh MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...]
 # Every mpirun is bounded by timeout(1); a hang is a failure, never a wait.
 
-if [ $# -lt 3 ]; then
-	echo "usage: $0 MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...]" >&2
-	exit 1
-fi
-TRAIN=$1
-DATA=$2
-shift 2
-MPIRUN=("$@")
+. "$(dirname "$0")/../script_args.sh"
 RUN_TIMEOUT=${RUN_TIMEOUT:-90}
 export OPENBLAS_NUM_THREADS=1
 
