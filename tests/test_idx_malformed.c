@@ -25,92 +25,81 @@ TestSuite(idx, .init = make_tmpdir, .fini = remove_tmpdir);
 
 /* ---- malformed sets ------------------------------------------------------------ */
 
+/*
+ * The set made of image file b (len bytes, freed here) and 3 good labels, or
+ * of 3 good images and label file b, must be refused with a message that
+ * holds want and want2 (when not NULL).
+ */
+static void refuse_images(uint8_t *b, size_t len, const char *want, const char *want2)
+{
+	write_images(b, len);
+	free(b);
+	write_labels_good(3);
+	expect_load_fail(STATUS_BAD_INPUT, IMAGES, want, want2);
+}
+
+static void refuse_labels(uint8_t *b, size_t len, const char *want, const char *want2)
+{
+	write_images_good(3);
+	write_file(LABELS, b, len);
+	free(b);
+	expect_load_fail(STATUS_BAD_INPUT, LABELS, want, want2);
+}
+
 Test(idx, wrong_image_magic)
 {
 	size_t len;
 	uint8_t *b = build_images(0x804, 3, 28, 28, 3 * IDX_PIXELS, &len);
-
-	write_images(b, len);
-	free(b);
-	write_labels_good(3);
-	expect_load_fail(STATUS_BAD_INPUT, IMAGES, "bad magic 0x00000804", "expected 0x00000803");
+	refuse_images(b, len, "bad magic 0x00000804", "expected 0x00000803");
 }
 
 Test(idx, label_file_given_as_images)
 {
 	size_t len;
 	uint8_t *b = good_labels(3, &len);
-
-	write_images(b, len);
-	free(b);
-	write_labels_good(3);
-	expect_load_fail(STATUS_BAD_INPUT, IMAGES, "bad magic 0x00000801", "expected 0x00000803");
+	refuse_images(b, len, "bad magic 0x00000801", "expected 0x00000803");
 }
 
 Test(idx, wrong_label_magic)
 {
 	size_t len;
 	uint8_t *b = build_labels(0x803, 3, 3, &len);
-
-	write_images_good(3);
-	write_file(LABELS, b, len);
-	free(b);
-	expect_load_fail(STATUS_BAD_INPUT, LABELS, "bad magic 0x00000803", "expected 0x00000801");
+	refuse_labels(b, len, "bad magic 0x00000803", "expected 0x00000801");
 }
 
 Test(idx, wrong_dimensions)
 {
 	size_t len;
 	uint8_t *b = build_images(0x803, 3, 27, 28, 3 * 27 * 28, &len);
-
-	write_images(b, len);
-	free(b);
-	write_labels_good(3);
-	expect_load_fail(STATUS_BAD_INPUT, IMAGES, "27x28", "expected 28x28");
+	refuse_images(b, len, "27x28", "expected 28x28");
 }
 
 Test(idx, image_count_zero)
 {
 	size_t len;
 	uint8_t *b = build_images(0x803, 0, 28, 28, 0, &len);
-
-	write_images(b, len);
-	free(b);
-	write_labels_good(3);
-	expect_load_fail(STATUS_BAD_INPUT, IMAGES, "count is 0", NULL);
+	refuse_images(b, len, "count is 0", NULL);
 }
 
 Test(idx, label_count_zero)
 {
 	size_t len;
 	uint8_t *b = build_labels(0x801, 0, 0, &len);
-
-	write_images_good(3);
-	write_file(LABELS, b, len);
-	free(b);
-	expect_load_fail(STATUS_BAD_INPUT, LABELS, "count is 0", NULL);
+	refuse_labels(b, len, "count is 0", NULL);
 }
 
 Test(idx, image_count_absurd)
 {
 	size_t len;
 	uint8_t *b = build_images(0x803, 0xffffffffu, 28, 28, 3 * IDX_PIXELS, &len);
-
-	write_images(b, len);
-	free(b);
-	write_labels_good(3);
-	expect_load_fail(STATUS_BAD_INPUT, IMAGES, "count 4294967295", "limit");
+	refuse_images(b, len, "count 4294967295", "limit");
 }
 
 Test(idx, label_count_absurd)
 {
 	size_t len;
 	uint8_t *b = build_labels(0x801, 0xffffffffu, 3, &len);
-
-	write_images_good(3);
-	write_file(LABELS, b, len);
-	free(b);
-	expect_load_fail(STATUS_BAD_INPUT, LABELS, "count 4294967295", "limit");
+	refuse_labels(b, len, "count 4294967295", "limit");
 }
 
 Test(idx, images_truncated_by_one_byte)
@@ -119,11 +108,8 @@ Test(idx, images_truncated_by_one_byte)
 	char want[128];
 	uint8_t *b = good_images(3, &len);
 
-	write_images(b, len - 1);
-	free(b);
-	write_labels_good(3);
 	snprintf(want, sizeof(want), "truncated: %zu bytes, header promises %zu", len - 1, len);
-	expect_load_fail(STATUS_BAD_INPUT, IMAGES, want, NULL);
+	refuse_images(b, len - 1, want, NULL);
 }
 
 Test(idx, labels_truncated_by_one_byte)
@@ -132,55 +118,36 @@ Test(idx, labels_truncated_by_one_byte)
 	char want[128];
 	uint8_t *b = good_labels(3, &len);
 
-	write_images_good(3);
-	write_file(LABELS, b, len - 1);
-	free(b);
 	snprintf(want, sizeof(want), "truncated: %zu bytes, header promises %zu", len - 1, len);
-	expect_load_fail(STATUS_BAD_INPUT, LABELS, want, NULL);
+	refuse_labels(b, len - 1, want, NULL);
 }
 
 Test(idx, images_truncated_to_half_a_header)
 {
 	size_t len;
 	uint8_t *b = good_images(3, &len);
-
-	write_images(b, 8);
-	free(b);
-	write_labels_good(3);
-	expect_load_fail(STATUS_BAD_INPUT, IMAGES, "truncated: 8 bytes", "16-byte");
+	refuse_images(b, 8, "truncated: 8 bytes", "16-byte");
 }
 
 Test(idx, labels_truncated_to_half_a_header)
 {
 	size_t len;
 	uint8_t *b = good_labels(3, &len);
-
-	write_images_good(3);
-	write_file(LABELS, b, 4);
-	free(b);
-	expect_load_fail(STATUS_BAD_INPUT, LABELS, "truncated: 4 bytes", "8-byte");
+	refuse_labels(b, 4, "truncated: 4 bytes", "8-byte");
 }
 
 Test(idx, image_trailing_bytes)
 {
 	size_t len;
 	uint8_t *b = build_images(0x803, 3, 28, 28, 3 * IDX_PIXELS + 5, &len);
-
-	write_images(b, len);
-	free(b);
-	write_labels_good(3);
-	expect_load_fail(STATUS_BAD_INPUT, IMAGES, "5 trailing bytes", NULL);
+	refuse_images(b, len, "5 trailing bytes", NULL);
 }
 
 Test(idx, label_trailing_bytes)
 {
 	size_t len;
 	uint8_t *b = build_labels(0x801, 3, 4, &len);
-
-	write_images_good(3);
-	write_file(LABELS, b, len);
-	free(b);
-	expect_load_fail(STATUS_BAD_INPUT, LABELS, "1 trailing bytes", NULL);
+	refuse_labels(b, len, "1 trailing bytes", NULL);
 }
 
 Test(idx, label_out_of_range)
