@@ -267,3 +267,40 @@ Test(model, init_params_depend_on_seed_only)
 		free(c);
 	}
 }
+
+/* ---- what the backward pass computes -------------------------------------------------- */
+
+/*
+ * The backward pass computes a layer's input gradient only where a layer
+ * below it holds parameters. LeNet-5's first convolution sits on the input's
+ * transpose alone: its input gradient (a GEMM and a col2im, about a sixth of
+ * the step's time) must not be computed, and the second convolution's must.
+ */
+Test(model, backward_skips_the_input_gradient_of_the_lowest_parameters)
+{
+	struct model_point p;
+	model_point_make(&p, MODEL_LENET, NULL, 0, 4, 7, 0, 1.0f);
+	size_t n1 = (size_t)p.rows * (size_t)p.m.layer[1].in;
+	size_t n2 = (size_t)p.rows * (size_t)p.m.layer[2].in;
+	float *sentinel = malloc((n1 > n2 ? n1 : n2) * sizeof(float));
+	float *got = malloc((n1 > n2 ? n1 : n2) * sizeof(float));
+	cr_assert(sentinel && got);
+	for (size_t i = 0; i < (n1 > n2 ? n1 : n2); i++)
+		sentinel[i] = 12345.0f;
+	backend_upload(&p.be, p.ws.dact[1], sentinel, n1 * sizeof(float));
+	backend_upload(&p.be, p.ws.dact[2], sentinel, n2 * sizeof(float));
+	model_point_run(&p);
+
+	backend_download(&p.be, got, p.ws.dact[1], n1 * sizeof(float));
+	cr_expect(!memcmp(got, sentinel, n1 * sizeof(float)),
+		  "conv1's input gradient (dact[1]) was computed though nothing below it learns");
+	backend_download(&p.be, got, p.ws.dact[2], n2 * sizeof(float));
+	size_t written = 0;
+	for (size_t i = 0; i < n2; i++)
+		written += got[i] != 12345.0f;
+	cr_expect(written > n2 / 2, "conv2's input gradient (dact[2]): %zu of %zu values written",
+		  written, n2);
+	free(sentinel);
+	free(got);
+	model_point_free(&p);
+}

@@ -378,11 +378,19 @@ void model_backward_scaled(const struct backend *be, const struct model *m, stru
 	int top = m->n_layers;
 	backend_softmax_xent(be, ws->act[top], ws->labels, rows, IDX_CLASSES, scale, ws->row_loss,
 			      ws->dact[top]);
-	/* The input needs no gradient: layer 0 computes none. */
+	/*
+	 * A layer's input gradient is computed only where a layer below it holds
+	 * parameters: the input needs none, nor does LeNet-5's first convolution,
+	 * which has only the transpose of the input below it (its col2im and the
+	 * GEMM before it would be a fifth of the step's work, thrown away).
+	 */
+	int lowest = 0;
+	while (lowest < m->n_layers && !layer_has_params(&m->layer[lowest]))
+		lowest++;
 	for (int i = m->n_layers - 1; i >= 0; i--)
 		layer_backward(be, &m->layer[i], params, ws->act[i], ws->act[i + 1], ws->dact[i + 1],
-			       grads, i > 0 ? ws->dact[i] : NULL, ws->cols[i], ws->arg[i], ws->ones,
-			       rows);
+			       grads, i > lowest ? ws->dact[i] : NULL, ws->cols[i], ws->arg[i],
+			       ws->ones, rows);
 }
 
 void model_score(const struct backend *be, const struct model *m, struct model_ws *ws, int rows)
