@@ -219,17 +219,24 @@ Test(idx, empty_label_file)
 	expect_load_fail(STATUS_BAD_INPUT, LABELS, "empty file", NULL);
 }
 
-Test(idx, corrupt_gzip_data)
+/* A set of 3 good images, gzipped, and 3 good labels; the gzip file's bytes (freed by the caller). */
+static uint8_t *gzip_set(size_t *glen)
 {
 	char path[1024];
-	size_t len, glen;
-	uint8_t *b = good_images(3, &len), *g;
+	size_t len;
+	uint8_t *b = good_images(3, &len);
 
 	write_gz(IMAGES ".gz", b, len, 6);
 	free(b);
 	write_labels_good(3);
 	tmp_path(path, sizeof(path), IMAGES ".gz");
-	g = slurp(path, &glen);
+	return slurp(path, glen);
+}
+
+Test(idx, corrupt_gzip_data)
+{
+	size_t glen;
+	uint8_t *g = gzip_set(&glen);
 	cr_assert_gt(glen, 40u);
 	/* Garble the deflate stream after the 10-byte gzip header. */
 	for (size_t i = 12; i < 20; i++)
@@ -241,15 +248,8 @@ Test(idx, corrupt_gzip_data)
 
 Test(idx, gzip_with_bad_crc)
 {
-	char path[1024];
-	size_t len, glen;
-	uint8_t *b = good_images(3, &len), *g;
-
-	write_gz(IMAGES ".gz", b, len, 6);
-	free(b);
-	write_labels_good(3);
-	tmp_path(path, sizeof(path), IMAGES ".gz");
-	g = slurp(path, &glen);
+	size_t glen;
+	uint8_t *g = gzip_set(&glen);
 	g[glen - 8] ^= 0xff; /* the CRC-32 in the gzip trailer */
 	write_file(IMAGES ".gz", g, glen);
 	free(g);
@@ -258,15 +258,8 @@ Test(idx, gzip_with_bad_crc)
 
 Test(idx, truncated_gzip)
 {
-	char path[1024];
-	size_t len, glen;
-	uint8_t *b = good_images(3, &len), *g;
-
-	write_gz(IMAGES ".gz", b, len, 6);
-	free(b);
-	write_labels_good(3);
-	tmp_path(path, sizeof(path), IMAGES ".gz");
-	g = slurp(path, &glen);
+	size_t glen;
+	uint8_t *g = gzip_set(&glen);
 	write_file(IMAGES ".gz", g, glen / 2);
 	free(g);
 	expect_load_fail(STATUS_BAD_INPUT, IMAGES ".gz", "truncated gzip", NULL);

@@ -149,8 +149,14 @@ double train_evaluate(const struct dist *d, const struct backend *be, const stru
 	return counts[1] ? (double)counts[0] / (double)counts[1] : NAN;
 }
 
-enum status train_validate(const struct train_config *c, const struct dist *d,
-			   const struct mnist_set *train, char *err, size_t errlen)
+/*
+ * The run's sampler and learning-rate schedule, checked: --limit against the
+ * data, a sampler that leaves at least one step, a schedule that fits the
+ * run. On success the caller destroys smp.
+ */
+static enum status train_plan(const struct train_config *c, const struct dist *d,
+			      const struct mnist_set *train, struct sampler *smp,
+			      struct schedule *sch, char *err, size_t errlen)
 {
 	int n = train->count;
 	if (c->limit > n)
@@ -159,14 +165,25 @@ enum status train_validate(const struct train_config *c, const struct dist *d,
 				   c->data_dir);
 	if (c->limit > 0)
 		n = (int)c->limit;
-	struct sampler smp;
-	if (sampler_create(&smp, n, d->rank, d->size, c->batch_size, c->drop_last, c->seed, err,
+	if (sampler_create(smp, n, d->rank, d->size, c->batch_size, c->drop_last, c->seed, err,
 			   errlen))
 		return STATUS_BAD_INPUT;
+	schedule_init(sch, c->lr_schedule, c->lr, c->warmup_steps, (long long)c->epochs * smp->steps);
+	enum status rc = schedule_validate(sch, err, errlen);
+	if (rc)
+		sampler_destroy(smp);
+	return rc;
+}
+
+enum status train_validate(const struct train_config *c, const struct dist *d,
+			   const struct mnist_set *train, char *err, size_t errlen)
+{
+	struct sampler smp;
 	struct schedule sch;
-	schedule_init(&sch, c->lr_schedule, c->lr, c->warmup_steps, (long long)c->epochs * smp.steps);
-	sampler_destroy(&smp);
-	return schedule_validate(&sch, err, errlen);
+	enum status rc = train_plan(c, d, train, &smp, &sch, err, errlen);
+	if (rc == STATUS_OK)
+		sampler_destroy(&smp);
+	return rc;
 }
 
 /* Steps timed with --metrics: at most this many (the first ones), 4 MiB of floats. */
@@ -201,15 +218,11 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	memset(res, 0, sizeof(*res));
 	res->test_accuracy = NAN;
 
-	if (train_validate(c, d, train, err, errlen))
+	if (train_plan(c, d, train, &smp, &sched, err, errlen))
 		return STATUS_BAD_INPUT;
-	int n = c->limit > 0 ? (int)c->limit : train->count;
-	if (sampler_create(&smp, n, d->rank, d->size, c->batch_size, c->drop_last, c->seed, err,
-			   errlen))
-		return STATUS_BAD_INPUT;
+	int n = smp.n;
 
 	model_init(&m, c->model, c->hidden, c->n_hidden);
-	schedule_init(&sched, c->lr_schedule, c->lr, c->warmup_steps, (long long)c->epochs * smp.steps);
 	size_t pbytes = m.n_params * sizeof(float);
 	struct checkpoint_info ckpt;
 	struct resume_state rs;
