@@ -158,8 +158,7 @@ target_link_libraries(mnist_cuda_objects PUBLIC MPI::MPI_C CUDA::cudart CUDA::cu
 
 add_library(mnist-cuda MODULE ${CMAKE_SOURCE_DIR}/cuda/backend_module.cu)
 target_compile_options(mnist-cuda PRIVATE ${MNIST_DDP_WARNINGS})
-target_compile_definitions(mnist-cuda PRIVATE MNIST_DDP_VERSION="${PROJECT_VERSION}"
-                           MNIST_DDP_INTERFACE_ID="${MNIST_DDP_INTERFACE_ID}")
+target_compile_definitions(mnist-cuda PRIVATE MNIST_DDP_INTERFACE_ID="${MNIST_DDP_INTERFACE_ID}")
 target_link_libraries(mnist-cuda PRIVATE mnist_cuda_objects)
 target_link_options(mnist-cuda PRIVATE LINKER:--disable-new-dtags)
 set_target_properties(mnist-cuda PROPERTIES

@@ -84,7 +84,6 @@ struct cuda_pending {
 struct cuda_ctx {
 	const struct dist *dist; /* the job, for agreements */
 	int device;            /* CUDA device ordinal (see the file comment) */
-	int rank, size;        /* in the job */
 	cudaStream_t stream;   /* every op, in order */
 	cudaEvent_t waited;    /* recorded on stream by a timed wait */
 	cublasHandle_t blas;   /* bound to stream */
@@ -388,7 +387,7 @@ static int agree(const struct dist *d, int status);
 static int capture_agreed(const struct cuda_ctx *c, int ok)
 {
 	int bad = agree(c->dist, !ok);
-	if (bad >= 0 && ok && c->rank == 0)
+	if (bad >= 0 && ok && c->dist->rank == 0)
 		fprintf(stderr, "rank 0 on %s: CUDA graph capture failed on rank %d; every rank runs its "
 				"steps uncaptured\n",
 			check_host(), bad);
@@ -566,8 +565,6 @@ static int setup_local(struct cuda_ctx *c, const struct dist *d, int device, cha
 
 	c->dist = d;
 	c->device = device;
-	c->rank = d->rank;
-	c->size = d->size;
 	rc = cudaGetDeviceProperties(&prop, c->device);
 	if (rc != cudaSuccess)
 		return fail_cuda(why, whylen, "cudaGetDeviceProperties", rc);

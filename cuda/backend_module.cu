@@ -6,15 +6,13 @@
 #include "backend.h"
 #include "backend_cuda.h"
 
-#if !defined(MNIST_DDP_INTERFACE_ID) || !defined(MNIST_DDP_VERSION)
-#error "MNIST_DDP_INTERFACE_ID and MNIST_DDP_VERSION must be defined (cmake/cuda.cmake)"
+#ifndef MNIST_DDP_INTERFACE_ID
+#error "MNIST_DDP_INTERFACE_ID must be defined (cmake/cuda.cmake)"
 #endif
 
 static const struct backend_module cuda_module = {
 	.abi = BACKEND_MODULE_ABI,
 	.interface = MNIST_DDP_INTERFACE_ID,
-	.version = MNIST_DDP_VERSION,
-	.name = "cuda",
 	.probe = backend_cuda_probe,
 	.create = backend_cuda_create,
 };

@@ -40,15 +40,6 @@ void cublas_error_text(cublasStatus_t rc, char *buf, size_t len);
 /* "error 2 (ncclSystemError): unhandled system error (...last NCCL message...)" */
 void nccl_error_text(ncclResult_t rc, char *buf, size_t len);
 
-/* Fill p with a verdict, a reason key and a message; clears CUDA's last error. */
-void cuda_probe_set(struct cuda_probe *p, enum cuda_verdict v, const char *reason, const char *fmt,
-		    ...) __attribute__((format(printf, 4, 5)));
-/*
- * The verdict for a failed cudaGetDeviceCount: no driver (cudaDriverGetVersion
- * gives 0) or no device is absent; a driver older than the runtime, a system
- * not ready (NVSwitch fabric manager) or anything else is unusable.
- */
-void cuda_probe_count_error(struct cuda_probe *p, cudaError_t rc);
 
 } /* extern "C" */
 

@@ -10,6 +10,7 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,59 @@
 #include "cuda_check.cuh"
 #include "dist.h"
 #include "kernels.h"
+
+/* Fill p with a verdict, a reason key and a message; clears CUDA's last error. */
+__attribute__((format(printf, 4, 5))) static void cuda_probe_set(struct cuda_probe *p,
+								   enum cuda_verdict v,
+								   const char *reason,
+								   const char *fmt, ...)
+{
+	va_list ap;
+	p->verdict = v;
+	snprintf(p->reason, sizeof(p->reason), "%s", reason);
+	va_start(ap, fmt);
+	vsnprintf(p->why, sizeof(p->why), fmt, ap);
+	va_end(ap);
+	(void)cudaGetLastError();
+}
+
+/*
+ * The verdict for a failed cudaGetDeviceCount: no driver (cudaDriverGetVersion
+ * gives 0) or no device is absent; a driver older than the runtime, a system
+ * not ready (NVSwitch fabric manager) or anything else is unusable.
+ */
+static void cuda_probe_count_error(struct cuda_probe *p, cudaError_t rc)
+{
+	char text[CUDA_CHECK_MSG_LEN];
+	int driver = 0, runtime = 0;
+	cuda_error_text(rc, text, sizeof(text));
+	if (rc == cudaErrorInsufficientDriver) {
+		cudaDriverGetVersion(&driver); /* 0 when no driver is installed */
+		cudaRuntimeGetVersion(&runtime);
+		if (driver == 0)
+			cuda_probe_set(p, CUDA_ABSENT, "no-driver",
+				       "no CUDA driver is installed (cudaGetDeviceCount: %s; "
+				       "cudaDriverGetVersion gives 0)",
+				       text);
+		else
+			cuda_probe_set(p, CUDA_UNUSABLE, "driver-too-old",
+				       "the driver supports CUDA %d.%d, this build's runtime needs CUDA "
+				       "%d.%d or newer (for CUDA 13, driver R580 or later; docs/gpu.md): "
+				       "cudaGetDeviceCount: %s",
+				       driver / 1000, driver % 1000 / 10, runtime / 1000,
+				       runtime % 1000 / 10, text);
+	} else if (rc == cudaErrorNoDevice) {
+		cuda_probe_set(p, CUDA_ABSENT, "no-device",
+			       "no CUDA device is visible (cudaGetDeviceCount: %s)", text);
+	} else if (rc == cudaErrorSystemNotReady) {
+		cuda_probe_set(p, CUDA_UNUSABLE, "system-not-ready",
+			       "cudaGetDeviceCount: %s (on NVSwitch systems such as HGX, "
+			       "nvidia-fabricmanager must be running)",
+			       text);
+	} else {
+		cuda_probe_set(p, CUDA_UNUSABLE, "cuda-init-failed", "cudaGetDeviceCount: %s", text);
+	}
+}
 
 /* A context on device, and this build's kernels on it. */
 static void probe_context(struct cuda_probe *p, int device)

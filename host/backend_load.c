@@ -39,7 +39,11 @@
 static void *cuda_driver;
 static const struct backend_module *cuda_module;
 
-int backend_cuda_module_path(char *path, size_t len, char *why, size_t whylen)
+/*
+ * Where the program looks for the CUDA module: libmnist-cuda.so in the
+ * running executable's own directory; 0, or non-zero with `why` filled.
+ */
+static int cuda_module_path(char *path, size_t len, char *why, size_t whylen)
 {
 #ifdef MNIST_DDP_CUDA_MODULE_NAME
 	char exe[LOAD_PATH_MAX];
@@ -90,8 +94,15 @@ static int check_module(const char *path, const struct backend_module *m, char *
 	return 1;
 }
 
-const struct backend_module *backend_cuda_open(const char *path, int *no_driver, char *why,
-					       size_t whylen)
+/*
+ * The module at `path`, after checking that a CUDA driver is installed
+ * (libcuda.so.1 loads), so that a machine without one opens no CUDA library.
+ * Returns its table, or NULL with `why` filled (dlopen's own text when a
+ * library is missing); *no_driver is 1 when no driver is installed, whatever
+ * else is wrong. The module stays loaded until the process ends.
+ */
+static const struct backend_module *cuda_open(const char *path, int *no_driver, char *why,
+					      size_t whylen)
 {
 	*no_driver = 0;
 	if (cuda_module)
@@ -100,6 +111,8 @@ const struct backend_module *backend_cuda_open(const char *path, int *no_driver,
 	if (access(path, F_OK) != 0) {
 		status_fail(why, whylen, STATUS_RUNTIME, "no CUDA backend module: %s: %s", path,
 			    strerror(errno));
+		*no_driver = !cuda_driver &&
+			     !(cuda_driver = dlopen(CUDA_DRIVER_LIBRARY, RTLD_LAZY | RTLD_LOCAL));
 		return NULL;
 	}
 	if (!cuda_driver && !(cuda_driver = dlopen(CUDA_DRIVER_LIBRARY, RTLD_LAZY | RTLD_LOCAL))) {
@@ -141,19 +154,15 @@ static const struct backend_module *cuda_load(const char *module, struct cuda_pr
 	memset(p, 0, sizeof(*p));
 	if (module)
 		snprintf(path, sizeof(path), "%s", module);
-	else if (backend_cuda_module_path(path, sizeof(path), p->why, sizeof(p->why))) {
+	else if (cuda_module_path(path, sizeof(path), p->why, sizeof(p->why))) {
 		p->verdict = CUDA_ABSENT;
 		snprintf(p->reason, sizeof(p->reason), "not-built");
 		return NULL;
 	}
-	m = backend_cuda_open(path, &no_driver, p->why, sizeof(p->why));
+	m = cuda_open(path, &no_driver, p->why, sizeof(p->why));
 	if (!m) {
-		/* A missing module is said before the driver is looked for: look now. */
-		if (!no_driver && !cuda_driver)
-			cuda_driver = dlopen(CUDA_DRIVER_LIBRARY, RTLD_LAZY | RTLD_LOCAL);
-		int absent = no_driver || !cuda_driver;
-		p->verdict = absent ? CUDA_ABSENT : CUDA_UNUSABLE;
-		snprintf(p->reason, sizeof(p->reason), "%s", absent ? "no-driver" : "module-not-loaded");
+		p->verdict = no_driver ? CUDA_ABSENT : CUDA_UNUSABLE;
+		snprintf(p->reason, sizeof(p->reason), "%s", no_driver ? "no-driver" : "module-not-loaded");
 	}
 	return m;
 }
@@ -181,7 +190,6 @@ enum cuda_verdict backend_cuda_job_probe(const struct dist *d, const char *modul
 int backend_select(int choice, const struct dist *d, int threads, struct backend *out,
 		   char *why, size_t whylen)
 {
-	char mine_why[sizeof(((struct cuda_probe *)0)->why)];
 	struct cuda_probe mine, theirs;
 	const struct backend_module *m = NULL;
 	int bad_rank = -1;
@@ -207,11 +215,10 @@ int backend_select(int choice, const struct dist *d, int threads, struct backend
 			snprintf(out->fallback, sizeof(out->fallback), "%s", theirs.reason);
 		return rc;
 	}
-	int own_failure = mine.verdict != CUDA_USABLE || !m;
+	int own_failure = mine.verdict != CUDA_USABLE;
 	int failed = worst != CUDA_USABLE;
-	snprintf(mine_why, sizeof(mine_why), "%s", mine.why);
 	if (!failed) {
-		int rc = m->create(d, out, mine_why, sizeof(mine_why));
+		int rc = m->create(d, out, mine.why, sizeof(mine.why));
 		own_failure = rc != 0;
 		failed = dist_agree(d, own_failure, &bad_rank);
 		if (!failed) {
@@ -223,7 +230,7 @@ int backend_select(int choice, const struct dist *d, int threads, struct backend
 			backend_destroy(out);
 	}
 	if (own_failure)
-		snprintf(why, whylen, "--backend cuda: %s", mine_why);
+		snprintf(why, whylen, "--backend cuda: %s", mine.why);
 	else
 		snprintf(why, whylen, "--backend cuda: stopping because rank %d could not start the CUDA backend",
 			 bad_rank);

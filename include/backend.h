@@ -334,14 +334,12 @@ struct cuda_probe {
  * interface (MNIST_DDP_INTERFACE_ID) is a hash of the shared headers in
  * include/, computed by CMake, so a header changed without that is caught too.
  */
-#define BACKEND_MODULE_ABI 2
+#define BACKEND_MODULE_ABI 3
 #define BACKEND_MODULE_ENTRY "backend_module_entry"
 
 struct backend_module {
 	int abi;               /* BACKEND_MODULE_ABI of the module's build */
 	const char *interface; /* MNIST_DDP_INTERFACE_ID of the module's build */
-	const char *version;   /* MNIST_DDP_VERSION of the module's build */
-	const char *name;      /* "cuda" */
 	/*
 	 * This rank's verdict on the backend's devices. Collective over the ranks
 	 * of the node (they compare the devices they would use): every rank of
@@ -360,22 +358,9 @@ const struct backend_module *backend_module_entry(void);
 typedef const struct backend_module *(*backend_module_entry_fn)(void);
 
 /*
- * The CUDA module (host/backend_load.c). backend_cuda_module_path: where the
- * program looks for it, libmnist-cuda.so in the running executable's own
- * directory; 0, or non-zero with `why` filled.
- * backend_cuda_open: the module at `path`, after checking that a CUDA driver
- * is installed (libcuda.so.1 loads), so that a machine without one opens no
- * CUDA library. Returns its table, or NULL with `why` filled (dlopen's own
- * text when a library is missing); *no_driver is 1 when the reason is that no
- * driver is installed. The module stays loaded until the process ends.
- */
-int backend_cuda_module_path(char *path, size_t len, char *why, size_t whylen);
-const struct backend_module *backend_cuda_open(const char *path, int *no_driver, char *why,
-					       size_t whylen);
-
-/*
  * Collective: can every rank of the job run the CUDA backend? Loads the
- * module (`module`, or NULL for backend_cuda_module_path's) on every rank,
+ * module (`module`, or NULL for libmnist-cuda.so beside the executable, after
+ * checking that a CUDA driver loads) on every rank,
  * then, when all loaded, runs its probe. Returns the worst verdict of any rank;
  * *m is this rank's module (NULL when it did not load), *mine what this rank
  * saw, and on every rank *worst_seen and *bad_rank what the lowest rank with

@@ -58,12 +58,6 @@ static inline struct gemm_colmajor gemm_map(const struct gemm_req *r)
 	return c;
 }
 
-/* Leading dimension a row-major (rows, cols) matrix needs when it is dense. */
-static inline int gemm_dense_ld(int cols)
-{
-	return cols > 0 ? cols : 1;
-}
-
 #ifdef __cplusplus
 }
 #endif

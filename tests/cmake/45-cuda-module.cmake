@@ -23,8 +23,7 @@ if(MNIST_DDP_HAVE_CUDA)
   # The same backend as a module from another build: another interface id.
   add_library(mnist-cuda-other-build MODULE ${CMAKE_SOURCE_DIR}/cuda/backend_module.cu)
   target_compile_options(mnist-cuda-other-build PRIVATE ${MNIST_DDP_WARNINGS})
-  target_compile_definitions(mnist-cuda-other-build PRIVATE MNIST_DDP_VERSION="${PROJECT_VERSION}"
-                             MNIST_DDP_INTERFACE_ID="another-build")
+  target_compile_definitions(mnist-cuda-other-build PRIVATE MNIST_DDP_INTERFACE_ID="another-build")
   target_link_libraries(mnist-cuda-other-build PRIVATE mnist_cuda_objects)
   target_link_options(mnist-cuda-other-build PRIVATE LINKER:--disable-new-dtags)
   set_target_properties(mnist-cuda-other-build PROPERTIES CUDA_VISIBILITY_PRESET hidden

@@ -39,8 +39,7 @@ add_library(mnist-cuda-sim MODULE ${MNIST_CUDASIM_DIR}/sim_backend_cuda.cc
   ${MNIST_CUDASIM_DIR}/sim_backend_module.cc)
 target_include_directories(mnist-cuda-sim PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/cuda)
 target_compile_options(mnist-cuda-sim PRIVATE ${MNIST_CUDASIM_CXX_WARNINGS})
-target_compile_definitions(mnist-cuda-sim PRIVATE MNIST_DDP_VERSION="${PROJECT_VERSION}"
-                           MNIST_DDP_INTERFACE_ID="${MNIST_DDP_INTERFACE_ID}")
+target_compile_definitions(mnist-cuda-sim PRIVATE MNIST_DDP_INTERFACE_ID="${MNIST_DDP_INTERFACE_ID}")
 target_link_libraries(mnist-cuda-sim PRIVATE cudasim)
 set_target_properties(mnist-cuda-sim PROPERTIES OUTPUT_NAME mnist-cuda
   LIBRARY_OUTPUT_DIRECTORY ${MNIST_CUDASIM_OUT} CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON
