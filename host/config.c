@@ -32,6 +32,15 @@ _Static_assert(sizeof(enum lr_schedule) == sizeof(int), "enum lr_schedule is int
 static const char *const model_names[] = {"seed", "linear", "mlp", "lenet", NULL};
 static const char *const schedule_names[] = {"constant", "cosine", NULL};
 static const char *const backend_names[] = {"auto", "host", "cuda", NULL};
+
+/* Name v of a NULL-terminated list of names, "?" when out of range. */
+static const char *choice_name(const char *const *names, int v)
+{
+	for (int i = 0; names[i]; i++)
+		if (i == v)
+			return names[i];
+	return "?";
+}
 static const char *const reduce_names[] = {"mean", "sum", NULL};
 
 static int mlp_only(const struct train_config *c)
@@ -339,13 +348,9 @@ void config_format(const struct setting *s, const struct train_config *c, char *
 	case SETTING_FLOAT:
 		report_format_float_exact(*(const float *)(const void *)field, buf, len);
 		break;
-	case SETTING_CHOICE: {
-		int v = get_int(c, s->offset), n = 0;
-		while (s->choices[n])
-			n++;
-		snprintf(buf, len, "%s", v >= 0 && v < n ? s->choices[v] : "?");
+	case SETTING_CHOICE:
+		snprintf(buf, len, "%s", choice_name(s->choices, get_int(c, s->offset)));
 		break;
-	}
 	case SETTING_FLAG:
 		snprintf(buf, len, "%s", get_int(c, s->offset) == (int)s->lo ? "on" : "off");
 		break;
@@ -498,15 +503,15 @@ void config_print_help(const char *prog)
 
 const char *model_kind_name(enum model_kind m)
 {
-	return (int)m >= 0 && m <= MODEL_LENET ? model_names[m] : "?";
+	return choice_name(model_names, (int)m);
 }
 
 const char *lr_schedule_name(enum lr_schedule kind)
 {
-	return (int)kind >= 0 && kind <= LR_COSINE ? schedule_names[kind] : "?";
+	return choice_name(schedule_names, (int)kind);
 }
 
 const char *backend_choice_name(enum backend_choice b)
 {
-	return (int)b >= 0 && b <= BACKEND_CUDA ? backend_names[b] : "?";
+	return choice_name(backend_names, (int)b);
 }

@@ -25,16 +25,9 @@
 #include "config.h"
 #include "dist.h"
 #include "io/checkpoint.h"
-#include "io/crc32.h"
 #include "io/idx.h"
 #include "io/report.h"
 #include "train/train.h"
-
-/* The contract's exit status for a status (they are the same numbers: include/check.h). */
-static int exit_code(enum status st)
-{
-	return st == STATUS_OK ? 0 : st == STATUS_BAD_INPUT ? 2 : 1;
-}
 
 /*
  * Stop every rank with the worst status any rank reports: a rank with its own
@@ -53,7 +46,7 @@ static void agree_or_exit(struct dist *d, enum status status, const char *msg)
 			d->rank, d->host, bad_rank);
 	fflush(stderr);
 	dist_finalize(d);
-	exit(exit_code((enum status)worst));
+	exit(worst); /* a status is its exit status (include/check.h) */
 }
 
 /* The sibling test/ directory of the training directory ("a/train/" -> "a/test"). */
@@ -134,7 +127,7 @@ int main(int argc, char **argv)
 		if (d.rank == 0)
 			config_print_help(argv[0]);
 		dist_finalize(&d);
-		return exit_code(STATUS_OK);
+		return STATUS_OK;
 	}
 	agree_or_exit(&d, rc, msg);
 	/* From here on every collective of the job runs under --timeout. */
@@ -148,17 +141,18 @@ int main(int argc, char **argv)
 	rc = train_validate(&cfg, &d, &train, msg, sizeof(msg));
 	agree_or_exit(&d, rc, msg);
 
+	/*
+	 * Rank 0 writes the metrics and the checkpoints: it makes sure it can
+	 * before any rank trains.
+	 */
 	FILE *metrics = NULL;
 	rc = STATUS_OK;
 	if (d.rank == 0 && cfg.metrics_path[0] && !(metrics = fopen(cfg.metrics_path, "w"))) {
 		snprintf(msg, sizeof(msg), "--metrics: cannot open %s for writing", cfg.metrics_path);
 		rc = STATUS_BAD_INPUT;
-	}
-	agree_or_exit(&d, rc, msg);
-
-	/* Rank 0 writes the checkpoints: it makes sure it can before any rank trains. */
-	if (d.rank == 0 && cfg.checkpoint_dir[0])
+	} else if (d.rank == 0 && cfg.checkpoint_dir[0]) {
 		rc = checkpoint_prepare_dir(cfg.checkpoint_dir, msg, sizeof(msg));
+	}
 	agree_or_exit(&d, rc, msg);
 
 	struct backend be;
@@ -167,7 +161,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mnist-train: rank %d on %s: %s\n", d.rank, d.host, msg);
 		fflush(stderr);
 		dist_finalize(&d);
-		return exit_code(STATUS_RUNTIME);
+		return STATUS_RUNTIME;
 	}
 	if (d.rank == 0) {
 		if (msg[0])
@@ -176,7 +170,7 @@ int main(int argc, char **argv)
 			"mnist-train %s: %d rank%s on %d node%s, backend %s (%s), model %s, %d training "
 			"images, %s\n",
 			MNIST_DDP_VERSION, d.size, d.size == 1 ? "" : "s", d.node_count,
-			d.node_count == 1 ? "" : "s", be.ops->name, be.device, model_kind_name(cfg.model),
+			d.node_count == 1 ? "" : "s", backend_name(&be), be.device, model_kind_name(cfg.model),
 			cfg.limit > 0 && cfg.limit < train.count ? (int)cfg.limit : train.count,
 			have_test ? "test set found" : "no test set (test_accuracy=nan)");
 		fflush(stderr);
@@ -194,7 +188,7 @@ int main(int argc, char **argv)
 	if (d.rank == 0) {
 		struct summary s = {
 			.model = model_kind_name(cfg.model),
-			.backend = be.ops->name,
+			.backend = backend_name(&be),
 			.ranks = d.size,
 			.epochs = cfg.epochs,
 			.steps_per_epoch = res.steps_per_epoch,
@@ -202,7 +196,7 @@ int main(int argc, char **argv)
 			.train_seconds = res.train_seconds,
 			.test_accuracy = res.test_accuracy,
 			.final_loss = res.final_loss,
-			.param_crc = crc32_bytes(0, res.params, res.n_params * sizeof(float)),
+			.param_crc = res.param_crc,
 			.test_images = res.test_images,
 			.backend_fallback = be.fallback[0] ? be.fallback : NULL,
 		};
@@ -216,5 +210,5 @@ int main(int argc, char **argv)
 	if (have_test)
 		mnist_set_destroy(&test);
 	dist_finalize(&d);
-	return exit_code(STATUS_OK);
+	return STATUS_OK;
 }

@@ -73,11 +73,13 @@ static enum status check_magic(const uint8_t *buf, const char *name, const struc
 /*
  * A whole file of kind k, in order: enough bytes for the magic, the magic,
  * the header, a count in 1..IDX_MAX_COUNT, 28 x 28 images, and the exact
- * length header + count * item, then labels in 0..9. STATUS_OK with *count,
- * or STATUS_BAD_INPUT with the message written.
+ * length header + count * item, then labels in 0..9. STATUS_OK with *count
+ * and *data (where the examples start, past the header), or STATUS_BAD_INPUT
+ * with the message written.
  */
-static enum status check_file(const uint8_t *buf, size_t len, const char *name,
-			      const struct idx_kind *k, int *count, char *err, size_t errlen)
+static enum status parse_file(const uint8_t *buf, size_t len, const char *name,
+			      const struct idx_kind *k, int *count, const uint8_t **data, char *err,
+			      size_t errlen)
 {
 	if (len == 0)
 		return status_fail(err, errlen, STATUS_BAD_INPUT,
@@ -124,19 +126,6 @@ static enum status check_file(const uint8_t *buf, size_t len, const char *name,
 						   "%s: label %u at index %u is out of range 0..%d", name,
 						   (unsigned)buf[k->header + i], (unsigned)i, IDX_CLASSES - 1);
 	*count = (int)n;
-	return STATUS_OK;
-}
-
-/* check_file, then the count and where the examples start, past the header. */
-static enum status parse_file(const uint8_t *buf, size_t len, const char *name,
-			      const struct idx_kind *k, int *count, const uint8_t **data, char *err,
-			      size_t errlen)
-{
-	int n = 0;
-	enum status rc = check_file(buf, len, name, k, &n, err, errlen);
-	if (rc != STATUS_OK)
-		return rc;
-	*count = n;
 	*data = buf + k->header;
 	return STATUS_OK;
 }
@@ -327,12 +316,16 @@ static uint8_t *strip_header(uint8_t *buf, size_t header, size_t payload)
 	return shrunk ? shrunk : buf;
 }
 
-/* Read and check one file of a set: its buffer (the caller frees it) and count. */
-static enum status load_file(const char *path, size_t limit, const struct idx_kind *k,
-			     uint8_t **buf, int *count, char *err, size_t errlen)
+/*
+ * Read and check one file of a set, no larger than its kind's largest valid
+ * file: its buffer (the caller frees it) and count.
+ */
+static enum status load_file(const char *path, const struct idx_kind *k, uint8_t **buf,
+			     int *count, char *err, size_t errlen)
 {
 	const uint8_t *data;
 	size_t len = 0;
+	size_t limit = k->header + (size_t)IDX_MAX_COUNT * k->item;
 	enum status rc = idx_read_file(path, limit, buf, &len, err, errlen);
 	if (rc != STATUS_OK)
 		return rc;
@@ -366,7 +359,7 @@ enum status idx_load_set(const char *dir, const char *prefix, struct mnist_set *
 		return status_fail(err, errlen, STATUS_BAD_INPUT,
 				   "%s: missing, and no %s.gz either (run scripts/get-mnist.sh?)",
 				   image_path, image_path);
-	rc = load_file(image_path, IDX_MAX_BYTES, &idx_images, &image_buf, &image_count, err, errlen);
+	rc = load_file(image_path, &idx_images, &image_buf, &image_count, err, errlen);
 	if (rc != STATUS_OK)
 		return rc;
 	if (!find_file(dir, prefix, "labels-idx1-ubyte", label_path, sizeof(label_path))) {
@@ -376,8 +369,7 @@ enum status idx_load_set(const char *dir, const char *prefix, struct mnist_set *
 				 label_path, image_path);
 		goto out_free_images;
 	}
-	rc = load_file(label_path, (size_t)IDX_MAX_COUNT + IDX_LABEL_HEADER, &idx_labels,
-		       &label_buf, &label_count, err, errlen);
+	rc = load_file(label_path, &idx_labels, &label_buf, &label_count, err, errlen);
 	if (rc != STATUS_OK)
 		goto out_free_images;
 	if (image_count != label_count) {
@@ -388,8 +380,8 @@ enum status idx_load_set(const char *dir, const char *prefix, struct mnist_set *
 	}
 
 	set.count = image_count;
-	set.images = strip_header(image_buf, IDX_IMAGE_HEADER, (size_t)image_count * IDX_PIXELS);
-	set.labels = strip_header(label_buf, IDX_LABEL_HEADER, (size_t)label_count);
+	set.images = strip_header(image_buf, idx_images.header, (size_t)image_count * idx_images.item);
+	set.labels = strip_header(label_buf, idx_labels.header, (size_t)label_count * idx_labels.item);
 	set.checksum = crc32_bytes(0, set.images, (size_t)set.count * IDX_PIXELS);
 	set.checksum = crc32_bytes(set.checksum, set.labels, (size_t)set.count);
 	*out = set;

@@ -26,8 +26,6 @@ extern "C" {
 /* Refuse anything larger before allocating: real MNIST has 60000 images, the
  * largest MNIST-format sets under a million; this bounds a file at 784 MB. */
 #define IDX_MAX_COUNT 1000000u
-/* A compressed file may not expand past this many bytes. */
-#define IDX_MAX_BYTES ((size_t)IDX_MAX_COUNT * IDX_PIXELS + 16)
 
 /* One split of MNIST, kept as uint8 and normalised on the fly. */
 struct mnist_set {

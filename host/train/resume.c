@@ -105,27 +105,23 @@ enum status resume_prepare(const struct train_config *c, const struct dist *d,
 	return STATUS_OK;
 }
 
-int resume_save_due(const struct train_config *c, int epoch, int step, int steps_per_epoch)
+int resume_save_due(const struct train_config *c, long long global_step, int steps_per_epoch)
 {
-	long long done = (long long)epoch * steps_per_epoch + step + 1;
-	return c->checkpoint_dir[0] &&
-	       (step == steps_per_epoch - 1 || (c->save_every > 0 && done % c->save_every == 0));
+	return c->checkpoint_dir[0] && (global_step % steps_per_epoch == 0 ||
+					(c->save_every > 0 && global_step % c->save_every == 0));
 }
 
-void resume_save(const struct train_config *c, const struct dist *d, const struct model *m,
-		 struct checkpoint_info *info, long long global_step, int steps_per_epoch,
-		 const float *host_params, const float *host_velocity)
+void resume_save(const struct train_config *c, const struct model *m,
+		 struct checkpoint_info *info, long long global_step, const float *host_params,
+		 const float *host_velocity)
 {
 	size_t n = m->n_params;
 	char path[CONFIG_PATH_MAX + 96], why[2048];
-	if (d->rank != 0)
-		return;
 	info->global_step = global_step;
-	info->steps_per_epoch = steps_per_epoch;
 	if (!c->allow_nonfinite)
 		for (size_t i = 0; i < n; i++)
 			if (!isfinite(host_params[i]) || !isfinite(host_velocity[i])) {
-				struct checkpoint_position p = checkpoint_position(global_step, steps_per_epoch);
+				struct checkpoint_position p = checkpoint_position(global_step, info->steps_per_epoch);
 				die(1, "parameter %zu is not finite after epoch %d step %d: training diverged; "
 				       "no checkpoint saved (--allow-nonfinite keeps going)",
 				    i, p.epoch, p.step);

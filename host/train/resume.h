@@ -40,18 +40,21 @@ enum status resume_prepare(const struct train_config *c, const struct dist *d,
 			   struct resume_state *rs, char *err, size_t errlen);
 
 /*
- * Rank 0 (others return at once): save the state after `global_step` steps
- * from host copies of the parameters and velocity, atomically, and prune to
- * --keep. Unless --allow-nonfinite, parameters that are not all finite stop
+ * Rank 0 only: save the state after `global_step` steps (info->steps_per_epoch
+ * per epoch) from host copies of the parameters and velocity, atomically, and
+ * prune to --keep. Unless --allow-nonfinite, parameters that are not all finite stop
  * the run here, so no checkpoint ever holds a diverged model; a failed write
  * ends the job (training on without the checkpoints asked for loses work).
  */
-void resume_save(const struct train_config *c, const struct dist *d, const struct model *m,
-		 struct checkpoint_info *info, long long global_step, int steps_per_epoch,
-		 const float *host_params, const float *host_velocity);
+void resume_save(const struct train_config *c, const struct model *m,
+		 struct checkpoint_info *info, long long global_step, const float *host_params,
+		 const float *host_velocity);
 
-/* Whether step `step` of `epoch` ends with a checkpoint (--checkpoint-dir, --save-every). */
-int resume_save_due(const struct train_config *c, int epoch, int step, int steps_per_epoch);
+/*
+ * Whether the state after `global_step` steps is saved (--checkpoint-dir: at
+ * every epoch's end, and every --save-every steps).
+ */
+int resume_save_due(const struct train_config *c, long long global_step, int steps_per_epoch);
 
 #ifdef __cplusplus
 }

@@ -194,7 +194,7 @@ enum status train_validate(const struct train_config *c, const struct dist *d,
  * stopping for. MNIST_DDP_TEST_PERTURB_RANK=R (a test hook, tests/e2e) makes
  * rank R change one parameter by one ulp first, so a test can see this fire.
  */
-static void check_replicas(const struct dist *d, float *params, size_t n)
+static uint32_t check_replicas(const struct dist *d, float *params, size_t n)
 {
 	const char *perturb = getenv("MNIST_DDP_TEST_PERTURB_RANK");
 	if (perturb && *perturb && atoi(perturb) == d->rank && n > 0)
@@ -202,6 +202,7 @@ static void check_replicas(const struct dist *d, float *params, size_t n)
 	uint32_t lo, hi, crc = crc32_bytes(0, params, n * sizeof(float));
 	if (!dist_same_u32(d, crc, &lo, &hi, "replica check"))
 		die(1, "replicas diverged: parameter checksums differ across ranks (%08x vs %08x)", lo, hi);
+	return crc;
 }
 
 enum status train_run(const struct train_config *c, const struct dist *d, const struct backend *be,
@@ -341,13 +342,11 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 					       "(--allow-nonfinite keeps going)",
 					    isnan(loss) ? "nan" : "inf", epoch, step);
 			}
-			if (resume_save_due(c, epoch, step, smp.steps)) {
-				if (d->rank == 0) {
-					backend_download(be, host_params, st.params, pbytes);
-					backend_download(be, host_velocity, st.velocity, pbytes);
-				}
-				resume_save(c, d, &m, &ckpt, (long long)epoch * smp.steps + step + 1, smp.steps,
-					    host_params, host_velocity);
+			long long done = (long long)epoch * smp.steps + step + 1;
+			if (d->rank == 0 && resume_save_due(c, done, smp.steps)) {
+				backend_download(be, host_params, st.params, pbytes);
+				backend_download(be, host_velocity, st.velocity, pbytes);
+				resume_save(c, &m, &ckpt, done, host_params, host_velocity);
 			}
 			if (prog.tty) {
 				double now = clock_seconds();
@@ -366,7 +365,7 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	}
 
 	backend_download(be, host_params, st.params, pbytes);
-	check_replicas(d, host_params, m.n_params);
+	res->param_crc = check_replicas(d, host_params, m.n_params);
 	if (test)
 		res->test_accuracy = train_evaluate(d, be, &m, &ws, st.params, test, &res->test_images);
 	res->params = host_params;

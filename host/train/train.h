@@ -30,6 +30,7 @@ struct train_result {
 	float final_loss;     /* this rank's loss at the last step */
 	float *params;        /* (n_params) final parameters, host memory; the caller frees */
 	size_t n_params;
+	uint32_t param_crc;   /* CRC-32 of params, the same on every rank (the replica check's) */
 };
 
 /*
