@@ -197,6 +197,19 @@ Test(idx, synthetic_gz_set_loads_the_same)
 	mnist_set_destroy(&s);
 }
 
+/* With both a raw file and a .gz beside it, the raw one is read (idx.h's contract). */
+Test(idx, raw_file_wins_over_gz)
+{
+	struct mnist_set s;
+	char err[ERRLEN] = "";
+
+	write_good_set("train", 3);
+	write_file(IMAGES ".gz", "not gzip, not IDX", 17); /* refused if it were read */
+	cr_assert_eq(idx_load_set(tmpdir, "train", &s, err, sizeof(err)), STATUS_OK, "%s", err);
+	check_synthetic(&s, 3);
+	mnist_set_destroy(&s);
+}
+
 Test(idx, gzip_is_detected_by_magic_not_name)
 {
 	struct mnist_set s;

@@ -288,7 +288,7 @@ static int find_file(const char *dir, const char *prefix, const char *what, char
 	size_t dl = strlen(dir);
 	const char *sep = (dl > 0 && dir[dl - 1] == '/') ? "" : "/";
 	struct stat st;
-	for (int gz = 1; gz >= 0; gz--) {
+	for (int gz = 0; gz <= 1; gz++) {
 		int n = snprintf(path, cap, "%s%s%s-%s%s", dir, sep, prefix, what, gz ? ".gz" : "");
 		if (n < 0 || (size_t)n >= cap) {
 			path[0] = '\0';
@@ -297,7 +297,8 @@ static int find_file(const char *dir, const char *prefix, const char *what, char
 		if (stat(path, &st) == 0)
 			return 1;
 	}
-	return 0; /* path holds the raw name */
+	path[strlen(path) - 3] = '\0'; /* neither: the raw name, without ".gz" */
+	return 0;
 }
 
 int idx_set_present(const char *dir, const char *prefix)
