@@ -26,14 +26,10 @@
 #   - a wrong hostfile or host list (unknown host, bad slots, more ranks than
 #     slots, a node that does not answer) ends with a message, under a timeout.
 #
-# Needs root (network and mount namespaces); otherwise, or where the kernel
-# cannot make namespaces, bridges or veth pairs, it exits 77 (skipped) and
-# says why. Everything it makes (namespaces, the processes inside them, the
-# temporary directory) is removed on exit, failure or interrupt.
+# The cluster is tests/multinode/cluster.sh's: needs root, else skipped (77)
+# with the reason; everything it makes is removed on exit, failure or interrupt.
 set -uo pipefail
 
-readonly SKIP=77
-readonly SUBNET=10.77.0.0/24
 readonly SEED_PARAMS=7850 # --model seed: Dense 784 -> 10, weights and biases
 readonly TRAIN_ARGS=(--epochs 1 --limit 4096 --seed 5)
 readonly RUN_TIMEOUT=120 # seconds for one launch; a hang fails the test
@@ -46,152 +42,24 @@ trainer=$(readlink -f "$1")
 src=$(readlink -f "$2")
 data=$(readlink -f "$3")
 mpirun_bin=${4:-mpirun}
-
-failures=0
-fail() {
-	echo "FAIL: $*" >&2
-	failures=$((failures + 1))
-}
-pass() { echo "ok: $*"; }
-skip() {
-	echo "SKIPPED: $*" >&2
-	exit "$SKIP"
-}
-fatal() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
+# shellcheck source=cluster.sh
+source "$src/tests/multinode/cluster.sh"
 
 [[ -x $trainer ]] || fatal "trainer '$trainer' is not built"
 train_dir=$data/train
 labels=$(ls "$train_dir"/train-labels-idx1-ubyte "$train_dir"/train-labels-idx1-ubyte.gz 2>/dev/null | head -n 1)
 [[ -n $labels && -d $data/test ]] ||
 	fatal "MNIST is not in $data (train/ and test/): scripts/get-mnist.sh fetches it"
-[[ $(id -u) == 0 ]] || skip "network namespaces need root (CAP_NET_ADMIN, CAP_SYS_ADMIN); CI runs as root"
-for tool in ip unshare timeout mount; do
-	command -v "$tool" >/dev/null || skip "'$tool' is not installed"
-done
-
-tag=mnddp$$
-hub=$tag-hub
-n1=$tag-n1
-n2=$tag-n2
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/mnist-multinode.XXXXXX") || fatal "mktemp failed"
-made_ns=()
-
-# Kill what still runs inside our namespaces (a hung mpirun, its daemons, ranks).
-reap() {
-	local ns pid
-	for ns in ${made_ns[@]+"${made_ns[@]}"}; do
-		for pid in $(ip netns pids "$ns" 2>/dev/null); do
-			kill -KILL "$pid" 2>/dev/null
-		done
-	done
-}
-cleanup() {
-	local ns
-	reap
-	for ns in ${made_ns[@]+"${made_ns[@]}"}; do
-		ip netns del "$ns" 2>/dev/null
-	done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'echo "interrupted" >&2; exit 130' INT
-trap 'exit 143' TERM HUP
-
-# ---- the cluster -------------------------------------------------------------
-make_ns() {
-	ip netns add "$1" 2>"$tmp/err" ||
-		skip "cannot create network namespace $1: $(cat "$tmp/err")"
-	made_ns+=("$1")
-	ip -n "$1" link set lo up
-}
-make_ns "$hub"
-make_ns "$n1"
-make_ns "$n2"
-ip -n "$hub" link add br0 type bridge 2>"$tmp/err" ||
-	skip "cannot create a bridge: $(cat "$tmp/err")"
-ip -n "$hub" link set br0 up
-i=0
-for ns in "$n1" "$n2"; do
-	i=$((i + 1))
-	ip -n "$hub" link add "p$i" type veth peer name mnet0 netns "$ns" 2>"$tmp/err" ||
-		skip "cannot create a veth pair: $(cat "$tmp/err")"
-	ip -n "$hub" link set "p$i" master br0 up || fatal "cannot attach p$i to the bridge"
-	ip -n "$ns" addr add "10.77.0.$i/24" dev mnet0 || fatal "cannot address node $i"
-	ip -n "$ns" link set mnet0 up || fatal "cannot bring node $i up"
-done
-unshare --uts true 2>/dev/null || skip "cannot make UTS namespaces (unshare --uts)"
-pass "cluster: $n1 (10.77.0.1, mn-node1) and $n2 (10.77.0.2, mn-node2) on a bridge in $hub"
-
-# The rsh agent: mpirun calls "AGENT [options] HOST COMMAND..." as it would ssh.
-{
-	printf '#!/bin/bash\n'
-	printf 'log=%q n1=%q n2=%q\n' "$tmp/agent.log" "$n1" "$n2"
-	cat <<'EOF'
-# rsh agent of the test cluster: runs COMMAND in HOST's namespace with HOST's
-# node name, as ssh would on a real node. With NODE2_BIND_SRC and
-# NODE2_BIND_DST in mpirun's environment, node 2 sees SRC at path DST (its own
-# mount namespace): the same data path holds different data there.
-while (($#)) && [[ $1 == -* ]]; do shift; done
-host=$1
-shift
-echo "$host" >>"$log"
-case $host in
-10.77.0.1) ns=$n1 name=mn-node1 ;;
-10.77.0.2) ns=$n2 name=mn-node2 ;;
-*)
-	echo "ssh: connect to host $host port 22: No route to host" >&2
-	exit 255
-	;;
-esac
-bind_src="" bind_dst=""
-if [[ $name == mn-node2 ]]; then
-	bind_src=${NODE2_BIND_SRC:-} bind_dst=${NODE2_BIND_DST:-}
-fi
-exec ip netns exec "$ns" unshare --uts --mount sh -c '
-	hostname "$1" || exit 255
-	if [ -n "$2" ]; then mount --bind "$2" "$3" || exit 255; fi
-	exec sh -c "$4"' agent "$name" "$bind_src" "$bind_dst" "$*"
-EOF
-} >"$tmp/agent"
-chmod +x "$tmp/agent"
-
-# $on_node NS NAME CMD...: run CMD on a node (its namespace and host name).
-on_node=$tmp/on-node
-cat >"$on_node" <<'EOF'
-#!/bin/sh
-ns=$1 name=$2
-shift 2
-exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$name" "$@"
-EOF
-chmod +x "$on_node"
-
-# Byte counters of node 2's bridge port (tx: towards node 2, rx: from it).
-port_bytes() {
-	ip netns exec "$hub" cat "/sys/class/net/p2/statistics/$1_bytes"
-}
-
-# run_timed LIMIT OUT CMD...: run CMD (output to OUT); status in $rc, 124 on a hang.
-run_timed() {
-	local limit=$1 out=$2
-	shift 2
-	rc=0
-	timeout -k 5 "$limit" "$@" >"$out" 2>&1 || rc=$?
-	if ((rc == 124 || rc == 137)); then
-		reap # the launcher's children outlive a killed launcher
-		rc=124
-	fi
-}
+cluster_init multinode
+cluster_up 2
 
 # shellcheck disable=SC2054 # commas belong to the values
-mpi_common=(--mca plm_rsh_agent "$tmp/agent" --mca btl tcp,self --mca pml ob1
+mpi_common=(--mca plm_rsh_agent "$agent" --mca btl tcp,self --mca pml ob1
 	--bind-to none -x OPENBLAS_NUM_THREADS=1)
 
 # ---- reference: one node, 4 ranks --------------------------------------------
 mkdir -p "$tmp/ref"
-run_timed "$RUN_TIMEOUT" "$tmp/ref/out" "$on_node" "$n1" mn-node1 env DATA_PATH="$train_dir/" \
+run_timed "$RUN_TIMEOUT" "$tmp/ref/out" "$on_node" 1 env DATA_PATH="$train_dir/" \
 	OPENBLAS_NUM_THREADS=1 "$mpirun_bin" --allow-run-as-root --oversubscribe --bind-to none \
 	-n 4 -x DATA_PATH -x OPENBLAS_NUM_THREADS --output-filename "$tmp/ref/log_output" \
 	--merge-stderr-to-stdout "$trainer" "${TRAIN_ARGS[@]}"
@@ -200,7 +68,6 @@ if ((rc != 0)) || [[ -z $ref_summary ]]; then
 	cat "$tmp/ref/out" "$tmp"/ref/log_output/1/rank.*/stdout >&2 2>/dev/null
 	fatal "the single-node reference run failed (status $rc)"
 fi
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
 ref_crc=$(field param_crc32 "$ref_summary")
 ref_acc=$(field test_accuracy "$ref_summary")
 steps=$(field steps_per_epoch "$ref_summary")
@@ -275,13 +142,13 @@ check_run() {
 # ---- launch 1: run_mpirun_1.sh -H, network chosen by MNIST_NET ----------------
 mkdir -p "$tmp/h"
 : >"$tmp/agent.log"
-tx_before=$(port_bytes tx) rx_before=$(port_bytes rx)
-(cd "$tmp/h" && run_timed "$RUN_TIMEOUT" "$tmp/h/out" "$on_node" "$n1" mn-node1 \
+tx_before=$(port_bytes 2 tx) rx_before=$(port_bytes 2 rx)
+(cd "$tmp/h" && run_timed "$RUN_TIMEOUT" "$tmp/h/out" "$on_node" 1 \
 	env TRAINER="$trainer" DATA_PATH="$train_dir/" MNIST_NET=mnet0 \
 	bash "$src/run_mpirun_1.sh" 10.77.0.1:2,10.77.0.2:2 "${mpi_common[@]}" -- "${TRAIN_ARGS[@]}"
 	exit "$rc")
 rc=$?
-tx_after=$(port_bytes tx) rx_after=$(port_bytes rx)
+tx_after=$(port_bytes 2 tx) rx_after=$(port_bytes 2 rx)
 check_run "run_mpirun_1.sh 10.77.0.1:2,10.77.0.2:2 (MNIST_NET=mnet0)" "$tmp/h"
 grep -q -- '--mca btl_tcp_if_include mnet0 --mca oob_tcp_if_include mnet0 -x NCCL_SOCKET_IFNAME' "$tmp/h/out" ||
 	fail "run_mpirun_1.sh did not pin the network to MNIST_NET=mnet0"
@@ -294,14 +161,14 @@ cat >"$tmp/hf/hostfile" <<'EOF'
 10.77.0.2 slots=2   # node 2
 EOF
 : >"$tmp/agent.log"
-tx_before=$(port_bytes tx) rx_before=$(port_bytes rx)
-(cd "$tmp/hf" && run_timed "$RUN_TIMEOUT" "$tmp/hf/out" "$on_node" "$n1" mn-node1 \
+tx_before=$(port_bytes 2 tx) rx_before=$(port_bytes 2 rx)
+(cd "$tmp/hf" && run_timed "$RUN_TIMEOUT" "$tmp/hf/out" "$on_node" 1 \
 	env TRAINER="$trainer" DATA_PATH="$train_dir/" \
 	bash "$src/run_mpirun_2.sh" ./hostfile "${mpi_common[@]}" \
 	--mca btl_tcp_if_include "$SUBNET" --mca oob_tcp_if_include "$SUBNET" -- "${TRAIN_ARGS[@]}"
 	exit "$rc")
 rc=$?
-tx_after=$(port_bytes tx) rx_after=$(port_bytes rx)
+tx_after=$(port_bytes 2 tx) rx_after=$(port_bytes 2 rx)
 check_run "run_mpirun_2.sh hostfile (2 x slots=2, $SUBNET)" "$tmp/hf"
 
 # ---- different data on node 2: refused by every rank with status 2 -----------
@@ -325,7 +192,7 @@ bad_data_run() {
 	local dir=$1 prog=$2
 	shift 2
 	mkdir -p "$dir"
-	(cd "$dir" && run_timed "$RUN_TIMEOUT" "$dir/out" "$on_node" "$n1" mn-node1 \
+	(cd "$dir" && run_timed "$RUN_TIMEOUT" "$dir/out" "$on_node" 1 \
 		env TRAINER="$prog" DATA_PATH="$train_dir/" \
 		NODE2_BIND_SRC="$tmp/bad/labels" NODE2_BIND_DST="$labels" \
 		bash "$src/run_mpirun_1.sh" 10.77.0.1:2,10.77.0.2:2 "${mpi_common[@]}" "$@" \
@@ -366,7 +233,7 @@ wrong_case() {
 	local dir
 	dir=$(mktemp -d "$tmp/wrong.XXXX")
 	printf '%b' "$text" >"$dir/hostfile"
-	(cd "$dir" && run_timed 60 "$dir/out" "$on_node" "$n1" mn-node1 \
+	(cd "$dir" && run_timed 60 "$dir/out" "$on_node" 1 \
 		env TRAINER="$trainer" DATA_PATH="$train_dir/" bash "$@" "${mpi_common[@]}" -- "${TRAIN_ARGS[@]}"
 		exit "$rc")
 	rc=$?
