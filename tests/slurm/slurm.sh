@@ -137,8 +137,9 @@ submit() {
 
 # job_exit ID: the job's final state and exit code, "STATE EXIT:SIGNAL".
 job_exit() {
-	on1 scontrol show job "$1" 2>/dev/null |
-		sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p; s/.* ExitCode=\([0-9:]*\).*/\1/p' | tr '\n' ' '
+	local show
+	show=$(on1 scontrol show job "$1" 2>/dev/null)
+	echo "$(sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' <<<"$show") $(sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p' <<<"$show")"
 }
 
 # The seed's lines of a log, in order.
@@ -200,8 +201,8 @@ case_one_node() {
 	fi
 	local logs=$tmp/sbatch/log_output/$job state
 	state=$(job_exit "$job")
-	if [[ $state != "COMPLETED 0:0 " ]]; then
-		fail "sbatch train.sbatch: job $job ended $state(want COMPLETED 0:0)"
+	if [[ $state != "COMPLETED 0:0" ]]; then
+		fail "sbatch train.sbatch: job $job ended $state (want COMPLETED 0:0)"
 		sed 's/^/    /' "$tmp/sbatch/slurm-$job.out" >&2
 	fi
 	if [[ -f $logs/rank.0.out && -f $logs/rank.1.out ]] && loss_lines "$logs/rank.1.out" >/dev/null &&
@@ -267,7 +268,7 @@ killed_job() {
 	submit "$name" --nodes=1 --ntasks-per-node=2 -- --limit 10000 --log-every 50 \
 		--epochs 100000 "$@" || return 1
 	logs=$tmp/$name/log_output/$job
-	if ! wait_for 60 grep -q 'loss is' "$logs/rank.0.out"; then
+	if ! wait_for 60 grep -qs "loss is" "$logs/rank.0.out"; then
 		fail "$name: job $job did not start training within 60 s ($(slurm_job_state "$job"))"
 		return 1
 	fi
@@ -292,7 +293,7 @@ case_failures() {
 			if [[ $state == FAILED* ]] && grep -q 'srun: error: mn-node1: task 1: Killed' "$out"; then
 				pass "kill -9 of task 1: job $job ended in $elapsed s, $state, srun: \"$(grep -m1 'task 1: Killed' "$out")\""
 			else
-				fail "kill -9 of task 1: job $job ended $state(want FAILED) in $elapsed s; its output:"
+				fail "kill -9 of task 1: job $job ended $state (want FAILED) in $elapsed s; its output:"
 				sed 's/^/    /' "$out" >&2
 			fi
 		else
@@ -340,13 +341,13 @@ exec $(printf '%q' "$trainer") "\$@"
 EOF
 	chmod +x "$tmp/task"
 
-	reference ref 4 -x LD_LIBRARY_PATH -x CUDASIM_DEVICES=2 "$trainer" "${args[@]}"
-	launch "$tmp/all.out" env CUDASIM_DEVICES=2 \
-		srun -N 2 --ntasks-per-node=2 --mpi=pmix "$tmp/task" "${args[@]}"
+	# The simulated nodes have 4 GPUs each, as Slurm's Gres=gpu:4 says.
+	export CUDASIM_DEVICES=4
+	reference ref 4 -x LD_LIBRARY_PATH -x CUDASIM_DEVICES "$trainer" "${args[@]}"
+	launch "$tmp/all.out" srun -N 2 --ntasks-per-node=2 --mpi=pmix "$tmp/task" "${args[@]}"
 	((rc == 0)) || fail "cudasim, srun -N 2 --ntasks-per-node=2: status $rc"
-	local env_bad=""
+	local env_bad="" e
 	for r in 0 1 2 3; do
-		local e
 		e=$(ls "$tmp"/env.*."$r" 2>/dev/null | head -n 1)
 		if [[ -z $e ]] || ! grep -qx "SLURM_LOCALID=$((r % 2))" "$e" || grep -q '^OMPI_' "$e"; then
 			env_bad+=" $r"
@@ -354,43 +355,50 @@ EOF
 	done
 	[[ -z $env_bad ]] && pass "cudasim, srun: every task had SLURM_LOCALID (0, 1 on each node) and no OMPI_* variable" ||
 		fail "cudasim, srun: task(s)$env_bad had no SLURM_LOCALID, the wrong one, or OMPI_* variables"
-	if grep -q 'placement: mn-node1: ranks 0-1 on cuda; rank 0 on cuda:0 .*rank 1 on cuda:1 ' "$tmp/all.out" &&
-		grep -q 'placement: mn-node2: ranks 2-3 on cuda; rank 2 on cuda:0 .*rank 3 on cuda:1 ' "$tmp/all.out" &&
+	if grep -q 'placement: mn-node1: ranks 0-1; rank 0 on cuda:0 cudasim device 0 .*, rank 1 on cuda:1 cudasim device 1 ' "$tmp/all.out" &&
+		grep -q 'placement: mn-node2: ranks 2-3; rank 2 on cuda:0 cudasim device 0 .*, rank 3 on cuda:1 cudasim device 1 ' "$tmp/all.out" &&
 		[[ $(field backend "$(summary_of "$tmp/all.out")") == cuda ]]; then
-		pass "cudasim, srun -N 2: backend=cuda, each task on its local rank's device (ranks 2-3 on mn-node2's cuda:0, cuda:1)"
+		pass "cudasim, srun -N 2: backend=cuda, each task on its local rank's GPU (ranks 2-3 on mn-node2's GPUs 0 and 1)"
 	else
-		fail "cudasim, srun -N 2: device choice by local rank not shown:"
+		fail "cudasim, srun -N 2: the tasks are not each on their local rank's GPU:"
 		grep -E 'placement|backend|^summary' "$tmp/all.out" | sed 's/^/    /' >&2
 	fi
 	same_result "cudasim, srun -N 2 --ntasks-per-node=2 --mpi=pmix (simulated CUDA, NCCL id by MPI_Bcast)" \
 		"$tmp/all.out" "$tmp/ref.out"
 
-	# --gpus-per-task=1: Slurm's CUDA_VISIBLE_DEVICES leaves one GPU to each task.
-	reference ref2 2 -x LD_LIBRARY_PATH -x CUDASIM_DEVICES=2 "$trainer" "${args[@]}"
-	launch "$tmp/one.out" env CUDASIM_DEVICES=2 \
-		srun -N 1 -n 2 --gpus-per-task=1 --mpi=pmix "$tmp/task" "${args[@]}"
+	# --gpus-per-task=1 while another job holds GPUs 0 and 1 of node 1: Slurm gives
+	# the two tasks two other GPUs, one each (CUDA_VISIBLE_DEVICES), and each task
+	# trains on the GPU it was given, not on its local rank's.
+	local blocker cvd=() job1
+	blocker=$(on1 sbatch --parsable -N 1 -n 1 -w mn-node1 --gpus=2 --output=/dev/null --wrap 'sleep 300')
+	if ! [[ $blocker =~ ^[0-9]+$ ]] || ! wait_for 30 eval '[[ $(slurm_job_state "$blocker") == RUNNING ]]'; then
+		fail "cudasim: a job holding 2 GPUs did not start: '$blocker' $(slurm_job_state "$blocker")"
+	fi
+	reference ref2 2 -x LD_LIBRARY_PATH -x CUDASIM_DEVICES "$trainer" "${args[@]}"
+	launch "$tmp/one.out" srun -N 1 -n 2 --overcommit -w mn-node1 --gpus-per-task=1 --mpi=pmix \
+		"$tmp/task" "${args[@]}"
 	((rc == 0)) || fail "cudasim, srun --gpus-per-task=1: status $rc"
-	local job1 cvd=""
 	job1=$(sed -n 's/^SLURM_JOB_ID=//p' "$(ls -t "$tmp"/env.*.0 | head -n 1)")
 	for r in 0 1; do
-		cvd+=" $(sed -n 's/^CUDA_VISIBLE_DEVICES=//p' "$tmp/env.$job1.$r" 2>/dev/null)"
+		cvd[r]=$(sed -n 's/^CUDA_VISIBLE_DEVICES=//p' "$tmp/env.$job1.$r" 2>/dev/null)
 	done
-	if [[ $cvd == " 0 1" ]] &&
-		grep -q 'placement: mn-node1: ranks 0-1 on cuda; rank 0 on cuda:0 .*rank 1 on cuda:0 ' "$tmp/one.out"; then
-		pass "cudasim, srun --gpus-per-task=1: CUDA_VISIBLE_DEVICES=0 and 1, each task on the one GPU it sees"
+	if [[ ${cvd[0]} =~ ^[23]$ && ${cvd[1]} =~ ^[23]$ && ${cvd[0]} != "${cvd[1]}" ]] &&
+		grep -q "placement: mn-node1: ranks 0-1; rank 0 on cuda:[0-9] cudasim device ${cvd[0]} .*, rank 1 on cuda:[0-9] cudasim device ${cvd[1]} " "$tmp/one.out"; then
+		pass "cudasim, srun --gpus-per-task=1: Slurm gave tasks 0 and 1 CUDA_VISIBLE_DEVICES=${cvd[0]} and ${cvd[1]}, and each trained on that GPU"
 	else
-		fail "cudasim, srun --gpus-per-task=1: CUDA_VISIBLE_DEVICES of tasks 0, 1:$cvd (want 0 1); placement:"
-		grep -E 'placement|rank' "$tmp/one.out" | sed 's/^/    /' >&2
+		fail "cudasim, srun --gpus-per-task=1: CUDA_VISIBLE_DEVICES of tasks 0, 1: '${cvd[0]:-}' '${cvd[1]:-}' (want 2 and 3), or not the GPUs used:"
+		grep -E 'placement' "$tmp/one.out" | sed 's/^/    /' >&2
 	fi
 	same_result "cudasim, srun --gpus-per-task=1" "$tmp/one.out" "$tmp/ref2.out"
+	on1 scancel "$blocker"
+	slurm_wait_job "$blocker" 30 || fail "cudasim: the job holding 2 GPUs did not end after scancel"
 
-	# One GPU on the node, two tasks: they would share it, and are refused.
-	launch "$tmp/shared.out" env CUDASIM_DEVICES=1 \
-		srun -N 1 -n 2 --mpi=pmix --kill-on-bad-exit=1 "$trainer" "${args[@]}"
-	if ((rc == 1)) && grep -q 'local ranks 0 and 1 on mn-node1 would share GPU' "$tmp/shared.out"; then
-		pass "cudasim, srun -n 2 on one visible GPU: status 1, \"$(grep -m1 -o 'local ranks 0 and 1 .*would share GPU' "$tmp/shared.out")\""
+	# One GPU for a job of two tasks (--gpus=1): both would use it, and are refused.
+	launch "$tmp/shared.out" srun -N 1 -n 2 --gpus=1 --mpi=pmix --kill-on-bad-exit=1 "$trainer" "${args[@]}"
+	if ((rc == 1)) && grep -q 'local ranks 0 and 1 on mn-node[12] would share GPU' "$tmp/shared.out"; then
+		pass "cudasim, srun -n 2 --gpus=1: status 1, \"$(grep -m1 -o 'local ranks 0 and 1 .*would share GPU [^ ]*' "$tmp/shared.out")\""
 	else
-		fail "cudasim, srun -n 2 on one visible GPU: status $rc, no shared-GPU refusal:"
+		fail "cudasim, srun -n 2 --gpus=1: status $rc, no shared-GPU refusal:"
 		tail -n 8 "$tmp/shared.out" | sed 's/^/    /' >&2
 	fi
 }

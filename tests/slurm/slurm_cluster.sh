@@ -12,9 +12,9 @@
 # The cluster: munged (as the munge user, its own key and socket in $tmp/munge)
 # in the hub's namespace; slurmctld in node 1's namespace (SlurmctldHost
 # mn-node1, 10.77.0.1); slurmd -N mn-nodeI in node I's namespace and UTS
-# namespace (NodeAddr 10.77.0.I), CPUs=2 and two GPUs (Gres=gpu:2: two device
-# nodes in $tmp that are never opened, so that --gpus-per-task works as on a
-# GPU cluster: Slurm gives each task its CUDA_VISIBLE_DEVICES). Its ports are
+# namespace (NodeAddr 10.77.0.I), CPUs=2 and four GPUs (Gres=gpu:4: device
+# nodes in $tmp, copies of /dev/null that nothing opens, so that --gpus-per-task
+# works as on a GPU cluster: Slurm gives each task its CUDA_VISIBLE_DEVICES). Its ports are
 # Slurm's defaults, inside the namespaces, so nothing outside can clash with
 # them; its state, spool, logs and configuration are in $tmp/slurm; no job
 # accounting. The daemons run with the host's /sys (nsenter, not ip netns
@@ -68,8 +68,9 @@ slurm_up() {
 		munged --foreground --socket="$m/munge.socket" --key-file="$m/munge.key" \
 		--log-file="$m/munged.log" --pid-file="$m/munged.pid" --seed-file="$m/munged.seed"
 
-	mknod "$slurm_dir/dev/gpu0" c 1 3 && mknod "$slurm_dir/dev/gpu1" c 1 3 ||
-		fatal "cannot make the stand-in GPU device nodes"
+	for i in 0 1 2 3; do
+		mknod "$slurm_dir/dev/gpu$i" c 1 3 || fatal "cannot make the stand-in GPU device nodes"
+	done
 	export SLURM_CONF=$slurm_dir/slurm.conf
 	{
 		echo "# the test cluster of tests/slurm/slurm_cluster.sh"
@@ -102,11 +103,11 @@ slurm_up() {
 		echo "MailProg=/bin/true"
 		echo "GresTypes=gpu"
 		for ((i = 1; i <= n; i++)); do
-			echo "NodeName=mn-node$i NodeAddr=10.77.0.$i CPUs=2 Gres=gpu:2 State=UNKNOWN"
+			echo "NodeName=mn-node$i NodeAddr=10.77.0.$i CPUs=2 Gres=gpu:4 State=UNKNOWN"
 		done
 		echo "PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
 	} >"$SLURM_CONF"
-	echo "Name=gpu File=$slurm_dir/dev/gpu[0-1]" >"$slurm_dir/gres.conf"
+	echo "Name=gpu File=$slurm_dir/dev/gpu[0-3]" >"$slurm_dir/gres.conf"
 
 	slurm_start slurmctld 1 slurmctld -D -f "$SLURM_CONF"
 	for ((i = 1; i <= n; i++)); do
@@ -124,7 +125,7 @@ slurm_up() {
 		slurm_logs
 		fatal "the Slurm cluster is not up after 30 s: ${idle:-no} idle nodes of $n"
 	fi
-	pass "slurm: munged, slurmctld on mn-node1 and $n slurmd (mn-node1-$n, gpu:2 each): sinfo shows $n idle nodes"
+	pass "slurm: munged, slurmctld on mn-node1 and $n slurmd (mn-node1-$n, gpu:4 each): sinfo shows $n idle nodes"
 }
 
 # slurm_logs: the daemons' output and logs, for a failure's report.
