@@ -153,25 +153,20 @@ slurm_wait_job() {
 	return 1
 }
 
-# slurm_down: stop the daemons by pid (SIGTERM, then SIGKILL after 10 s) and
-# check that nothing is left running: every daemon gone, no process (step
-# daemon, task) left in the cluster's namespaces. Runs once, also on exit.
+# slurm_down: stop the daemons by pid, one after the other (the slurmd's, then
+# slurmctld, then munged: each SIGTERM, and SIGKILL when still there after
+# 10 s, which fails the test) and check that nothing is left running: no
+# process (step daemon, task) in the cluster's namespaces. Runs once, also on exit.
 slurm_down() {
-	local i pid t left=() ns before=$failures
+	local i pid t ns before=$failures
 	((${#slurm_pids[@]})) || return 0
 	for ((i = ${#slurm_pids[@]} - 1; i >= 0; i--)); do
-		kill -TERM "${slurm_pids[i]}" 2>/dev/null
-	done
-	for ((t = 0; t < 100; t++)); do
-		left=()
-		for pid in "${slurm_pids[@]}"; do
-			kill -0 "$pid" 2>/dev/null && left+=("$pid")
-		done
-		((${#left[@]})) || break
-		sleep 0.1
-	done
-	for ((i = 0; i < ${#slurm_pids[@]}; i++)); do
 		pid=${slurm_pids[i]}
+		kill -TERM "$pid" 2>/dev/null
+		for ((t = 0; t < 200; t++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.05
+		done
 		if kill -0 "$pid" 2>/dev/null; then
 			fail "slurm: ${slurm_names[i]} (pid $pid) still running 10 s after SIGTERM; killed"
 			kill -KILL "$pid" 2>/dev/null
@@ -185,7 +180,7 @@ slurm_down() {
 		done
 	done
 	if ((failures == before)); then
-		pass "slurm: munged, slurmctld and every slurmd stopped; no process left in the cluster"
+		pass "slurm: every slurmd, slurmctld and munged stopped; no process left in the cluster"
 	fi
 	slurm_pids=()
 }
