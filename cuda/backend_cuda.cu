@@ -718,7 +718,8 @@ int backend_cuda_create(const struct dist *d, struct backend *out, char *why, si
 	warm_up(c);
 	out->ops = &cuda_ops;
 	out->ctx = c;
-	snprintf(out->device, sizeof(out->device), "%s", c->name);
+	/* The ordinal this rank uses, as CUDA numbers its visible devices, and the GPU's name. */
+	snprintf(out->device, sizeof(out->device), "cuda:%d %.100s", c->device, c->name);
 	return 0;
 
 out_abort_nccl:

@@ -28,10 +28,9 @@
 /* What each rank sends rank 0: characters only, so it is laid out alike in every build. */
 struct agree_record {
 	char host[256];
-	char device[256];
-	char local_rank[16];
-	char keys[256];  /* the keys that differ from rank 0's, "" when none */
-	char diff[1264]; /* key=value (rank 0: value), ... */
+	char device[256]; /* the backend's: "cpu (...)", or "cuda:ORDINAL NAME" */
+	char keys[256];   /* the keys that differ from rank 0's, "" when none */
+	char diff[1280];  /* key=value (rank 0: value), ... */
 };
 _Static_assert(sizeof(struct agree_record) == 2048, "the record is part of the wire format");
 
@@ -266,10 +265,9 @@ static void print_placement(const struct agree_record *all, int size, int gpu)
 		ranks_text(&t, group, n);
 		if (same_device && !gpu)
 			text_add(&t, " on %s", all[i].device);
-		else /* one device per rank: the local rank picks the GPU */
+		else /* one device per rank: the one each uses, as that rank numbers its GPUs */
 			for (int k = 0; k < n; k++)
-				text_add(&t, "%s rank %d on %s%s%s%s", k ? "," : ";", group[k], gpu ? "cuda:" : "",
-					 gpu ? all[group[k]].local_rank : "", gpu ? " " : "", all[group[k]].device);
+				text_add(&t, "%s rank %d on %s", k ? "," : ";", group[k], all[group[k]].device);
 		fprintf(stderr, "mnist-train: placement: %s\n", line);
 	}
 	free(taken);
@@ -328,7 +326,6 @@ static void record_terminate(struct agree_record *r)
 {
 	r->host[sizeof(r->host) - 1] = '\0';
 	r->device[sizeof(r->device) - 1] = '\0';
-	r->local_rank[sizeof(r->local_rank) - 1] = '\0';
 	r->keys[sizeof(r->keys) - 1] = '\0';
 	r->diff[sizeof(r->diff) - 1] = '\0';
 }
@@ -352,7 +349,6 @@ enum status agree_check(const struct dist *d, const struct train_config *c,
 	memset(&rec, 0, sizeof(rec));
 	snprintf(rec.host, sizeof(rec.host), "%s", d->host);
 	snprintf(rec.device, sizeof(rec.device), "%s", be->device);
-	snprintf(rec.local_rank, sizeof(rec.local_rank), "%d", d->local_rank);
 	int differs = agree_diff(ref, mine, rec.diff, sizeof(rec.diff), rec.keys, sizeof(rec.keys)) > 0;
 	int outcome = dist_agree(d, differs ? STATUS_BAD_INPUT : STATUS_OK, NULL);
 

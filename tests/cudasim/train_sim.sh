@@ -77,7 +77,7 @@ for k in param_crc32 final_loss test_accuracy; do
 		fail "$k: captured $(field graph $k), plain $(field plain $k): capture changed the run"
 done
 [ "$(field graph backend)" = cuda ] || fail "the cuda run says backend=$(field graph backend)"
-grep -q 'backend cuda (cudasim device' "$TMP/graph.err" ||
+grep -q 'backend cuda (cuda:0 cudasim device' "$TMP/graph.err" ||
 	fail "the cuda run does not name the simulated device on rank 0's stderr"
 if ! awk -v a="$(field graph test_accuracy)" -v b="$(field host test_accuracy)" \
 	'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 0.01) }'; then

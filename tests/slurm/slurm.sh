@@ -383,8 +383,8 @@ EOF
 		cvd[r]=$(sed -n 's/^CUDA_VISIBLE_DEVICES=//p' "$tmp/env.$job1.$r" 2>/dev/null)
 	done
 	if [[ ${cvd[0]} =~ ^[23]$ && ${cvd[1]} =~ ^[23]$ && ${cvd[0]} != "${cvd[1]}" ]] &&
-		grep -q "placement: mn-node1: ranks 0-1; rank 0 on cuda:[0-9] cudasim device ${cvd[0]} .*, rank 1 on cuda:[0-9] cudasim device ${cvd[1]} " "$tmp/one.out"; then
-		pass "cudasim, srun --gpus-per-task=1: Slurm gave tasks 0 and 1 CUDA_VISIBLE_DEVICES=${cvd[0]} and ${cvd[1]}, and each trained on that GPU"
+		grep -q "placement: mn-node1: ranks 0-1; rank 0 on cuda:0 cudasim device ${cvd[0]} .*, rank 1 on cuda:0 cudasim device ${cvd[1]} " "$tmp/one.out"; then
+		pass "cudasim, srun --gpus-per-task=1: Slurm gave tasks 0 and 1 CUDA_VISIBLE_DEVICES=${cvd[0]} and ${cvd[1]}, and each trained on that GPU, its cuda:0"
 	else
 		fail "cudasim, srun --gpus-per-task=1: CUDA_VISIBLE_DEVICES of tasks 0, 1: '${cvd[0]:-}' '${cvd[1]:-}' (want 2 and 3), or not the GPUs used:"
 		grep -E 'placement' "$tmp/one.out" | sed 's/^/    /' >&2
