@@ -11,7 +11,9 @@
 #              and `sbatch --nodes=1 --ntasks-per-node=2 scripts/slurm/train.sbatch`
 #              each train and print the summary, and each param_crc32 and
 #              test_accuracy equal `mpirun -n 2`'s; the job script writes one
-#              file per task (rank.%t.out), rank 0's ending with the summary.
+#              file per task (rank.%t.out), rank 0's ending with the summary;
+#              `srun --mpi=none` (no PMIx) stops in MPI_Init with Open MPI's
+#              message instead of training.
 #   two-nodes  two nodes: `srun -N 2 --ntasks-per-node=2 --mpi=pmix` equals
 #              `mpirun -n 4` on one node bit for bit (every rank's loss lines,
 #              param_crc32, test_accuracy); the start-up line says 4 ranks on
@@ -186,6 +188,17 @@ case_one_node() {
 	launch "$tmp/srun.out" srun -n 2 --mpi=pmix "$trainer" "${args[@]}"
 	((rc == 0)) || fail "srun -n 2 --mpi=pmix: status $rc"
 	same_result "srun -n 2 --mpi=pmix" "$tmp/srun.out" "$tmp/ref.out"
+
+	# Without PMIx (srun --mpi=list lacking pmix, or MpiDefault=none and no --mpi):
+	# the ranks stop in MPI_Init with Open MPI's message, never train alone.
+	launch "$tmp/nopmix.out" srun -n 2 --mpi=none "$trainer" "${args[@]}"
+	if ((rc != 0)) && grep -q 'direct launched using "srun"' "$tmp/nopmix.out" &&
+		! grep -q '^summary: ' "$tmp/nopmix.out"; then
+		pass "srun -n 2 --mpi=none: status $rc, Open MPI: \"$(grep -m1 -o 'The application appears to have been direct launched using "srun",' "$tmp/nopmix.out")\" and no training"
+	else
+		fail "srun -n 2 --mpi=none: status $rc, not Open MPI's refusal:"
+		tail -n 8 "$tmp/nopmix.out" | sed 's/^/    /' >&2
+	fi
 
 	launch "$tmp/salloc.out" salloc -n 2 "$mpirun_bin" --allow-run-as-root \
 		--bind-to none -x OPENBLAS_NUM_THREADS "$trainer" "${args[@]}"
