@@ -17,8 +17,10 @@
 #   two-nodes  two nodes: `srun -N 2 --ntasks-per-node=2 --mpi=pmix` equals
 #              `mpirun -n 4` on one node bit for bit (every rank's loss lines,
 #              param_crc32, test_accuracy); the start-up line says 4 ranks on
-#              2 nodes and the placement names both nodes; the same through the
-#              job script (`sbatch --nodes=2 --ntasks-per-node=2`).
+#              2 nodes and the placement names both nodes; node 2's bridge port
+#              carried the gradients; the same result through the job script
+#              (`MNIST_NET=mnet0 sbatch --nodes=2 --ntasks-per-node=2`), which
+#              gives every task MNIST_NET's interface for MPI and NCCL.
 #   failures   the job script on one node, training without end: kill -9 of
 #              task 1 ends the whole job within 15 s, failed, srun naming task 1;
 #              SIGSTOP of task 1 with --timeout 3: rank 0 prints the deadline
@@ -43,6 +45,7 @@ set -uo pipefail
 readonly SEED_PARAMS=7850 # --model seed: Dense 784 -> 10, weights and biases
 readonly TRAIN_ARGS=(--epochs 1 --limit 4096 --seed 5)
 readonly RUN_TIMEOUT=120 # seconds for one launch; a hang fails the test
+job_trainer="" job_env=() # what submit gives the job script besides the defaults
 
 if (($# < 4)); then
 	echo "usage: $0 one-node|two-nodes|failures|cudasim TRAINER SOURCE_DIR MNIST_DATA_DIR [MPIRUN]" >&2
@@ -116,8 +119,20 @@ same_result() {
 	pass "$name: ranks=$(field ranks "$got") param_crc32=$(field param_crc32 "$got") test_accuracy=$(field test_accuracy "$got"), as mpirun"
 }
 
+# make_task_wrapper: $tmp/task, the trainer after writing its environment, as
+# Slurm gave it, to $tmp/env.JOBID.TASK.
+make_task_wrapper() {
+	cat >"$tmp/task" <<EOF
+#!/bin/sh
+env >$(printf '%q' "$tmp")/env.\$SLURM_JOB_ID.\$SLURM_PROCID
+exec $(printf '%q' "$trainer") "\$@"
+EOF
+	chmod +x "$tmp/task"
+}
+
 # submit NAME SBATCH_ARGS... -- TRAINER_ARGS...: sbatch of the job script from
-# $tmp/NAME (its submit and working directory); sets $job.
+# $tmp/NAME (its submit and working directory), with TRAINER=$job_trainer (default
+# the trainer) and the VAR=VALUE of job_env[] in its environment; sets $job.
 submit() {
 	local name=$1 sb=() out
 	shift
@@ -127,8 +142,8 @@ submit() {
 	done
 	(($#)) && shift
 	mkdir -p "$tmp/$name"
-	out=$(cd "$tmp/$name" && on1 env TRAINER="$trainer" DATA_PATH="$data/train/" \
-		sbatch --parsable "${sb[@]}" "$job_script" "$@" 2>&1)
+	out=$(cd "$tmp/$name" && on1 env TRAINER="${job_trainer:-$trainer}" DATA_PATH="$data/train/" \
+		${job_env[@]+"${job_env[@]}"} sbatch --parsable "${sb[@]}" "$job_script" "$@" 2>&1)
 	job=${out%%;*}
 	if ! [[ $job =~ ^[0-9]+$ ]]; then
 		fail "$name: sbatch refused the job script: $out"
@@ -264,13 +279,24 @@ case_two_nodes() {
 		grep 'mnist-train' "$tmp/srun.0.out" | sed 's/^/    /' >&2
 	fi
 
+	# The job script on 2 nodes, the network named by MNIST_NET.
+	make_task_wrapper
+	job_trainer=$tmp/task job_env=(MNIST_NET=mnet0)
 	submit sbatch2 --nodes=2 --ntasks-per-node=2 -- "${TRAIN_ARGS[@]}" || return
+	job_trainer="" job_env=()
 	if ! slurm_wait_job "$job" "$RUN_TIMEOUT"; then
 		fail "sbatch train.sbatch on 2 nodes: job $job still $(slurm_job_state "$job") after $RUN_TIMEOUT s"
 		return
 	fi
-	same_result "sbatch --nodes=2 --ntasks-per-node=2 train.sbatch" \
+	same_result "MNIST_NET=mnet0 sbatch --nodes=2 --ntasks-per-node=2 train.sbatch" \
 		"$tmp/sbatch2/log_output/$job/rank.0.out" "$tmp/ref.out"
+	local net_bad=""
+	for r in 0 1 2 3; do
+		grep -qx 'OMPI_MCA_btl_tcp_if_include=mnet0' "$tmp/env.$job.$r" 2>/dev/null &&
+			grep -qx 'NCCL_SOCKET_IFNAME==mnet0' "$tmp/env.$job.$r" || net_bad+=" $r"
+	done
+	[[ -z $net_bad ]] && pass "MNIST_NET=mnet0: the job script gave every task OMPI_MCA_btl_tcp_if_include=mnet0 and NCCL_SOCKET_IFNAME==mnet0" ||
+		fail "MNIST_NET=mnet0: task(s)$net_bad lack OMPI_MCA_btl_tcp_if_include=mnet0 or NCCL_SOCKET_IFNAME==mnet0"
 }
 
 # killed_job NAME SIGNAL TRAINER_ARGS...: the job script, 1 node x 2 tasks training
@@ -346,13 +372,7 @@ case_cudasim() {
 	slurm_up 2
 	export LD_LIBRARY_PATH=$driver_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 	local args=(--data "$data/train" --backend cuda --limit 640 --epochs 1 --seed 3) r
-	# Every task's environment as srun gives it, then the simulated trainer.
-	cat >"$tmp/task" <<EOF
-#!/bin/sh
-env >$(printf '%q' "$tmp")/env.\$SLURM_JOB_ID.\$SLURM_PROCID
-exec $(printf '%q' "$trainer") "\$@"
-EOF
-	chmod +x "$tmp/task"
+	make_task_wrapper
 
 	# The simulated nodes have 4 GPUs each, as Slurm's Gres=gpu:4 says.
 	export CUDASIM_DEVICES=4
