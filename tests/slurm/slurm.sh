@@ -12,13 +12,14 @@
 #              each train and print the summary, and each param_crc32 and
 #              test_accuracy equal `mpirun -n 2`'s; the job script writes one
 #              file per task (rank.%t.out), rank 0's ending with the summary;
-#              `srun --mpi=none` (no PMIx) stops in MPI_Init with Open MPI's
-#              message instead of training.
+#              `srun --mpi=none` (no PMIx) and `--mpi=pmi2` stop in MPI_Init
+#              with Open MPI's message instead of training.
 #   two-nodes  two nodes: `srun -N 2 --ntasks-per-node=2 --mpi=pmix` equals
 #              `mpirun -n 4` on one node bit for bit (every rank's loss lines,
 #              param_crc32, test_accuracy); the start-up line says 4 ranks on
 #              2 nodes and the placement names both nodes; node 2's bridge port
-#              carried the gradients; the same result through the job script
+#              carried the gradients; the same result from `salloc -N 2
+#              --ntasks-per-node=2 mpirun` and through the job script
 #              (`MNIST_NET=mnet0 sbatch --nodes=2 --ntasks-per-node=2`), which
 #              gives every task MNIST_NET's interface for MPI and NCCL.
 #   failures   the job script on one node, training without end: kill -9 of
@@ -204,16 +205,20 @@ case_one_node() {
 	((rc == 0)) || fail "srun -n 2 --mpi=pmix: status $rc"
 	same_result "srun -n 2 --mpi=pmix" "$tmp/srun.out" "$tmp/ref.out"
 
-	# Without PMIx (srun --mpi=list lacking pmix, or MpiDefault=none and no --mpi):
-	# the ranks stop in MPI_Init with Open MPI's message, never train alone.
-	launch "$tmp/nopmix.out" srun -n 2 --mpi=none "$trainer" "${args[@]}"
-	if ((rc != 0)) && grep -q 'direct launched using "srun"' "$tmp/nopmix.out" &&
-		! grep -q '^summary: ' "$tmp/nopmix.out"; then
-		pass "srun -n 2 --mpi=none: status $rc, Open MPI: \"$(grep -m1 -o 'The application appears to have been direct launched using "srun",' "$tmp/nopmix.out")\" and no training"
-	else
-		fail "srun -n 2 --mpi=none: status $rc, not Open MPI's refusal:"
-		tail -n 8 "$tmp/nopmix.out" | sed 's/^/    /' >&2
-	fi
+	# Without PMIx (srun --mpi=list lacking pmix, or MpiDefault=none and no --mpi),
+	# and with PMI-2, which Debian's Open MPI lacks: the ranks stop in MPI_Init
+	# with Open MPI's message, never train alone.
+	local mpi
+	for mpi in none pmi2; do
+		launch "$tmp/no-$mpi.out" srun -n 2 --mpi=$mpi "$trainer" "${args[@]}"
+		if ((rc != 0)) && grep -q 'direct launched using "srun"' "$tmp/no-$mpi.out" &&
+			! grep -q '^summary: ' "$tmp/no-$mpi.out"; then
+			pass "srun -n 2 --mpi=$mpi: status $rc, Open MPI: \"$(grep -m1 -o 'The application appears to have been direct launched using "srun",' "$tmp/no-$mpi.out")\" and no training"
+		else
+			fail "srun -n 2 --mpi=$mpi: status $rc, not Open MPI's refusal:"
+			tail -n 8 "$tmp/no-$mpi.out" | sed 's/^/    /' >&2
+		fi
+	done
 
 	launch "$tmp/salloc.out" salloc -n 2 "$mpirun_bin" --allow-run-as-root \
 		--bind-to none -x OPENBLAS_NUM_THREADS "$trainer" "${args[@]}"
@@ -278,6 +283,14 @@ case_two_nodes() {
 		fail "srun -N 2: rank 0's start-up and placement lines:"
 		grep 'mnist-train' "$tmp/srun.0.out" | sed 's/^/    /' >&2
 	fi
+
+	# mpirun in a 2-node allocation: its daemon on node 2 started by srun.
+	launch "$tmp/salloc.out" salloc -N 2 --ntasks-per-node=2 "$mpirun_bin" --allow-run-as-root \
+		--bind-to none -x OPENBLAS_NUM_THREADS "$trainer" "${args[@]}"
+	((rc == 0)) || fail "salloc -N 2 --ntasks-per-node=2 mpirun: status $rc"
+	same_result "salloc -N 2 --ntasks-per-node=2 mpirun" "$tmp/salloc.out" "$tmp/ref.out" &&
+		grep -q 'mnist-train .*: 4 ranks on 2 nodes' "$tmp/salloc.out" ||
+		fail "salloc -N 2 mpirun: the start-up line does not say 4 ranks on 2 nodes"
 
 	# The job script on 2 nodes, the network named by MNIST_NET.
 	make_task_wrapper
