@@ -57,9 +57,9 @@ trainer=$(readlink -f "$2")
 src=$(readlink -f "$3")
 data=$(readlink -f "$4")
 mpirun_bin=${5:-mpirun}
-# shellcheck source=../multinode/cluster.sh
+# shellcheck source=tests/multinode/cluster.sh
 source "$src/tests/multinode/cluster.sh"
-# shellcheck source=slurm_cluster.sh
+# shellcheck source=tests/slurm/slurm_cluster.sh
 source "$src/tests/slurm/slurm_cluster.sh"
 
 [[ -x $trainer ]] || fatal "trainer '$trainer' is not built"
@@ -242,7 +242,7 @@ case_one_node() {
 		grep -q 'mnist-train .*: 2 ranks on 1 node' "$logs/rank.0.out"; then
 		pass "sbatch train.sbatch: one file per task (log_output/$job/rank.0.out, rank.1.out), loss lines in each, rank 0's stderr in its file"
 	else
-		fail "sbatch train.sbatch: per-task files missing or incomplete: $(ls "$logs" 2>&1 | tr '\n' ' ')"
+		fail "sbatch train.sbatch: per-task files missing or incomplete: $(echo "$logs"/*)"
 	fi
 	same_result "sbatch train.sbatch (1 node x 2 tasks)" "$logs/rank.0.out" "$tmp/ref.out"
 }
@@ -273,8 +273,11 @@ case_two_nodes() {
 			differ+=" $r"
 		fi
 	done
-	[[ -z $differ ]] && pass "srun -N 2: every rank's loss lines equal mpirun -n 4's on one node" ||
+	if [[ -z $differ ]]; then
+		pass "srun -N 2: every rank's loss lines equal mpirun -n 4's on one node"
+	else
 		fail "srun -N 2: the loss lines of rank(s)$differ differ from mpirun -n 4's (or are missing)"
+	fi
 	if grep -q 'mnist-train .*: 4 ranks on 2 nodes' "$tmp/srun.0.out" &&
 		grep -q 'placement: mn-node1: ranks 0-1 on cpu' "$tmp/srun.0.out" &&
 		grep -q 'placement: mn-node2: ranks 2-3 on cpu' "$tmp/srun.0.out"; then
@@ -288,9 +291,10 @@ case_two_nodes() {
 	launch "$tmp/salloc.out" salloc -N 2 --ntasks-per-node=2 "$mpirun_bin" --allow-run-as-root \
 		--bind-to none -x OPENBLAS_NUM_THREADS "$trainer" "${args[@]}"
 	((rc == 0)) || fail "salloc -N 2 --ntasks-per-node=2 mpirun: status $rc"
-	same_result "salloc -N 2 --ntasks-per-node=2 mpirun" "$tmp/salloc.out" "$tmp/ref.out" &&
-		grep -q 'mnist-train .*: 4 ranks on 2 nodes' "$tmp/salloc.out" ||
+	if same_result "salloc -N 2 --ntasks-per-node=2 mpirun" "$tmp/salloc.out" "$tmp/ref.out" &&
+		! grep -q 'mnist-train .*: 4 ranks on 2 nodes' "$tmp/salloc.out"; then
 		fail "salloc -N 2 mpirun: the start-up line does not say 4 ranks on 2 nodes"
+	fi
 
 	# The job script on 2 nodes, the network named by MNIST_NET.
 	make_task_wrapper
@@ -308,8 +312,11 @@ case_two_nodes() {
 		grep -qx 'OMPI_MCA_btl_tcp_if_include=mnet0' "$tmp/env.$job.$r" 2>/dev/null &&
 			grep -qx 'NCCL_SOCKET_IFNAME==mnet0' "$tmp/env.$job.$r" || net_bad+=" $r"
 	done
-	[[ -z $net_bad ]] && pass "MNIST_NET=mnet0: the job script gave every task OMPI_MCA_btl_tcp_if_include=mnet0 and NCCL_SOCKET_IFNAME==mnet0" ||
+	if [[ -z $net_bad ]]; then
+		pass "MNIST_NET=mnet0: the job script gave every task OMPI_MCA_btl_tcp_if_include=mnet0 and NCCL_SOCKET_IFNAME==mnet0"
+	else
 		fail "MNIST_NET=mnet0: task(s)$net_bad lack OMPI_MCA_btl_tcp_if_include=mnet0 or NCCL_SOCKET_IFNAME==mnet0"
+	fi
 }
 
 # killed_job NAME SIGNAL TRAINER_ARGS...: the job script, 1 node x 2 tasks training
@@ -394,13 +401,16 @@ case_cudasim() {
 	((rc == 0)) || fail "cudasim, srun -N 2 --ntasks-per-node=2: status $rc"
 	local env_bad="" e
 	for r in 0 1 2 3; do
-		e=$(ls "$tmp"/env.*."$r" 2>/dev/null | head -n 1)
+		e=$(compgen -G "$tmp/env.*.$r" | head -n 1)
 		if [[ -z $e ]] || ! grep -qx "SLURM_LOCALID=$((r % 2))" "$e" || grep -q '^OMPI_' "$e"; then
 			env_bad+=" $r"
 		fi
 	done
-	[[ -z $env_bad ]] && pass "cudasim, srun: every task had SLURM_LOCALID (0, 1 on each node) and no OMPI_* variable" ||
+	if [[ -z $env_bad ]]; then
+		pass "cudasim, srun: every task had SLURM_LOCALID (0, 1 on each node) and no OMPI_* variable"
+	else
 		fail "cudasim, srun: task(s)$env_bad had no SLURM_LOCALID, the wrong one, or OMPI_* variables"
+	fi
 	if grep -q 'placement: mn-node1: ranks 0-1; rank 0 on cuda:0 cudasim device 0 .*, rank 1 on cuda:1 cudasim device 1 ' "$tmp/all.out" &&
 		grep -q 'placement: mn-node2: ranks 2-3; rank 2 on cuda:0 cudasim device 0 .*, rank 3 on cuda:1 cudasim device 1 ' "$tmp/all.out" &&
 		[[ $(field backend "$(summary_of "$tmp/all.out")") == cuda ]]; then
@@ -417,14 +427,16 @@ case_cudasim() {
 	# trains on the GPU it was given, not on its local rank's.
 	local blocker cvd=() job1
 	blocker=$(on1 sbatch --parsable -N 1 -n 1 -w mn-node1 --gpus=2 --output=/dev/null --wrap 'sleep 300')
+	# shellcheck disable=SC2016 # evaluated by wait_for, each time
 	if ! [[ $blocker =~ ^[0-9]+$ ]] || ! wait_for 30 eval '[[ $(slurm_job_state "$blocker") == RUNNING ]]'; then
 		fail "cudasim: a job holding 2 GPUs did not start: '$blocker' $(slurm_job_state "$blocker")"
 	fi
 	reference ref2 2 -x LD_LIBRARY_PATH -x CUDASIM_DEVICES "$trainer" "${args[@]}"
+	rm -f "$tmp"/env.*
 	launch "$tmp/one.out" srun -N 1 -n 2 --overcommit -w mn-node1 --gpus-per-task=1 --mpi=pmix \
 		"$tmp/task" "${args[@]}"
 	((rc == 0)) || fail "cudasim, srun --gpus-per-task=1: status $rc"
-	job1=$(sed -n 's/^SLURM_JOB_ID=//p' "$(ls -t "$tmp"/env.*.0 | head -n 1)")
+	job1=$(sed -n 's/^SLURM_JOB_ID=//p' "$tmp"/env.*.0 2>/dev/null | head -n 1)
 	for r in 0 1; do
 		cvd[r]=$(sed -n 's/^CUDA_VISIBLE_DEVICES=//p' "$tmp/env.$job1.$r" 2>/dev/null)
 	done

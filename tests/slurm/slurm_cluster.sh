@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tests/slurm/slurm_cluster.sh - sourced after tests/multinode/cluster.sh by
 # the Slurm tests: a Slurm cluster on the namespace cluster's nodes, started
 # and always stopped by the test.
@@ -37,6 +38,7 @@ slurm_start() {
 		nsenter --net="/run/netns/$hub" "$@" >"$slurm_dir/$name.out" 2>&1 &
 	else
 		mkdir -p "$slurm_dir/tmpfs" "$slurm_dir/tmpfs.mn-node$where"
+		# shellcheck disable=SC2016 # expanded by that sh
 		nsenter --net="/run/netns/${node_ns[where]}" unshare --uts --mount sh -c \
 			'hostname "$0" && mount --bind "$1" "$2" && shift 2 && exec "$@"' "mn-node$where" \
 			"$slurm_dir/tmpfs.mn-node$where" "$slurm_dir/tmpfs" "$@" >"$slurm_dir/$name.out" 2>&1 &
