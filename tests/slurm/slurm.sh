@@ -99,7 +99,7 @@ reference() {
 summary_of() { grep -h '^summary: ' "$@" 2>/dev/null | head -n 1; }
 
 # same_result NAME OUTPUT REFERENCE_OUTPUT: the run's summary has the reference's
-# param_crc32, test_accuracy and rank count.
+# rank count, param_crc32, test_accuracy and final_loss.
 same_result() {
 	local name=$1 got want k bad=""
 	got=$(summary_of "$2")

@@ -15,11 +15,12 @@
 # mn-node1, 10.77.0.1); slurmd -N mn-nodeI in node I's namespace and UTS
 # namespace (NodeAddr 10.77.0.I), CPUs=2 and four GPUs (Gres=gpu:4: device
 # nodes in $tmp, copies of /dev/null that nothing opens, so that --gpus-per-task
-# works as on a GPU cluster: Slurm gives each task its CUDA_VISIBLE_DEVICES). Its ports are
-# Slurm's defaults, inside the namespaces, so nothing outside can clash with
-# them; its state, spool, logs and configuration are in $tmp/slurm; no job
-# accounting. The daemons run with the host's /sys (nsenter, not ip netns
-# exec, which mounts a /sys without cgroups that slurmd refuses to start on).
+# works as on a GPU cluster: Slurm gives each task its CUDA_VISIBLE_DEVICES).
+# Its ports are Slurm's defaults, inside the namespaces, so nothing outside can
+# clash with them; its state, spool, logs and configuration are in $tmp/slurm;
+# no job accounting. The daemons run with the host's /sys (nsenter, not ip
+# netns exec, which mounts a /sys without cgroups that slurmd refuses to start
+# on).
 #
 # Provides: slurm_up, slurm_down, slurm_job_state, slurm_wait_job, slurm_logs,
 # and SLURM_CONF (exported), slurm_dir.
@@ -27,10 +28,11 @@
 slurm_pids=()   # the daemons: slurmd's, slurmctld, munged (stopped in reverse order)
 slurm_names=()
 
-# slurm_start NAME WHERE CMD...: a daemon in the foreground of a background job, in
-# the hub's namespace (WHERE "hub") or in node WHERE's, with that node's name and
-# the host's /sys, and a TmpFS of its own (Slurm's PMIx plugin keeps per-step
-# directories there, under names that would clash between nodes); its pid (the daemon's own: nsenter, unshare and sh exec) recorded.
+# slurm_start NAME WHERE CMD...: a daemon in the foreground of a background job,
+# in the hub's namespace (WHERE "hub") or in node WHERE's, with that node's name,
+# the host's /sys and a TmpFS of its own (Slurm's PMIx plugin keeps per-step
+# directories there, under names that would clash between nodes). Its pid is
+# recorded: the daemon's own, as nsenter, unshare and sh exec.
 slurm_start() {
 	local name=$1 where=$2
 	shift 2
