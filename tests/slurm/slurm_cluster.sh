@@ -119,14 +119,19 @@ slurm_up() {
 		slurm_start "slurmd-mn-node$i" "$i" slurmd -D -N "mn-node$i" -f "$SLURM_CONF"
 	done
 
-	local idle="" t
+	local idle="" t dead=""
 	for ((t = 0; t < 300; t++)); do
 		idle=$("$on_node" 1 sinfo -h -t idle -o '%D' 2>/dev/null)
 		[[ $idle == "$n" ]] && break
+		for i in "${!slurm_pids[@]}"; do
+			kill -0 "${slurm_pids[i]}" 2>/dev/null || dead+=" ${slurm_names[i]}"
+		done
+		[[ -n $dead ]] && break
 		sleep 0.1
 	done
 	if [[ $idle != "$n" ]]; then
 		slurm_logs
+		[[ -n $dead ]] && fatal "the Slurm cluster did not start:$dead exited (logs above)"
 		fatal "the Slurm cluster is not up after 30 s: ${idle:-no} idle nodes of $n"
 	fi
 	pass "slurm: munged, slurmctld on mn-node1 and $n slurmd (mn-node1-$n, gpu:4 each): sinfo shows $n idle nodes"
