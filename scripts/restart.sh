@@ -34,17 +34,20 @@ restart_refuse() {
 }
 
 # restart_retried STATUS: does an attempt that ended with STATUS count as a
-# runtime failure, worth a restart?
-#   1        the trainer's runtime failure (a rank's error, a collective past
-#            --timeout) or a rank that exited non-zero before MPI started
-#   129-192  a process ended by a signal (128 + its number: 137 for SIGKILL)
-#   205      Open MPI lost contact with a node's daemon ("ORTE has lost
-#            communication with a remote daemon": a node that went away)
-#   255      Open MPI could not start a node's daemon (a node that does not answer)
-# 0 is success and 2 (bad usage, configuration or input) is never retried;
-# any other status (126 or 127: mpirun or the trainer cannot be run) neither.
+# runtime failure, worth a restart? Every status but these:
+#   0        success
+#   2        bad usage, configuration or input (the trainer's, on every rank):
+#            the same command would fail the same way
+#   126, 127 mpirun could not be run (not executable, not found)
+# mpirun's own statuses for a lost rank or node vary with what it noticed
+# first (measured with Open MPI 4.1: 1 for a rank's runtime failure or a
+# collective past --timeout, 137 for a rank killed by SIGKILL, 205 "ORTE has
+# lost communication with a remote daemon", 9 or 255 "ORTE was unable to
+# reliably start one or more daemons" when a node's daemon and its launch
+# agent die), so they are all retried; a launch that fails before the first
+# checkpoint is retried from scratch only once.
 restart_retried() {
-	(($1 == 1 || ($1 > 128 && $1 <= 192) || $1 == 205 || $1 == 255))
+	(($1 != 0 && $1 != 2 && $1 != 126 && $1 != 127))
 }
 
 # restart_trainer_flag NAME: the value of the last --NAME V or --NAME=V among
@@ -184,7 +187,7 @@ restart_reason() {
 		line="mpirun lost contact with the daemon on node $(sed -n 's/.*Remote daemon: .* on node \([^ ]*\).*/\1/p' "$err" | head -n 1)"
 	fi
 	if [[ -z $line ]] && grep -q 'unable to reliably start one or more daemons' "$err" 2>/dev/null; then
-		line="mpirun could not start a daemon on every node"
+		line="mpirun lost a node's daemon: 'ORTE was unable to reliably start one or more daemons'"
 	fi
 	[[ -n $line ]] || line=$(cat "$dir"/1/rank.*/stdout 2>/dev/null | grep -m 1 -E '^rank [0-9]+ on [^ ]+: ')
 	[[ -n $line ]] || line=$(sed -n 's/.*Exit code: *\([0-9]*\).*/a rank exited with status \1/p' "$err" 2>/dev/null | head -n 1)
@@ -282,7 +285,7 @@ restart_job() {
 			exit 2
 		fi
 		if ! restart_retried "$status"; then
-			echo "$launcher: attempt $k of $attempts ended with status $status, not a runtime failure: not restarting" >&2
+			echo "$launcher: attempt $k of $attempts ended with status $status (mpirun could not be run): not restarting" >&2
 			exit "$status"
 		fi
 		sleep "$restart_delay" &
