@@ -13,7 +13,8 @@
 # MNIST_NET=IFACE picks the network; TRAINER the program (default
 # build/mnist-train, the same path on every node). docs/multi-node.md.
 # MAX_RESTARTS=N restarts a failed job from its newest checkpoint, on the
-# nodes that still answer (scripts/restart.sh, docs/reliability.md).
+# nodes that still answer, each attempt logging to log_output/attempt-K/
+# (scripts/restart.sh, docs/reliability.md).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 nodes_var=HOSTFILE

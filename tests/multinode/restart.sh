@@ -72,12 +72,15 @@ start_job() {
 		bash "$src/$script" "$where" "${mpi_common[@]}" -- "${TRAIN_ARGS[@]}" --checkpoint-dir ck "$@" \
 		>"$tmp/$name/out" 2>&1) &
 	job_pid=$!
+	job_start=$SECONDS
 }
 
-# finish_job: wait for the job; its status in $rc (124: it hung and was killed).
+# finish_job: wait for the job; its status in $rc (124: it hung and was
+# killed), its duration in $took (for the record, never asserted).
 finish_job() {
 	rc=0
 	wait "$job_pid" || rc=$?
+	took="$((SECONDS - job_start)) s"
 	if ((rc == 124 || rc == 137)); then
 		reap
 		rc=124
@@ -100,7 +103,7 @@ first_checkpoint() {
 rank_pid() {
 	local p
 	for p in $(ip netns pids "${node_ns[$1]}" 2>/dev/null); do
-		if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
+		if grep -qxz "OMPI_COMM_WORLD_RANK=$2" "/proc/$p/environ" 2>/dev/null; then
 			echo "$p"
 			return 0
 		fi
@@ -133,7 +136,7 @@ if ((rc != 0)) || [[ -z $ref_summary ]]; then
 fi
 ref_crc=$(field param_crc32 "$ref_summary")
 ref_acc=$(field test_accuracy "$ref_summary")
-pass "reference, 2 nodes x 2 ranks without MAX_RESTARTS: log_output/1/rank.N as before, param_crc32=$ref_crc test_accuracy=$ref_acc"
+pass "reference ($took), 2 nodes x 2 ranks without MAX_RESTARTS: log_output/1/rank.N as before, param_crc32=$ref_crc test_accuracy=$ref_acc"
 
 # ---- rank 3 killed: one restart on the same nodes, bitwise ---------------------
 start_job kill run_mpirun_1.sh "$HOSTS" MAX_RESTARTS=2 --
@@ -154,7 +157,7 @@ elif [[ $(field param_crc32 "$s") != "$ref_crc" || $(field ranks "$s") != 4 ]]; 
 	fail "kill: attempt 2's summary '$s', want ranks=4 param_crc32=$ref_crc"
 	show kill
 else
-	pass "kill -9 of rank 3: status 0 after one restart, param_crc32=$ref_crc as the uninterrupted run: ${line#*: }"
+	pass "kill -9 of rank 3: status 0 after one restart ($took in all), param_crc32=$ref_crc as the uninterrupted run: ${line#*: }"
 fi
 if [[ -f $tmp/kill/log_output/attempt-1/1/rank.3/stdout && -f $tmp/kill/log_output/attempt-2/1/rank.3/stdout &&
 	-f $tmp/kill/log_output/attempt-1/mpirun.stderr && ! -e $tmp/kill/log_output/1 ]] &&
@@ -175,7 +178,7 @@ s=$(summary stop 2)
 line=$(grep -m1 ': restart 1 of 1: ' "$tmp/stop/out")
 if ((rc == 0)) && [[ $line =~ attempt\ 1\ of\ 2\ ended\ with\ status\ 1\ \(rank\ [0-9]\ on\ mn-node[12]:\ allreduce\ at\ epoch\ 0\ step\ [0-9]+\ not\ complete\ after\ 10\ s\) ]] &&
 	[[ $(field param_crc32 "$s") == "$ref_crc" ]]; then
-	pass "SIGSTOP of rank 3: the deadline ended attempt 1, attempt 2 finished with param_crc32=$ref_crc: ${line#*: }"
+	pass "SIGSTOP of rank 3 ($took in all): the deadline ended attempt 1, attempt 2 finished with param_crc32=$ref_crc: ${line#*: }"
 else
 	fail "stop: status $rc (want 0), restart line '${line:-none}', attempt 2's summary '$s' (want param_crc32=$ref_crc)"
 	show stop
@@ -237,7 +240,7 @@ elif [[ $(field ranks "$s") != 2 ]] ||
 	fail "node lost: attempt 2's summary '$s', want ranks=2 and test_accuracy within 0.005 of $ref_acc"
 	show down
 else
-	pass "node 2 lost: restarted on node 1 with 2 ranks x 64, ranks=2 test_accuracy=$acc (reference $ref_acc): ${line#*: }"
+	pass "node 2 lost ($took in all): restarted on node 1 with 2 ranks x 64, ranks=2 test_accuracy=$acc (reference $ref_acc): ${line#*: }"
 fi
 if [[ $(grep -v '^#' "$tmp/down/log_output/attempt-2/hostfile" 2>/dev/null) == "10.77.0.1 slots=2" ]] &&
 	grep -q 'written by 4 ranks x batch 32, this run has 2 x 64' "$tmp/down/log_output/attempt-2/1/rank.0/stdout"; then
