@@ -187,10 +187,13 @@ restart_reason() {
 		line="mpirun lost contact with the daemon on node $(sed -n 's/.*Remote daemon: .* on node \([^ ]*\).*/\1/p' "$err" | head -n 1)"
 	fi
 	if [[ -z $line ]] && grep -q 'unable to reliably start one or more daemons' "$err" 2>/dev/null; then
-		line="mpirun lost a node's daemon: 'ORTE was unable to reliably start one or more daemons'"
+		line="a node's daemon died or did not start: 'ORTE was unable to reliably start one or more daemons'"
 	fi
 	[[ -n $line ]] || line=$(cat "$dir"/1/rank.*/stdout 2>/dev/null | grep -m 1 -E '^rank [0-9]+ on [^ ]+: ')
 	[[ -n $line ]] || line=$(sed -n 's/.*Exit code: *\([0-9]*\).*/a rank exited with status \1/p' "$err" 2>/dev/null | head -n 1)
+	if [[ -z $line ]] && grep -q 'a non-zero exit code' "$err" 2>/dev/null; then
+		line="a rank exited with a non-zero status"
+	fi
 	[[ -n $line ]] || line="no message from mpirun or the ranks"
 	echo "${line:0:200}"
 }
