@@ -179,7 +179,7 @@ restart_newest() {
 		sed -n 's/^ckpt-[0-9]*-\([0-9]*\)\.safetensors$/\1 &/p' | sort -n | tail -n 1 | cut -d' ' -f2
 }
 
-# restart_reason DIR STATUS: why attempt DIR ended, in a few words.
+# restart_reason DIR: why the attempt logged in DIR ended, in a few words.
 restart_reason() {
 	local dir=$1 err=$1/mpirun.stderr line
 	line=$(sed -n 's/.*process rank \([0-9]*\) with PID [0-9]* on node \([^ ]*\) exited on signal \([^.]*\).*/rank \1 on node \2 exited on signal \3/p' "$err" 2>/dev/null | head -n 1)
@@ -224,57 +224,114 @@ restart_stop() {
 	exit $((128 + $2))
 }
 
+# restart_command K: attempt K's command in restart_cmd: the launch script's
+# (restart_base) with this attempt's ranks (-n), nodes, log directory and,
+# on a restart, --batch-size and --resume.
+restart_command() {
+	local dir=log_output/attempt-$1 i arg nodes_done=0 log_done=0 shrunk=0
+	local trainer_at=$((${#restart_base[@]} - ${#trainer_args[@]} - 1))
+	((restart_now_ranks == restart_ranks)) || shrunk=1
+	restart_cmd=("${restart_base[0]}")
+	((!shrunk)) || restart_cmd+=(-n "$restart_now_ranks")
+	for ((i = 1; i < trainer_at; i++)); do
+		arg=${restart_base[i]}
+		if ((shrunk)) && restart_is_np "$arg"; then
+			i=$((i + 1)) # the option and its value
+		elif ((!nodes_done)) && [[ ($arg == -H || $arg == --hostfile) && ${restart_base[i + 1]} == "$nodes" ]]; then
+			restart_cmd+=("$arg" "$restart_where")
+			nodes_done=1 i=$((i + 1))
+		elif ((!log_done)) && [[ $arg == --output-filename && ${restart_base[i + 1]} == log_output ]]; then
+			restart_cmd+=("$arg" "$dir")
+			log_done=1 i=$((i + 1))
+		else
+			restart_cmd+=("$arg")
+		fi
+	done
+	restart_cmd+=("${restart_base[trainer_at]}")
+	for ((i = 0; i < ${#trainer_args[@]}; i++)); do
+		arg=${trainer_args[i]}
+		if [[ ($arg == --resume && -n $restart_resume) || ($arg == --batch-size && $shrunk == 1) ]]; then
+			i=$((i + 1))
+		elif ! [[ ($arg == --resume=* && -n $restart_resume) || ($arg == --batch-size=* && $shrunk == 1) ]]; then
+			restart_cmd+=("$arg")
+		fi
+	done
+	((!shrunk)) || restart_cmd+=(--batch-size "$restart_now_batch")
+	[[ -z $restart_resume ]] || restart_cmd+=(--resume "$restart_ckpt_dir")
+}
+
+# restart_place K WHAT: attempt K's nodes and ranks, from the nodes that
+# answer (restart_now_ranks, restart_now_batch, restart_where, and
+# restart_shown, restart_lost for the restart line); exits with status 1
+# and says why (WHAT: how the last attempt ended) when the job cannot go on.
+restart_place() {
+	local k=$1 what=$2 i n slots=0 alive=() global=$((restart_ranks * restart_batch))
+	restart_probe
+	restart_shown=() restart_lost=()
+	for i in "${!node_host[@]}"; do
+		if ((restart_up[i])); then
+			slots=$((slots + node_slots[i]))
+			alive+=("${node_entry[i]}")
+			restart_shown+=("${node_host[i]}:${node_slots[i]}")
+		elif ((!restart_dropped[i])); then
+			restart_lost+=("${node_host[i]}")
+			restart_dropped[i]=1
+		fi
+	done
+	if ((${#restart_lost[@]} == 0)); then
+		if [[ $restart_where != "$nodes" && $nodes_var == HOSTFILE ]]; then # a shrunk hostfile, carried on
+			cp "$restart_where" "log_output/attempt-$k/hostfile" || exit 1
+			restart_where=log_output/attempt-$k/hostfile
+		fi
+		return 0
+	fi
+	what+="; $(IFS=,; echo "${restart_lost[*]}") no longer answer(s)"
+	if ((restart_ranks == 0)); then
+		echo "$launcher: $what, and the rank count or --batch-size is not a whole number: giving up" >&2
+		exit 1
+	fi
+	if ((slots < restart_min_ranks)); then
+		echo "$launcher: $what: $slots slots left, fewer than MIN_RANKS=$restart_min_ranks: giving up" >&2
+		exit 1
+	fi
+	n=$((slots < restart_ranks ? slots : restart_ranks))
+	while ((n >= restart_min_ranks && global % n)); do n=$((n - 1)); done
+	if ((n < restart_min_ranks)); then
+		echo "$launcher: $what: no rank count from MIN_RANKS=$restart_min_ranks to $slots divides the global batch $global ($restart_ranks ranks x --batch-size $restart_batch): giving up" >&2
+		exit 1
+	fi
+	if ((n != restart_ranks)) && restart_trainer_flag grad-reduce && [[ $flag_value == sum ]]; then
+		echo "$launcher: $what: fewer ranks cannot resume with --grad-reduce sum (its gradient scales with the rank count): giving up" >&2
+		exit 1
+	fi
+	restart_now_ranks=$n restart_now_batch=$((global / n))
+	if [[ $nodes_var == HOSTS ]]; then
+		restart_where=$(IFS=,; echo "${alive[*]}")
+	else
+		restart_where=log_output/attempt-$k/hostfile
+		printf '%s\n' "${alive[@]}" >"$restart_where" || exit 1
+	fi
+}
+
 # restart_job CMD...: CMD (the launch script's mpirun command) as attempt 1,
 # then the restarts; exits.
 restart_job() {
 	set +e # every status is looked at here
-	local base=("$@") attempts=$((max_restarts + 1)) k=1 status reason newest dir i n arg
-	local ranks=$restart_ranks batch=$restart_batch scratch=0 resume="" from dropped="" where what
-	local global=$((restart_ranks * restart_batch)) trainer_at=$(($# - ${#trainer_args[@]} - 1))
-	restart_up=()
-	for i in "${!node_host[@]}"; do restart_up[i]=1; done
-	restart_pid=""
+	local attempts=$((max_restarts + 1)) k=1 status dir what newest scratch=0 i from
+	restart_base=("$@")
+	restart_now_ranks=$restart_ranks restart_now_batch=$restart_batch
+	restart_where=$nodes restart_resume="" restart_pid=""
+	restart_up=() restart_dropped=()
+	for i in "${!node_host[@]}"; do restart_up[i]=1 restart_dropped[i]=0; done
 	trap 'restart_stop HUP 1' HUP
 	trap 'restart_stop INT 2' INT
 	trap 'restart_stop TERM 15' TERM
-	where=$nodes
 	while :; do
 		dir=log_output/attempt-$k
 		mkdir -p "$dir" || exit 1
-		# This attempt's command: the script's, with this attempt's nodes,
-		# ranks, log directory and, on a restart, --batch-size and --resume.
-		acmd=("${base[0]}")
-		((ranks == restart_ranks)) || acmd+=(-n "$ranks")
-		local nodes_done=0 log_done=0
-		for ((i = 1; i < trainer_at; i++)); do
-			if ((ranks != restart_ranks)) && restart_is_np "${base[i]}"; then
-				i=$((i + 1))
-			elif ((!nodes_done)) && [[ ${base[i]} == -H || ${base[i]} == --hostfile ]] && [[ ${base[i + 1]} == "$nodes" ]]; then
-				acmd+=("${base[i]}" "$where")
-				nodes_done=1 i=$((i + 1))
-			elif ((!log_done)) && [[ ${base[i]} == --output-filename && ${base[i + 1]} == log_output ]]; then
-				acmd+=("${base[i]}" "$dir")
-				log_done=1 i=$((i + 1))
-			else
-				acmd+=("${base[i]}")
-			fi
-		done
-		acmd+=("${base[trainer_at]}")
-		for ((i = 0; i < ${#trainer_args[@]}; i++)); do
-			arg=${trainer_args[i]}
-			if [[ ($arg == --resume && -n $resume) || ($arg == --batch-size && $batch != "$restart_batch") ]]; then
-				i=$((i + 1)) # the flag and its value
-			elif [[ ($arg == --resume=* && -n $resume) || ($arg == --batch-size=* && $batch != "$restart_batch") ]]; then
-				: # dropped
-			else
-				acmd+=("$arg")
-			fi
-		done
-		((batch == restart_batch)) || acmd+=(--batch-size "$batch")
-		[[ -z $resume ]] || acmd+=(--resume "$restart_ckpt_dir")
-		echo "$launcher: ${acmd[*]}" >&2
-
-		"${acmd[@]}" 2> >(tee "$dir/mpirun.stderr" >&2) &
+		restart_command "$k"
+		echo "$launcher: ${restart_cmd[*]}" >&2
+		"${restart_cmd[@]}" 2> >(tee "$dir/mpirun.stderr" >&2) &
 		restart_pid=$!
 		wait "$restart_pid"
 		status=$?
@@ -282,83 +339,33 @@ restart_job() {
 		if ((status == 0)); then
 			((k == 1)) || echo "$launcher: attempt $k of $attempts finished" >&2
 			exit 0
-		fi
-		if ((status == 2)); then
+		elif ((status == 2)); then
 			echo "$launcher: attempt $k of $attempts ended with status 2 (bad usage, configuration or input): not restarting" >&2
 			exit 2
-		fi
-		if ! restart_retried "$status"; then
+		elif ! restart_retried "$status"; then
 			echo "$launcher: attempt $k of $attempts ended with status $status (mpirun could not be run): not restarting" >&2
 			exit "$status"
 		fi
 		sleep "$restart_delay" &
 		wait $!
-		reason=$(restart_reason "$dir" "$status")
-		what="attempt $k of $attempts ended with status $status ($reason)"
+		what="attempt $k of $attempts ended with status $status ($(restart_reason "$dir"))"
 		if ((k == attempts)); then
 			echo "$launcher: $what: MAX_RESTARTS=$max_restarts restarts used up, giving up (logs in log_output/attempt-1 .. attempt-$k)" >&2
 			exit 1
 		fi
 		newest=$(restart_newest)
-		if [[ -z $newest ]]; then
-			if ((scratch)); then
-				echo "$launcher: $what before any checkpoint was written in $restart_ckpt_dir, as did the restart from scratch: giving up" >&2
-				exit 1
-			fi
-			scratch=1
+		if [[ -z $newest ]] && ((scratch++)); then # the second time
+			echo "$launcher: $what before any checkpoint was written in $restart_ckpt_dir, as did the restart from scratch: giving up" >&2
+			exit 1
 		fi
-		# Which nodes answer, and how many ranks they hold.
-		restart_probe
-		local slots=0 alive=() shown=() lost=()
-		for i in "${!node_host[@]}"; do
-			if ((restart_up[i])); then
-				slots=$((slots + node_slots[i]))
-				alive+=("${node_entry[i]}")
-				shown+=("${node_host[i]}:${node_slots[i]}")
-			elif [[ " $dropped " != *" ${node_host[i]} "* ]]; then
-				lost+=("${node_host[i]}")
-				dropped+=" ${node_host[i]}"
-			fi
-		done
-		if ((${#lost[@]})); then
-			if ((restart_ranks == 0)); then
-				echo "$launcher: $what; ${lost[*]} no longer answer(s), and the rank count or --batch-size is not a whole number: giving up" >&2
-				exit 1
-			fi
-			n=$((slots < restart_ranks ? slots : restart_ranks))
-			while ((n >= restart_min_ranks && global % n)); do n=$((n - 1)); done
-			if ((slots < restart_min_ranks)); then
-				echo "$launcher: $what; ${lost[*]} no longer answer(s): $slots slots left, fewer than MIN_RANKS=$restart_min_ranks: giving up" >&2
-				exit 1
-			fi
-			if ((n < restart_min_ranks)); then
-				echo "$launcher: $what; ${lost[*]} no longer answer(s): no rank count from MIN_RANKS=$restart_min_ranks to $slots divides the global batch $global ($restart_ranks ranks x --batch-size $restart_batch): giving up" >&2
-				exit 1
-			fi
-			if ((n != restart_ranks)) && restart_trainer_flag grad-reduce && [[ $flag_value == sum ]]; then
-				echo "$launcher: $what; ${lost[*]} no longer answer(s): fewer ranks cannot resume with --grad-reduce sum (its gradient scales with the rank count): giving up" >&2
-				exit 1
-			fi
-			ranks=$n batch=$((global / n))
-			k=$((k + 1))
-			if [[ $nodes_var == HOSTS ]]; then
-				where=$(IFS=,; echo "${alive[*]}")
-			else
-				where=log_output/attempt-$k/hostfile
-				mkdir -p "log_output/attempt-$k" && printf '%s\n' "${alive[@]}" >"$where" || exit 1
-			fi
-		else
-			k=$((k + 1))
-			if [[ $nodes_var != HOSTS && $where != "$nodes" ]]; then # a shrunk hostfile, carried on
-				mkdir -p "log_output/attempt-$k" && cp "$where" "log_output/attempt-$k/hostfile" || exit 1
-				where=log_output/attempt-$k/hostfile
-			fi
-		fi
-		resume=$newest from="from scratch (no checkpoint in $restart_ckpt_dir yet)"
-		[[ -z $resume ]] || from="resuming from $restart_ckpt_dir (newest: $newest)"
+		k=$((k + 1))
+		mkdir -p "log_output/attempt-$k" || exit 1
+		restart_place "$k" "$what"
+		restart_resume=$newest from="from scratch (no checkpoint in $restart_ckpt_dir yet)"
+		[[ -z $newest ]] || from="resuming from $restart_ckpt_dir (newest: $newest)"
 		echo "$launcher: restart $((k - 1)) of $max_restarts: $what;" \
-			"attempt $k of $attempts on $(IFS=,; echo "${shown[*]}")${lost[*]:+ ($(IFS=,; echo "${lost[*]}") not answering)}:" \
-			"$ranks ranks x --batch-size $batch (global batch $((ranks * batch))), $from;" \
+			"attempt $k of $attempts on $(IFS=,; echo "${restart_shown[*]}")${restart_lost[*]:+ ($(IFS=,; echo "${restart_lost[*]}") not answering)}:" \
+			"$restart_now_ranks ranks x --batch-size $restart_now_batch (global batch $((restart_now_ranks * restart_now_batch))), $from;" \
 			"logs in log_output/attempt-$k" >&2
 	done
 }
