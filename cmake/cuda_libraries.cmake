@@ -23,6 +23,7 @@
 # Sets, in the including scope:
 #   mnist::nccl, mnist::cublas   imported targets
 #   NCCL_INCLUDE_DIR, NCCL_LIBRARY, MNIST_NCCL_VERSION
+#   MNIST_CUBLAS_INCLUDE_DIR, MNIST_CUBLAS_LIBRARY
 #   MNIST_NCCL_LIBRARY_DIR, MNIST_CUBLAS_LIBRARY_DIR   for the module's RPATH
 # prints "mnist-ddp: NCCL 2.28.9 from <where>: <file>" and the same for cuBLAS, and
 # appends to _mnist_cuda_missing what it cannot find.
@@ -180,6 +181,8 @@ if(TARGET CUDA::cublas)
   if(_cublas_header)
     _mnist_header_version(_cublas_version ${_cublas_header} CUBLAS_VER_)
   endif()
+  get_filename_component(MNIST_CUBLAS_INCLUDE_DIR "${_cublas_header}" DIRECTORY)
+  set(MNIST_CUBLAS_LIBRARY ${_cublas_file})
   if(NOT TARGET mnist::cublas)
     add_library(mnist::cublas INTERFACE IMPORTED)
     set_target_properties(mnist::cublas PROPERTIES INTERFACE_LINK_LIBRARIES CUDA::cublas)
@@ -208,6 +211,8 @@ else()
   endforeach()
   if(_cublas_file)
     get_filename_component(MNIST_CUBLAS_LIBRARY_DIR ${_cublas_file} DIRECTORY)
+    set(MNIST_CUBLAS_INCLUDE_DIR ${_cublas_INC})
+    set(MNIST_CUBLAS_LIBRARY ${_cublas_file})
     if(NOT TARGET mnist::cublas)
       add_library(mnist::cublas SHARED IMPORTED)
       set_target_properties(mnist::cublas PROPERTIES IMPORTED_LOCATION ${_cublas_file}
