@@ -88,7 +88,7 @@ set(_mnist_python_note "")
 if(MNIST_DDP_PYTHON)
   execute_process(COMMAND ${MNIST_DDP_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/nvidia_wheels.py
                           ${_mnist_wheel_packages}
-                  RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err
+                  RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err TIMEOUT 60
                   OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(_rc EQUAL 0)
     string(REPLACE "\n" ";" _out "${_out}")
