@@ -28,7 +28,7 @@ pkgs=(openmpi-bin openmpi-common libopenmpi3 libopenmpi-dev libpmix2 libhwloc15
       libcriterion3 libcriterion-dev libnanomsg5 libgit2-1.5 libmbedtls14 libmbedx509-1
       libmbedcrypto7 libhttp-parser2.9 libssh2-1 libboxfort-dev libffi-dev)
 if ! ls "$kit"/debs/libopenmpi3_*.deb >/dev/null 2>&1; then
-	[ -n "$(ls /var/lib/apt/lists/ 2>/dev/null | grep -v lock)" ] || apt-get update -qq
+	ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1 || apt-get update -qq
 	(cd "$kit/debs" && apt-get download "${pkgs[@]}" >/dev/null)
 fi
 

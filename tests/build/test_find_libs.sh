@@ -118,7 +118,7 @@ nccl_wheel)
 	nccl_tree "$SP/nvidia/nccl"
 	touch "$SP/nvidia/__init__.py" "$SP/nvidia/nccl/__init__.py"
 	cublas_tree "$SP/nvidia/cu13"
-	ls "$SP/nvidia/nccl/lib" | grep -qx libnccl.so.2 || fail "the wheel-shaped tree lacks lib/libnccl.so.2"
+	[ "$(ls "$SP/nvidia/nccl/lib")" = libnccl.so.2 ] || fail "nvidia/nccl/lib holds more or less than libnccl.so.2"
 	if ! PYTHONPATH=$SP configure "$T/configure.log" -DMNIST_DDP_CUDA=ON -DMNIST_DDP_TESTS=none \
 		-DMNIST_DDP_PYTHON=python3 "-DCMAKE_IGNORE_PATH=$IGNORE"; then
 		cat "$T/configure.log" >&2
