@@ -9,7 +9,9 @@
 # goes to RESULTS_DIR/STEP.log and SUMMARY.txt there lists each step's status and time.
 #
 #   RESULTS_DIR=/some/dir bash scripts/gpu-node/run.sh [steps...]
-#   steps: env build gpu train bench torch (default: all, in that order)
+#   steps: env build gpu train bench torch matrix-fc matrix-lenet (default: all, in that order)
+#   matrix-*: bench/train --backend cuda (the GPU matrix against PyTorch on CUDA, results
+#   file and charts under RESULTS_DIR/bench-results; docs/benchmarks.md "GPU")
 #
 # Environment (defaults): KIT (./.gpu-node), PREFIX (/tmp/gpu-node-prefix: where the
 # packages are unpacked), BUILD_DIR (build), RESULTS_DIR (./gpu-node-results), PYTHON
@@ -24,7 +26,7 @@ prefix=${PREFIX:-/tmp/gpu-node-prefix}
 build_dir=${BUILD_DIR:-build}
 python=${PYTHON:-python3}
 mkdir -p "$out"
-steps=${*:-env build gpu train bench torch}
+steps=${*:-env build gpu train bench torch matrix-fc matrix-lenet}
 jobs=$(nproc)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 say() { echo "$*" | tee -a "$out/SUMMARY.txt"; }
@@ -134,8 +136,15 @@ torch_ref() {
 		done
 	done
 }
+# matrix MODELS [bench/train ARGS...]: the GPU matrix of bench/train for MODELS.
+matrix() {
+	local models=$1
+	shift
+	"$python" bench/train --backend cuda --build-dir "$build_dir" --python "$python" \
+		--data "$data/train" --out-dir "$out/bench-results" --models "$models" --tag "$models" "$@"
+}
 export P A data out jobs root build_dir python tests
-export -f env_report build gpu_suite train_runs bench_runs torch_ref
+export -f env_report build gpu_suite train_runs bench_runs torch_ref matrix
 for s in $steps; do
 	case $s in
 	env) step env 120 env_report ;;
@@ -144,7 +153,9 @@ for s in $steps; do
 	train) step train 400 train_runs ;;
 	bench) step bench 400 bench_runs ;;
 	torch) step torch 400 torch_ref ;;
-	*) say "unknown step $s (env build gpu train bench torch)" ;;
+	matrix-fc) step matrix-fc 560 matrix seed,mlp --no-tta --reps 3 ;;
+	matrix-lenet) step matrix-lenet 560 matrix lenet --no-allreduce --reps 3 ;;
+	*) say "unknown step $s (env build gpu train bench torch matrix-fc matrix-lenet)" ;;
 	esac
 done
 grep -h 'summary:' "$out"/*.log >"$out/summaries.txt" 2>/dev/null
