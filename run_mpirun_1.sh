@@ -11,6 +11,9 @@
 # old log_output removed (scripts/mpirun-env.sh, shared by both launch
 # scripts). MNIST_NET=IFACE picks the network; TRAINER the program (default
 # build/mnist-train, the same path on every node). docs/multi-node.md.
+# MAX_RESTARTS=N restarts a failed job from its newest checkpoint, on the
+# nodes that still answer, each attempt logging to log_output/attempt-K/
+# (scripts/restart.sh, docs/reliability.md).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 nodes_var=HOSTS
@@ -19,5 +22,6 @@ source "$here/scripts/mpirun-env.sh"
 
 cmd=("$mpirun" ${NP:+-n "$NP"} -H "$nodes" --output-filename log_output --merge-stderr-to-stdout
 	"${mpi_opts[@]}" ${mpi_args[@]+"${mpi_args[@]}"} "$trainer" ${trainer_args[@]+"${trainer_args[@]}"})
+((max_restarts == 0)) || restart_job "${cmd[@]}" # MAX_RESTARTS=N: attempts, then exits (scripts/restart.sh)
 echo "$launcher: ${cmd[*]}" >&2
 exec "${cmd[@]}"

@@ -17,6 +17,9 @@
  * reduction (the host backend's allreduce op with REDUCE_SUM, as the step calls
  * it, and with REDUCE_MEAN) against a bare MPI_Allreduce of the same count, side
  * by side, for the parameter counts of the seed, linear and mlp (512,256) models.
+ * Built with CUDA, a fourth does the same on the device: the CUDA backend's
+ * allreduce op, from the build's own module (libmnist-cuda.so) as the step calls
+ * it, against a bare ncclAllReduce of the same count (seed, lenet, mlp).
  *
  * Exit status: 0 all correct, 1 when any element anywhere was wrong, 2 bad usage.
  */
@@ -276,7 +279,7 @@ static long long bench_step_op(const struct dist *d, const struct bench_opts *o)
 	} while (0)
 
 static long long bench_nccl(const struct dist *d, const struct bench_opts *o, double *bus_sum,
-			    int *rows)
+			    int *rows, ncclComm_t *comm_out)
 {
 	int count = 0; /* left unwritten when there is no driver */
 	cudaError_t err = cudaGetDeviceCount(&count);
@@ -296,6 +299,7 @@ static long long bench_nccl(const struct dist *d, const struct bench_opts *o, do
 	MPI_CHECK(MPI_Bcast(&id, (int)sizeof(id), MPI_BYTE, 0, d->comm));
 	ncclComm_t comm;
 	BENCH_NCCL_CHECK(ncclCommInitRank(&comm, d->size, id, d->rank));
+	*comm_out = comm;
 	cudaStream_t stream;
 	BENCH_CUDA_CHECK(cudaStreamCreate(&stream));
 
@@ -350,7 +354,123 @@ static long long bench_nccl(const struct dist *d, const struct bench_opts *o, do
 	BENCH_CUDA_CHECK(cudaFree(send));
 	BENCH_CUDA_CHECK(cudaFree(recv));
 	BENCH_CUDA_CHECK(cudaStreamDestroy(stream));
-	ncclCommDestroy(comm);
+	free(host);
+	return total_wrong;
+}
+
+/* The middle of n values (sorted in place). */
+static double median_of(double *v, int n)
+{
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+			double t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	return v[n / 2];
+}
+
+/*
+ * The CUDA backend's gradient reduction as the training step issues it: the
+ * module's allreduce op with REDUCE_SUM (its own stream and communicator, the
+ * collective noted for the deadline), waited for by backend_synchronize,
+ * against a bare in-place ncclAllReduce of the same count on `comm`, waited
+ * for by cudaStreamSynchronize. Both on zeros while timed; the op's sum is
+ * then checked on the pattern.
+ */
+static long long bench_cuda_step_op(const struct dist *d, const struct bench_opts *o,
+				    ncclComm_t comm)
+{
+	/* Parameter counts: seed and linear 7850; lenet 156+2416+48120+10164+850; mlp 512,256. */
+	static const struct {
+		const char *model;
+		size_t count;
+	} sizes[] = {{"seed/linear", 7850}, {"lenet", 61706}, {"mlp 512,256", 535818}};
+	enum { ROUNDS = 9 };
+	const struct backend_module *m = NULL;
+	struct cuda_probe mine, worst;
+	struct train_config defaults;
+	struct backend be;
+	char why[512];
+	int bad_rank = -1;
+	if (backend_cuda_job_probe(d, MNIST_BENCH_CUDA_MODULE, &m, &mine, &worst, &bad_rank) !=
+	    CUDA_USABLE) {
+		if (d->rank == 0)
+			printf("#\n# CUDA backend's allreduce op: skipped (rank %d: %s)\n", bad_rank,
+			       worst.why);
+		return 0;
+	}
+	if (m->create(d, &be, why, sizeof(why))) { /* the same outcome on every rank */
+		if (d->rank == 0)
+			printf("#\n# CUDA backend's allreduce op: skipped (%s)\n", why);
+		return 0;
+	}
+	config_defaults(&defaults);
+	backend_set_timeout(&be, defaults.timeout);
+	size_t max_count = sizes[2].count;
+	float *host = xmalloc(max_count * sizeof(float));
+	float *op_buf = backend_alloc(&be, max_count * sizeof(float)); /* zero-filled */
+	float *bare_buf;
+	cudaStream_t stream;
+	if (!op_buf)
+		die(1, "allreduce: the CUDA backend cannot allocate %zu floats", max_count);
+	BENCH_CUDA_CHECK(cudaStreamCreate(&stream));
+	BENCH_CUDA_CHECK(cudaMalloc((void **)&bare_buf, max_count * sizeof(float)));
+	BENCH_CUDA_CHECK(cudaMemset(bare_buf, 0, max_count * sizeof(float)));
+	if (d->rank == 0) {
+		printf("#\n# CUDA backend's gradient allreduce against a bare ncclAllReduce in place, device buffers.\n");
+		printf("# step op: the module's allreduce with REDUCE_SUM, as the trainer calls it (its stream and\n");
+		printf("# communicator, the collective deadline --timeout %g), waited for by backend_synchronize;\n",
+		       (double)defaults.timeout);
+		printf("# bare: ncclAllReduce(ncclSum) on this program's communicator, cudaStreamSynchronize.\n");
+		printf("# Medians of %d rounds; each round times both, interleaved.\n", ROUNDS);
+		printf("#        model         count   bare (us)  step op (us)   ratio #wrong\n");
+	}
+	long long total_wrong = 0;
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+		size_t n = sizes[s].count;
+		int iters = iters_for(o, n * sizeof(float));
+		double bare[ROUNDS], op[ROUNDS];
+		for (int i = 0; i < o->warmup; i++) {
+			backend_allreduce(&be, op_buf, n, REDUCE_SUM);
+			BENCH_NCCL_CHECK(ncclAllReduce(bare_buf, bare_buf, n, ncclFloat, ncclSum, comm, stream));
+		}
+		backend_synchronize(&be);
+		BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+		for (int r = 0; r < ROUNDS; r++) {
+			MPI_CHECK(MPI_Barrier(d->comm));
+			double t0 = clock_seconds();
+			for (int i = 0; i < iters; i++)
+				BENCH_NCCL_CHECK(ncclAllReduce(bare_buf, bare_buf, n, ncclFloat, ncclSum,
+							       comm, stream));
+			BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+			bare[r] = slowest(d, (clock_seconds() - t0) / iters) * 1e6;
+			MPI_CHECK(MPI_Barrier(d->comm));
+			t0 = clock_seconds();
+			for (int i = 0; i < iters; i++)
+				backend_allreduce(&be, op_buf, n, REDUCE_SUM);
+			backend_synchronize(&be);
+			op[r] = slowest(d, (clock_seconds() - t0) / iters) * 1e6;
+		}
+		double b = median_of(bare, ROUNDS), t = median_of(op, ROUNDS);
+		fill(host, n, o->seed, d->rank);
+		backend_upload(&be, op_buf, host, n * sizeof(float));
+		backend_allreduce(&be, op_buf, n, REDUCE_SUM);
+		backend_download(&be, host, op_buf, n * sizeof(float));
+		long long wrong = count_wrong(host, n, o->seed, d->size, 1.0f);
+		memset(host, 0, n * sizeof(float)); /* zeros again for the next, larger count */
+		backend_upload(&be, op_buf, host, n * sizeof(float));
+		MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG_LONG, MPI_SUM, d->comm));
+		total_wrong += wrong;
+		if (d->rank == 0)
+			printf("%14s  %12zu  %10.2f  %12.2f  %6.3f  %5lld\n", sizes[s].model, n, b, t, t / b,
+			       wrong);
+		fflush(stdout);
+	}
+	BENCH_CUDA_CHECK(cudaFree(bare_buf));
+	BENCH_CUDA_CHECK(cudaStreamDestroy(stream));
+	backend_free(&be, op_buf);
+	backend_destroy(&be);
 	free(host);
 	return total_wrong;
 }
@@ -513,9 +633,14 @@ int main(int argc, char **argv)
 	if (o.cuda) {
 		double bus = 0.0;
 		int rows = 0;
-		wrong += bench_nccl(&d, &o, &bus, &rows);
+		ncclComm_t comm = NULL;
+		wrong += bench_nccl(&d, &o, &bus, &rows, &comm);
 		if (d.rank == 0 && rows)
 			printf("# Avg bus bandwidth (in place) : %.3f GB/s\n", bus / rows);
+		if (comm && o.step_op)
+			wrong += bench_cuda_step_op(&d, &o, comm);
+		if (comm)
+			ncclCommDestroy(comm);
 	}
 #else
 	if (o.cuda && d.rank == 0)

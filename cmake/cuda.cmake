@@ -10,9 +10,11 @@
 #   mnist_cuda_objects    cuda/*.cu but the entry point, as an object library
 #   mnist-cuda            the module build/libmnist-cuda.so: those objects and
 #                         cuda/backend_module.cu, linked with cudart, cuBLAS and
-#                         NCCL, exporting backend_module_entry only, carrying a
-#                         DT_RPATH (not RUNPATH) to the toolkit's and NCCL's
-#                         library directories (MNIST_CUDA_RPATH), so that a node
+#                         NCCL (found by cmake/cuda_libraries.cmake: the toolkit,
+#                         NCCL_HOME, the system or NVIDIA's Python wheels),
+#                         exporting backend_module_entry only, carrying a
+#                         DT_RPATH (not RUNPATH) to NCCL's, the toolkit's and
+#                         cuBLAS's library directories (MNIST_CUDA_RPATH), so that a node
 #                         whose loader configuration lacks them still finds them.
 #                         What it calls of the host program (check_fail, die,
 #                         ...) it finds in the executable that loads it.
@@ -59,17 +61,9 @@ if(CMAKE_CUDA_COMPILER)
   find_package(CUDAToolkit)
   if(NOT CUDAToolkit_FOUND)
     list(APPEND _mnist_cuda_missing "the CUDA runtime (libcudart)")
-  elseif(NOT TARGET CUDA::cublas)
-    list(APPEND _mnist_cuda_missing "cuBLAS (libcublas)")
-  endif()
-
-  # NCCL: CMake has no FindNCCL. Look beside the toolkit, then the system.
-  find_path(NCCL_INCLUDE_DIR nccl.h
-    HINTS ENV NCCL_HOME ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
-  find_library(NCCL_LIBRARY NAMES nccl
-    HINTS ENV NCCL_HOME ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
-  if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
-    list(APPEND _mnist_cuda_missing "NCCL (nccl.h and libnccl.so, looked for beside the toolkit and under NCCL_HOME)")
+  else()
+    # NCCL and cuBLAS: the toolkit, NCCL_HOME, the system or NVIDIA's Python wheels.
+    include(${CMAKE_CURRENT_LIST_DIR}/cuda_libraries.cmake)
   endif()
 endif()
 
@@ -78,23 +72,14 @@ if(_mnist_cuda_missing)
   if(MNIST_DDP_CUDA STREQUAL "ON")
     message(FATAL_ERROR "MNIST_DDP_CUDA=ON but the CUDA backend cannot be built: "
       "not found: ${_mnist_cuda_missing_text}. Install them, point CUDAToolkit_ROOT / "
-      "NCCL_HOME at them, or configure with -DMNIST_DDP_CUDA=AUTO or OFF.")
+      "NCCL_HOME / MNIST_DDP_PYTHON at them, or configure with -DMNIST_DDP_CUDA=AUTO or OFF.")
   endif()
   message(STATUS "mnist-ddp: CUDA backend not built (not found: ${_mnist_cuda_missing_text})")
   return()
 endif()
 
-if(NOT TARGET mnist::nccl)
-  add_library(mnist::nccl SHARED IMPORTED)
-  set_target_properties(mnist::nccl PROPERTIES
-    IMPORTED_LOCATION ${NCCL_LIBRARY}
-    INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
-endif()
-file(STRINGS ${NCCL_INCLUDE_DIR}/nccl.h _mnist_nccl_version REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
-string(REGEX REPLACE "[^0-9;]*([0-9]+)[^;]*" "\\1" _mnist_nccl_version "${_mnist_nccl_version}")
-list(JOIN _mnist_nccl_version "." _mnist_nccl_version)
 message(STATUS "mnist-ddp: CUDA ${CUDAToolkit_VERSION} (${CMAKE_CUDA_COMPILER}), "
-  "architectures ${CMAKE_CUDA_ARCHITECTURES}, NCCL ${_mnist_nccl_version} (${NCCL_LIBRARY})")
+  "architectures ${CMAKE_CUDA_ARCHITECTURES}")
 
 # Warnings: the top-level list holds C compiler flags; give each to C only and
 # add nvcc's own (-Werror all-warnings for nvcc, the C flags for its host compiler).
@@ -130,12 +115,12 @@ set(CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS} --fmad=false")
 
 set(MNIST_DDP_HAVE_CUDA ON)
 
-# The toolkit and NCCL this module is built against, as real paths (a symlink
-# such as /usr/local/cuda may name another toolkit on another node); a system
-# directory (NCCL from a distribution package) the loader searches anyway.
-get_filename_component(_mnist_nccl_dir ${NCCL_LIBRARY} DIRECTORY)
+# The NCCL, toolkit and cuBLAS this module is built against, in that order (NCCL_HOME's
+# NCCL before a toolkit's own), as real paths (a symlink such as /usr/local/cuda may
+# name another toolkit on another node); a system directory (NCCL from a distribution
+# package) the loader searches anyway.
 set(MNIST_CUDA_RPATH "")
-foreach(_dir ${CUDAToolkit_LIBRARY_DIR} ${_mnist_nccl_dir})
+foreach(_dir ${MNIST_NCCL_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_DIR} ${MNIST_CUBLAS_LIBRARY_DIR})
   file(REAL_PATH ${_dir} _dir)
   if(NOT _dir IN_LIST CMAKE_PLATFORM_IMPLICIT_LINK_DIRECTORIES
      AND NOT _dir IN_LIST CMAKE_C_IMPLICIT_LINK_DIRECTORIES)
@@ -154,7 +139,7 @@ set_target_properties(mnist_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON
 target_include_directories(mnist_cuda_objects PUBLIC ${CMAKE_SOURCE_DIR}/include
                            ${CMAKE_SOURCE_DIR}/cuda)
 target_compile_options(mnist_cuda_objects PRIVATE ${MNIST_DDP_WARNINGS})
-target_link_libraries(mnist_cuda_objects PUBLIC MPI::MPI_C CUDA::cudart CUDA::cublas mnist::nccl)
+target_link_libraries(mnist_cuda_objects PUBLIC MPI::MPI_C CUDA::cudart mnist::cublas mnist::nccl)
 
 add_library(mnist-cuda MODULE ${CMAKE_SOURCE_DIR}/cuda/backend_module.cu)
 target_compile_options(mnist-cuda PRIVATE ${MNIST_DDP_WARNINGS})

@@ -7,7 +7,8 @@
 #        (what they are, for the message), and the arguments.
 # Sets:  launcher (the script's name), nodes (the first argument unless it is an option, else $nodes_var),
 #        mpi_args and trainer_args (the arguments before and after "--"),
-#        mpirun, trainer, and mpi_opts (root, network choice, DATA_PATH).
+#        mpirun, trainer, and mpi_opts (root, network choice, DATA_PATH);
+#        max_restarts and restart_job from scripts/restart.sh (MAX_RESTARTS).
 launcher=${0##*/}
 nodes=${!nodes_var:-}
 if (($#)) && [[ $1 != -* ]]; then
@@ -32,6 +33,8 @@ if [[ ! -d $DATA_PATH ]]; then
 		"the MNIST training directory, at the same path on every node (scripts/get-mnist.sh fetches it)" >&2
 	exit 2
 fi
+source "$here/scripts/restart.sh"
+restart_check
 mpirun=${MPIRUN:-mpirun}
 trainer=${TRAINER:-$here/build/mnist-train}
 mpi_opts=(-x DATA_PATH)

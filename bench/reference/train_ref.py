@@ -4,10 +4,20 @@ data, hyperparameters and sharding, in PyTorch (CPU, or CUDA when asked).
 
 Single process:
     /usr/bin/python3 bench/reference/train_ref.py --model seed --batch-size 32
+    python3 bench/reference/train_ref.py --device cuda --cuda-graph --batch-size 32
 DDP (gloo on the CPU, nccl with --device cuda); torchrun is not used, each
-rank is started by hand:
+rank is started by hand (LOCAL_RANK, else RANK, picks the GPU):
     MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 WORLD_SIZE=2 RANK=0 train_ref.py ... &
     MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 WORLD_SIZE=2 RANK=1 train_ref.py ...
+
+On CUDA the step runs eagerly, or with --cuda-graph as one captured CUDA graph
+(torch.cuda.CUDAGraph, PyTorch's whole-network capture recipe): the first
+steps run eagerly on a side stream (3, or 11 under DDP, as PyTorch asks), the
+next one is captured (gather, forward, loss, backward, DDP's allreduce, SGD)
+and every later full batch replays it with its indices copied into the
+graph's input; a shorter last batch of an epoch runs eagerly. Capture needs a
+learning rate fixed for the run (constant schedule, no warm-up): the rate is
+baked into the graph. Exit status 2 when CUDA is asked for and not available.
 
 What matches mnist-train:
 - data: the same IDX files (raw or .gz), read with numpy; pixels normalised as
@@ -39,6 +49,7 @@ and with --metrics FILE the JSON lines mnist-train writes (epoch, step, loss,
 images_per_second, elapsed), plus one {"event": "step_times", ...} line.
 """
 import argparse
+import contextlib
 import gzip
 import json
 import math
@@ -113,6 +124,40 @@ def evaluate(model, x, y, device):
     return hits / x.shape[0]
 
 
+class GraphedStep:
+    """`step` (indices in, loss out) replayed from one captured CUDA graph.
+
+    The first `warm` full batches run eagerly on a side stream, the next is
+    captured with its indices in a static tensor and replayed; later full
+    batches copy their indices in and replay. A batch of another size (an
+    epoch's short last batch) runs eagerly, its gradients accumulated into
+    the graph's own (zeroed in place, never freed)."""
+
+    def __init__(self, step, batch, device, warm):
+        self.step, self.warm, self.warmed = step, warm, 0
+        self.idx = torch.zeros(batch, dtype=torch.int64, device=device)
+        self.side = torch.cuda.Stream(device)
+        self.graph, self.loss = None, None
+
+    def __call__(self, b):
+        if b.shape[0] != self.idx.shape[0]:
+            return self.step(b, set_to_none=self.graph is None)
+        if self.graph is None and self.warmed < self.warm:
+            self.warmed += 1
+            self.side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(self.side):
+                loss = self.step(b, set_to_none=True)
+            torch.cuda.current_stream().wait_stream(self.side)
+            return loss
+        self.idx.copy_(b)
+        if self.graph is None:
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):  # records, runs nothing: the replay below runs it
+                self.loss = self.step(self.idx, set_to_none=True)
+        self.graph.replay()
+        return self.loss
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=os.environ.get("DATA_PATH", "./MNIST_Data/train/"))
@@ -129,10 +174,22 @@ def main():
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--cuda-graph", action="store_true",
+                    help="--device cuda: replay the step from a captured CUDA graph")
+    ap.add_argument("--limit", type=int, default=0, help="train on the first N training images (0: all)")
     ap.add_argument("--metrics", default=None)
     ap.add_argument("--target-accuracy", type=float, default=0.0,
                     help="score the test set after each epoch (off the clock) and stop once reached")
     a = ap.parse_args()
+    if a.cuda_graph and a.device != "cuda":
+        ap.error("--cuda-graph needs --device cuda")
+    if a.cuda_graph and (a.lr_schedule != "constant" or a.warmup_steps):
+        ap.error("--cuda-graph: the learning rate is baked into the graph, so only "
+                 "--lr-schedule constant without --warmup-steps can be captured")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        print(f"train_ref: --device cuda: not available in PyTorch {torch.__version__} "
+              f"(torch.cuda.is_available() is False: built without CUDA, or no usable GPU)", file=sys.stderr)
+        sys.exit(2)
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -140,11 +197,15 @@ def main():
     rank = int(os.environ.get("RANK", "0"))
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)) % max(1, torch.cuda.device_count())) \
         if a.device == "cuda" else torch.device("cpu")
+    if world > 1 and a.cuda_graph:  # PyTorch's condition for capturing DDP's allreduce
+        os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0")
+        os.environ.setdefault("NCCL_ASYNC_ERROR_HANDLING", "0")
     if world > 1:
         dist.init_process_group("nccl" if a.device == "cuda" else "gloo", rank=rank, world_size=world)
 
-    x_train = normalise(read_idx(a.data, "train", "images")).to(device)
-    y_train = torch.from_numpy(read_idx(a.data, "train", "labels").astype(np.int64)).to(device)
+    keep = slice(0, a.limit if a.limit > 0 else None)
+    x_train = normalise(read_idx(a.data, "train", "images")[keep]).to(device)
+    y_train = torch.from_numpy(read_idx(a.data, "train", "labels")[keep].astype(np.int64)).to(device)
     test_dir = a.test_data or os.path.join(os.path.dirname(os.path.normpath(a.data)), "test")
     have_test = os.path.isdir(test_dir)
     if have_test:
@@ -152,8 +213,9 @@ def main():
         y_test = torch.from_numpy(read_idx(test_dir, "t10k", "labels").astype(np.int64))
 
     model = make_model(a.model, [int(h) for h in a.hidden.split(",")]).to(device)
-    if world > 1:
-        model = nn.parallel.DistributedDataParallel(model)  # broadcasts rank 0's parameters
+    if world > 1:  # DDP broadcasts rank 0's parameters; for capture it is built on a side stream
+        with torch.cuda.stream(torch.cuda.Stream(device)) if a.cuda_graph else contextlib.nullcontext():
+            model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     n = x_train.shape[0]
     per_rank = (n + world - 1) // world
@@ -171,6 +233,16 @@ def main():
     metrics = open(a.metrics, "w") if a.metrics and rank == 0 else None
     sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
 
+    def train_step(b, set_to_none):
+        loss = F.cross_entropy(model(x_train.index_select(0, b)), y_train.index_select(0, b))
+        opt.zero_grad(set_to_none=set_to_none)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step_fn = GraphedStep(train_step, a.batch_size, device, 11 if world > 1 else 3) if a.cuda_graph \
+        else (lambda b: train_step(b, set_to_none=True))
+
     step_times, images, train_seconds, tta, acc, loss_v = [], 0, 0.0, float("nan"), float("nan"), float("nan")
     if world > 1:
         dist.barrier()
@@ -181,11 +253,7 @@ def main():
         for step in range(steps):
             t0 = time.perf_counter()
             b = idx[step * a.batch_size:(step + 1) * a.batch_size]
-            out = model(x_train.index_select(0, b))
-            loss = F.cross_entropy(out, y_train.index_select(0, b))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            loss = step_fn(b)
             sched.step()
             images += b.shape[0] * world
             last = epoch == a.epochs - 1 and step == steps - 1

@@ -2,17 +2,20 @@
 #
 # test_kernels_host (label unit): cuda/kernels.cu compiled by the host C
 # compiler with the stand-in tests/cuda_host/cuda_runtime.h and run on the CPU against the naive
-# references and the host backend. Needs no CUDA toolkit: built in every build.
-add_unit_test(test_kernels_host
-  ${CMAKE_CURRENT_SOURCE_DIR}/test_kernels_host.c
-  ${CMAKE_CURRENT_SOURCE_DIR}/test_kernels_conv.c
-  ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/kernel_check.c
-  ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/kernels_host.c
-  ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/fake_cuda.c
-  ${CMAKE_CURRENT_SOURCE_DIR}/ref.c)
-# The stand-in <cuda_runtime.h> comes before any other on the path.
-target_include_directories(test_kernels_host BEFORE PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host
-                           ${CMAKE_SOURCE_DIR}/cuda)
+# references and the host backend. Needs no CUDA toolkit: built in every build
+# but MNIST_DDP_TESTS=gpu (it is a Criterion program).
+if(MNIST_TESTS_CRITERION)
+  add_unit_test(test_kernels_host
+    ${CMAKE_CURRENT_SOURCE_DIR}/test_kernels_host.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/test_kernels_conv.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/kernel_check.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/kernels_host.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/fake_cuda.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/ref.c)
+  # The stand-in <cuda_runtime.h> comes before any other on the path.
+  target_include_directories(test_kernels_host BEFORE PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host
+                             ${CMAKE_SOURCE_DIR}/cuda)
+endif()
 
 # The GPU parity suite (label gpu), built with the CUDA backend only:
 #   gpu_ops             every backend op, CUDA vs host, several shapes (1 rank)

@@ -14,7 +14,8 @@
 # driver on the machine, one needs unshare -m; each skips (77) with its reason
 # where that is missing, and is never counted as passed.
 if(MNIST_DDP_HAVE_CUDA)
-  string(REPLACE ";" "\\;" _mnist_rpath_arg "${MNIST_CUDA_RPATH}")
+  # The directories as one colon-separated argument (a list's escaped ";" would reach the script with its backslash).
+  string(REPLACE ";" ":" _mnist_rpath_arg "${MNIST_CUDA_RPATH}")
   add_test(NAME cuda_module_elf
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/module/test_module_elf.sh
                    $<TARGET_FILE:mnist-train> $<TARGET_FILE:mnist-cuda> "${_mnist_rpath_arg}")

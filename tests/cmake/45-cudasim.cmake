@@ -108,17 +108,22 @@ function(add_cudasim_test name ranks)
 endfunction()
 
 # ---- the simulator's own rules (cudasim.h), each broken by a wrong program -------
-add_executable(test_cudasim_rules ${MNIST_CUDASIM_DIR}/test_cudasim_rules.cc)
-target_include_directories(test_cudasim_rules PRIVATE ${CRITERION_INCLUDE_DIR})
-target_compile_options(test_cudasim_rules PRIVATE ${MNIST_CUDASIM_CXX_WARNINGS})
-target_link_libraries(test_cudasim_rules PRIVATE mnist_gpu_test_util_sim cudasim ${CRITERION_LIBRARY})
+# test_cudasim_rules is a Criterion program: not built with MNIST_DDP_TESTS=gpu.
+if(MNIST_TESTS_CRITERION)
+  add_executable(test_cudasim_rules ${MNIST_CUDASIM_DIR}/test_cudasim_rules.cc)
+  target_include_directories(test_cudasim_rules PRIVATE ${CRITERION_INCLUDE_DIR})
+  target_compile_options(test_cudasim_rules PRIVATE ${MNIST_CUDASIM_CXX_WARNINGS})
+  target_link_libraries(test_cudasim_rules PRIVATE mnist_gpu_test_util_sim cudasim ${CRITERION_LIBRARY})
+  set_target_properties(test_cudasim_rules PROPERTIES CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON
+                        CXX_EXTENSIONS OFF)
+  add_test(NAME test_cudasim_rules COMMAND test_cudasim_rules --jobs 1)
+  set_tests_properties(test_cudasim_rules PROPERTIES LABELS cudasim)
+endif()
 add_executable(cudasim_nccl_rules ${MNIST_CUDASIM_DIR}/cudasim_nccl_rules.cc)
 target_compile_options(cudasim_nccl_rules PRIVATE ${MNIST_CUDASIM_CXX_WARNINGS})
 target_link_libraries(cudasim_nccl_rules PRIVATE cudasim)
-set_target_properties(test_cudasim_rules cudasim_nccl_rules PROPERTIES CXX_STANDARD 20
+set_target_properties(cudasim_nccl_rules PROPERTIES CXX_STANDARD 20
                       CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
-add_test(NAME test_cudasim_rules COMMAND test_cudasim_rules --jobs 1)
-set_tests_properties(test_cudasim_rules PROPERTIES LABELS cudasim)
 add_cudasim_test(cudasim_nccl_rules_2 2 COMMAND $<TARGET_FILE:cudasim_nccl_rules> rules)
 add_cudasim_test(cudasim_nccl_count_in_bytes_caught_2 2 TIMEOUT 60
                  PASS "NCCL collective #1 differs across ranks.*allreduce of 256 x ncclFloat32.*allreduce of 1024 x ncclFloat32"

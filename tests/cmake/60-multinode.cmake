@@ -10,6 +10,11 @@
 # multinode_namespaces 2 nodes x 2 ranks in network namespaces joined by a
 #                     bridge, through both scripts; equal to a 1-node run.
 #                     Needs root: skipped (status 77, reason printed) without.
+# multinode_restart   the launch scripts' MAX_RESTARTS on that cluster: a rank
+#                     killed or stopped, a node lost, bad input, restarts used
+#                     up (scripts/restart.sh). Needs root, as above.
+# multinode_restart_scripts the restart policy against a stand-in mpirun and
+#                     agent: refusals, statuses retried or not, shrinking
 add_unit_test(test_agree ${CMAKE_CURRENT_SOURCE_DIR}/multinode/test_agree.c)
 set_property(TEST test_agree APPEND PROPERTY LABELS multinode)
 
@@ -28,3 +33,14 @@ add_test(NAME multinode_namespaces
                  ${MPIEXEC_EXECUTABLE})
 set_tests_properties(multinode_namespaces PROPERTIES
   LABELS "multinode;mpi;e2e" SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE)
+
+add_test(NAME multinode_restart
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/multinode/restart.sh
+                 $<TARGET_FILE:mnist-train> ${CMAKE_SOURCE_DIR} ${MNIST_DATA_DIR}
+                 ${MPIEXEC_EXECUTABLE})
+set_tests_properties(multinode_restart PROPERTIES
+  LABELS "multinode;mpi;e2e" SKIP_RETURN_CODE 77 TIMEOUT 600 RUN_SERIAL TRUE)
+
+add_test(NAME multinode_restart_scripts
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/multinode/restart_scripts.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(multinode_restart_scripts PROPERTIES LABELS "multinode;unit" TIMEOUT 120)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_module_elf.sh - the CUDA module and mnist-train as the dynamic loader sees them.
 #
-#   tests/module/test_module_elf.sh build/mnist-train build/libmnist-cuda.so "DIR;DIR..."
+#   tests/module/test_module_elf.sh build/mnist-train build/libmnist-cuda.so "DIR:DIR..."
 #
 # Checks, with readelf and the loader itself (no GPU needed):
 # - mnist-train names no CUDA library, directly (readelf NEEDED) or through
@@ -21,11 +21,11 @@
 set -uo pipefail
 
 if [ $# -ne 3 ]; then
-	echo "usage: $0 MNIST_TRAIN MODULE 'RPATH_DIR;...'" >&2
+	echo "usage: $0 MNIST_TRAIN MODULE 'RPATH_DIR:...'" >&2
 	exit 1
 fi
 TRAIN=$1 MODULE=$2
-IFS=';' read -r -a WANT_RPATH <<<"$3"
+IFS=: read -r -a WANT_RPATH <<<"$3"
 CUDA_RE='lib(cuda|cudart|cublas|cublasLt|nccl)\.so'
 
 failures=0
