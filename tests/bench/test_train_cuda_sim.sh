@@ -40,7 +40,7 @@ dir=${md%.md}
 case $(basename "$md") in *-cudasim.md) ;; *) fail "the results file's name does not say cudasim: $md" ;; esac
 
 grep -q '^\*\*SIMULATED: mnist-train ran on the CUDA simulator' "$md" || fail "no SIMULATED label at the top"
-grep -q '^- device (mnist-train.s start-up line): cudasim device 0 (simulated on the CPU, not a GPU)' "$md" ||
+grep -q '^- device (mnist-train.s start-up line): cuda:0 cudasim device 0 (simulated on the CPU, not a GPU)' "$md" ||
 	fail "the device line does not name the simulated device"
 grep -q '^- PyTorch on CUDA: not available: ' "$md" || fail "the PyTorch line does not say 'not available'"
 
