@@ -4,9 +4,10 @@
 # and stops, checking that no daemon, step or task is left. Label slurm:
 #   ctest --test-dir build -L slurm --output-on-failure
 #
-# slurm_one_node   srun --mpi=pmix, salloc mpirun, sbatch: each equal to mpirun -n 2
-# slurm_two_nodes  srun -N 2 --ntasks-per-node=2 (and the job script) equal to
-#                  mpirun -n 4 on one node, bit for bit; the start-up line says 2 nodes
+# slurm_one_node   srun --mpi=pmix, salloc mpirun, sbatch: each equal to mpirun -n 2;
+#                  srun --mpi=none and pmi2 stop in MPI_Init with Open MPI's message
+# slurm_two_nodes  srun -N 2 --ntasks-per-node=2, salloc -N 2 mpirun and the job script
+#                  equal to mpirun -n 4 on one node, bit for bit; the start-up line says 2 nodes
 # slurm_failures   kill -9 and SIGSTOP (--timeout) of a task under the job script
 # slurm_cudasim    the simulated CUDA backend under srun: device per local rank,
 #                  --gpus-per-task=1, the NCCL id broadcast (simulated, not a GPU)
