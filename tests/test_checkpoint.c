@@ -46,7 +46,7 @@ Test(checkpoint, round_trip_is_bitwise)
 		cr_expect_eq(view->data_len, 2 * im.m.n_params * 4);
 		float *p = calloc(im.m.n_params, sizeof(float));
 		float *v = calloc(im.m.n_params, sizeof(float));
-		cr_assert_eq(checkpoint_extract(view, &im.m, "x", p, v, err, sizeof(err)), STATUS_OK,
+		cr_assert_eq(checkpoint_extract(view, &im.m, &info, "x", p, v, err, sizeof(err)), STATUS_OK,
 			     "%s", err);
 		cr_expect(!memcmp(p, im.params, im.m.n_params * 4), "params differ (seed %llu)", SEED);
 		cr_expect(!memcmp(v, im.velocity, im.m.n_params * 4), "velocity differs (seed %llu)", SEED);
@@ -99,7 +99,9 @@ Test(checkpoint, layout_is_safetensors)
 		  "%s", hdr);
 	/* The settings in their command-line form, from the settings table. */
 	cr_expect(strstr(hdr, "\"model\":\"seed\",\"hidden\":\"\",\"epochs\":\"4\",\"batch_size\":\"16\","
-			      "\"lr\":\"0.05\",\"momentum\":\"0\",\"lr_schedule\":\"constant\","
+			      "\"optimizer\":\"sgd\",\"lr\":\"0.05\",\"momentum\":\"0\","
+			      "\"weight_decay\":\"0\",\"beta1\":\"\",\"beta2\":\"\",\"eps\":\"\","
+			      "\"lr_schedule\":\"constant\","
 			      "\"warmup_steps\":\"0\",\"seed\":\"1\",\"grad_reduce\":\"mean\","
 			      "\"drop_last\":\"off\""),
 		  "%s", hdr);
@@ -324,11 +326,11 @@ Test(checkpoint, other_model_is_a_mismatch)
 	int hidden[2] = {6, 3};
 	model_init(&other, MODEL_MLP, hidden, 2);
 	float *p = calloc(other.n_params, 4), *v = calloc(other.n_params, 4);
-	cr_expect_eq(checkpoint_extract(view, &other, "x", p, v, err, sizeof(err)), STATUS_BAD_INPUT);
+	cr_expect_eq(checkpoint_extract(view, &other, &info, "x", p, v, err, sizeof(err)), STATUS_BAD_INPUT);
 	cr_expect(strstr(err, "fc0.weight is F32 [5, 784], this model has F32 [6, 784]"), "%s", err);
 	hidden[0] = 5;
 	model_init(&other, MODEL_MLP, hidden, 1);
-	cr_expect_eq(checkpoint_extract(view, &other, "x", p, v, err, sizeof(err)), STATUS_BAD_INPUT);
+	cr_expect_eq(checkpoint_extract(view, &other, &info, "x", p, v, err, sizeof(err)), STATUS_BAD_INPUT);
 	cr_expect(strstr(err, "fc1.weight is F32 [3, 5], this model has F32 [10, 5]"), "%s", err);
 	free(p);
 	free(v);

@@ -590,17 +590,19 @@ Test(ops, argmax_hits_accumulate_first_max_wins)
 	backend_destroy(&be);
 }
 
-Test(ops, sgd_update_with_and_without_momentum)
+Test(ops, sgd_update_with_and_without_momentum_and_weight_decay)
 {
 	uint64_t seed = ref_seed(109);
 	struct rng r = rng_make(seed, 7);
 	struct backend be = make_backend();
 	const size_t sizes[] = {1, 37, 1001};
-	const float settings[][2] = {{0.1f, 0.0f}, {0.01f, 0.9f}, {0.5f, 0.5f}};
+	/* lr, momentum, weight decay */
+	const float settings[][3] = {{0.1f, 0.0f, 0.0f}, {0.01f, 0.9f, 0.0f}, {0.5f, 0.5f, 0.0f},
+				     {0.05f, 0.0f, 0.01f}, {0.05f, 0.9f, 0.1f}};
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
 		for (size_t t = 0; t < sizeof(settings) / sizeof(settings[0]); t++) {
 			size_t n = sizes[s];
-			float lr = settings[t][0], mom = settings[t][1];
+			float lr = settings[t][0], mom = settings[t][1], wd = settings[t][2];
 			float *p = xcalloc_t(n, sizeof(float));
 			float *v = xcalloc_t(n, sizeof(float));
 			float *g = xcalloc_t(n, sizeof(float));
@@ -628,20 +630,22 @@ Test(ops, sgd_update_with_and_without_momentum)
 			for (int step = 0; step < 5; step++) {
 				ref_fill_normal(&r, g, n, 0.0, 1.0);
 				backend_upload(&be, g_d, g, n * sizeof(float));
-				backend_sgd_update(&be, p_d, g_d, v_d, n, lr_d, step_d, mom);
+				backend_sgd_update(&be, p_d, g_d, v_d, n, lr_d, step_d, mom, wd);
 				backend_advance(&be, step_d, 1);
-				ref_sgd_update(want_p, g, want_v, n, rates[step], mom);
+				ref_sgd_update(want_p, g, want_v, n, rates[step], mom, wd);
 			}
 			backend_free(&be, lr_d);
 			backend_free(&be, step_d);
 			dev_read(&be, p, p_d, n * sizeof(float));
 			dev_read(&be, v, v_d, n * sizeof(float));
-			char what[96];
-			snprintf(what, sizeof(what), "sgd_update n=%zu lr=%g momentum=%g, 5 steps: p", n, lr, mom);
+			char what[128];
+			snprintf(what, sizeof(what), "sgd_update n=%zu lr=%g momentum=%g wd=%g, 5 steps: p", n,
+				 lr, mom, wd);
 			struct ref_cmp cp = ref_compare_f(what, p, want_p, n, 1e-6, 1e-5, seed);
 			cr_assert_eq(cp.bad, 0, "%s: %zu mismatches, largest %g (seed %llu)", what, cp.bad,
 				     cp.max_err, (unsigned long long)seed);
-			snprintf(what, sizeof(what), "sgd_update n=%zu lr=%g momentum=%g, 5 steps: v", n, lr, mom);
+			snprintf(what, sizeof(what), "sgd_update n=%zu lr=%g momentum=%g wd=%g, 5 steps: v", n,
+				 lr, mom, wd);
 			struct ref_cmp cv = ref_compare_f(what, v, want_v, n, mom != 0.0f ? 1e-6 : 0.0,
 							  mom != 0.0f ? 1e-5 : 0.0, seed);
 			cr_assert_eq(cv.bad, 0, "%s: %zu mismatches, largest %g (seed %llu)", what, cv.bad,

@@ -445,7 +445,8 @@ static void test_sgd_update(struct gpu_test *t)
 				float *dr = gpu_upload_new(be, rates, sizeof(rates));
 				int32_t *ds = gpu_upload_new(be, &zero, sizeof(zero));
 				for (int step = 0; step < 3; step++) {
-					backend_sgd_update(be, dp, dg, dv, n, dr, ds, moms[mi]);
+					backend_sgd_update(be, dp, dg, dv, n, dr, ds, moms[mi],
+							   mi ? 0.01f : 0.0f);
 					backend_advance(be, ds, 1);
 				}
 				backend_free(be, dr);
