@@ -186,6 +186,23 @@ enum status train_validate(const struct train_config *c, const struct dist *d,
 	return rc;
 }
 
+/* --eval-every: whether the test set is scored after epoch `epoch` (from 0). */
+static int eval_due(const struct train_config *c, int epoch)
+{
+	return c->eval_every > 0 && (epoch + 1) % c->eval_every == 0;
+}
+
+/* Rank 0's report of a score after epoch `epoch`: the line, and with --metrics the eval event. */
+static void eval_report(const struct dist *d, FILE *metrics, int epoch, long long global_step,
+			double accuracy, long long scored, double elapsed)
+{
+	if (d->rank != 0)
+		return;
+	report_eval_line(stdout, epoch, accuracy);
+	if (metrics)
+		report_metrics_eval(metrics, epoch, global_step, accuracy, scored, elapsed);
+}
+
 /* Steps timed with --metrics: at most this many (the first ones), 4 MiB of floats. */
 #define TRAIN_STEP_TIMES_MAX (1 << 20)
 
@@ -289,6 +306,7 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	backend_synchronize(be);
 	dist_barrier(d, "start of training");
 	double t0 = clock_seconds();
+	double paused = 0.0; /* seconds of --eval-every scoring, kept off the training clock */
 	for (int epoch = rs.epoch; epoch < c->epochs; epoch++) {
 		/* A resumed run starts its first epoch at the step after the checkpoint's. */
 		int first = epoch == rs.epoch ? rs.step : 0;
@@ -330,7 +348,7 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 				if (step % c->log_every == 0)
 					report_loss_line(stdout, epoch, step, loss);
 				if (metrics) {
-					double el = clock_seconds() - t0;
+					double el = clock_seconds() - t0 - paused;
 					report_metrics_step(metrics, epoch, step, (long long)epoch * smp.steps + step,
 							    loss, el > 0 ? (double)images / el : 0.0, el);
 				}
@@ -353,23 +371,38 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 			if (prog.tty) {
 				double now = clock_seconds();
 				progress_update(&prog, epoch, c->epochs, step, smp.steps,
-						now > t0 ? (double)images / (now - t0) : 0.0, now);
+						now > t0 + paused ? (double)images / (now - t0 - paused) : 0.0, now);
 			}
+		}
+		/* The last epoch's score is the final evaluation's, below. */
+		if (test && eval_due(c, epoch) && epoch < c->epochs - 1) {
+			backend_synchronize(be);
+			double t_eval = clock_seconds();
+			long long scored = 0;
+			double acc = train_evaluate(d, be, &m, &ws, st.params, test, &scored);
+			double now = clock_seconds();
+			eval_report(d, metrics, epoch, (long long)(epoch + 1) * smp.steps, acc, scored,
+				    t_eval - t0 - paused);
+			paused += now - t_eval;
 		}
 	}
 	backend_synchronize(be);
-	res->train_seconds = clock_seconds() - t0;
+	res->train_seconds = clock_seconds() - t0 - paused;
 	progress_end(&prog);
 	res->images = images;
-	if (step_secs) {
-		report_metrics_step_times(metrics, step_secs, n_timed);
-		free(step_secs);
-	}
 
 	backend_download(be, host_params, st.params, pbytes);
 	res->param_crc = check_replicas(d, host_params, m.n_params);
-	if (test)
+	if (test) {
 		res->test_accuracy = train_evaluate(d, be, &m, &ws, st.params, test, &res->test_images);
+		if (eval_due(c, c->epochs - 1) && rs.epoch < c->epochs)
+			eval_report(d, metrics, c->epochs - 1, max_steps, res->test_accuracy,
+				    res->test_images, res->train_seconds);
+	}
+	if (step_secs) { /* the metrics' last line */
+		report_metrics_step_times(metrics, step_secs, n_timed);
+		free(step_secs);
+	}
 	res->params = host_params;
 	res->n_params = m.n_params;
 
