@@ -7,10 +7,10 @@
 #
 # The final checkpoint of a run holds the parameters that the run's summary
 # scores, so the reader's accuracy on the MNIST test set must equal the
-# summary's test_accuracy: for the seed model (ReLU on the logits), an mlp
-# LeNet-5 and an mlp trained with AdamW (whose moments and update count the
-# reader checks too) (LeNet-5's tensors load into a PyTorch module of Conv2d and Linear
-# layers with strict=True when PyTorch is installed).
+# summary's test_accuracy: for the seed model (ReLU on the logits), an mlp,
+# LeNet-5 (whose tensors load into a PyTorch module of Conv2d and Linear
+# layers with strict=True when PyTorch is installed) and an mlp trained with
+# AdamW (whose moments and update count the reader checks too).
 # The reader computes in float32 like the trainer but sums in another order,
 # so an argmax near a tie may flip: up to 2 of the 10000 images may differ
 # (measured: none). Controls: the reader must refuse a truncated copy and a
