@@ -224,7 +224,11 @@ static void host_adamw_update(void *ctx, float *restrict p, const float *restric
 			      const int32_t *step, int32_t *t, struct adamw_hyper h)
 {
 	struct adamw_step s = adamw_step_elem(lr_table[*step], *t + 1, h);
-	for (size_t i = 0; i < n; i++)
+	size_t i = 0;
+	for (; i + HOST_BLOCK <= n; i += HOST_BLOCK)
+		for (int k = 0; k < HOST_BLOCK; k++)
+			adamw_update_elem(&p[i + k], g[i + k], &m[i + k], &v[i + k], h, s);
+	for (; i < n; i++)
 		adamw_update_elem(&p[i], g[i], &m[i], &v[i], h, s);
 	*t += 1;
 }
