@@ -183,37 +183,54 @@ static void host_argmax_hits(void *ctx, const float *logits, const int32_t *labe
 }
 
 /* Plain SGD: v is neither read nor written (it may be NULL). */
-static inline void sgd_plain(float *restrict p, const float *restrict g, size_t n, float lr)
+static inline void sgd_plain(float *restrict p, const float *restrict g, size_t n, float lr,
+			     float weight_decay)
 {
 	float unused = 0.0f;
 	size_t i = 0;
 	for (; i + HOST_BLOCK <= n; i += HOST_BLOCK)
 		for (int k = 0; k < HOST_BLOCK; k++)
-			sgd_update_elem(&p[i + k], g[i + k], &unused, lr, 0.0f);
+			sgd_update_elem(&p[i + k], g[i + k], &unused, lr, 0.0f, weight_decay);
 	for (; i < n; i++)
-		sgd_update_elem(&p[i], g[i], &unused, lr, 0.0f);
+		sgd_update_elem(&p[i], g[i], &unused, lr, 0.0f, weight_decay);
 }
 
 static inline void sgd_momentum(float *restrict p, const float *restrict g, float *restrict v,
-				size_t n, float lr, float momentum)
+				size_t n, float lr, float momentum, float weight_decay)
 {
 	size_t i = 0;
 	for (; i + HOST_BLOCK <= n; i += HOST_BLOCK)
 		for (int k = 0; k < HOST_BLOCK; k++)
-			sgd_update_elem(&p[i + k], g[i + k], &v[i + k], lr, momentum);
+			sgd_update_elem(&p[i + k], g[i + k], &v[i + k], lr, momentum, weight_decay);
 	for (; i < n; i++)
-		sgd_update_elem(&p[i], g[i], &v[i], lr, momentum);
+		sgd_update_elem(&p[i], g[i], &v[i], lr, momentum, weight_decay);
 }
 
 HOST_VECTOR_CLONES
 static void host_sgd_update(void *ctx, float *p, const float *g, float *v, size_t n,
-			    const float *lr_table, const int32_t *step, float momentum)
+			    const float *lr_table, const int32_t *step, float momentum,
+			    float weight_decay)
 {
 	float lr = lr_table[*step];
 	if (momentum != 0.0f)
-		sgd_momentum(p, g, v, n, lr, momentum);
+		sgd_momentum(p, g, v, n, lr, momentum, weight_decay);
 	else
-		sgd_plain(p, g, n, lr);
+		sgd_plain(p, g, n, lr, weight_decay);
+}
+
+HOST_VECTOR_CLONES
+static void host_adamw_update(void *ctx, float *restrict p, const float *restrict g,
+			      float *restrict m, float *restrict v, size_t n, const float *lr_table,
+			      const int32_t *step, int32_t *t, struct adamw_hyper h)
+{
+	struct adamw_step s = adamw_step_elem(lr_table[*step], *t + 1, h);
+	size_t i = 0;
+	for (; i + HOST_BLOCK <= n; i += HOST_BLOCK)
+		for (int k = 0; k < HOST_BLOCK; k++)
+			adamw_update_elem(&p[i + k], g[i + k], &m[i + k], &v[i + k], h, s);
+	for (; i < n; i++)
+		adamw_update_elem(&p[i], g[i], &m[i], &v[i], h, s);
+	*t += 1;
 }
 
 /*
@@ -275,6 +292,7 @@ static const struct backend_ops host_ops = {
 	.softmax_xent = host_softmax_xent,
 	.argmax_hits = host_argmax_hits,
 	.sgd_update = host_sgd_update,
+	.adamw_update = host_adamw_update,
 	.im2col = host_im2col,
 	.col2im = host_col2im,
 	.channel_bias_act = host_channel_bias_act,

@@ -287,9 +287,15 @@ static void cuda_argmax_hits(void *ctx, const float *logits, const int32_t *labe
 }
 
 static void cuda_sgd_update(void *ctx, float *p, const float *g, float *v, size_t n,
-			    const float *lr, const int32_t *step, float momentum)
+			    const float *lr, const int32_t *step, float momentum, float weight_decay)
 {
-	kernels_sgd_update(ctx_of(ctx)->stream, NULL, p, g, v, n, lr, step, momentum);
+	kernels_sgd_update(ctx_of(ctx)->stream, NULL, p, g, v, n, lr, step, momentum, weight_decay);
+}
+
+static void cuda_adamw_update(void *ctx, float *p, const float *g, float *m, float *v, size_t n,
+			      const float *lr, const int32_t *step, int32_t *t, struct adamw_hyper h)
+{
+	kernels_adamw_update(ctx_of(ctx)->stream, NULL, p, g, m, v, n, lr, step, t, h);
 }
 
 static void cuda_im2col(void *ctx, const float *x, const struct conv_shape *s, int batch,
@@ -526,6 +532,7 @@ static const struct backend_ops cuda_ops = {
 	.softmax_xent = cuda_softmax_xent,
 	.argmax_hits = cuda_argmax_hits,
 	.sgd_update = cuda_sgd_update,
+	.adamw_update = cuda_adamw_update,
 	.im2col = cuda_im2col,
 	.col2im = cuda_col2im,
 	.channel_bias_act = cuda_channel_bias_act,

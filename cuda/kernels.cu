@@ -120,13 +120,24 @@ static __global__ void argmax_hits_kernel(const float *logits, const int32_t *la
 }
 
 static __global__ void sgd_update_kernel(float *p, const float *g, float *v, size_t n,
-					 const float *lr, const int32_t *step, float momentum)
+					 const float *lr, const int32_t *step, float momentum,
+					 float weight_decay)
 {
 	float rate = lr[*step];
 	for (size_t i = grid_first(); i < n; i += grid_stride()) {
 		float unused = 0.0f;
-		sgd_update_elem(&p[i], g[i], v ? &v[i] : &unused, rate, momentum);
+		sgd_update_elem(&p[i], g[i], v ? &v[i] : &unused, rate, momentum, weight_decay);
 	}
+}
+
+/* Reads the update count t; the launcher advances it after, in stream order. */
+static __global__ void adamw_update_kernel(float *p, const float *g, float *m, float *v, size_t n,
+					   const float *lr, const int32_t *step, const int32_t *t,
+					   struct adamw_hyper h)
+{
+	struct adamw_step s = adamw_step_elem(lr[*step], *t + 1, h);
+	for (size_t i = grid_first(); i < n; i += grid_stride())
+		adamw_update_elem(&p[i], g[i], &m[i], &v[i], h, s);
 }
 
 static __global__ void scale_kernel(float *x, size_t n, float alpha)
@@ -292,12 +303,23 @@ void kernels_argmax_hits(cudaStream_t stream, const struct kernel_geom *geom,
 
 void kernels_sgd_update(cudaStream_t stream, const struct kernel_geom *geom, float *p,
 			const float *g, float *v, size_t n, const float *lr, const int32_t *step,
-			float momentum)
+			float momentum, float weight_decay)
 {
 	if (n == 0)
 		return;
 	struct kernel_geom gm = pick_geom(geom, n);
-	KERNEL_LAUNCH(sgd_update_kernel, gm, stream, p, g, v, n, lr, step, momentum);
+	KERNEL_LAUNCH(sgd_update_kernel, gm, stream, p, g, v, n, lr, step, momentum, weight_decay);
+}
+
+void kernels_adamw_update(cudaStream_t stream, const struct kernel_geom *geom, float *p,
+			  const float *g, float *m, float *v, size_t n, const float *lr,
+			  const int32_t *step, int32_t *t, struct adamw_hyper h)
+{
+	if (n > 0) {
+		struct kernel_geom gm = pick_geom(geom, n);
+		KERNEL_LAUNCH(adamw_update_kernel, gm, stream, p, g, m, v, n, lr, step, t, h);
+	}
+	kernels_advance(stream, NULL, t, 1);
 }
 
 void kernels_scale(cudaStream_t stream, const struct kernel_geom *geom, float *x, size_t n,

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "conv_shape.h"
+#include "elem.h"
 
 /* nvcc: the CUDA runtime; a host-compiled test puts its own stand-in first on the path. */
 #include <cuda_runtime.h>
@@ -61,7 +62,14 @@ void kernels_argmax_hits(cudaStream_t stream, const struct kernel_geom *geom,
 /* Work: n, the whole flat buffer. v may be NULL when momentum is 0. The rate is lr[*step]. */
 void kernels_sgd_update(cudaStream_t stream, const struct kernel_geom *geom, float *p,
 			const float *g, float *v, size_t n, const float *lr, const int32_t *step,
-			float momentum);
+			float momentum, float weight_decay);
+/*
+ * Work: n. Two launches: the update (reads *t, the updates done so far), then
+ * *t += 1 (kernels_advance, the backend's geometry).
+ */
+void kernels_adamw_update(cudaStream_t stream, const struct kernel_geom *geom, float *p,
+			  const float *g, float *m, float *v, size_t n, const float *lr,
+			  const int32_t *step, int32_t *t, struct adamw_hyper h);
 /* Work: c*k*k * oh*ow*batch, the entries of cols. */
 void kernels_im2col(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
 		    const struct conv_shape *s, int batch, float *cols);

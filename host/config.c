@@ -24,6 +24,7 @@ _Static_assert(sizeof(enum model_kind) == sizeof(int), "enum model_kind is int-s
 _Static_assert(sizeof(enum backend_choice) == sizeof(int), "enum backend_choice is int-sized");
 _Static_assert(sizeof(enum grad_reduce) == sizeof(int), "enum grad_reduce is int-sized");
 _Static_assert(sizeof(enum lr_schedule) == sizeof(int), "enum lr_schedule is int-sized");
+_Static_assert(sizeof(enum optimizer_kind) == sizeof(int), "enum optimizer_kind is int-sized");
 
 #define FIELD(name) offsetof(struct train_config, name)
 #define HELP_COLUMN 24
@@ -31,6 +32,7 @@ _Static_assert(sizeof(enum lr_schedule) == sizeof(int), "enum lr_schedule is int
 
 static const char *const model_names[] = {"seed", "linear", "mlp", "lenet", NULL};
 static const char *const schedule_names[] = {"constant", "cosine", NULL};
+static const char *const optimizer_names[] = {"sgd", "adamw", NULL};
 static const char *const backend_names[] = {"auto", "host", "cuda", NULL};
 
 /* Name v of a NULL-terminated list of names, "?" when out of range. */
@@ -46,6 +48,16 @@ static const char *const reduce_names[] = {"mean", "sum", NULL};
 static int mlp_only(const struct train_config *c)
 {
 	return c->model == MODEL_MLP;
+}
+
+static int sgd_only(const struct train_config *c)
+{
+	return c->optimizer == OPTIMIZER_SGD;
+}
+
+static int adamw_only(const struct train_config *c)
+{
+	return c->optimizer == OPTIMIZER_ADAMW;
 }
 
 static int with_checkpoint_dir(const struct train_config *c)
@@ -94,14 +106,43 @@ const struct setting config_settings[] = {
 	{.flag = "batch-size", .arg = "N", .type = SETTING_INT, .offset = FIELD(batch_size), .def = "32",
 	 .lo = 1, .hi = 65536, .where = SETTING_AGREE | SETTING_CHECKPOINT,
 	 .help = "batch size per rank"},
+	{.flag = "optimizer", .arg = "NAME", .type = SETTING_CHOICE, .offset = FIELD(optimizer),
+	 .def = "sgd", .choices = optimizer_names, .expect = "optimizer",
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_NEWER,
+	 .help = "sgd (torch.optim.SGD: --momentum, L2 --weight-decay) or adamw (torch.optim.AdamW: "
+		 "--beta1, --beta2, --eps, decoupled --weight-decay)"},
 	{.flag = "lr", .arg = "F", .type = SETTING_FLOAT, .offset = FIELD(lr), .def = "0.01", .lo = 0,
 	 .hi = 1e30, .expect = "a positive finite number",
 	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_LO_OPEN,
-	 .help = "SGD learning rate"},
+	 .help = "learning rate"},
 	{.flag = "momentum", .arg = "F", .type = SETTING_FLOAT, .offset = FIELD(momentum), .def = "0",
 	 .lo = 0, .hi = 1, .expect = "a number in [0, 1)",
 	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_HI_OPEN,
-	 .help = "SGD momentum in [0, 1)"},
+	 .help = "SGD momentum in [0, 1)", .applies = sgd_only,
+	 .needs = "only the sgd optimizer has momentum (AdamW's are --beta1 and --beta2)"},
+	{.flag = "weight-decay", .arg = "F", .type = SETTING_FLOAT, .offset = FIELD(weight_decay),
+	 .def = "0", .lo = 0, .hi = 1e30, .expect = "a finite number >= 0",
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_NEWER,
+	 .help = "weight decay: for sgd added to the gradient (g + F p), for adamw decoupled "
+		 "(p -= lr F p)"},
+	{.flag = "beta1", .arg = "F", .type = SETTING_FLOAT, .offset = FIELD(beta1), .def = "0.9",
+	 .lo = 0, .hi = 1, .expect = "a number in [0, 1)",
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_HI_OPEN |
+		  SETTING_NEWER,
+	 .help = "AdamW: decay of the gradient's running mean, in [0, 1)", .applies = adamw_only,
+	 .needs = "only applies with --optimizer adamw"},
+	{.flag = "beta2", .arg = "F", .type = SETTING_FLOAT, .offset = FIELD(beta2), .def = "0.999",
+	 .lo = 0, .hi = 1, .expect = "a number in [0, 1)",
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_HI_OPEN |
+		  SETTING_NEWER,
+	 .help = "AdamW: decay of the squared gradient's running mean, in [0, 1)",
+	 .applies = adamw_only, .needs = "only applies with --optimizer adamw"},
+	{.flag = "eps", .arg = "F", .type = SETTING_FLOAT, .offset = FIELD(eps), .def = "1e-8", .lo = 0,
+	 .hi = 1e30, .expect = "a positive finite number",
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_LO_OPEN |
+		  SETTING_NEWER,
+	 .help = "AdamW: added to the denominator's square root", .applies = adamw_only,
+	 .needs = "only applies with --optimizer adamw"},
 	{.flag = "lr-schedule", .arg = "NAME", .type = SETTING_CHOICE, .offset = FIELD(lr_schedule),
 	 .def = "constant", .choices = schedule_names, .expect = "schedule",
 	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME,
@@ -139,6 +180,11 @@ const struct setting config_settings[] = {
 
 	{.flag = "log-every", .arg = "N", .type = SETTING_INT, .offset = FIELD(log_every), .def = "10",
 	 .lo = 1, .hi = 1000000000, .group = "Output", .help = "print a loss line every N steps"},
+	{.flag = "eval-every", .arg = "N", .type = SETTING_INT, .offset = FIELD(eval_every),
+	 .def = "0", .lo = 0, .hi = 1000000, .note = "epochs; 0: only at the end",
+	 .where = SETTING_AGREE,
+	 .help = "score the test set after every N epochs (rank 0 prints `epoch: E, test accuracy "
+		 "is A`), off the training clock; 0: only at the end"},
 	{.flag = "metrics", .arg = "FILE", .type = SETTING_PATH, .offset = FIELD(metrics_path),
 	 .hi = CONFIG_PATH_MAX - 1,
 	 .help = "rank 0 writes JSON lines (epoch, step, loss, images/s, elapsed) to FILE"},
@@ -509,6 +555,11 @@ const char *model_kind_name(enum model_kind m)
 const char *lr_schedule_name(enum lr_schedule kind)
 {
 	return choice_name(schedule_names, (int)kind);
+}
+
+const char *optimizer_name(enum optimizer_kind kind)
+{
+	return choice_name(optimizer_names, (int)kind);
 }
 
 const char *backend_choice_name(enum backend_choice b)

@@ -47,6 +47,12 @@ enum lr_schedule {
 	LR_COSINE = 1,
 };
 
+/* --optimizer (train/optim.h: each one's update op and checkpoint state). */
+enum optimizer_kind {
+	OPTIMIZER_SGD = 0,   /* torch.optim.SGD: momentum, L2 weight decay */
+	OPTIMIZER_ADAMW = 1, /* torch.optim.AdamW: decoupled weight decay */
+};
+
 /* --grad-reduce; the training loop maps it to the backend's reduction. */
 enum grad_reduce {
 	GRAD_REDUCE_MEAN = 0,
@@ -62,8 +68,11 @@ struct train_config {
 	int n_hidden;
 	int epochs;
 	int batch_size; /* per rank */
+	enum optimizer_kind optimizer;
 	float lr;
-	float momentum;
+	float momentum;     /* sgd */
+	float weight_decay; /* sgd: L2 on the gradient; adamw: decoupled */
+	float beta1, beta2, eps; /* adamw */
 	enum lr_schedule lr_schedule;
 	long warmup_steps; /* steps of linear warm-up at the start of the run */
 	uint64_t seed;
@@ -73,6 +82,7 @@ struct train_config {
 	int threads; /* 0 = automatic */
 	int use_graph; /* capture the step when the backend can (--no-graph: 0) */
 	int log_every;
+	int eval_every; /* score the test set every N epochs; 0 = only at the end */
 	char metrics_path[CONFIG_PATH_MAX]; /* "" = none */
 	/* Reliability (docs/reliability.md). */
 	char checkpoint_dir[CONFIG_PATH_MAX]; /* "" = no checkpoints */
@@ -103,6 +113,7 @@ enum setting_type {
 #define SETTING_RESUME 0x4u     /* ... and a resumed run must have the checkpoint's value */
 #define SETTING_LO_OPEN 0x8u    /* SETTING_FLOAT: lo itself is out of range */
 #define SETTING_HI_OPEN 0x10u   /* SETTING_FLOAT: hi itself is out of range */
+#define SETTING_NEWER 0x20u     /* SETTING_CHECKPOINT: older checkpoints lack it; absent, it is the default */
 
 struct setting {
 	const char *flag;   /* "batch-size" is --batch-size; the key is the same with '_' */
@@ -178,6 +189,7 @@ void config_print_help(const char *prog);
 const char *model_kind_name(enum model_kind m);
 const char *backend_choice_name(enum backend_choice b);
 const char *lr_schedule_name(enum lr_schedule kind); /* "constant" or "cosine" */
+const char *optimizer_name(enum optimizer_kind kind); /* "sgd" or "adamw" */
 
 #ifdef __cplusplus
 }

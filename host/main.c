@@ -136,6 +136,12 @@ int main(int argc, char **argv)
 	struct mnist_set train = {0}, test = {0};
 	int have_test = 0;
 	rc = load_data(&cfg, &train, &test, &have_test, msg, sizeof(msg));
+	if (rc == STATUS_OK && cfg.eval_every > 0 && !have_test)
+		rc = status_fail(msg, sizeof(msg), STATUS_BAD_INPUT,
+				 "--eval-every %d: there is no test set to score (no t10k-* files in the "
+				 "sibling test/ directory of --data %s); give --test-data DIR, or leave "
+				 "--eval-every out",
+				 cfg.eval_every, cfg.data_dir);
 	agree_or_exit(&d, rc, msg);
 
 	rc = train_validate(&cfg, &d, &train, msg, sizeof(msg));

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "conv_shape.h"
+#include "elem.h"
 #include "gemm_map.h"
 
 #ifdef __cplusplus
@@ -77,12 +78,21 @@ struct backend_ops {
 	void (*argmax_hits)(void *ctx, const float *logits, const int32_t *labels, int rows,
 			    int cols, int32_t *hits);
 	/*
-	 * For i < n: sgd_update_elem(&p[i], g[i], &v[i], lr[*step], momentum).
+	 * For i < n: sgd_update_elem(&p[i], g[i], &v[i], lr[*step], momentum, weight_decay).
 	 * lr: a table of rates, step: one int32, both in backend memory and read
 	 * when the op runs, so a captured step replays with its own step's rate.
 	 */
 	void (*sgd_update)(void *ctx, float *p, const float *g, float *v, size_t n, const float *lr,
-			   const int32_t *step, float momentum);
+			   const int32_t *step, float momentum, float weight_decay);
+	/*
+	 * AdamW: with s = adamw_step_elem(lr[*step], *t + 1, h), for i < n
+	 * adamw_update_elem(&p[i], g[i], &m[i], &v[i], h, s); then *t += 1.
+	 * t, the count of updates done, is one int32 in backend memory that the
+	 * op itself advances, so a captured step replays with its own bias
+	 * correction; lr and step as for sgd_update. m, v (n) the moments.
+	 */
+	void (*adamw_update)(void *ctx, float *p, const float *g, float *m, float *v, size_t n,
+			     const float *lr, const int32_t *step, int32_t *t, struct adamw_hyper h);
 
 	/*
 	 * Convolution and pooling, batch-innermost (layouts in conv_shape.h).
@@ -209,9 +219,15 @@ static inline void backend_argmax_hits(const struct backend *b, const float *log
 }
 static inline void backend_sgd_update(const struct backend *b, float *p, const float *g,
 				      float *v, size_t n, const float *lr, const int32_t *step,
-				      float momentum)
+				      float momentum, float weight_decay)
 {
-	b->ops->sgd_update(b->ctx, p, g, v, n, lr, step, momentum);
+	b->ops->sgd_update(b->ctx, p, g, v, n, lr, step, momentum, weight_decay);
+}
+static inline void backend_adamw_update(const struct backend *b, float *p, const float *g,
+					float *m, float *v, size_t n, const float *lr,
+					const int32_t *step, int32_t *t, struct adamw_hyper h)
+{
+	b->ops->adamw_update(b->ctx, p, g, m, v, n, lr, step, t, h);
 }
 static inline void backend_im2col(const struct backend *b, const float *x,
 				  const struct conv_shape *s, int batch, float *cols)
@@ -334,7 +350,7 @@ struct cuda_probe {
  * interface (MNIST_DDP_INTERFACE_ID) is a hash of the shared headers in
  * include/, computed by CMake, so a header changed without that is caught too.
  */
-#define BACKEND_MODULE_ABI 3
+#define BACKEND_MODULE_ABI 4
 #define BACKEND_MODULE_ENTRY "backend_module_entry"
 
 struct backend_module {

@@ -86,12 +86,17 @@ ELEM_FN int argmax_hit_row_elem(const float *logits, int label, int c)
 }
 
 /*
- * SGD with optional momentum (PyTorch's convention, dampening 0):
- *   v = momentum * v + g;  p -= lr * v        (momentum > 0)
- *   p -= lr * g                               (momentum == 0, v untouched)
+ * SGD with optional momentum and weight decay (torch.optim.SGD's convention,
+ * dampening 0, the decay in its classic L2 form, added to the gradient):
+ *   d = g + weight_decay * p                 (d = g when weight_decay == 0)
+ *   v = momentum * v + d;  p -= lr * v        (momentum > 0)
+ *   p -= lr * d                               (momentum == 0, v untouched)
  */
-ELEM_FN void sgd_update_elem(float *p, float g, float *v, float lr, float momentum)
+ELEM_FN void sgd_update_elem(float *p, float g, float *v, float lr, float momentum,
+			     float weight_decay)
 {
+	if (weight_decay != 0.0f)
+		g += weight_decay * *p;
 	if (momentum != 0.0f) {
 		float nv = momentum * *v + g;
 		*v = nv;
@@ -99,6 +104,52 @@ ELEM_FN void sgd_update_elem(float *p, float g, float *v, float lr, float moment
 	} else {
 		*p -= lr * g;
 	}
+}
+
+/* AdamW's settings (torch.optim.AdamW's names; amsgrad off). */
+struct adamw_hyper {
+	float beta1, beta2, eps, weight_decay;
+};
+
+/* What one AdamW step shares across its elements. */
+struct adamw_step {
+	float decay;     /* 1 - lr * weight_decay */
+	float step_size; /* lr / (1 - beta1^t) */
+	float bc2_sqrt;  /* sqrt(1 - beta2^t) */
+};
+
+/*
+ * The scalars of step t (t >= 1, the count of updates including this one) at
+ * rate lr, in double as PyTorch computes them in Python, then rounded to float.
+ */
+ELEM_FN struct adamw_step adamw_step_elem(float lr, int32_t t, struct adamw_hyper h)
+{
+	struct adamw_step s;
+	double bc1 = 1.0 - pow((double)h.beta1, (double)t);
+	double bc2 = 1.0 - pow((double)h.beta2, (double)t);
+	s.decay = (float)(1.0 - (double)lr * (double)h.weight_decay);
+	s.step_size = (float)((double)lr / bc1);
+	s.bc2_sqrt = (float)sqrt(bc2);
+	return s;
+}
+
+/*
+ * AdamW, one element (torch.optim.AdamW's single-tensor formula; the decay is
+ * decoupled: it shrinks p, it does not enter the moments):
+ *   p *= 1 - lr * weight_decay
+ *   m = beta1 * m + (1 - beta1) * g
+ *   v = beta2 * v + (1 - beta2) * g * g
+ *   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+ */
+ELEM_FN void adamw_update_elem(float *p, float g, float *m, float *v, struct adamw_hyper h,
+			       struct adamw_step s)
+{
+	float nm = h.beta1 * *m + (1.0f - h.beta1) * g;
+	float nv = h.beta2 * *v + (1.0f - h.beta2) * g * g;
+	*m = nm;
+	*v = nv;
+	float denom = sqrtf(nv) / s.bc2_sqrt + h.eps;
+	*p = *p * s.decay - s.step_size * (nm / denom);
 }
 
 ELEM_FN float scale_elem(float x, float alpha)

@@ -15,7 +15,7 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 # Debian packages the build, the tests and the launch scripts need.
 packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-dev
 	  libcriterion-dev zlib1g-dev libjansson-dev python3 python3-numpy iproute2 procps
-	  clang libclang-rt-14-dev valgrind slurm-wlm munge)
+	  clang libclang-rt-14-dev valgrind slurm-wlm munge python3-torch)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

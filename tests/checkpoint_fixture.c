@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "checkpoint_fixture.h"
+
+#include "train/optim.h"
 #include "io/crc32.h"
 #include "train/rng.h"
 
@@ -56,17 +58,23 @@ void cleanup_tmpdir(void)
 
 /*
  * An mlp 784 -> 5 -> 3 -> 10 (mlp 1: small, several layers), the seed model
- * (mlp 0) or LeNet-5 with a cosine schedule and a warm-up (mlp 2).
+ * (mlp 0), LeNet-5 with a cosine schedule and a warm-up (mlp 2), or the mlp
+ * of 1 trained with AdamW and weight decay (mlp 3).
  */
 void small_model(struct model *m, struct train_config *c, int mlp)
 {
 	config_defaults(c);
-	if (mlp == 1) {
+	if (mlp == 1 || mlp == 3) {
 		c->model = MODEL_MLP;
 		c->hidden[0] = 5;
 		c->hidden[1] = 3;
 		c->n_hidden = 2;
 		c->momentum = 0.9f;
+		if (mlp == 3) {
+			c->optimizer = OPTIMIZER_ADAMW;
+			c->weight_decay = 0.01f;
+			c->beta2 = 0.99f;
+		}
 	} else if (mlp == 2) {
 		c->model = MODEL_LENET;
 		c->momentum = 0.9f;
@@ -111,7 +119,7 @@ void make_image(struct image *im, int mlp, long long gs)
 	run_info(&im->c, &im->info);
 	set_position(&im->info, gs);
 	im->params = random_floats(im->m.n_params, 1);
-	im->velocity = random_floats(im->m.n_params, 2);
+	im->velocity = random_floats((size_t)optim_desc_of(im->c.optimizer).n_state * im->m.n_params, 2);
 	cr_assert_eq(checkpoint_encode(&im->m, &im->info, im->params, im->velocity, &im->buf,
 				       &im->len),
 		     0);

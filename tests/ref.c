@@ -129,15 +129,30 @@ int ref_argmax_row(const float *logits, int c)
 	return best;
 }
 
-void ref_sgd_update(double *p, const float *g, double *v, size_t n, double lr, double mom)
+void ref_sgd_update(double *p, const float *g, double *v, size_t n, double lr, double mom,
+		    double wd)
 {
 	for (size_t i = 0; i < n; i++) {
+		double d = (double)g[i] + wd * p[i];
 		if (mom != 0.0) {
-			v[i] = mom * v[i] + (double)g[i];
+			v[i] = mom * v[i] + d;
 			p[i] -= lr * v[i];
 		} else {
-			p[i] -= lr * (double)g[i];
+			p[i] -= lr * d;
 		}
+	}
+}
+
+void ref_adamw_update(double *p, const float *g, double *m, double *v, size_t n, double lr,
+		      long t, double beta1, double beta2, double eps, double wd)
+{
+	double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
+	for (size_t i = 0; i < n; i++) {
+		double gi = (double)g[i];
+		p[i] *= 1.0 - lr * wd;
+		m[i] = beta1 * m[i] + (1.0 - beta1) * gi;
+		v[i] = beta2 * v[i] + (1.0 - beta2) * gi * gi;
+		p[i] -= lr / bc1 * m[i] / (sqrt(v[i]) / sqrt(bc2) + eps);
 	}
 }
 

@@ -71,7 +71,15 @@ double ref_softmax_xent_row(const float *logits, int label, int c, double scale,
 int ref_argmax_row(const float *logits, int c);
 
 /* One SGD step in double: v = mom * v + g, p -= lr * v (mom != 0); else p -= lr * g. */
-void ref_sgd_update(double *p, const float *g, double *v, size_t n, double lr, double mom);
+/* torch.optim.SGD: d = g + wd p; v = mom v + d, p -= lr v (mom > 0), else p -= lr d. */
+void ref_sgd_update(double *p, const float *g, double *v, size_t n, double lr, double mom,
+		    double wd);
+/*
+ * torch.optim.AdamW, update number t (>= 1): p *= 1 - lr wd; m = b1 m + (1 - b1) g;
+ * v = b2 v + (1 - b2) g^2; p -= lr / (1 - b1^t) m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+ */
+void ref_adamw_update(double *p, const float *g, double *m, double *v, size_t n, double lr,
+		      long t, double beta1, double beta2, double eps, double wd);
 
 /*
  * Convolution and pooling from their definitions, in the batch-innermost

@@ -46,7 +46,7 @@ Test(checkpoint, round_trip_is_bitwise)
 		cr_expect_eq(view->data_len, 2 * im.m.n_params * 4);
 		float *p = calloc(im.m.n_params, sizeof(float));
 		float *v = calloc(im.m.n_params, sizeof(float));
-		cr_assert_eq(checkpoint_extract(view, &im.m, "x", p, v, err, sizeof(err)), STATUS_OK,
+		cr_assert_eq(checkpoint_extract(view, &im.m, &info, "x", p, v, err, sizeof(err)), STATUS_OK,
 			     "%s", err);
 		cr_expect(!memcmp(p, im.params, im.m.n_params * 4), "params differ (seed %llu)", SEED);
 		cr_expect(!memcmp(v, im.velocity, im.m.n_params * 4), "velocity differs (seed %llu)", SEED);
@@ -99,7 +99,9 @@ Test(checkpoint, layout_is_safetensors)
 		  "%s", hdr);
 	/* The settings in their command-line form, from the settings table. */
 	cr_expect(strstr(hdr, "\"model\":\"seed\",\"hidden\":\"\",\"epochs\":\"4\",\"batch_size\":\"16\","
-			      "\"lr\":\"0.05\",\"momentum\":\"0\",\"lr_schedule\":\"constant\","
+			      "\"optimizer\":\"sgd\",\"lr\":\"0.05\",\"momentum\":\"0\","
+			      "\"weight_decay\":\"0\",\"beta1\":\"\",\"beta2\":\"\",\"eps\":\"\","
+			      "\"lr_schedule\":\"constant\","
 			      "\"warmup_steps\":\"0\",\"seed\":\"1\",\"grad_reduce\":\"mean\","
 			      "\"drop_last\":\"off\""),
 		  "%s", hdr);
@@ -114,6 +116,93 @@ Test(checkpoint, layout_is_safetensors)
 }
 
 /* ---- corrupt files ------------------------------------------------------------------ */
+
+/*
+ * AdamW: the moments under PyTorch-like names, the update count as a scalar
+ * equal to the global step, the optimizer's settings in the metadata; a round
+ * trip is bitwise, and an update count that is not the global step is refused.
+ */
+Test(checkpoint, adamw_state_round_trip)
+{
+	struct image im;
+	make_image(&im, 3, 45);
+	size_t n = im.m.n_params;
+	size_t h = (size_t)header_len(im.buf);
+	char *hdr = strndup((const char *)im.buf + 8, h);
+	cr_expect(strstr(hdr, "\"optimizer.fc0.weight.exp_avg\":{\"dtype\":\"F32\",\"shape\":[5,784]"), "%s", hdr);
+	cr_expect(strstr(hdr, "\"optimizer.fc2.bias.exp_avg_sq\":{\"dtype\":\"F32\",\"shape\":[10]"), "%s", hdr);
+	cr_expect(strstr(hdr, "\"optimizer.step\":{\"dtype\":\"F32\",\"shape\":[],"), "%s", hdr);
+	cr_expect(!strstr(hdr, "\"optimizer.fc0.weight\":"), "no SGD velocity in an AdamW file: %s", hdr);
+	cr_expect(strstr(hdr, "\"optimizer\":\"adamw\",\"lr\":\"0.05\",\"momentum\":\"\","
+			      "\"weight_decay\":\"0.01\",\"beta1\":\"0.9\",\"beta2\":\"0.99\","
+			      "\"eps\":\"1e-08\""),
+		  "%s", hdr);
+	struct checkpoint_info info;
+	struct checkpoint_view *view = malloc(sizeof(*view));
+	char err[ERRLEN] = "";
+	cr_assert_eq(checkpoint_parse(im.buf, im.len, "x", &info, view, err, sizeof(err)), STATUS_OK,
+		     "%s", err);
+	cr_expect_eq(view->n_tensors, 3 * model_n_tensors(&im.m) + 1);
+	cr_expect_eq(view->data_len, (3 * n + 1) * 4);
+	cr_expect_eq(info.cfg.optimizer, OPTIMIZER_ADAMW);
+	cr_expect(info.cfg.weight_decay == 0.01f && info.cfg.beta2 == 0.99f && info.cfg.eps == 1e-8f);
+	float *p = calloc(n, sizeof(float)), *s = calloc(2 * n, sizeof(float));
+	cr_assert_eq(checkpoint_extract(view, &im.m, &info, "x", p, s, err, sizeof(err)), STATUS_OK,
+		     "%s", err);
+	cr_expect(!memcmp(p, im.params, n * 4), "params differ (seed %llu)", SEED);
+	cr_expect(!memcmp(s, im.velocity, 2 * n * 4), "moments differ (seed %llu)", SEED);
+	/* The update count is the global step: a file that says otherwise is refused. */
+	struct checkpoint_info moved = info;
+	moved.global_step = 46;
+	cr_expect_eq(checkpoint_extract(view, &im.m, &moved, "x", p, s, err, sizeof(err)),
+		     STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "optimizer.step is 45, but the checkpoint is at global step 46"), "%s", err);
+	/* Read as an SGD run's, the tensors do not fit: the moments are not a velocity. */
+	struct checkpoint_info as_sgd = info;
+	as_sgd.cfg.optimizer = OPTIMIZER_SGD;
+	cr_expect_eq(checkpoint_extract(view, &im.m, &as_sgd, "x", p, s, err, sizeof(err)),
+		     STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "no tensor optimizer.fc0.weight, which this model and --optimizer sgd have"),
+		  "%s", err);
+	/* And a run with the other optimizer is told so by name. */
+	struct checkpoint_info run;
+	struct train_config sgd = im.c;
+	sgd.optimizer = OPTIMIZER_SGD;
+	checkpoint_info_from_config(&run, &sgd, 2, 1000, 0x12345678u);
+	run.steps_per_epoch = 32;
+	cr_expect_eq(checkpoint_compat(&info, &run, "x", err, sizeof(err)), STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "--optimizer adamw in the checkpoint, sgd here"), "%s", err);
+	free(p);
+	free(s);
+	free(view);
+	free(hdr);
+	free_image(&im);
+}
+
+/* A checkpoint written before --optimizer existed (no optimizer settings) reads as SGD without weight decay. */
+Test(checkpoint, older_checkpoint_reads_as_sgd)
+{
+	uint8_t *b;
+	size_t n = craft(&b, 32, "{\"__metadata__\":{" META_OK "},\"t\":{\"dtype\":\"F32\",\"shape\":[8],"
+				 "\"data_offsets\":[0,32]}}");
+	cr_assert(!strstr((const char *)b + 8, "optimizer"), "the fixture must be an older file");
+	struct checkpoint_info info;
+	struct checkpoint_view *view = malloc(sizeof(*view));
+	char err[ERRLEN] = "";
+	cr_assert_eq(checkpoint_parse(b, n, "old", &info, view, err, sizeof(err)), STATUS_OK, "%s", err);
+	cr_expect_eq(info.cfg.optimizer, OPTIMIZER_SGD);
+	cr_expect(info.cfg.weight_decay == 0.0f, "weight decay %g", info.cfg.weight_decay);
+	/* A value given is still checked. */
+	char json[4096];
+	snprintf(json, sizeof(json), "{\"__metadata__\":{" META_OK ",\"optimizer\":\"adam\"},\"t\":{"
+		 "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}");
+	free(b);
+	n = craft(&b, 32, "%s", json);
+	cr_expect_eq(checkpoint_parse(b, n, "old", &info, view, err, sizeof(err)), STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "unknown optimizer 'adam'"), "%s", err);
+	free(b);
+	free(view);
+}
 
 Test(checkpoint, truncated_at_every_boundary)
 {
@@ -324,11 +413,11 @@ Test(checkpoint, other_model_is_a_mismatch)
 	int hidden[2] = {6, 3};
 	model_init(&other, MODEL_MLP, hidden, 2);
 	float *p = calloc(other.n_params, 4), *v = calloc(other.n_params, 4);
-	cr_expect_eq(checkpoint_extract(view, &other, "x", p, v, err, sizeof(err)), STATUS_BAD_INPUT);
+	cr_expect_eq(checkpoint_extract(view, &other, &info, "x", p, v, err, sizeof(err)), STATUS_BAD_INPUT);
 	cr_expect(strstr(err, "fc0.weight is F32 [5, 784], this model has F32 [6, 784]"), "%s", err);
 	hidden[0] = 5;
 	model_init(&other, MODEL_MLP, hidden, 1);
-	cr_expect_eq(checkpoint_extract(view, &other, "x", p, v, err, sizeof(err)), STATUS_BAD_INPUT);
+	cr_expect_eq(checkpoint_extract(view, &other, &info, "x", p, v, err, sizeof(err)), STATUS_BAD_INPUT);
 	cr_expect(strstr(err, "fc1.weight is F32 [3, 5], this model has F32 [10, 5]"), "%s", err);
 	free(p);
 	free(v);

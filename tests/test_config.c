@@ -237,6 +237,33 @@ Test(config, bad_floats)
 		EXPECT_ERROR("--momentum", "--momentum", bad_mom[i]);
 }
 
+/* The optimizer's flags: PyTorch's defaults, each refused where its optimizer is not the one chosen. */
+Test(config, optimizer_flags)
+{
+	struct parsed p = parse(NULL);
+	cr_assert_eq(p.rc, STATUS_OK, "%s", p.err);
+	cr_expect_eq(p.c.optimizer, OPTIMIZER_SGD);
+	cr_expect(p.c.weight_decay == 0.0f && p.c.beta1 == 0.9f && p.c.beta2 == 0.999f &&
+		  p.c.eps == 1e-8f && p.c.eval_every == 0,
+		  "wd %g beta1 %g beta2 %g eps %g eval_every %d", p.c.weight_decay, p.c.beta1, p.c.beta2,
+		  p.c.eps, p.c.eval_every);
+	p = parse("--optimizer", "adamw", "--beta1", "0.8", "--beta2", "0.99", "--eps", "1e-6",
+		  "--weight-decay", "0.01", "--eval-every", "2", NULL);
+	cr_assert_eq(p.rc, STATUS_OK, "%s", p.err);
+	cr_expect(p.c.optimizer == OPTIMIZER_ADAMW && p.c.beta1 == 0.8f && p.c.beta2 == 0.99f &&
+		  p.c.eps == 1e-6f && p.c.weight_decay == 0.01f && p.c.eval_every == 2);
+	p = parse("--weight-decay", "0.1", "--momentum", "0.9", NULL);
+	cr_expect_eq(p.rc, STATUS_OK, "sgd takes weight decay and momentum: %s", p.err);
+	EXPECT_ERROR("--optimizer", "--optimizer", "adam");
+	EXPECT_ERROR("only applies with --optimizer adamw", "--beta1", "0.8");
+	EXPECT_ERROR("--eps", "--eps", "0.1"); /* adamw's, even when valid */
+	EXPECT_ERROR("only the sgd optimizer has momentum", "--optimizer", "adamw", "--momentum", "0.9");
+	EXPECT_ERROR("'1' is not a number in [0, 1)", "--optimizer", "adamw", "--beta2", "1");
+	EXPECT_ERROR("'0' is not a positive finite number", "--optimizer", "adamw", "--eps", "0");
+	EXPECT_ERROR("'-1' is not a finite number >= 0", "--weight-decay", "-1");
+	EXPECT_ERROR("--eval-every", "--eval-every", "-1");
+}
+
 Test(config, bad_seed)
 {
 	const char *bad[] = {"-1", " -1", "abc", "1x", "", "18446744073709551616", "1.0", "+-1"};

@@ -88,7 +88,7 @@ Test(kernels_host, launchers_use_backend_geometry)
 	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(ROWS).grid, "argmax_hits");
 	const float rate = 0.1f;
 	const int32_t at = 0;
-	kernels_sgd_update(NULL, NULL, a, b, NULL, N, &rate, &at, 0.0f);
+	kernels_sgd_update(NULL, NULL, a, b, NULL, N, &rate, &at, 0.0f, 0.0f);
 	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(N).grid, "sgd_update");
 	kernels_scale(NULL, NULL, a, N, 2.0f);
 	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(N).grid, "scale");
@@ -139,7 +139,7 @@ Test(kernels_host, empty_work_launches_nothing)
 	kernels_softmax_xent(NULL, NULL, &x, &lab, 0, 10, 1.0f, &loss, NULL);
 	kernels_argmax_hits(NULL, NULL, &x, &lab, 0, 10, &hits);
 	const float rate = 0.1f;
-	kernels_sgd_update(NULL, NULL, &x, &x, NULL, 0, &rate, &cursor, 0.0f);
+	kernels_sgd_update(NULL, NULL, &x, &x, NULL, 0, &rate, &cursor, 0.0f, 0.0f);
 	kernels_scale(NULL, NULL, &x, 0, 2.0f);
 	struct conv_shape cs = conv_shape_make(1, 4, 4, 3, 1);
 	struct pool_shape ps = pool_shape_make(1, 4, 4, 2);
@@ -415,7 +415,7 @@ Test(kernels_host, sgd_update)
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 		for (int mi = 0; mi < 2; mi++) {
 			size_t n = sizes[s];
-			float mom = moms[mi];
+			float mom = moms[mi], wd = mi ? 0.01f : 0.0f; /* with momentum, with weight decay */
 			struct rng r = rng_make(kc_seed, 600 + 2 * s + mi);
 			float *p0 = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float));
 			float *v0 = malloc(n * sizeof(float));
@@ -427,13 +427,13 @@ Test(kernels_host, sgd_update)
 			ref_fill_normal(&r, v0, n, 0.0, 0.5);
 			ref_widen(p0, ref_p, n);
 			ref_widen(v0, ref_v, n);
-			ref_sgd_update(ref_p, g, ref_v, n, lr, mom);
+			ref_sgd_update(ref_p, g, ref_v, n, lr, mom, wd);
 			memcpy(host_p, p0, n * sizeof(float));
 			memcpy(host_v, v0, n * sizeof(float));
 			/* The rate is the table's entry at the step counter: lr sits at index 2. */
 			const float table[3] = {1e3f, -1.0f, lr};
 			const int32_t at = 2;
-			backend_sgd_update(&kc_host, host_p, g, host_v, n, table, &at, mom);
+			backend_sgd_update(&kc_host, host_p, g, host_v, n, table, &at, mom, wd);
 
 			/* Two steps with the same gradient on each grid: accumulation shows double visits. */
 			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
@@ -444,7 +444,7 @@ Test(kernels_host, sgd_update)
 				float *p = kc_guarded_f(n), *v = kc_guarded_f(n);
 				memcpy(p, p0, n * sizeof(float));
 				memcpy(v, v0, n * sizeof(float));
-				kernels_sgd_update(NULL, kc_geom_at(gi), p, g, v, n, table, &at, mom);
+				kernels_sgd_update(NULL, kc_geom_at(gi), p, g, v, n, table, &at, mom, wd);
 				kc_check_guards_f(p, n, what);
 				kc_check_guards_f(v, n, what);
 				kc_expect_close(what, p, ref_p, n, 1e-6, 1e-5, kc_seed);
@@ -465,6 +465,73 @@ Test(kernels_host, sgd_update)
 	}
 }
 
+/*
+ * AdamW: 3 updates on each grid against PyTorch's formula in double and
+ * bitwise against the host backend; the update count advances once per update.
+ */
+Test(kernels_host, adamw_update)
+{
+	const size_t sizes[] = {1, 7850, 257, 101770};
+	const float wds[] = {0.0f, 0.01f};
+	const float table[3] = {1e3f, 2e-3f, -1.0f}; /* the rate sits at index 1 */
+	const int32_t at = 1;
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+		for (int wi = 0; wi < 2; wi++) {
+			size_t n = sizes[s];
+			struct adamw_hyper h = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+						.weight_decay = wds[wi]};
+			struct rng r = rng_make(kc_seed, 800 + 2 * s + wi);
+			float *p0 = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float));
+			float *host_p = malloc(n * sizeof(float)), *host_mv = calloc(2 * n, sizeof(float));
+			double *ref_p = kc_dbuf(n), *ref_m = kc_dbuf(n), *ref_v = kc_dbuf(n);
+			cr_assert(p0 && g && host_p && host_mv);
+			ref_fill_normal(&r, p0, n, 0.0, 0.1);
+			ref_fill_normal(&r, g, n, 0.0, 1.0);
+			ref_widen(p0, ref_p, n);
+			memset(ref_m, 0, n * sizeof(double));
+			memset(ref_v, 0, n * sizeof(double));
+			memcpy(host_p, p0, n * sizeof(float));
+			int32_t host_t = 0;
+			for (int k = 1; k <= 3; k++) {
+				ref_adamw_update(ref_p, g, ref_m, ref_v, n, table[at], k, h.beta1, h.beta2,
+						 h.eps, h.weight_decay);
+				backend_adamw_update(&kc_host, host_p, g, host_mv, host_mv + n, n, table, &at,
+						     &host_t, h);
+			}
+			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+				char what[160], gn[64];
+				kc_geom_name(gi, gn, sizeof(gn));
+				snprintf(what, sizeof(what), "adamw_update n=%zu wd=%g, %s", n,
+					 (double)h.weight_decay, gn);
+				float *p = kc_guarded_f(n), *mv = kc_guarded_f(2 * n);
+				memcpy(p, p0, n * sizeof(float));
+				memset(mv, 0, 2 * n * sizeof(float));
+				int32_t t = 0;
+				for (int k = 1; k <= 3; k++)
+					kernels_adamw_update(NULL, kc_geom_at(gi), p, g, mv, mv + n, n, table, &at,
+							     &t, h);
+				cr_expect_eq(t, 3, "%s: update count %d after 3 updates", what, t);
+				kc_check_guards_f(p, n, what);
+				kc_check_guards_f(mv, 2 * n, what);
+				kc_expect_close(what, p, ref_p, n, 1e-6, 1e-5, kc_seed);
+				kc_expect_close(what, mv, ref_m, n, 1e-6, 1e-5, kc_seed);
+				kc_expect_close(what, mv + n, ref_v, n, 1e-6, 1e-5, kc_seed);
+				kc_expect_same_f(what, p, host_p, n, kc_seed);
+				kc_expect_same_f(what, mv, host_mv, 2 * n, kc_seed);
+				kc_free_guarded_f(p);
+				kc_free_guarded_f(mv);
+			}
+			cr_expect_eq(host_t, 3);
+			free(p0);
+			free(g);
+			free(host_p);
+			free(host_mv);
+			free(ref_p);
+			free(ref_m);
+			free(ref_v);
+		}
+}
+
 /* Plain SGD may go without a velocity buffer on the device. */
 Test(kernels_host, sgd_update_without_velocity)
 {
@@ -476,10 +543,10 @@ Test(kernels_host, sgd_update_without_velocity)
 	ref_fill_normal(&r, p, n, 0.0, 0.1);
 	ref_fill_normal(&r, g, n, 0.0, 1.0);
 	ref_widen(p, ref_p, n);
-	ref_sgd_update(ref_p, g, ref_v, n, 0.01, 0.0);
+	ref_sgd_update(ref_p, g, ref_v, n, 0.01, 0.0, 0.0);
 	const float rate = 0.01f;
 	const int32_t at = 0;
-	kernels_sgd_update(NULL, &kc_test_geoms[2], p, g, NULL, n, &rate, &at, 0.0f);
+	kernels_sgd_update(NULL, &kc_test_geoms[2], p, g, NULL, n, &rate, &at, 0.0f, 0.0f);
 	kc_check_guards_f(p, n, "sgd_update without velocity");
 	kc_expect_close("sgd_update without velocity", p, ref_p, n, 1e-7, 1e-6, kc_seed);
 	kc_free_guarded_f(p);

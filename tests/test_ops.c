@@ -590,17 +590,102 @@ Test(ops, argmax_hits_accumulate_first_max_wins)
 	backend_destroy(&be);
 }
 
-Test(ops, sgd_update_with_and_without_momentum)
+/*
+ * AdamW against PyTorch's formula in double: 6 updates, so bias correction is
+ * checked at update 1 (where it is largest) and after; with and without
+ * weight decay, betas of PyTorch's defaults and others; the update count in
+ * backend memory moves on by one per update, and the rate comes from the table.
+ */
+Test(ops, adamw_update_matches_pytorch_formula)
+{
+	uint64_t seed = ref_seed(113);
+	struct rng r = rng_make(seed, 9);
+	struct backend be = make_backend();
+	const size_t sizes[] = {1, 37, 1001};
+	/* lr, beta1, beta2, eps, weight decay */
+	const float settings[][5] = {{1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f},
+				     {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f},
+				     {0.05f, 0.5f, 0.9f, 1e-3f, 0.1f}};
+	enum { STEPS = 6 };
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+		for (size_t k = 0; k < sizeof(settings) / sizeof(settings[0]); k++) {
+			size_t n = sizes[s];
+			struct adamw_hyper h = {.beta1 = settings[k][1], .beta2 = settings[k][2],
+						.eps = settings[k][3], .weight_decay = settings[k][4]};
+			float *p = xcalloc_t(n, sizeof(float)), *g = xcalloc_t(n, sizeof(float));
+			float *mv = xcalloc_t(2 * n, sizeof(float));
+			double *want_p = xcalloc_t(n, sizeof(double));
+			double *want_m = xcalloc_t(n, sizeof(double)), *want_v = xcalloc_t(n, sizeof(double));
+			ref_fill_normal(&r, p, n, 0.0, 1.0);
+			ref_widen(p, want_p, n);
+			float *p_d = dev_copy(&be, p, n * sizeof(float));
+			float *mv_d = dev_copy(&be, mv, 2 * n * sizeof(float));
+			float *g_d = backend_alloc(&be, n * sizeof(float));
+			cr_assert_not_null(g_d);
+			float rates[STEPS];
+			for (int step = 0; step < STEPS; step++)
+				rates[step] = settings[k][0] * (1.0f - 0.1f * (float)step);
+			float *lr_d = dev_copy(&be, rates, sizeof(rates));
+			const int32_t zero = 0;
+			int32_t *step_d = dev_copy(&be, &zero, sizeof(zero));
+			int32_t *t_d = dev_copy(&be, &zero, sizeof(zero));
+			char what[160];
+			for (int step = 0; step < STEPS; step++) {
+				ref_fill_normal(&r, g, n, 0.0, 1.0);
+				backend_upload(&be, g_d, g, n * sizeof(float));
+				backend_adamw_update(&be, p_d, g_d, mv_d, mv_d + n, n, lr_d, step_d, t_d, h);
+				backend_advance(&be, step_d, 1);
+				ref_adamw_update(want_p, g, want_m, want_v, n, rates[step], step + 1, h.beta1,
+						 h.beta2, h.eps, h.weight_decay);
+				/* Every update checked: the first one has the largest bias correction. */
+				dev_read(&be, p, p_d, n * sizeof(float));
+				snprintf(what, sizeof(what), "adamw n=%zu setting %zu, after update %d: p", n, k,
+					 step + 1);
+				struct ref_cmp cp = ref_compare_f(what, p, want_p, n, 1e-6, 1e-5, seed);
+				cr_assert_eq(cp.bad, 0, "%s: %zu mismatches, largest %g (seed %llu)", what,
+					     cp.bad, cp.max_err, (unsigned long long)seed);
+			}
+			int32_t t = -1;
+			dev_read(&be, &t, t_d, sizeof(t));
+			cr_assert_eq(t, STEPS, "the update count is %d after %d updates", t, STEPS);
+			dev_read(&be, mv, mv_d, 2 * n * sizeof(float));
+			snprintf(what, sizeof(what), "adamw n=%zu setting %zu: exp_avg", n, k);
+			struct ref_cmp cm = ref_compare_f(what, mv, want_m, n, 1e-6, 1e-5, seed);
+			cr_assert_eq(cm.bad, 0, "%s: largest %g (seed %llu)", what, cm.max_err,
+				     (unsigned long long)seed);
+			snprintf(what, sizeof(what), "adamw n=%zu setting %zu: exp_avg_sq", n, k);
+			struct ref_cmp cv = ref_compare_f(what, mv + n, want_v, n, 1e-6, 1e-5, seed);
+			cr_assert_eq(cv.bad, 0, "%s: largest %g (seed %llu)", what, cv.max_err,
+				     (unsigned long long)seed);
+			backend_free(&be, lr_d);
+			backend_free(&be, step_d);
+			backend_free(&be, t_d);
+			backend_free(&be, p_d);
+			backend_free(&be, mv_d);
+			backend_free(&be, g_d);
+			free(p);
+			free(g);
+			free(mv);
+			free(want_p);
+			free(want_m);
+			free(want_v);
+		}
+	backend_destroy(&be);
+}
+
+Test(ops, sgd_update_with_and_without_momentum_and_weight_decay)
 {
 	uint64_t seed = ref_seed(109);
 	struct rng r = rng_make(seed, 7);
 	struct backend be = make_backend();
 	const size_t sizes[] = {1, 37, 1001};
-	const float settings[][2] = {{0.1f, 0.0f}, {0.01f, 0.9f}, {0.5f, 0.5f}};
+	/* lr, momentum, weight decay */
+	const float settings[][3] = {{0.1f, 0.0f, 0.0f}, {0.01f, 0.9f, 0.0f}, {0.5f, 0.5f, 0.0f},
+				     {0.05f, 0.0f, 0.01f}, {0.05f, 0.9f, 0.1f}};
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
 		for (size_t t = 0; t < sizeof(settings) / sizeof(settings[0]); t++) {
 			size_t n = sizes[s];
-			float lr = settings[t][0], mom = settings[t][1];
+			float lr = settings[t][0], mom = settings[t][1], wd = settings[t][2];
 			float *p = xcalloc_t(n, sizeof(float));
 			float *v = xcalloc_t(n, sizeof(float));
 			float *g = xcalloc_t(n, sizeof(float));
@@ -628,20 +713,22 @@ Test(ops, sgd_update_with_and_without_momentum)
 			for (int step = 0; step < 5; step++) {
 				ref_fill_normal(&r, g, n, 0.0, 1.0);
 				backend_upload(&be, g_d, g, n * sizeof(float));
-				backend_sgd_update(&be, p_d, g_d, v_d, n, lr_d, step_d, mom);
+				backend_sgd_update(&be, p_d, g_d, v_d, n, lr_d, step_d, mom, wd);
 				backend_advance(&be, step_d, 1);
-				ref_sgd_update(want_p, g, want_v, n, rates[step], mom);
+				ref_sgd_update(want_p, g, want_v, n, rates[step], mom, wd);
 			}
 			backend_free(&be, lr_d);
 			backend_free(&be, step_d);
 			dev_read(&be, p, p_d, n * sizeof(float));
 			dev_read(&be, v, v_d, n * sizeof(float));
-			char what[96];
-			snprintf(what, sizeof(what), "sgd_update n=%zu lr=%g momentum=%g, 5 steps: p", n, lr, mom);
+			char what[128];
+			snprintf(what, sizeof(what), "sgd_update n=%zu lr=%g momentum=%g wd=%g, 5 steps: p", n,
+				 lr, mom, wd);
 			struct ref_cmp cp = ref_compare_f(what, p, want_p, n, 1e-6, 1e-5, seed);
 			cr_assert_eq(cp.bad, 0, "%s: %zu mismatches, largest %g (seed %llu)", what, cp.bad,
 				     cp.max_err, (unsigned long long)seed);
-			snprintf(what, sizeof(what), "sgd_update n=%zu lr=%g momentum=%g, 5 steps: v", n, lr, mom);
+			snprintf(what, sizeof(what), "sgd_update n=%zu lr=%g momentum=%g wd=%g, 5 steps: v", n,
+				 lr, mom, wd);
 			struct ref_cmp cv = ref_compare_f(what, v, want_v, n, mom != 0.0f ? 1e-6 : 0.0,
 							  mom != 0.0f ? 1e-5 : 0.0, seed);
 			cr_assert_eq(cv.bad, 0, "%s: %zu mismatches, largest %g (seed %llu)", what, cv.bad,

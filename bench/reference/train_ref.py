@@ -30,7 +30,13 @@ What matches mnist-train:
   MaxPool2d(2), Linear(400, 120), ReLU, Linear(120, 84), ReLU, Linear(84, 10),
   PyTorch's default init (the images viewed as (N, 1, 28, 28)).
 - loss: cross-entropy averaged over the batch, gradients averaged over ranks
-  (DDP); SGD with lr and momentum (dampening 0).
+  (DDP); --optimizer sgd: torch.optim.SGD with lr, momentum (dampening 0) and
+  --weight-decay (L2, added to the gradient); --optimizer adamw:
+  torch.optim.AdamW with --beta1, --beta2, --eps and --weight-decay (decoupled).
+- --init CKPT: start from an mnist-train checkpoint's parameters (its layers
+  in order onto the model's Linear and Conv2d layers) and, with adamw, its
+  optimizer state (exp_avg, exp_avg_sq, step), so both trainers continue from
+  the same point; --limit N trains on the first N images, as mnist-train's.
 - schedule (--lr-schedule constant|cosine, --warmup-steps W), stepped once per
   step over the T steps of the whole run, mnist-train's formula: step t < W runs
   at lr (t + 1) / W, then constant lr, or cosine lr (1 + cos(pi (t - W) / (T - W))) / 2,
@@ -116,6 +122,38 @@ def shard(n, rank, world, epoch, seed):
     return perm[pos % n]
 
 
+def make_optimizer(a, params):
+    if a.optimizer == "adamw":
+        # capturable: the step count stays on the device, so a captured graph can replay it
+        return torch.optim.AdamW(params, lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps,
+                                 weight_decay=a.weight_decay, capturable=a.cuda_graph)
+    return torch.optim.SGD(params, lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
+
+
+def load_init(path, model, opt):
+    """The checkpoint's layers, in order, onto the model's; AdamW's state onto opt's."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "reliability"))
+    import read_checkpoint
+    meta, tensors = read_checkpoint.read_checkpoint(path)
+    mods = [m for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+    layers = read_checkpoint.layers(tensors)
+    if len(mods) != len(layers):
+        sys.exit(f"train_ref: {path} holds {len(layers)} layers, the model {len(mods)}")
+    adamw = isinstance(opt, torch.optim.AdamW)
+    if adamw != (meta.get("optimizer", "sgd") == "adamw"):
+        sys.exit(f"train_ref: {path} is an --optimizer {meta.get('optimizer', 'sgd')} checkpoint")
+    with torch.no_grad():
+        for m, (name, w, b) in zip(mods, layers):
+            m.weight.copy_(torch.from_numpy(w.copy()))
+            m.bias.copy_(torch.from_numpy(b.copy()))
+            if adamw:
+                for p, kind in ((m.weight, "weight"), (m.bias, "bias")):
+                    opt.state[p] = {
+                        "step": torch.tensor(float(tensors["optimizer.step"])),
+                        "exp_avg": torch.from_numpy(tensors[f"optimizer.{name}.{kind}.exp_avg"].copy()).to(p.device),
+                        "exp_avg_sq": torch.from_numpy(tensors[f"optimizer.{name}.{kind}.exp_avg_sq"].copy()).to(p.device)}
+
+
 def evaluate(model, x, y, device):
     with torch.no_grad():
         hits = 0
@@ -168,6 +206,12 @@ def main():
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--momentum", type=float, default=0.0)
+    ap.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--beta1", type=float, default=0.9)
+    ap.add_argument("--beta2", type=float, default=0.999)
+    ap.add_argument("--eps", type=float, default=1e-8)
+    ap.add_argument("--init", default=None, help="an mnist-train checkpoint to start from")
     ap.add_argument("--lr-schedule", choices=("constant", "cosine"), default="constant")
     ap.add_argument("--warmup-steps", type=int, default=0)
     ap.add_argument("--seed", type=int, default=1)
@@ -216,7 +260,9 @@ def main():
     if world > 1:  # DDP broadcasts rank 0's parameters; for capture it is built on a side stream
         with torch.cuda.stream(torch.cuda.Stream(device)) if a.cuda_graph else contextlib.nullcontext():
             model = nn.parallel.DistributedDataParallel(model)
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    opt = make_optimizer(a, model.parameters())
+    if a.init:
+        load_init(a.init, model, opt)
     n = x_train.shape[0]
     per_rank = (n + world - 1) // world
     steps = (per_rank + a.batch_size - 1) // a.batch_size

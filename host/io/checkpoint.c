@@ -24,6 +24,7 @@
 
 #include "io/crc32.h"
 #include "text.h"
+#include "train/optim.h"
 
 #define CKPT_CHECKSUM_FIELD "\"checksum\":\"crc32:" /* as the writer writes it */
 #define CKPT_DIGITS 8
@@ -60,34 +61,53 @@ struct checkpoint_position checkpoint_position(long long global_step, int steps_
 
 /* ---- writing -------------------------------------------------------------- */
 
-/* The tensors of a model, in file order: parameters, then the velocity. */
+/* Where a tensor's floats come from: the parameters, the optimizer state, or the update count. */
+enum tensor_source {
+	FROM_PARAMS = 0,
+	FROM_STATE,
+	FROM_STEP,
+};
+
+/* The tensors of a model, in file order: parameters, then the optimizer's state (train/optim.h). */
 struct tensor_ref {
 	char name[CHECKPOINT_NAME_MAX];
 	int ndim;
 	uint64_t shape[4];
-	size_t offset, count; /* in floats, within params or velocity */
-	int velocity;
+	size_t offset, count; /* in floats, within params or the state */
+	enum tensor_source from;
 };
 
-/* At most this many: a weight and a bias per layer, for the parameters and the velocity. */
-#define CKPT_MODEL_TENSORS (4 * MODEL_MAX_LAYERS)
+/* At most this many: a weight and a bias per layer, for the parameters and each state, and the step. */
+#define CKPT_MODEL_TENSORS (2 * MODEL_MAX_LAYERS * (1 + OPTIM_MAX_STATE) + 1)
 
-static int model_tensors(const struct model *m, struct tensor_ref *t)
+static int model_tensors(const struct model *m, enum optimizer_kind opt, struct tensor_ref *t)
 {
+	struct optim_desc od = optim_desc_of(opt);
 	int n = 0, per = model_n_tensors(m);
-	for (int opt = 0; opt < 2; opt++)
+	for (int set = 0; set <= od.n_state; set++)
 		for (int i = 0; i < per; i++) {
 			struct model_tensor mt;
 			model_tensor_at(m, i, &mt);
-			snprintf(t[n].name, sizeof(t[n].name), "%s%s", opt ? "optimizer." : "", mt.name);
-			t[n].velocity = opt;
+			if (set == 0)
+				snprintf(t[n].name, sizeof(t[n].name), "%s", mt.name);
+			else
+				snprintf(t[n].name, sizeof(t[n].name), "optimizer.%s%s", mt.name,
+					 od.state_suffix[set - 1]);
+			t[n].from = set ? FROM_STATE : FROM_PARAMS;
 			t[n].ndim = mt.ndim;
 			for (int d = 0; d < 4; d++)
 				t[n].shape[d] = d < mt.ndim ? (uint64_t)mt.shape[d] : 0;
-			t[n].offset = mt.offset;
+			t[n].offset = mt.offset + (set ? (size_t)(set - 1) * m->n_params : 0);
 			t[n].count = mt.count;
 			n++;
 		}
+	if (od.counts_steps) {
+		memset(&t[n], 0, sizeof(t[n]));
+		snprintf(t[n].name, sizeof(t[n].name), "optimizer.step");
+		t[n].from = FROM_STEP;
+		t[n].count = 1; /* a scalar: shape [] */
+		n++;
+	}
 	return n;
 }
 
@@ -210,11 +230,12 @@ out:
 }
 
 enum status checkpoint_encode(const struct model *m, const struct checkpoint_info *info,
-			      const float *params, const float *velocity, uint8_t **buf,
+			      const float *params, const float *state, uint8_t **buf,
 			      size_t *len)
 {
 	struct tensor_ref t[CKPT_MODEL_TENSORS];
-	int nt = model_tensors(m, t);
+	int nt = model_tensors(m, info->cfg.optimizer, t);
+	const float step = (float)info->global_step; /* the update count: one per step */
 	char *text = header_text(info, t, nt);
 	if (!text)
 		return STATUS_RUNTIME;
@@ -237,7 +258,8 @@ enum status checkpoint_encode(const struct model *m, const struct checkpoint_inf
 	memset(img + 8 + n, ' ', hlen - n);
 	uint8_t *at = img + 8 + hlen;
 	for (int i = 0; i < nt; i++) {
-		store_floats_le(at, (t[i].velocity ? velocity : params) + t[i].offset, t[i].count);
+		const float *src = t[i].from == FROM_PARAMS ? params : t[i].from == FROM_STATE ? state : &step;
+		store_floats_le(at, src + t[i].offset, t[i].count);
 		at += t[i].count * 4u;
 	}
 	/* The checksum covers every byte, its own digits read as '0'. */
@@ -514,6 +536,8 @@ static enum status meta_info(const json_t *meta, struct checkpoint_info *info, c
 		if (!(row->where & SETTING_CHECKPOINT))
 			continue;
 		config_key(row, skey, sizeof(skey));
+		if ((row->where & SETTING_NEWER) && !json_object_get(meta, skey))
+			continue; /* a checkpoint from before the setting: its default */
 		if (!(s = meta_text(meta, skey, name, err, errlen)))
 			return STATUS_BAD_INPUT;
 		if (row->applies && !row->applies(&info->cfg)) {
@@ -599,11 +623,11 @@ out:
 /* ---- this model, this run ------------------------------------------------------ */
 
 enum status checkpoint_extract(const struct checkpoint_view *view, const struct model *m,
-			       const char *name, float *params, float *velocity, char *err,
-			       size_t errlen)
+			       const struct checkpoint_info *info, const char *name, float *params,
+			       float *state, char *err, size_t errlen)
 {
 	struct tensor_ref t[CKPT_MODEL_TENSORS];
-	int nt = model_tensors(m, t);
+	int nt = model_tensors(m, info->cfg.optimizer, t);
 	int used[CHECKPOINT_MAX_TENSORS] = {0};
 	const struct checkpoint_tensor *found[CKPT_MODEL_TENSORS];
 	for (int i = 0; i < nt; i++) {
@@ -616,7 +640,8 @@ enum status checkpoint_extract(const struct checkpoint_view *view, const struct 
 		const struct checkpoint_tensor *f = found[i];
 		if (!f)
 			return status_fail(err, errlen, STATUS_BAD_INPUT,
-					   "%s: no tensor %s, which this model has", name, t[i].name);
+					   "%s: no tensor %s, which this model and --optimizer %s have", name,
+					   t[i].name, optimizer_name(info->cfg.optimizer));
 		int same = f->ndim == t[i].ndim && !strcmp(f->dtype, "F32");
 		for (int d = 0; same && d < t[i].ndim; d++)
 			same = f->shape[d] == t[i].shape[d];
@@ -632,11 +657,22 @@ enum status checkpoint_extract(const struct checkpoint_view *view, const struct 
 	for (int k = 0; k < view->n_tensors; k++)
 		if (!used[k])
 			return status_fail(err, errlen, STATUS_BAD_INPUT,
-					   "%s: tensor %s is not part of this model", name,
-					   view->tensors[k].name);
-	for (int i = 0; i < nt; i++)
-		load_floats_le((t[i].velocity ? velocity : params) + t[i].offset,
+					   "%s: tensor %s is not part of this model with --optimizer %s", name,
+					   view->tensors[k].name, optimizer_name(info->cfg.optimizer));
+	for (int i = 0; i < nt; i++) {
+		if (t[i].from == FROM_STEP) {
+			float step;
+			load_floats_le(&step, view->data + found[i]->begin, 1);
+			if (step != (float)info->global_step)
+				return status_fail(err, errlen, STATUS_BAD_INPUT,
+						   "%s: optimizer.step is %g, but the checkpoint is at global "
+						   "step %lld (one update per step)",
+						   name, (double)step, info->global_step);
+			continue;
+		}
+		load_floats_le((t[i].from == FROM_STATE ? state : params) + t[i].offset,
 			       view->data + found[i]->begin, t[i].count);
+	}
 	return STATUS_OK;
 }
 

@@ -10,8 +10,10 @@
  *   the data  raw little-endian tensors, back to back, offsets relative to here
  * Tensors: the parameters under the model's names and in PyTorch's layout
  * (fc<l>.weight (out, in), fc<l>.bias (out), conv<l>.weight (oc, c, k, k),
- * conv<l>.bias (oc): train/model.h) and the SGD velocity under
- * "optimizer.<name>", all F32. Python's safetensors and PyTorch read the weights
+ * conv<l>.bias (oc): train/model.h) and the optimizer's state under PyTorch-like
+ * names (train/optim.h): SGD's velocity as "optimizer.<name>", AdamW's moments as
+ * "optimizer.<name>.exp_avg" and ".exp_avg_sq" and its update count as the
+ * scalar "optimizer.step" (shape [], equal to the global step), all F32. Python's safetensors and PyTorch read the weights
  * as they are. __metadata__ (strings only, as the format requires) holds the
  * format and program version; the position as the global step and the steps
  * per epoch (the rest is derived: checkpoint_position); every setting the
@@ -90,11 +92,12 @@ void checkpoint_file_name(int epoch, long long global_step, char *buf, size_t le
 
 /*
  * The whole file image in memory: *buf is malloc'ed (the caller frees it).
- * params and velocity (m->n_params each) in host memory. STATUS_OK, or
+ * params (m->n_params) and the optimizer state of info->cfg.optimizer
+ * (n_state * n_params, train/optim.h) in host memory. STATUS_OK, or
  * STATUS_RUNTIME when out of memory.
  */
 enum status checkpoint_encode(const struct model *m, const struct checkpoint_info *info,
-			      const float *params, const float *velocity, uint8_t **buf,
+			      const float *params, const float *state, uint8_t **buf,
 			      size_t *len);
 
 /*
@@ -104,7 +107,7 @@ enum status checkpoint_encode(const struct model *m, const struct checkpoint_inf
  */
 enum status checkpoint_save(const char *dir, const struct model *m,
 			    const struct checkpoint_info *info, const float *params,
-			    const float *velocity, char *path, size_t pathlen, char *err,
+			    const float *state, char *path, size_t pathlen, char *err,
 			    size_t errlen);
 
 /* A parsed header's tensor table, pointing into the caller's buffer. */
@@ -134,13 +137,15 @@ enum status checkpoint_parse(const uint8_t *buf, size_t len, const char *name,
 			     size_t errlen);
 
 /*
- * Copy the tensors of a parsed file into params and velocity (m->n_params
- * each) after checking that the file holds exactly the model's tensors with
- * its shapes. STATUS_OK, or STATUS_BAD_INPUT with err.
+ * Copy the tensors of a parsed file (info: its parsed metadata) into params
+ * (m->n_params) and state (the optimizer's, as checkpoint_encode takes it)
+ * after checking that the file holds exactly the tensors of the model and of
+ * info's optimizer, with their shapes (and an update count equal to the
+ * global step). STATUS_OK, or STATUS_BAD_INPUT with err.
  */
 enum status checkpoint_extract(const struct checkpoint_view *view, const struct model *m,
-			       const char *name, float *params, float *velocity, char *err,
-			       size_t errlen);
+			       const struct checkpoint_info *info, const char *name, float *params,
+			       float *state, char *err, size_t errlen);
 
 /*
  * Can a run configured as `run` (its settings, ranks, data and steps per
@@ -161,7 +166,7 @@ enum status checkpoint_compat(const struct checkpoint_info *ck, const struct che
  */
 enum status checkpoint_load(const char *path, const struct model *m,
 			    const struct checkpoint_info *run, struct checkpoint_info *info,
-			    float *params, float *velocity, int *mismatch, char *err, size_t errlen);
+			    float *params, float *state, int *mismatch, char *err, size_t errlen);
 
 /*
  * --resume PATH: a file is loaded as it is; a directory's checkpoints are
@@ -174,7 +179,7 @@ enum status checkpoint_load(const char *path, const struct model *m,
  */
 enum status checkpoint_resume(const char *path, const struct model *m,
 			      const struct checkpoint_info *run, struct checkpoint_info *info,
-			      float *params, float *velocity, char *used, size_t usedlen, FILE *warn,
+			      float *params, float *state, char *used, size_t usedlen, FILE *warn,
 			      char *err, size_t errlen);
 
 /* One ckpt-<epoch>-<global step>.safetensors in a directory. */

@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "train/optim.h"
+
 #define CKPT_PREFIX "ckpt-"
 #define CKPT_SUFFIX ".safetensors"
 
@@ -65,7 +67,7 @@ static int fsync_dir(const char *dir)
 
 enum status checkpoint_save(const char *dir, const struct model *m,
 			    const struct checkpoint_info *info, const float *params,
-			    const float *velocity, char *path, size_t pathlen, char *err,
+			    const float *state, char *path, size_t pathlen, char *err,
 			    size_t errlen)
 {
 	char file[64], tmp[CONFIG_PATH_MAX + 96];
@@ -79,7 +81,7 @@ enum status checkpoint_save(const char *dir, const struct model *m,
 	snprintf(path, pathlen, "%s/%s", dir, file);
 	/* Hidden, and not a ckpt- name, so discovery never sees a partial file. */
 	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp.%ld", dir, file, (long)getpid());
-	if (checkpoint_encode(m, info, params, velocity, &img, &len))
+	if (checkpoint_encode(m, info, params, state, &img, &len))
 		return status_fail(err, errlen, rc, "%s: out of memory building the checkpoint", path);
 	f = fopen(tmp, "wb");
 	if (!f) {
@@ -125,7 +127,7 @@ out_free_img:
 
 enum status checkpoint_load(const char *path, const struct model *m,
 			    const struct checkpoint_info *run, struct checkpoint_info *info,
-			    float *params, float *velocity, int *mismatch, char *err, size_t errlen)
+			    float *params, float *state, int *mismatch, char *err, size_t errlen)
 {
 	struct checkpoint_view *view = NULL;
 	uint8_t *buf = NULL;
@@ -142,7 +144,7 @@ enum status checkpoint_load(const char *path, const struct model *m,
 		goto out_close;
 	}
 	/* Never read more than this model's checkpoint can be. */
-	uint64_t limit = 8 + CHECKPOINT_MAX_HEADER + (uint64_t)m->n_params * 8u;
+	uint64_t limit = 8 + CHECKPOINT_MAX_HEADER + (uint64_t)m->n_params * 4u * (1 + OPTIM_MAX_STATE) + 4u;
 	if ((uint64_t)st.st_size > limit) {
 		status_fail(err, errlen, rc, "%s: %lld bytes, more than a checkpoint of this model can be (%llu)",
 			    path, (long long)st.st_size, (unsigned long long)limit);
@@ -166,7 +168,7 @@ enum status checkpoint_load(const char *path, const struct model *m,
 		/* A whole checkpoint from here on: a refusal is another run's or model's. */
 		rc = checkpoint_compat(info, run, path, err, errlen);
 		if (rc == STATUS_OK)
-			rc = checkpoint_extract(view, m, path, params, velocity, err, errlen);
+			rc = checkpoint_extract(view, m, info, path, params, state, err, errlen);
 		other_run = rc != STATUS_OK;
 	}
 out_free:
@@ -233,7 +235,7 @@ int checkpoint_list(const char *dir, struct checkpoint_entry **out, char *err, s
 
 enum status checkpoint_resume(const char *path, const struct model *m,
 			      const struct checkpoint_info *run, struct checkpoint_info *info,
-			      float *params, float *velocity, char *used, size_t usedlen, FILE *warn,
+			      float *params, float *state, char *used, size_t usedlen, FILE *warn,
 			      char *err, size_t errlen)
 {
 	struct stat st;
@@ -241,7 +243,7 @@ enum status checkpoint_resume(const char *path, const struct model *m,
 		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: %s", path, strerror(errno));
 	if (!S_ISDIR(st.st_mode)) {
 		snprintf(used, usedlen, "%s", path);
-		return checkpoint_load(path, m, run, info, params, velocity, NULL, err, errlen);
+		return checkpoint_load(path, m, run, info, params, state, NULL, err, errlen);
 	}
 	struct checkpoint_entry *list = NULL;
 	int n = checkpoint_list(path, &list, err, errlen);
@@ -254,7 +256,7 @@ enum status checkpoint_resume(const char *path, const struct model *m,
 		char file[CONFIG_PATH_MAX + 80], why[1024];
 		int other_run = 0;
 		snprintf(file, sizeof(file), "%s/%s", path, list[i].file);
-		rc = checkpoint_load(file, m, run, info, params, velocity, &other_run, why, sizeof(why));
+		rc = checkpoint_load(file, m, run, info, params, state, &other_run, why, sizeof(why));
 		if (rc == STATUS_OK) {
 			snprintf(used, usedlen, "%s", file);
 			break;

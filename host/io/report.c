@@ -47,6 +47,12 @@ void report_loss_line(FILE *f, int epoch, int step, float loss)
 	fflush(f);
 }
 
+void report_eval_line(FILE *f, int epoch, double accuracy)
+{
+	fprintf(f, "epoch: %d, test accuracy is %.4f\n", epoch, accuracy);
+	fflush(f);
+}
+
 void report_summary(FILE *f, const struct summary *s)
 {
 	char loss[48];
@@ -76,6 +82,16 @@ void report_metrics_step(FILE *f, int epoch, int step, long long global_step, fl
 		"{\"epoch\": %d, \"step\": %d, \"global_step\": %lld, \"loss\": %.8g, "
 		"\"images_per_second\": %.1f, \"elapsed\": %.6f}\n",
 		epoch, step, global_step, (double)loss, images_per_second, elapsed);
+}
+
+void report_metrics_eval(FILE *f, int epoch, long long global_step, double accuracy,
+			 long long images, double elapsed)
+{
+	fprintf(f,
+		"{\"event\": \"eval\", \"epoch\": %d, \"global_step\": %lld, \"test_accuracy\": %.6f, "
+		"\"test_images\": %lld, \"elapsed\": %.6f}\n",
+		epoch, global_step, accuracy, images, elapsed);
+	fflush(f);
 }
 
 static int cmp_float(const void *a, const void *b)

@@ -23,6 +23,9 @@ void report_format_float_exact(float v, char *buf, size_t len);
 /* "epoch: E, step: S, loss is L" and a newline, flushed. */
 void report_loss_line(FILE *f, int epoch, int step, float loss);
 
+/* --eval-every: "epoch: E, test accuracy is A" (A with 4 decimals) and a newline, flushed. */
+void report_eval_line(FILE *f, int epoch, double accuracy);
+
 struct summary {
 	const char *model, *backend;
 	int ranks, epochs, steps_per_epoch;
@@ -44,6 +47,12 @@ void report_summary(FILE *f, const struct summary *s);
 /* --metrics: one JSON line for a logged step. */
 void report_metrics_step(FILE *f, int epoch, int step, long long global_step, float loss,
 			 double images_per_second, double elapsed);
+/*
+ * --metrics: a test-set score after epoch `epoch` (global_step steps done):
+ * {"event": "eval", ...}; elapsed is training time, evaluation excluded.
+ */
+void report_metrics_eval(FILE *f, int epoch, long long global_step, double accuracy,
+			 long long images, double elapsed);
 /* --metrics: the last line, the step-time distribution of secs (n; sorted in place). */
 void report_metrics_step_times(FILE *f, float *secs, int n);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "train/optim.h"
 
 /*
  * Resuming from an earlier point than the newest checkpoint in --checkpoint-dir
@@ -47,8 +48,8 @@ static enum status load_on_rank0(const struct train_config *c, const struct mode
 	struct checkpoint_info ck;
 	char used[CONFIG_PATH_MAX + 96], why[2048];
 	rs->params = xmalloc(m->n_params * sizeof(float));
-	rs->velocity = xmalloc(m->n_params * sizeof(float));
-	enum status rc = checkpoint_resume(c->resume, m, run, &ck, rs->params, rs->velocity, used,
+	rs->state = xmalloc((size_t)optim_desc_of(c->optimizer).n_state * m->n_params * sizeof(float));
+	enum status rc = checkpoint_resume(c->resume, m, run, &ck, rs->params, rs->state, used,
 					   sizeof(used), stderr, why, sizeof(why));
 	if (rc)
 		return status_fail(err, errlen, rc, "--resume %s: %s", c->resume, why);
@@ -95,7 +96,7 @@ enum status resume_prepare(const struct train_config *c, const struct dist *d,
 				    "rank %d on %s: stopping because rank 0 could not resume from --resume %s",
 				    d->rank, d->host, c->resume);
 		free(rs->params);
-		free(rs->velocity);
+		free(rs->state);
 		memset(rs, 0, sizeof(*rs));
 		return (enum status)worst;
 	}
@@ -113,20 +114,21 @@ int resume_save_due(const struct train_config *c, long long global_step, int ste
 
 void resume_save(const struct train_config *c, const struct model *m,
 		 struct checkpoint_info *info, long long global_step, const float *host_params,
-		 const float *host_velocity)
+		 const float *host_state)
 {
-	size_t n = m->n_params;
+	size_t n = m->n_params, ns = (size_t)optim_desc_of(c->optimizer).n_state * n;
 	char path[CONFIG_PATH_MAX + 96], why[2048];
 	info->global_step = global_step;
 	if (!c->allow_nonfinite)
-		for (size_t i = 0; i < n; i++)
-			if (!isfinite(host_params[i]) || !isfinite(host_velocity[i])) {
+		for (size_t i = 0; i < ns; i++)
+			if ((i < n && !isfinite(host_params[i])) || !isfinite(host_state[i])) {
 				struct checkpoint_position p = checkpoint_position(global_step, info->steps_per_epoch);
-				die(1, "parameter %zu is not finite after epoch %d step %d: training diverged; "
+				die(1, "%s %zu is not finite after epoch %d step %d: training diverged; "
 				       "no checkpoint saved (--allow-nonfinite keeps going)",
-				    i, p.epoch, p.step);
+				    i < n && !isfinite(host_params[i]) ? "parameter" : "optimizer state", i,
+				    p.epoch, p.step);
 			}
-	if (checkpoint_save(c->checkpoint_dir, m, info, host_params, host_velocity, path,
+	if (checkpoint_save(c->checkpoint_dir, m, info, host_params, host_state, path,
 			    sizeof(path), why, sizeof(why)))
 		die(1, "checkpoint not saved: %s", why);
 	if (checkpoint_prune(c->checkpoint_dir, global_step, c->keep, why, sizeof(why)) < 0)

@@ -22,7 +22,8 @@ extern "C" {
 /* Where a resumed run starts, and rank 0's copy of the state it starts from. */
 struct resume_state {
 	int epoch, step;          /* the first step to run */
-	float *params, *velocity; /* (n_params) each, rank 0 only; NULL elsewhere (free them) */
+	float *params; /* (n_params), rank 0 only; NULL elsewhere (free it) */
+	float *state;  /* the optimizer's (optim_desc_of(--optimizer).n_state * n_params), likewise */
 };
 
 /*
@@ -41,14 +42,14 @@ enum status resume_prepare(const struct train_config *c, const struct dist *d,
 
 /*
  * Rank 0 only: save the state after `global_step` steps (info->steps_per_epoch
- * per epoch) from host copies of the parameters and velocity, atomically, and
+ * per epoch) from host copies of the parameters and the optimizer state, atomically, and
  * prune to --keep. Unless --allow-nonfinite, parameters that are not all finite stop
  * the run here, so no checkpoint ever holds a diverged model; a failed write
  * ends the job (training on without the checkpoints asked for loses work).
  */
 void resume_save(const struct train_config *c, const struct model *m,
 		 struct checkpoint_info *info, long long global_step, const float *host_params,
-		 const float *host_velocity);
+		 const float *host_state);
 
 /*
  * Whether the state after `global_step` steps is saved (--checkpoint-dir: at

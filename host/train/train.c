@@ -3,7 +3,7 @@
  *   gather the rank's batch (indices from the sampler, pixels normalised on the fly)
  *   forward, softmax cross-entropy, backward into one flat gradient buffer
  *   one allreduce of that buffer (mean over ranks by default)
- *   SGD update of the flat parameter buffer
+ *   the optimizer's update of the flat parameter buffer (train/optim.h)
  * Everything goes through the backend, so the loop is the same on the host and
  * on a GPU, where the whole step can be captured once and replayed. The loop
  * calls no MPI (dist.h carries its few collectives) and writes no file format
@@ -20,6 +20,7 @@
 #include "clock.h"
 #include "io/crc32.h"
 #include "io/report.h"
+#include "train/optim.h"
 #include "train/resume.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
@@ -64,8 +65,8 @@ struct step_state {
 	int32_t *cursor; /* (2) position in index of the next batch, then *step: */
 	int32_t *step;   /* the step's index in the epoch, which picks its rate in lr */
 	float *lr;       /* (steps_per_epoch) the epoch's learning rates (train/schedule.h) */
-	float *params, *grads, *velocity; /* (n_params) each */
-	float momentum;
+	float *params, *grads; /* (n_params) each */
+	struct optim opt;      /* its state, and which update */
 	enum reduce_op reduce;
 	int ranks;
 };
@@ -87,8 +88,7 @@ static void step_ops(const struct step_state *s, int rows)
 	model_backward_scaled(be, s->m, s->ws, s->params, s->grads, rows,
 			      1.0f / ((float)rows * (float)(fold ? s->ranks : 1)));
 	backend_allreduce(be, s->grads, s->m->n_params, fold ? REDUCE_SUM : s->reduce);
-	backend_sgd_update(be, s->params, s->grads, s->velocity, s->m->n_params, s->lr, s->step,
-			    s->momentum);
+	optim_update(be, &s->opt, s->params, s->grads, s->lr, s->step);
 	backend_advance(be, s->step, 1);
 }
 
@@ -186,6 +186,23 @@ enum status train_validate(const struct train_config *c, const struct dist *d,
 	return rc;
 }
 
+/* --eval-every: whether the test set is scored after epoch `epoch` (from 0). */
+static int eval_due(const struct train_config *c, int epoch)
+{
+	return c->eval_every > 0 && (epoch + 1) % c->eval_every == 0;
+}
+
+/* Rank 0's report of a score after epoch `epoch`: the line, and with --metrics the eval event. */
+static void eval_report(const struct dist *d, FILE *metrics, int epoch, long long global_step,
+			double accuracy, long long scored, double elapsed)
+{
+	if (d->rank != 0)
+		return;
+	report_eval_line(stdout, epoch, accuracy);
+	if (metrics)
+		report_metrics_eval(metrics, epoch, global_step, accuracy, scored, elapsed);
+}
+
 /* Steps timed with --metrics: at most this many (the first ones), 4 MiB of floats. */
 #define TRAIN_STEP_TIMES_MAX (1 << 20)
 
@@ -212,7 +229,7 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	struct model m;
 	struct model_ws ws;
 	struct sampler smp;
-	struct step_state st = {.be = be, .m = &m, .ws = &ws, .momentum = c->momentum,
+	struct step_state st = {.be = be, .m = &m, .ws = &ws,
 				.reduce = c->grad_reduce == GRAD_REDUCE_SUM ? REDUCE_SUM : REDUCE_MEAN,
 				.ranks = d->size};
 	struct schedule sched;
@@ -241,13 +258,12 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 		die(1, "out of %s memory for a batch of %d", backend_name(be), ws_rows);
 	st.params = backend_alloc(be, pbytes);
 	st.grads = backend_alloc(be, pbytes);
-	st.velocity = backend_alloc(be, pbytes);
 	st.index = backend_alloc(be, (size_t)smp.shard_len * sizeof(int32_t));
 	st.cursor = backend_alloc(be, 2 * sizeof(int32_t));
 	st.step = st.cursor + 1;
 	st.lr = backend_alloc(be, (size_t)smp.steps * sizeof(float));
-	if (!st.params || !st.grads || !st.velocity || !st.index || !st.cursor || !st.lr ||
-	    device_set_upload(be, train, n, &st.data))
+	if (!st.params || !st.grads || optim_create(&st.opt, be, c, m.n_params) || !st.index ||
+	    !st.cursor || !st.lr || device_set_upload(be, train, n, &st.data))
 		die(1, "out of %s memory for the model and the training set", backend_name(be));
 
 	/* Rank 0's initial parameters, broadcast so every replica starts identical. */
@@ -260,15 +276,18 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	model_init_params(&m, c->seed, host_params);
 	backend_upload(be, st.params, rs.params ? rs.params : host_params, pbytes);
 	backend_broadcast(be, st.params, m.n_params, 0);
+	size_t state_bytes = optim_state_count(&st.opt) * sizeof(float);
 	if (c->resume[0]) {
-		/* The optimizer state too: every replica holds the same velocity. */
-		if (rs.velocity)
-			backend_upload(be, st.velocity, rs.velocity, pbytes);
-		backend_broadcast(be, st.velocity, m.n_params, 0);
+		/*
+		 * The optimizer state too: every replica holds rank 0's. Its update
+		 * count is the steps already trained.
+		 */
+		optim_load(&st.opt, be, rs.state, (long long)rs.epoch * smp.steps + rs.step);
+		backend_broadcast(be, st.opt.state, optim_state_count(&st.opt), 0);
 	}
-	float *host_velocity = c->checkpoint_dir[0] && d->rank == 0 ? xmalloc(pbytes) : NULL;
+	float *host_state = c->checkpoint_dir[0] && d->rank == 0 ? xmalloc(state_bytes) : NULL;
 	free(rs.params);
-	free(rs.velocity);
+	free(rs.state);
 
 	struct progress prog;
 	progress_start(&prog, d->rank == 0);
@@ -287,6 +306,7 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	backend_synchronize(be);
 	dist_barrier(d, "start of training");
 	double t0 = clock_seconds();
+	double paused = 0.0; /* seconds of --eval-every scoring, kept off the training clock */
 	for (int epoch = rs.epoch; epoch < c->epochs; epoch++) {
 		/* A resumed run starts its first epoch at the step after the checkpoint's. */
 		int first = epoch == rs.epoch ? rs.step : 0;
@@ -328,7 +348,7 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 				if (step % c->log_every == 0)
 					report_loss_line(stdout, epoch, step, loss);
 				if (metrics) {
-					double el = clock_seconds() - t0;
+					double el = clock_seconds() - t0 - paused;
 					report_metrics_step(metrics, epoch, step, (long long)epoch * smp.steps + step,
 							    loss, el > 0 ? (double)images / el : 0.0, el);
 				}
@@ -345,29 +365,44 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 			long long done = (long long)epoch * smp.steps + step + 1;
 			if (d->rank == 0 && resume_save_due(c, done, smp.steps)) {
 				backend_download(be, host_params, st.params, pbytes);
-				backend_download(be, host_velocity, st.velocity, pbytes);
-				resume_save(c, &m, &ckpt, done, host_params, host_velocity);
+				backend_download(be, host_state, st.opt.state, state_bytes);
+				resume_save(c, &m, &ckpt, done, host_params, host_state);
 			}
 			if (prog.tty) {
 				double now = clock_seconds();
 				progress_update(&prog, epoch, c->epochs, step, smp.steps,
-						now > t0 ? (double)images / (now - t0) : 0.0, now);
+						now > t0 + paused ? (double)images / (now - t0 - paused) : 0.0, now);
 			}
+		}
+		/* The last epoch's score is the final evaluation's, below. */
+		if (test && eval_due(c, epoch) && epoch < c->epochs - 1) {
+			backend_synchronize(be);
+			double t_eval = clock_seconds();
+			long long scored = 0;
+			double acc = train_evaluate(d, be, &m, &ws, st.params, test, &scored);
+			double now = clock_seconds();
+			eval_report(d, metrics, epoch, (long long)(epoch + 1) * smp.steps, acc, scored,
+				    t_eval - t0 - paused);
+			paused += now - t_eval;
 		}
 	}
 	backend_synchronize(be);
-	res->train_seconds = clock_seconds() - t0;
+	res->train_seconds = clock_seconds() - t0 - paused;
 	progress_end(&prog);
 	res->images = images;
-	if (step_secs) {
-		report_metrics_step_times(metrics, step_secs, n_timed);
-		free(step_secs);
-	}
 
 	backend_download(be, host_params, st.params, pbytes);
 	res->param_crc = check_replicas(d, host_params, m.n_params);
-	if (test)
+	if (test) {
 		res->test_accuracy = train_evaluate(d, be, &m, &ws, st.params, test, &res->test_images);
+		if (eval_due(c, c->epochs - 1) && rs.epoch < c->epochs)
+			eval_report(d, metrics, c->epochs - 1, max_steps, res->test_accuracy,
+				    res->test_images, res->train_seconds);
+	}
+	if (step_secs) { /* the metrics' last line */
+		report_metrics_step_times(metrics, step_secs, n_timed);
+		free(step_secs);
+	}
 	res->params = host_params;
 	res->n_params = m.n_params;
 
@@ -376,10 +411,10 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	free(host_index);
 	free(host_rows);
 	free(host_lr);
-	free(host_velocity);
+	free(host_state);
 	backend_free(be, st.params);
 	backend_free(be, st.grads);
-	backend_free(be, st.velocity);
+	optim_destroy(&st.opt, be);
 	backend_free(be, st.index);
 	backend_free(be, st.cursor);
 	backend_free(be, st.lr);

@@ -206,10 +206,12 @@ add_cudasim_test(mnist_train_sim_auto_no_driver_2 2 ENV CUDASIM_DRIVER_VERSION=0
                  "!backend_fallback" COMMAND ${_train_sim})
 
 # mnist-train --backend cuda on the simulator, captured and not, against the host backend.
-foreach(_model seed mlp)
+foreach(_model seed mlp mlp_adamw)
   set(_args --limit 3200 --seed 1)
   if(_model STREQUAL mlp)
     list(APPEND _args --model mlp --hidden 64 --momentum 0.9 --lr 0.05)
+  elseif(_model STREQUAL mlp_adamw) # the update count lives on the device: graph replay must see it move
+    list(APPEND _args --model mlp --hidden 64 --optimizer adamw --lr 0.002 --weight-decay 0.01)
   endif()
   add_test(NAME mnist_train_sim_${_model}_cuda_vs_host_2
            COMMAND ${MNIST_CUDASIM_DIR}/train_sim.sh ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR}

@@ -17,7 +17,9 @@
 # that disagree, a --test-data directory that does not exist, --limit larger
 # than the data set, --drop-last leaving no full batch, --threads above the
 # node's cores (once silently capped by OpenBLAS), an unknown --lr-schedule, a
-# negative --warmup-steps, a warm-up longer than the run (with a control: a
+# negative --warmup-steps, --beta1 1, --eps 0, a negative --weight-decay,
+# --beta2 without --optimizer adamw, --eval-every without a test set (a data
+# directory with no test/ beside it), a warm-up longer than the run (with a control: a
 # warm-up exactly as long trains), MPMD launches where
 # only one rank has a bad flag or a bad file, and a --metrics file in a
 # directory that does not exist (and no file left behind).
@@ -160,6 +162,12 @@ bad threads-above-cores "0 1" "--threads" "1000 is more than the [0-9]+ cores of
 bad lr-schedule-unknown "0 1" "--lr-schedule" "'linear'.*constant or cosine" \
 	-n 2 "$T" --lr-schedule linear --limit 100
 bad warmup-negative "0 1" "--warmup-steps" "'-5'.*integer" -n 2 "$T" --warmup-steps -5 --limit 100
+bad beta1-one "0 1" "--beta1" "'1'.*in \[0, 1\)" -n 2 "$T" --optimizer adamw --beta1 1 --limit 100
+bad eps-zero "0 1" "--eps" "'0'.*positive" -n 2 "$T" --optimizer adamw --eps 0 --limit 100
+bad weight-decay-negative "0 1" "--weight-decay" "'-0.01'.*>= 0" -n 2 "$T" --weight-decay -0.01 --limit 100
+bad beta2-with-sgd "0 1" "--beta2" "only applies with --optimizer adamw" -n 2 "$T" --beta2 0.99 --limit 100
+bad eval-every-without-test-set "0 1" "--eval-every" "no test set" -n 2 "$T" --data "$TMP/good/train" \
+	--eval-every 1
 # 640 examples over 2 ranks of batch 32: 10 steps per epoch, 20 in 2 epochs.
 bad warmup-longer-than-run "0 1" "--warmup-steps" "21 is longer than the run.*20 steps" \
 	-n 2 "$T" --lr-schedule cosine --warmup-steps 21 --limit 640 --epochs 2

@@ -10,8 +10,9 @@
 # of each epoch; rank 0 ending with exactly one summary line whose keys come
 # in the contract's order with the values this run implies; a first loss near
 # ln 10 that then falls. A second run with a limit that leaves padding and no
-# test set checks the image count and test_accuracy=nan; --help must list
-# every flag of the contract. Exit 0 pass, 1 fail (every failure is printed).
+# test set checks the image count and test_accuracy=nan; --eval-every 1 must
+# print rank 0's score after each epoch and leave the training unchanged;
+# --help must list every flag of the contract. Exit 0 pass, 1 fail (every failure is printed).
 set -uo pipefail
 
 . "$(dirname "$0")/../script_args.sh"
@@ -192,13 +193,42 @@ done
 		"model=seed ranks=$RANKS epochs=$EPOCHS steps_per_epoch=$STEPS images=$IMAGES" nan
 [ $failures -gt $before ] || ok "padded run: $STEPS steps, images=$IMAGES (wrap-around included), test_accuracy=nan"
 
+# ---- --eval-every: a test score after every epoch, rank 0 only, training unchanged ----
+# Run 1's settings (the padded run has changed LIMIT and EPOCHS): 50 steps per epoch.
+before=$failures
+DATA_PATH="$DATA/train/" run eval $RANKS --limit 3200 --epochs 2 --log-every $EVERY --eval-every 1 \
+	--metrics "$TMP/eval.jsonl"
+E0=$TMP/eval/log_output/1/rank.0/stdout
+EVAL_RE='^epoch: [0-9]+, test accuracy is [01]\.[0-9]{4}$'
+got=$(grep -E 'test accuracy' "$E0" 2>/dev/null | sed -E 's/^epoch: ([0-9]+),.*/\1/' | tr '\n' ' ')
+[ "$got" = "0 1 " ] || fail "--eval-every 1: rank 0 scored after epochs '$got', expected '0 1 '"
+bad=$(grep -E 'test accuracy' "$E0" 2>/dev/null | grep -Ev "$EVAL_RE")
+[ -z "$bad" ] || fail "--eval-every 1: lines not in the form 'epoch: E, test accuracy is 0.9812': $bad"
+! grep -q 'test accuracy' "$TMP/eval/log_output/1/rank.1/stdout" 2>/dev/null ||
+	fail "--eval-every 1: rank 1 printed a test accuracy line (rank 0's job)"
+# The loss lines come before the epoch's score, and the last score is the summary's.
+[ "$(grep -E "$LOSS_RE|$EVAL_RE" "$E0" | sed -n "$((50 / EVERY + 1))p" | cut -c1-26)" = "epoch: 0, test accuracy is" ] ||
+	fail "--eval-every 1: epoch 0's score is not right after epoch 0's loss lines"
+last=$(grep 'test accuracy' "$E0" | tail -1 | sed 's/.* is //')
+summ=$(grep '^summary:' "$E0" | tr ' ' '\n' | sed -n 's/^test_accuracy=//p')
+[ -n "$last" ] && [ "$last" = "$summ" ] || fail "--eval-every 1: the last epoch's score $last is not the summary's test_accuracy=$summ"
+crc_main=$(grep '^summary:' "$R0" 2>/dev/null | tr ' ' '\n' | sed -n 's/^param_crc32=//p')
+crc_eval=$(grep '^summary:' "$E0" 2>/dev/null | tr ' ' '\n' | sed -n 's/^param_crc32=//p')
+[ -n "$crc_eval" ] && [ "$crc_eval" = "$crc_main" ] ||
+	fail "--eval-every 1 changed the training: param_crc32=$crc_eval, without it $crc_main"
+n_eval=$(grep -c '"event": "eval"' "$TMP/eval.jsonl" 2>/dev/null)
+[ "$n_eval" = 2 ] || fail "--eval-every 1 --metrics: $n_eval eval events, expected 2"
+tail -1 "$TMP/eval.jsonl" | grep -q '"event": "step_times"' || fail "--metrics: the step_times line is no longer last"
+[ $failures -gt $before ] || ok "--eval-every 1: rank 0 printed epoch 0 and 1 scores (last = summary's $summ), metrics eval events, same param_crc32 ($crc_eval)"
+
 # ---- --help: exit 0, every flag of the contract, printed once ---------------
 timeout -k 10 60 "${MPIRUN[@]}" -n 2 "$TRAIN" --help >"$TMP/help.out" 2>&1
 RC=$?
 [ "$RC" -eq 0 ] || fail "--help: mpirun exited with status $RC, expected 0"
 before=$failures
 for flag in --data --test-data --model --hidden --epochs --batch-size --lr --momentum --seed \
-	--log-every --limit --backend --grad-reduce --drop-last --threads --help; do
+	--log-every --limit --backend --grad-reduce --drop-last --threads --optimizer --weight-decay \
+	--beta1 --beta2 --eps --eval-every --help; do
 	grep -qE -- "(^|[[:space:]])$flag([[:space:]=]|\$)" "$TMP/help.out" || fail "--help does not mention $flag"
 done
 usage=$(grep -c '^Usage' "$TMP/help.out")

@@ -33,6 +33,7 @@
 #include "io/checkpoint.h"
 #include "io/idx.h"
 #include "train/model.h"
+#include "train/optim.h"
 
 #define FUZZ_CHECK(cond)                                                                       \
 	do {                                                                                   \
@@ -54,12 +55,13 @@ static void round_trip(const struct model *m, const struct checkpoint_info *info
 	struct checkpoint_info again;
 	FUZZ_CHECK(checkpoint_encode(m, info, params, velocity, &buf, &len) == STATUS_OK);
 	FUZZ_CHECK(checkpoint_parse(buf, len, "again", &again, &view2, err, sizeof(err)) == STATUS_OK);
+	size_t ns = (size_t)optim_desc_of(info->cfg.optimizer).n_state * m->n_params;
 	float *p = malloc(m->n_params * sizeof(float));
-	float *v = malloc(m->n_params * sizeof(float));
+	float *v = malloc(ns * sizeof(float));
 	FUZZ_CHECK(p && v);
-	FUZZ_CHECK(checkpoint_extract(&view2, m, "again", p, v, err, sizeof(err)) == STATUS_OK);
+	FUZZ_CHECK(checkpoint_extract(&view2, m, &again, "again", p, v, err, sizeof(err)) == STATUS_OK);
 	FUZZ_CHECK(!memcmp(p, params, m->n_params * sizeof(float)));
-	FUZZ_CHECK(!memcmp(v, velocity, m->n_params * sizeof(float)));
+	FUZZ_CHECK(!memcmp(v, velocity, ns * sizeof(float)));
 	FUZZ_CHECK(again.global_step == info->global_step &&
 		   again.steps_per_epoch == info->steps_per_epoch && again.ranks == info->ranks &&
 		   again.examples == info->examples && again.train_crc32 == info->train_crc32);
@@ -103,9 +105,11 @@ static void check_file(const uint8_t *data, size_t size)
 	if (m.n_params > size / 8)
 		return; /* the file cannot hold this model: extract would refuse it anyway */
 	float *params = malloc(m.n_params * sizeof(float));
-	float *velocity = malloc(m.n_params * sizeof(float));
+	float *velocity = malloc((size_t)optim_desc_of(info.cfg.optimizer).n_state * m.n_params *
+				 sizeof(float));
 	FUZZ_CHECK(params && velocity);
-	rc = checkpoint_extract(&view, &m, "fuzz.safetensors", params, velocity, err, sizeof(err));
+	rc = checkpoint_extract(&view, &m, &info, "fuzz.safetensors", params, velocity, err,
+				sizeof(err));
 	if (rc == STATUS_OK)
 		round_trip(&m, &info, params, velocity);
 	else

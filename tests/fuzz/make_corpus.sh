@@ -8,10 +8,12 @@
 #   files, raw and gzip, and the classic defects (truncated, bad magic, label
 #   10, huge count, gzip that expands past the limit, truncated gzip).
 # corpus/checkpoint/: real checkpoints of small mlps written by mnist-train
-#   (end of epoch and mid-epoch, momentum on), a truncated and a flipped copy,
+#   (end of epoch and mid-epoch, momentum on; AdamW mid-epoch, its moments and
+#   update count), a truncated and a flipped copy,
 #   an empty header and a file name. format1-mid-epoch.safetensors is a file
 #   of the previous format (mnist-ddp-checkpoint-1), kept as it was written:
-#   this script does not make it.
+#   this script does not make it. The SGD files predate --optimizer (their
+#   metadata lacks the optimizer settings) and stay so: older checkpoints.
 # The corpora are committed; run this only to change them.
 set -euo pipefail
 TRAIN=$1
@@ -56,6 +58,10 @@ export OPENBLAS_NUM_THREADS=1
 "$@" -n 2 "$TRAIN" --data "$DATA/train" --model mlp --hidden 2,1 --momentum 0.9 --limit 96 \
 	--batch-size 16 --epochs 2 --save-every 2 --keep 0 --log-every 1000 --checkpoint-dir "$tmp/b" \
 	>/dev/null 2>&1
+"$@" -n 1 "$TRAIN" --data "$DATA/train" --model mlp --hidden 2 --optimizer adamw --weight-decay 0.01 \
+	--limit 64 --batch-size 16 --epochs 1 --save-every 3 --log-every 1000 --checkpoint-dir "$tmp/c" \
+	>/dev/null 2>&1
+cp "$tmp/c/ckpt-0-3.safetensors" "$CK/adamw-mid-epoch.safetensors"
 cp "$tmp/a/ckpt-0-2.safetensors" "$CK/mlp1-epoch-end.safetensors"
 cp "$tmp/b/ckpt-1-4.safetensors" "$CK/mlp21-mid-epoch.safetensors"
 head -c 3000 "$tmp/a/ckpt-0-2.safetensors" >"$CK/truncated.safetensors"

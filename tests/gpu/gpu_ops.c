@@ -445,7 +445,8 @@ static void test_sgd_update(struct gpu_test *t)
 				float *dr = gpu_upload_new(be, rates, sizeof(rates));
 				int32_t *ds = gpu_upload_new(be, &zero, sizeof(zero));
 				for (int step = 0; step < 3; step++) {
-					backend_sgd_update(be, dp, dg, dv, n, dr, ds, moms[mi]);
+					backend_sgd_update(be, dp, dg, dv, n, dr, ds, moms[mi],
+							   mi ? 0.01f : 0.0f);
 					backend_advance(be, ds, 1);
 				}
 				backend_free(be, dr);
@@ -469,6 +470,67 @@ static void test_sgd_update(struct gpu_test *t)
 			for (int w = 0; w < 2; w++) {
 				free(p_out[w]);
 				free(v_out[w]);
+			}
+		}
+	}
+}
+
+/* AdamW: 4 updates (bias correction at 1 and after), with and without weight decay. */
+static void test_adamw_update(struct gpu_test *t)
+{
+	const size_t sizes[] = {1, 7850, ((size_t)1 << 20) + 3};
+	const float wds[] = {0.0f, 0.01f};
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+		for (int wi = 0; wi < 2; wi++) {
+			size_t n = sizes[s];
+			struct rng r = rng_make(t->seed, 80 + 2 * s + wi);
+			float *p0 = fbuf(n), *g = fbuf(n);
+			float *p_out[2] = {fbuf(n), fbuf(n)}, *mv_out[2] = {fbuf(2 * n), fbuf(2 * n)};
+			int32_t t_out[2] = {-1, -1};
+			const struct backend *bes[2] = {&t->dev, &t->host};
+			struct adamw_hyper h = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+						.weight_decay = wds[wi]};
+			ref_fill_normal(&r, p0, n, 0.0, 0.1);
+			ref_fill_normal(&r, g, n, 0.0, 1.0);
+			for (int w = 0; w < 2; w++) {
+				const struct backend *be = bes[w];
+				float *dp = gpu_upload_new(be, p0, n * sizeof(float));
+				float *dg = gpu_upload_new(be, g, n * sizeof(float));
+				float *dmv = gpu_upload_new(be, NULL, 2 * n * sizeof(float));
+				const float rates[4] = {1e-3f, 8e-4f, 6e-4f, 4e-4f};
+				const int32_t zero = 0;
+				float *dr = gpu_upload_new(be, rates, sizeof(rates));
+				int32_t *ds = gpu_upload_new(be, &zero, sizeof(zero));
+				int32_t *dt = gpu_upload_new(be, &zero, sizeof(zero));
+				for (int step = 0; step < 4; step++) {
+					backend_adamw_update(be, dp, dg, dmv, dmv + n, n, dr, ds, dt, h);
+					backend_advance(be, ds, 1);
+				}
+				gpu_download(be, p_out[w], dp, n * sizeof(float));
+				gpu_download(be, mv_out[w], dmv, 2 * n * sizeof(float));
+				gpu_download(be, &t_out[w], dt, sizeof(int32_t));
+				backend_free(be, dr);
+				backend_free(be, ds);
+				backend_free(be, dt);
+				backend_free(be, dp);
+				backend_free(be, dg);
+				backend_free(be, dmv);
+			}
+			char what[96];
+			snprintf(what, sizeof(what), "adamw_update x4 n=%zu wd=%g params", n, (double)wds[wi]);
+			check_close(t, what, p_out[0], p_out[1], n, ELEM_TOL);
+			snprintf(what, sizeof(what), "adamw_update x4 n=%zu wd=%g moments", n, (double)wds[wi]);
+			check_close(t, what, mv_out[0], mv_out[1], 2 * n, ELEM_TOL);
+			snprintf(what, sizeof(what), "adamw_update x4 n=%zu update count", n);
+			float tf[2] = {(float)t_out[0], (float)t_out[1]};
+			const float four = 4.0f;
+			check_close(t, what, tf, &four, 1, ELEM_TOL);
+			check_close(t, what, tf + 1, &four, 1, ELEM_TOL);
+			free(p0);
+			free(g);
+			for (int w = 0; w < 2; w++) {
+				free(p_out[w]);
+				free(mv_out[w]);
 			}
 		}
 	}
@@ -734,6 +796,7 @@ int main(int argc, char **argv)
 	test_softmax_xent(&t);
 	test_argmax_hits(&t);
 	test_sgd_update(&t);
+	test_adamw_update(&t);
 	test_conv_elements(&t);
 	test_pool_and_channel_bias(&t);
 	test_conv_layers(&t);

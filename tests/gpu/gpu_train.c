@@ -102,7 +102,7 @@ void gpu_run_step(struct gpu_run *r)
 	model_backward(be, r->m, &r->ws, r->params, r->grads, r->batch);
 	backend_allreduce(be, r->grads, r->m->n_params, r->reduce);
 	backend_sgd_update(be, r->params, r->grads, r->velocity, r->m->n_params, r->lr_table,
-			    r->step, r->momentum);
+			    r->step, r->momentum, 0.0f);
 	backend_advance(be, r->step, 1);
 }
 

@@ -24,6 +24,10 @@ tensors' names (fc0, fc1, ... or conv1, conv2, fc1, fc2, fc3) with
 load_state_dict(strict=True) and scored again; when the safetensors package is
 installed its loader must give the same arrays.
 
+The optimizer's state is checked too: SGD's velocity optimizer.<name>, or
+AdamW's optimizer.<name>.exp_avg and .exp_avg_sq and the scalar
+optimizer.step (the global step).
+
 Prints "accuracy=A" (and "torch_accuracy=A"); exit 0, or 1 when the file is
 invalid or an --expect-accuracy check fails (the message says which).
 """
@@ -242,10 +246,20 @@ def main():
     a = ap.parse_args()
     try:
         meta, tensors = read_checkpoint(a.checkpoint)
+        # The optimizer's state (host/train/optim.h): SGD's velocity under the
+        # parameter's name, AdamW's moments with PyTorch's suffixes and its
+        # update count, a scalar equal to the global step. Older files are SGD's.
+        adamw = meta.get("optimizer", "sgd") == "adamw"
         for name, w, b in layers(tensors):
-            v = tensors.get(f"optimizer.{name}.weight")
-            if v is None or v.shape != w.shape or tensors.get(f"optimizer.{name}.bias", b[:0]).shape != b.shape:
-                raise Invalid(f"{a.checkpoint}: optimizer state of {name} missing or misshapen")
+            for suffix in (".exp_avg", ".exp_avg_sq") if adamw else ("",):
+                v = tensors.get(f"optimizer.{name}.weight{suffix}")
+                vb = tensors.get(f"optimizer.{name}.bias{suffix}", b[:0])
+                if v is None or v.shape != w.shape or vb.shape != b.shape:
+                    raise Invalid(f"{a.checkpoint}: optimizer state {name}.*{suffix} missing or misshapen")
+        if adamw:
+            step = tensors.get("optimizer.step")
+            if step is None or step.shape != () or float(step) != float(int(meta["global_step"])):
+                raise Invalid(f"{a.checkpoint}: optimizer.step missing, not a scalar, or not the global step")
     except Invalid as e:
         print(f"read_checkpoint: invalid: {e}", file=sys.stderr)
         return 1

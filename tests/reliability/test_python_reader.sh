@@ -7,9 +7,10 @@
 #
 # The final checkpoint of a run holds the parameters that the run's summary
 # scores, so the reader's accuracy on the MNIST test set must equal the
-# summary's test_accuracy: for the seed model (ReLU on the logits), an mlp
-# and LeNet-5 (whose tensors load into a PyTorch module of Conv2d and Linear
-# layers with strict=True when PyTorch is installed).
+# summary's test_accuracy: for the seed model (ReLU on the logits), an mlp,
+# LeNet-5 (whose tensors load into a PyTorch module of Conv2d and Linear
+# layers with strict=True when PyTorch is installed) and an mlp trained with
+# AdamW (whose moments and update count the reader checks too).
 # The reader computes in float32 like the trainer but sums in another order,
 # so an argmax near a tie may flip: up to 2 of the 10000 images may differ
 # (measured: none). Controls: the reader must refuse a truncated copy and a
@@ -47,6 +48,10 @@ expect_ok mlp && check mlp "$TMP/mlp/ckpt-0-313.safetensors"
 run lenet 2 --model lenet --lr 0.05 --momentum 0.9 --lr-schedule cosine --epochs 1 --limit 12000 \
 	--log-every 1000 --checkpoint-dir "$TMP/lenet"
 expect_ok lenet && check lenet "$TMP/lenet/ckpt-0-188.safetensors"
+
+run adamw 2 --model mlp --hidden 64,32 --optimizer adamw --lr 0.001 --weight-decay 0.01 --epochs 1 \
+	--limit 20000 --log-every 1000 --checkpoint-dir "$TMP/adamw"
+expect_ok adamw && check adamw "$TMP/adamw/ckpt-0-313.safetensors"
 
 # Controls: the reader validates what it reads.
 if [ -f "$TMP/seed/ckpt-0-938.safetensors" ]; then

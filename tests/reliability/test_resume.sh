@@ -25,6 +25,12 @@
 #    mid-epoch (FILE) and from the epoch end, bitwise equal to the straight
 #    run; a control at a constant rate ends elsewhere (the rates matter);
 #    another --epochs, or another schedule, is refused with status 2.
+# 6. An mlp with AdamW and weight decay (moments and an update count to
+#    carry): 1 + 1 epochs (DIR) and from mid-epoch (FILE) bitwise equal to 2
+#    straight; controls: exp_avg zeroed ends elsewhere, an optimizer.step that
+#    is not the global step is refused; the checkpoint resumed with
+#    --optimizer sgd, and an SGD checkpoint with --optimizer adamw: status 2
+#    naming --optimizer.
 # Exit 0 pass, 1 fail (every failure is printed).
 set -uo pipefail
 . "$(dirname "$0")/common.sh"
@@ -217,6 +223,67 @@ run lenet_other_schedule 2 "${COMMON[@]}" --model lenet --momentum 0.9 --lr 0.05
 [ "$RC" -eq 2 ] && grep -q -- "--lr-schedule cosine in the checkpoint, constant here" "$TMP/lenet_other_schedule.out" &&
 	ok "cosine checkpoint resumed at a constant rate: refused with status 2, naming --lr-schedule" ||
 	fail "cosine checkpoint with a constant schedule: status $RC, expected 2 naming --lr-schedule"
+
+# ---- 6. mlp with AdamW -----------------------------------------------------------------
+ADAMW=("${COMMON[@]}" --model mlp --hidden 32 --optimizer adamw --lr 0.002 --weight-decay 0.01
+	--limit 12000)
+run adamw_straight 2 "${ADAMW[@]}" --epochs 2
+expect_ok adamw_straight && ADAMW_CRC=$(field adamw_straight param_crc32)
+run adamw_first 2 "${ADAMW[@]}" --epochs 1 --checkpoint-dir "$TMP/adamw" --save-every 100 --keep 0
+expect_ok adamw_first
+for from in "$TMP/adamw" "$TMP/adamw/ckpt-0-100.safetensors"; do
+	run adamw_resumed 2 "${ADAMW[@]}" --epochs 2 --resume "$from"
+	if expect_ok adamw_resumed; then
+		got=$(field adamw_resumed param_crc32)
+		[ "$got" = "${ADAMW_CRC:-none}" ] && ok "mlp + AdamW: resumed from ${from#"$TMP"/}, bitwise equal to 2 epochs straight ($got)" ||
+			fail "mlp + AdamW: straight param_crc32=${ADAMW_CRC:-none}, resumed from ${from#"$TMP"/} $got"
+	fi
+done
+# Controls, re-sealed with a valid checksum: exp_avg zeroed; optimizer.step off by one.
+/usr/bin/env python3 - "$TMP/adamw/ckpt-0-100.safetensors" "$TMP/adamw_zero_m.safetensors" "$TMP/adamw_step.safetensors" <<'EOF' || fail "could not build the AdamW controls"
+import json, struct, sys, zlib
+src = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", src[:8])
+hdr = json.loads(src[8:8 + n])
+def reseal(blob, path):
+    want = hdr["__metadata__"]["checksum"]
+    at = blob.find(b'"checksum":"' + want.encode()) + len('"checksum":"crc32:')
+    blob[at:at + 8] = b"00000000"
+    blob[at:at + 8] = b"%08x" % (zlib.crc32(bytes(blob)) & 0xFFFFFFFF)
+    open(path, "wb").write(blob)
+zero_m, step = bytearray(src), bytearray(src)
+for name, t in hdr.items():
+    if name == "__metadata__":
+        continue
+    b, e = t["data_offsets"]
+    if name.endswith(".exp_avg"):
+        zero_m[8 + n + b:8 + n + e] = bytes(e - b)
+    if name == "optimizer.step":
+        assert struct.unpack("<f", step[8 + n + b:8 + n + e])[0] == 100.0, "optimizer.step is not 100"
+        step[8 + n + b:8 + n + e] = struct.pack("<f", 101.0)
+reseal(zero_m, sys.argv[2])
+reseal(step, sys.argv[3])
+EOF
+run adamw_zero_m 2 "${ADAMW[@]}" --epochs 2 --resume "$TMP/adamw_zero_m.safetensors"
+if expect_ok adamw_zero_m; then
+	got=$(field adamw_zero_m param_crc32)
+	[ "$got" != "${ADAMW_CRC:-none}" ] && ok "control: exp_avg zeroed gives other parameters ($got), so the moments are restored" ||
+		fail "control: zeroing exp_avg changed nothing: the test cannot see AdamW's state"
+fi
+run adamw_bad_step 2 "${ADAMW[@]}" --epochs 2 --resume "$TMP/adamw_step.safetensors"
+[ "$RC" -eq 2 ] && grep -q "optimizer.step is 101, but the checkpoint is at global step 100" "$TMP/adamw_bad_step.out" &&
+	ok "an optimizer.step that is not the global step: refused with status 2" ||
+	fail "optimizer.step 101 at global step 100: status $RC, expected 2 naming optimizer.step"
+run adamw_as_sgd 2 "${COMMON[@]}" --model mlp --hidden 32 --lr 0.002 --weight-decay 0.01 --limit 12000 \
+	--epochs 2 --resume "$TMP/adamw"
+[ "$RC" -eq 2 ] && [ "$(grep -c -- "--optimizer adamw in the checkpoint, sgd here" "$TMP/adamw_as_sgd.out")" -eq 1 ] &&
+	ok "an AdamW checkpoint resumed with --optimizer sgd: refused with status 2, one message naming --optimizer" ||
+	fail "AdamW checkpoint under sgd: status $RC, expected 2 with one message naming --optimizer"
+run sgd_as_adamw 2 "${COMMON[@]}" --model mlp --hidden 32 --optimizer adamw --lr 0.02 --limit 12000 \
+	--epochs 2 --resume "$TMP/mlp/ckpt-0-100.safetensors"
+[ "$RC" -eq 2 ] && grep -q -- "--optimizer sgd in the checkpoint, adamw here" "$TMP/sgd_as_adamw.out" &&
+	ok "an SGD checkpoint resumed with --optimizer adamw: refused with status 2, naming --optimizer" ||
+	fail "SGD checkpoint under adamw: status $RC, expected 2 naming --optimizer"
 
 leftover=$(find "$TMP" -name '.ckpt-*' | head -3)
 [ -z "$leftover" ] && ok "no temporary checkpoint file left behind" || fail "temporary files left: $leftover"

@@ -1,0 +1,60 @@
+/*
+ * optim.c - the optimizers' state and update dispatch: see train/optim.h.
+ * The arithmetic is include/elem.h's (sgd_update_elem, adamw_update_elem),
+ * run by the backend's op.
+ */
+#include "train/optim.h"
+
+#include <string.h>
+
+int optim_create(struct optim *o, const struct backend *be, const struct train_config *c,
+		 size_t n)
+{
+	memset(o, 0, sizeof(*o));
+	o->kind = c->optimizer;
+	o->momentum = c->momentum;
+	o->weight_decay = c->weight_decay;
+	o->adamw.beta1 = c->beta1;
+	o->adamw.beta2 = c->beta2;
+	o->adamw.eps = c->eps;
+	o->adamw.weight_decay = c->weight_decay;
+	o->n = n;
+	o->state = backend_alloc(be, optim_state_count(o) * sizeof(float));
+	o->t = backend_alloc(be, sizeof(int32_t));
+	return o->state && o->t ? 0 : -1;
+}
+
+void optim_destroy(struct optim *o, const struct backend *be)
+{
+	backend_free(be, o->state);
+	backend_free(be, o->t);
+	memset(o, 0, sizeof(*o));
+}
+
+size_t optim_state_count(const struct optim *o)
+{
+	return (size_t)optim_desc_of(o->kind).n_state * o->n;
+}
+
+void optim_load(const struct optim *o, const struct backend *be, const float *state,
+		long long updates)
+{
+	int32_t t = (int32_t)updates;
+	if (state)
+		backend_upload(be, o->state, state, optim_state_count(o) * sizeof(float));
+	backend_upload(be, o->t, &t, sizeof(t));
+}
+
+void optim_update(const struct backend *be, const struct optim *o, float *p, const float *g,
+		  const float *lr, const int32_t *step)
+{
+	switch (o->kind) {
+	case OPTIMIZER_SGD:
+		backend_sgd_update(be, p, g, o->state, o->n, lr, step, o->momentum, o->weight_decay);
+		break;
+	case OPTIMIZER_ADAMW:
+		backend_adamw_update(be, p, g, o->state, o->state + o->n, o->n, lr, step, o->t,
+				     o->adamw);
+		break;
+	}
+}

@@ -1,0 +1,10 @@
+# mnist-train against PyTorch (label torch; Debian's python3-torch, which scripts/setup.sh installs).
+#
+#   e2e_torch_adamw   200 full-batch AdamW steps of mnist-train and of
+#                     bench/reference/train_ref.py from the same checkpoint: every
+#                     loss within 1e-4 relative. Skipped (77, with the reason)
+#                     when MNIST_PYTHON has no torch.
+add_test(NAME e2e_torch_adamw COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_torch_adamw.sh
+         $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})
+set_tests_properties(e2e_torch_adamw PROPERTIES LABELS "e2e;torch" TIMEOUT 300 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "PYTHON=${MNIST_PYTHON}")
