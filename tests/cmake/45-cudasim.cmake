@@ -232,6 +232,14 @@ add_cudasim_test(mnist_train_sim_auto_no_driver_2 2 ENV CUDASIM_DRIVER_VERSION=0
                  EXPECT 0 "backend auto: using host, because rank 0 cannot run the CUDA backend: .*no CUDA driver" "!WARNING"
                  "!backend_fallback" COMMAND ${_train_sim})
 
+# Issue 15: mnist-train itself, a peer hung inside a replayed step (collective #6: warm-up,
+# broadcast, then the captured step's allreduces) ended by --timeout.
+add_cudasim_test(mnist_train_sim_replay_hang_timeout_2 2 TIMEOUT 30
+                 ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=6
+                 EXPECT 1 "collective #6 .*graph-captured\\) will never complete"
+                 "rank [01] on .*: allreduce at epoch 0 step [0-9]+ not complete after 2 s"
+                 COMMAND ${_train_sim} --backend cuda --timeout 2)
+
 # mnist-train --backend cuda on the simulator, captured and not, against the host backend.
 foreach(_model seed mlp)
   set(_args --limit 3200 --seed 1)

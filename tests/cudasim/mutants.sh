@@ -94,7 +94,7 @@ mutant broadcast-root-ignored $B \
 	'gpu_allreduce_sim_2'
 mutant replay-not-pending $B \
 	$'\tif (g->collective)\n\t\tnote_collective(c, g->collective);' $'\t(void)note_collective;' \
-	'gpu_deadline_sim_replay_2'
+	'gpu_deadline_sim_replay_2|mnist_train_sim_replay_hang_timeout_2'
 mutant free-without-deadline-wait $B \
 	$'\tif (c->pending.what)\n\t\tcuda_wait(c);\n\tCUDA_CHECK(cudaFree(p));' $'\tCUDA_CHECK(cudaFree(p));' \
 	'gpu_deadline_sim_free_2'
