@@ -11,10 +11,13 @@
 # text must occur exactly once, else the mutant is reported as not applied:
 # a stale list never passes for a good score). The source tree is copied
 # (git's tracked and unignored files) into a scratch directory, built there
-# without CUDA (the simulator needs none) and without -Werror (a mutant may
-# leave a variable unused), and the suite is run once unmutated: it must
+# once with the CUDA toolkit (mnist-train-cudasim is a copy of a CUDA-enabled
+# mnist-train; one architecture, to save time) and without -Werror (a mutant
+# may leave a variable unused), and the suite is run once unmutated: it must
 # pass, or nothing can be concluded. Then for each mutant: the pristine file
-# is restored, the replacement applied, the simulator targets rebuilt, and
+# is restored, the replacement applied, the simulated module and the test
+# programs rebuilt (never nvcc: mutants touch cuda/ only, which the host
+# program does not compile), and
 # ctest runs the tests most likely to kill it first, then the rest of
 # -L cudasim, stopping at the first failure. The worktree itself is never
 # edited.
@@ -105,8 +108,8 @@ mutant tf32-math $B \
 mutant no-warm-up $B \
 	$'\twarm_up(c);\n' $'\n' \
 	'gpu_deadline_sim_no_warm_up_2'
-mutant gather-label-of-wrong-pixel $K \
-	'if (col == 0)' 'if (col == 1)' \
+mutant gather-label-of-batch-row $K \
+	'y[row] = (int32_t)labels[e];' 'y[row] = (int32_t)labels[row];' \
 	'gpu_ops_sim'
 mutant every-rank-on-device-0 $P \
 	'*device = count == 1 ? 0 : d->local_rank;' '*device = 0;' \
@@ -137,15 +140,18 @@ start=$(date +%s)
 (cd "$ROOT" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) | tar -C "$SRC" -xf - ||
 	{ echo "mutants.sh: copying the source tree failed" >&2; exit 2; }
 mnist=$(readlink -f "$ROOT/MNIST_Data")
-TARGETS=(mnist-train-cudasim test_cudasim_rules cudasim_nccl_rules gpu_ops_sim gpu_train_parity_sim
+SIM=(mnist-cuda-sim test_cudasim_rules cudasim_nccl_rules gpu_ops_sim gpu_train_parity_sim
 	gpu_graph_sim gpu_allreduce_sim gpu_deadline_sim gpu_train_step_sim)
-build() {
-	cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}" >"$1" 2>&1
+build() { # LOG [TARGET...]: the simulated module and the test programs, and the other targets
+	local log=$1
+	shift
+	cmake --build "$BUILD" -j "$JOBS" --target "${SIM[@]}" "$@" >"$log" 2>&1
 }
 echo "mutants.sh: ${#names[@]} mutants; scratch copy in $WORK"
-if ! cmake -S "$SRC" -B "$BUILD" -DMNIST_DDP_CUDA=OFF -DMNIST_DDP_WERROR=OFF \
-	-DMNIST_DATA_DIR="$mnist" >"$LOGS/configure.log" 2>&1 || ! build "$LOGS/build.log"; then
-	echo "mutants.sh: the unmutated copy does not configure or build ($LOGS)" >&2
+if ! cmake -S "$SRC" -B "$BUILD" -DMNIST_DDP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=80-real \
+	-DMNIST_DDP_WERROR=OFF -DMNIST_DATA_DIR="$mnist" >"$LOGS/configure.log" 2>&1 ||
+	! grep -q 'CUDA backend ON' "$LOGS/configure.log" || ! build "$LOGS/build.log" mnist-train-cudasim; then
+	echo "mutants.sh: the unmutated copy does not configure with the CUDA toolkit or build ($LOGS)" >&2
 	keep=1
 	exit 2
 fi
