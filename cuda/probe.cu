@@ -4,7 +4,9 @@
  * device" (a CPU machine) from GPUs that are present but unusable (driver
  * too old, system not ready, no kernel image for the device, device busy,
  * more ranks than devices, two ranks on one GPU), with a reason key and what
- * was seen. backend_cuda_create probes again before it sets the device up.
+ * was seen, and how many GPUs the node's ranks see together (so that a test
+ * can tell a node with fewer GPUs than its ranks from a misconfigured one).
+ * backend_cuda_create probes again before it sets the device up.
  */
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -110,6 +112,46 @@ static void probe_context(struct cuda_probe *p, int device)
 	}
 }
 
+/*
+ * How many distinct GPUs the ranks of this node see together (their PCI bus
+ * ids, pooled over the node); count is this rank's visible devices (0 where
+ * the count failed). Collective over the node.
+ */
+static int node_gpus(const struct dist *d, int count)
+{
+	enum { BUS = 32 };
+	int mine = count > 0 ? count : 0, total = 0, distinct = 0;
+	int *counts = (int *)xcalloc((size_t)d->local_size, sizeof(int));
+	int *offsets = (int *)xcalloc((size_t)d->local_size, sizeof(int));
+	char *buses = (char *)xcalloc((size_t)(mine ? mine : 1), BUS), *all;
+
+	for (int i = 0; i < mine; i++)
+		if (cudaDeviceGetPCIBusId(buses + (size_t)i * BUS, BUS, i) != cudaSuccess)
+			buses[(size_t)i * BUS] = '\0';
+	(void)cudaGetLastError();
+	mine *= BUS;
+	MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, counts, 1, MPI_INT, d->local_comm));
+	for (int r = 0; r < d->local_size; r++) {
+		offsets[r] = total;
+		total += counts[r];
+	}
+	all = (char *)xcalloc((size_t)(total ? total : 1), 1);
+	MPI_CHECK(MPI_Allgatherv(buses, mine, MPI_CHAR, all, counts, offsets, MPI_CHAR,
+				 d->local_comm));
+	for (int i = 0; i < total / BUS; i++) {
+		const char *id = all + (size_t)i * BUS;
+		int seen = !id[0];
+		for (int j = 0; j < i && !seen; j++)
+			seen = !strcmp(id, all + (size_t)j * BUS);
+		distinct += !seen;
+	}
+	free(all);
+	free(buses);
+	free(offsets);
+	free(counts);
+	return distinct;
+}
+
 void cuda_probe_device(const struct dist *d, struct cuda_probe *p, int *device)
 {
 	int count = 0; /* left unwritten when there is no driver */
@@ -147,6 +189,7 @@ void cuda_probe_device(const struct dist *d, struct cuda_probe *p, int *device)
 				       lo, hi, d->host, bus);
 	}
 	free(all_bus);
+	p->node_gpus = node_gpus(d, rc == cudaSuccess ? count : 0);
 	if (p->verdict == CUDA_USABLE)
 		snprintf(p->why, sizeof(p->why), "device %d (%s)", *device, bus);
 }

@@ -332,6 +332,7 @@ struct cuda_probe {
 	enum cuda_verdict verdict;
 	char reason[32]; /* a key for summaries: "no-driver", "driver-too-old", "shared-gpu", ... */
 	char why[448];   /* what was seen, for people */
+	int node_gpus;   /* distinct GPUs the ranks of this node see together; 0: unknown */
 };
 
 /*

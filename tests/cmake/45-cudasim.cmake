@@ -134,11 +134,31 @@ add_cudasim_test(cudasim_nccl_capture_not_uniform_caught_2 2 TIMEOUT 60
 add_cudasim_test(cudasim_nccl_hang_then_abort_2 2 TIMEOUT 60 PASS "PASS hang"
                  ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=1
                  COMMAND $<TARGET_FILE:cudasim_nccl_rules> hang)
+# Rule 2: a blocking wait behind a collective that never completes is stopped, named.
+foreach(_call sync free)
+  set(_api cudaStreamSynchronize)
+  if(_call STREQUAL free)
+    set(_api cudaFree)
+  endif()
+  add_cudasim_test(cudasim_nccl_hang_${_call}_caught_2 2 TIMEOUT 60 PASS "${_api} blocks forever"
+                   ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=1
+                   COMMAND $<TARGET_FILE:cudasim_nccl_rules> hang-${_call})
+endforeach()
 
-# The whole suite, on 1 and 2 ranks (3 for a mean that is not a power of two).
-add_cudasim_test(gpu_ops_sim 1 COMMAND $<TARGET_FILE:gpu_ops_sim>)
-add_cudasim_test(gpu_train_parity_sim 1 COMMAND $<TARGET_FILE:gpu_train_parity_sim> --quick)
-add_cudasim_test(gpu_graph_sim 1 COMMAND $<TARGET_FILE:gpu_graph_sim>)
+# The whole suite, on 1 and 2 ranks (3 for a mean that is not a power of two). The 1-rank
+# runs on a node of one GPU (CUDASIM_DEVICES=1): what a single-GPU node can check.
+set(_one_gpu ENV CUDASIM_DEVICES=1)
+add_cudasim_test(gpu_ops_sim 1 ${_one_gpu} COMMAND $<TARGET_FILE:gpu_ops_sim>)
+add_cudasim_test(gpu_train_parity_sim 1 ${_one_gpu} COMMAND $<TARGET_FILE:gpu_train_parity_sim> --quick)
+add_cudasim_test(gpu_graph_sim 1 ${_one_gpu} COMMAND $<TARGET_FILE:gpu_graph_sim>)
+add_cudasim_test(gpu_train_step_sim_1 1 ${_one_gpu} COMMAND $<TARGET_FILE:gpu_train_step_sim>)
+add_cudasim_test(gpu_deadline_sim_1 1 ${_one_gpu} COMMAND $<TARGET_FILE:gpu_deadline_sim>)
+# The 2-rank tests on that node skip, saying why (one rank per GPU), never pass or fail.
+foreach(prog gpu_allreduce gpu_graph gpu_train_step gpu_deadline)
+  add_cudasim_test(${prog}_sim_one_gpu_skips_2 2 ${_one_gpu}
+                   EXPECT 77 "^SKIP ${prog}: needs 2 GPUs, 1 visible" "!FAIL"
+                   COMMAND $<TARGET_FILE:${prog}_sim>)
+endforeach()
 add_cudasim_test(gpu_graph_sim_2 2 COMMAND $<TARGET_FILE:gpu_graph_sim>)
 add_cudasim_test(gpu_allreduce_sim_2 2 COMMAND $<TARGET_FILE:gpu_allreduce_sim> --quick)
 add_cudasim_test(gpu_allreduce_sim_3 3 COMMAND $<TARGET_FILE:gpu_allreduce_sim> --quick)
@@ -158,6 +178,14 @@ add_cudasim_test(gpu_deadline_sim_upload_2 2 TIMEOUT 30 PASS "${_deadline_line}"
 add_cudasim_test(gpu_deadline_sim_hung_peer_2 2 TIMEOUT 30 PASS "${_deadline_line}"
                  ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=3
                  COMMAND $<TARGET_FILE:gpu_deadline_sim> --both)
+# Issue 15: the hung collective inside a replayed graph (the 4th: warm-ups, one replay
+# waited for, then this one), and a free waiting behind it (cudaFree waits for the device).
+add_cudasim_test(gpu_deadline_sim_replay_2 2 TIMEOUT 30 PASS "${_deadline_line}"
+                 ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=4
+                 COMMAND $<TARGET_FILE:gpu_deadline_sim> --replay --both)
+add_cudasim_test(gpu_deadline_sim_free_2 2 TIMEOUT 30 PASS "${_deadline_line}"
+                 ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=3
+                 COMMAND $<TARGET_FILE:gpu_deadline_sim> --free --both)
 
 # Defect 3: capture that fails on one rank leaves every rank uncaptured, in step.
 add_cudasim_test(gpu_graph_sim_capture_fails_on_rank1_2 2 ENV CUDASIM_CAPTURE_FAIL_RANK=1
@@ -184,12 +212,16 @@ add_cudasim_test(gpu_graph_sim_device_busy_on_rank1_fails_2 2
                  ENV CUDASIM_FAULT=devices-unavailable CUDASIM_FAULT_RANK=1
                  EXPECT 1 "FAIL gpu_graph: GPUs present but unusable.*rank 1.*device-busy"
                  COMMAND $<TARGET_FILE:gpu_graph_sim>)
-add_cudasim_test(gpu_graph_sim_shared_gpu_fails_2 2 ENV CUDASIM_DEVICES=1
+# Two ranks on one GPU, and more ranks than a rank sees GPUs, where the node's ranks see
+# enough GPUs together: misconfigured, so they fail (too few GPUs in the node skips, above).
+add_cudasim_test(gpu_graph_sim_shared_gpu_fails_2 2 ENV CUDASIM_DEVICES=2
                  EXPECT 1 "FAIL gpu_graph: GPUs present but unusable.*shared-gpu"
-                 COMMAND $<TARGET_FILE:gpu_graph_sim>)
-add_cudasim_test(gpu_graph_sim_too_many_ranks_fails_3 3 ENV CUDASIM_DEVICES=2
+                 COMMAND ${MNIST_CUDASIM_DIR}/visible_per_rank.sh 1 0,1 -- $<TARGET_FILE:gpu_graph_sim>)
+add_cudasim_test(gpu_graph_sim_too_many_ranks_fails_3 3 ENV CUDASIM_DEVICES=3
                  EXPECT 1 "FAIL gpu_graph: GPUs present but unusable.*too-many-ranks"
-                 COMMAND $<TARGET_FILE:gpu_graph_sim>)
+                 COMMAND ${MNIST_CUDASIM_DIR}/visible_per_rank.sh 2 0,1 0,1 -- $<TARGET_FILE:gpu_graph_sim>)
+add_cudasim_test(gpu_graph_sim_two_gpus_skips_3 3 ENV CUDASIM_DEVICES=2
+                 EXPECT 77 "^SKIP gpu_graph: needs 3 GPUs, 2 visible" COMMAND $<TARGET_FILE:gpu_graph_sim>)
 
 # Defect 7: one visible device per rank (srun --gpus-per-task=1, or a wrapper): it is used.
 add_cudasim_test(gpu_ops_sim_one_visible_device_per_rank_2 2
@@ -204,6 +236,14 @@ add_cudasim_test(mnist_train_sim_auto_old_driver_2 2 ENV CUDASIM_DRIVER_VERSION=
 add_cudasim_test(mnist_train_sim_auto_no_driver_2 2 ENV CUDASIM_DRIVER_VERSION=0
                  EXPECT 0 "backend auto: using host, because rank 0 cannot run the CUDA backend: .*no CUDA driver" "!WARNING"
                  "!backend_fallback" COMMAND ${_train_sim})
+
+# Issue 15: mnist-train itself, a peer hung inside a replayed step (collective #6: warm-up,
+# broadcast, then the captured step's allreduces) ended by --timeout.
+add_cudasim_test(mnist_train_sim_replay_hang_timeout_2 2 TIMEOUT 30
+                 ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=6
+                 EXPECT 1 "collective #6 .*graph-captured\\) will never complete"
+                 "rank [01] on .*: allreduce at epoch 0 step [0-9]+ not complete after 2 s"
+                 COMMAND ${_train_sim} --backend cuda --timeout 2)
 
 # mnist-train --backend cuda on the simulator, captured and not, against the host backend.
 foreach(_model seed mlp mlp_adamw)
@@ -232,7 +272,12 @@ if(MNIST_DDP_HAVE_CUDA)
     add_test(NAME ${case}_2 COMMAND ${MNIST_MPIRUN} --timeout 500 -n 2 $<TARGET_FILE:${case}>)
     set_tests_properties(${case}_2 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600 PROCESSORS 2)
   endforeach()
-  foreach(variant no-warm-up upload)
+  # What one GPU can check: the trainer's loop and the armed deadline at 1 rank.
+  foreach(case gpu_train_step gpu_deadline)
+    add_test(NAME ${case}_1 COMMAND ${MNIST_MPIRUN} --timeout 500 -n 1 $<TARGET_FILE:${case}>)
+    set_tests_properties(${case}_1 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
+  endforeach()
+  foreach(variant no-warm-up upload replay free)
     string(REPLACE "-" "_" _name gpu_deadline_${variant}_2)
     add_test(NAME ${_name} COMMAND ${MNIST_MPIRUN} --timeout 100 -n 2 $<TARGET_FILE:gpu_deadline> --${variant})
     set_tests_properties(${_name} PROPERTIES LABELS gpu TIMEOUT 120 PROCESSORS 2
@@ -244,3 +289,7 @@ endif()
 add_test(NAME gpu_train_step_selftest_2
          COMMAND ${MNIST_MPIRUN} --timeout 250 -n 2 $<TARGET_FILE:gpu_train_step_sim> --self-test)
 set_tests_properties(gpu_train_step_selftest_2 PROPERTIES LABELS mpi TIMEOUT 300 PROCESSORS 2)
+# The harness of gpu_deadline's 1-rank run with the host backend in place of CUDA.
+add_test(NAME gpu_deadline_selftest_1
+         COMMAND ${MNIST_MPIRUN} --timeout 100 -n 1 $<TARGET_FILE:gpu_deadline_sim> --self-test)
+set_tests_properties(gpu_deadline_selftest_1 PROPERTIES LABELS mpi TIMEOUT 120)

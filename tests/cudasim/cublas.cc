@@ -8,7 +8,20 @@
  * X or its transpose), in double, with nothing shared with the project's
  * GEMM mapping (include/gemm_map.h) or its host BLAS: a wrong mapping shows
  * as a wrong result here, as it would on a GPU.
+ *
+ * Math mode (cuBLAS's cublasMath_t): CUBLAS_DEFAULT_MATH and
+ * CUBLAS_PEDANTIC_MATH compute single precision in float32 (cuBLAS 11 and
+ * later use no TF32 unless asked); CUBLAS_TF32_TENSOR_OP_MATH lets cublasSgemm
+ * run on TF32 tensor cores (compute capability 8.0 and later, as the
+ * simulated device is): each element of A and B is rounded to TF32 (8-bit
+ * exponent, 10-bit mantissa) to nearest, ties away from zero (PTX's
+ * cvt.rna.tf32.f32) before the products, which accumulate in float32 or
+ * better (here, as for every GEMM, in double). NVIDIA_TF32_OVERRIDE=0 in the
+ * environment turns TF32 off whatever the handle asks, as NVIDIA's libraries
+ * document. cublasSgemv has no tensor-core path: float32 in every mode.
  */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <vector>
@@ -61,18 +74,51 @@ static size_t vec_index(int i, int n, int inc)
 	return inc >= 0 ? (size_t)i * (size_t)inc : (size_t)(n - 1 - i) * (size_t)(-inc);
 }
 
-/* C = alpha op(A) op(B) + beta C, column-major, from the definition. */
+/*
+ * x as TF32: the 13 low mantissa bits dropped, rounding to nearest with ties
+ * away from zero (half of the dropped range added to the magnitude, then
+ * truncated; a carry moves into the exponent as it should). Inf and NaN stay.
+ */
+float tf32_round(float x)
+{
+	uint32_t u;
+	memcpy(&u, &x, sizeof(u));
+	if ((u & 0x7f800000u) == 0x7f800000u)
+		return x;
+	u = (u + 0x1000u) & 0xffffe000u;
+	memcpy(&x, &u, sizeof(x));
+	return x;
+}
+
+/* Whether a GEMM on a handle in this math mode runs on TF32 tensor cores. */
+static bool uses_tf32(cublasMath_t mode)
+{
+	const char *override_env = getenv("NVIDIA_TF32_OVERRIDE");
+	int base = (int)mode & ~(int)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+	return base == CUBLAS_TF32_TENSOR_OP_MATH && !(override_env && !strcmp(override_env, "0"));
+}
+
+/* An operand element as the GEMM's multipliers see it. */
+static double gemm_input(float x, bool tf32)
+{
+	return tf32 ? (double)tf32_round(x) : (double)x;
+}
+
+/* C = alpha op(A) op(B) + beta C, column-major, from the definition; tf32: inputs rounded so. */
 static void sgemm_reference(bool ta, bool tb, int m, int n, int k, double alpha, const float *a,
-			    int lda, const float *b, int ldb, double beta, float *c, int ldc)
+			    int lda, const float *b, int ldb, double beta, float *c, int ldc,
+			    bool tf32)
 {
 	/* op(A) (m x k) and op(B) (k x n), gathered into dense column-major doubles. */
 	std::vector<double> A((size_t)m * (size_t)k), B((size_t)k * (size_t)n), acc((size_t)m);
 	for (int l = 0; l < k; l++)
 		for (int i = 0; i < m; i++)
-			A[(size_t)i + (size_t)l * m] = ta ? a[(size_t)l + (size_t)i * lda] : a[(size_t)i + (size_t)l * lda];
+			A[(size_t)i + (size_t)l * m] = gemm_input(
+				ta ? a[(size_t)l + (size_t)i * lda] : a[(size_t)i + (size_t)l * lda], tf32);
 	for (int j = 0; j < n; j++)
 		for (int l = 0; l < k; l++)
-			B[(size_t)l + (size_t)j * k] = tb ? b[(size_t)j + (size_t)l * ldb] : b[(size_t)l + (size_t)j * ldb];
+			B[(size_t)l + (size_t)j * k] = gemm_input(
+				tb ? b[(size_t)j + (size_t)l * ldb] : b[(size_t)l + (size_t)j * ldb], tf32);
 	for (int j = 0; j < n; j++) {
 		for (int i = 0; i < m; i++)
 			acc[(size_t)i] = 0.0;
@@ -188,9 +234,13 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
 		check_operand("cublasSgemm", "B", b, tb ? n : k, tb ? k : n, ldb);
 	}
 	check_operand("cublasSgemm", "C", c, m, n, ldc);
+	/* The math mode as it is at the call (a graph keeps it). */
+	bool tf32 = uses_tf32(handle->math);
 	op o;
-	o.label = "cublasSgemm";
-	o.run = [=]() { sgemm_reference(ta, tb, m, n, al == 0.0 ? 0 : k, al, a, lda, b, ldb, be, c, ldc); };
+	o.label = tf32 ? "cublasSgemm (TF32)" : "cublasSgemm";
+	o.run = [=]() {
+		sgemm_reference(ta, tb, m, n, al == 0.0 ? 0 : k, al, a, lda, b, ldb, be, c, ldc, tf32);
+	};
 	return submit(handle->stream, std::move(o)) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
 								    : CUBLAS_STATUS_EXECUTION_FAILED;
 }

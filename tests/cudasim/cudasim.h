@@ -30,6 +30,12 @@
  *     cudaDeviceSynchronize, a copy that blocks) or polls it
  *     (cudaEventQuery, cudaStreamQuery), never earlier, so a missing wait
  *     reads a stale value. Work on one stream never waits for another's.
+ *     A host call that blocks until work completes (cudaStreamSynchronize,
+ *     cudaDeviceSynchronize, cudaFree, a copy to or from pageable memory, ...)
+ *     behind a collective injected never to complete (CUDASIM_HANG_RANK) is
+ *     fatal at once, naming the call: on a GPU it would block forever, out of
+ *     reach of any deadline the program keeps; only polling (cudaEventQuery,
+ *     cudaStreamQuery) can wait for a collective that may hang.
  *  3. Copies (the "API synchronization behavior" rules): device-to-pageable
  *     returns only once the copy is done, so it waits for all earlier work on
  *     its stream; pageable-to-device synchronizes the stream first, then
@@ -61,7 +67,12 @@
  *     dimensions, zero increments), read alpha and beta from host memory at
  *     the call, and compute C = alpha op(A) op(B) + beta C column-major with
  *     a naive reference written from that definition (double accumulation;
- *     beta == 0 ignores C), independent of the project's GEMM mapping.
+ *     beta == 0 ignores C), independent of the project's GEMM mapping. The
+ *     math mode counts: CUBLAS_DEFAULT_MATH and CUBLAS_PEDANTIC_MATH compute
+ *     in float32; CUBLAS_TF32_TENSOR_OP_MATH rounds every element of A and B
+ *     to TF32 (10-bit mantissa, to nearest, ties away from zero, as Ampere
+ *     and later GPUs convert) before a cublasSgemm multiplies them, unless
+ *     NVIDIA_TF32_OVERRIDE=0 is set; cublasSgemv is float32 in every mode.
  *  8. NCCL on MPI. ncclGetUniqueId works without a device (as NCCL's does);
  *     ncclCommInitRank is collective, needs a usable device, and every rank
  *     must present the same id, distinct ranks and distinct GPUs (NCCL's
@@ -111,8 +122,8 @@
  * process waits for it or polls it, so a rank that blocks elsewhere (in an
  * MPI call, say) while a peer waits for one of its queued collectives stalls
  * that peer here, where a GPU would have run the collective; the memory model beyond stream order (no caches, no weak ordering,
- * no atomics); TF32 and other reduced-precision math (every GEMM is exact to
- * double accumulation whatever the math mode); transports (NVLink, PCIe,
+ * no atomics); reduced precision other than TF32 GEMM inputs (accumulation is
+ * in double in every mode; FP16, BF16 and their math modes are not offered); transports (NVLink, PCIe,
  * InfiniBand, sockets: MPI carries everything); sticky errors after a fault
  * in a kernel; unified and managed memory, peer access, multiple devices per
  * process, stream priorities, implicit synchronization between the legacy
@@ -204,6 +215,8 @@ public:
 	virtual bool advance() = 0;
 	/* What it waits for, for the simulator's notes. */
 	virtual std::string describe() const = 0;
+	/* True when it is known never to complete (an injected hang): a blocking wait is then fatal. */
+	virtual bool never_completes() const { return false; }
 };
 
 /* One operation on a stream, or recorded in a graph (then replayed as often as launched). */
@@ -227,6 +240,11 @@ cudaError_t refuse_during_capture();
 void drain_all(const char *api);
 /* Run stream's queued work to the end, blocking. */
 cudaError_t drain(cudaStream_t stream, const char *api);
+
+/* ---- cuBLAS (cublas.cc) ------------------------------------------------------------ */
+
+/* x rounded to TF32 as CUBLAS_TF32_TENSOR_OP_MATH rounds GEMM inputs (rule 7), for the tests. */
+float tf32_round(float x);
 
 /* ---- collectives (nccl.cc) --------------------------------------------------------- */
 

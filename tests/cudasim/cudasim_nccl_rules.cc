@@ -19,6 +19,11 @@
  *                  both ranks see cudaErrorNotReady for a second; then rank 1
  *                  aborts its communicator and rank 0 sees ncclRemoteError
  *                  from ncclCommGetAsyncError. Prints "PASS hang".
+ *   hang-sync      with CUDASIM_HANG_RANK=1, a cudaStreamSynchronize behind
+ *   hang-free      the hung collective (hang-free: a cudaFree of another
+ *                  buffer, which waits for the whole device): rank 1 is
+ *                  stopped at once with "... blocks forever" (a GPU would
+ *                  hang there); ctest matches that line.
  * Anything unexpected prints "FAIL ..." and exits 1.
  */
 #include <mpi.h>
@@ -247,6 +252,23 @@ static void mode_hang(cudaStream_t s, ncclComm_t comm)
 	_exit(0);
 }
 
+/* A blocking wait behind the injected hang: the simulator ends rank 1 with a message. */
+static void mode_hang_blocking(cudaStream_t s, ncclComm_t comm, bool by_free)
+{
+	const size_t n = 16;
+	float *f = dev<float>(n), *other = dev<float>(n);
+	expect(cudaMemsetAsync(f, 0, n * sizeof(float), s) == cudaSuccess, "memset");
+	expect(ncclAllReduce(f, f, n, ncclFloat, ncclSum, comm, s) == ncclSuccess, "ncclAllReduce");
+	if (by_free)
+		cudaFree(other);
+	else
+		cudaStreamSynchronize(s);
+	printf("FAIL rank %d: %s returned behind a collective that never completes\n", rank,
+	       by_free ? "cudaFree" : "cudaStreamSynchronize");
+	fflush(stdout);
+	MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
 int main(int argc, char **argv)
 {
 	MPI_Init(&argc, &argv);
@@ -269,8 +291,10 @@ int main(int argc, char **argv)
 			mode_capture(s, comm);
 		else if (!strcmp(mode, "hang"))
 			mode_hang(s, comm);
+		else if (!strcmp(mode, "hang-sync") || !strcmp(mode, "hang-free"))
+			mode_hang_blocking(s, comm, !strcmp(mode, "hang-free"));
 		else
-			expect(false, "unknown mode (rules, count-in-bytes, capture, hang)");
+			expect(false, "unknown mode (rules, count-in-bytes, capture, hang, hang-sync, hang-free)");
 		fflush(stdout);
 		return 1; /* the modes above end the job themselves */
 	}

@@ -234,6 +234,11 @@ public:
 		}
 	}
 
+	bool never_completes() const override
+	{
+		return phase == 9;
+	}
+
 	std::string describe() const override
 	{
 		char head[96];

@@ -143,13 +143,23 @@ static bool advance(CUstream_st *s, uint64_t upto)
 	return s->completed >= upto;
 }
 
-/* advance() until done, blocking the host; says once what it waits for when that takes long. */
+/*
+ * advance() until done, blocking the host; says once what it waits for when
+ * that takes long, and ends the process at once behind a collective injected
+ * never to complete (rule 2): a GPU would block here forever.
+ */
 static void wait_for(CUstream_st *s, uint64_t upto, const char *api)
 {
 	double start = now(), limit = (double)env_long("CUDASIM_STUCK_NOTE", 10);
 	bool noted = false;
 	int polls = 0;
 	while (!advance(s, upto)) {
+		const CUstream_st::entry &front = s->queue.front();
+		if (front.work && front.work->never_completes())
+			fatal("%s blocks forever: the stream waits for %s; on a GPU the host would hang "
+			      "here, out of reach of any deadline (wait for a collective that may hang by "
+			      "polling, as cudaEventQuery does)",
+			      api, front.work->describe().c_str());
 		if (!noted && limit > 0 && now() - start > limit) {
 			const CUstream_st::entry &e = s->queue.front();
 			note("blocked for %g s in %s: the stream waits for %s", limit, api,

@@ -433,6 +433,99 @@ Test(cublas, the_math_mode_is_the_one_set_and_unknown_ones_are_refused)
 	cr_assert_eq(cublasSetMathMode(h, (cublasMath_t)7), CUBLAS_STATUS_INVALID_VALUE);
 }
 
+/* TF32 keeps 10 mantissa bits: 1 + 2^-10 is its step at 1, 2^-11 half of it. */
+Test(cublas, tf32_rounds_to_nearest_ties_away_from_zero)
+{
+	const float step = ldexpf(1.0f, -10);
+	cr_assert_eq(cudasim::tf32_round(1.0f + step), 1.0f + step, "representable: unchanged");
+	cr_assert_eq(cudasim::tf32_round(1.0f + ldexpf(1.0f, -12)), 1.0f, "below half a step: down");
+	cr_assert_eq(cudasim::tf32_round(1.0f + ldexpf(3.0f, -12)), 1.0f + step, "above half: up");
+	cr_assert_eq(cudasim::tf32_round(1.0f + ldexpf(1.0f, -11)), 1.0f + step, "a tie: away from zero");
+	cr_assert_eq(cudasim::tf32_round(-1.0f - ldexpf(1.0f, -11)), -1.0f - step, "negative tie");
+	cr_assert_eq(cudasim::tf32_round(nextafterf(2.0f, 0.0f)), 2.0f, "a carry into the exponent");
+	cr_assert(isinf(cudasim::tf32_round(INFINITY)) && isnan(cudasim::tf32_round(NAN)));
+}
+
+/* c = a * b, 1 x 1 x 1, on a handle in `mode`. */
+static float product_in(cublasMath_t mode, float a, float b)
+{
+	cudaStream_t s = new_stream();
+	cublasHandle_t h = blas_on(s);
+	float one = 1.0f, zero = 0.0f, c = 0.0f;
+	float *dA = upload(s, &a, 1), *dB = upload(s, &b, 1), *dC = dalloc(1);
+	cr_assert_eq(cublasSetMathMode(h, mode), CUBLAS_STATUS_SUCCESS);
+	cr_assert_eq(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, dA, 1, dB, 1, &zero, dC, 1),
+		     CUBLAS_STATUS_SUCCESS);
+	cr_assert_eq(cudaMemcpyAsync(&c, dC, sizeof(c), cudaMemcpyDeviceToHost, s), cudaSuccess);
+	return c;
+}
+
+Test(cublas, tf32_math_rounds_gemm_inputs_and_the_float32_modes_do_not)
+{
+	const float a = 1.0f + ldexpf(1.0f, -12), b = 3.0f; /* a is 1 in TF32 */
+	cr_assert_eq(product_in(CUBLAS_DEFAULT_MATH, a, b), a * b, "default math is float32");
+	cr_assert_eq(product_in(CUBLAS_PEDANTIC_MATH, a, b), a * b, "pedantic math is float32");
+	cr_assert_eq(product_in(CUBLAS_TF32_TENSOR_OP_MATH, a, b), 3.0f, "TF32: a rounded to 1 first");
+	cr_assert_eq(product_in((cublasMath_t)(CUBLAS_TF32_TENSOR_OP_MATH |
+					       CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION),
+				a, b),
+		     3.0f, "TF32 with reduced-precision reductions disallowed: still TF32 inputs");
+}
+
+Test(cublas, nvidia_tf32_override_0_turns_tf32_off)
+{
+	const float a = 1.0f + ldexpf(1.0f, -12), b = 3.0f;
+	setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
+	cr_assert_eq(product_in(CUBLAS_TF32_TENSOR_OP_MATH, a, b), a * b);
+}
+
+/* A larger TF32 GEMM is the float32 reference on rounded inputs, and the GEMV stays float32. */
+Test(cublas, a_tf32_gemm_is_the_reference_on_rounded_inputs_and_sgemv_is_float32)
+{
+	cudaStream_t s = new_stream();
+	cublasHandle_t h = blas_on(s);
+	uint64_t seed = ref_seed(12);
+	struct rng r = rng_make(seed, 2);
+	const int m = 6, n = 5, k = 33;
+	std::vector<float> A((size_t)m * k), B((size_t)k * n), At(A.size()), Bt(B.size()), got((size_t)m * n);
+	ref_fill_uniform(&r, A.data(), A.size(), -1, 1);
+	ref_fill_uniform(&r, B.data(), B.size(), -1, 1);
+	for (size_t i = 0; i < A.size(); i++)
+		At[i] = cudasim::tf32_round(A[i]);
+	for (size_t i = 0; i < B.size(); i++)
+		Bt[i] = cudasim::tf32_round(B[i]);
+	/* Row-major A (m, k) is column-major A^T: C^T = B^T A^T, column-major (n, m). */
+	std::vector<double> want((size_t)m * n, 0.0), exact((size_t)m * n, 0.0);
+	ref_gemm(0, 0, m, n, k, 1.0, At.data(), k, Bt.data(), n, 0.0, want.data(), n);
+	ref_gemm(0, 0, m, n, k, 1.0, A.data(), k, B.data(), n, 0.0, exact.data(), n);
+	float *dA = upload(s, A.data(), A.size()), *dB = upload(s, B.data(), B.size()), *dC = dalloc(got.size());
+	float one = 1.0f, zero = 0.0f;
+	cr_assert_eq(cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH), CUBLAS_STATUS_SUCCESS);
+	cr_assert_eq(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, dB, n, dA, k, &zero, dC, n),
+		     CUBLAS_STATUS_SUCCESS);
+	cr_assert_eq(cudaMemcpyAsync(got.data(), dC, got.size() * sizeof(float), cudaMemcpyDeviceToHost, s),
+		     cudaSuccess);
+	struct ref_cmp cmp = ref_compare_f("TF32 gemm", got.data(), want.data(), got.size(), 1e-6, 1e-6, seed);
+	cr_assert_eq(cmp.bad, 0, "the TF32 GEMM is not the product of the rounded inputs (seed %llu)",
+		     (unsigned long long)seed);
+	size_t off = 0;
+	for (size_t i = 0; i < got.size(); i++)
+		off += fabs((double)got[i] - exact[i]) > 1e-6 + 1e-6 * fabs(exact[i]);
+	cr_assert_gt(off, 0, "TF32 made no difference that float32 parity would see");
+	/* y = A x, x = ones: the GEMV ignores the math mode. */
+	std::vector<float> ones((size_t)k, 1.0f), y((size_t)m);
+	float *dx = upload(s, ones.data(), ones.size()), *dy = dalloc(y.size());
+	cr_assert_eq(cublasSgemv(h, CUBLAS_OP_T, k, m, &one, dA, k, dx, 1, &zero, dy, 1), CUBLAS_STATUS_SUCCESS);
+	cr_assert_eq(cudaMemcpyAsync(y.data(), dy, y.size() * sizeof(float), cudaMemcpyDeviceToHost, s),
+		     cudaSuccess);
+	for (int i = 0; i < m; i++) {
+		double sum = 0.0;
+		for (int l = 0; l < k; l++)
+			sum += A[(size_t)i * k + l];
+		cr_assert_eq(y[(size_t)i], (float)sum, "row %d: GEMV rounded its inputs", i);
+	}
+}
+
 Test(cublas, without_cublasSetStream_a_gemm_runs_on_the_legacy_stream)
 {
 	cudaStream_t s = new_stream();

@@ -62,6 +62,43 @@ int gpu_test_option(const struct gpu_test *t, const char *flag)
 	return 0;
 }
 
+/*
+ * The skip for a node with fewer GPUs than the test's ranks there (one rank
+ * per GPU): those ranks are refused as sharing a GPU or too many, which is
+ * what the probe says and what a misconfigured node says too; the count of
+ * GPUs the node's ranks see together tells the two apart. Returns when no
+ * node is short or when some rank's GPUs are unusable for another reason
+ * (then the test fails); else every rank exits 77 after rank 0 says why.
+ * Collective.
+ */
+static void skip_short_node(struct gpu_test *t, const struct cuda_probe *mine)
+{
+	struct {
+		int need, have;
+		char host[sizeof(t->d.host)];
+	} node;
+	int is_short = mine->node_gpus > 0 && mine->node_gpus < t->d.local_size;
+	int rank_count = mine->verdict == CUDA_UNUSABLE && (!strcmp(mine->reason, "shared-gpu") ||
+							    !strcmp(mine->reason, "too-many-ranks"));
+	int other = mine->verdict == CUDA_UNUSABLE && !(is_short && rank_count);
+	int who = -1;
+	if (dist_agree(&t->d, other ? 2 : is_short, &who) != 1)
+		return;
+	memset(&node, 0, sizeof(node));
+	node.need = t->d.local_size;
+	node.have = mine->node_gpus;
+	snprintf(node.host, sizeof(node.host), "%s", t->d.host);
+	dist_bcast(&t->d, &node, sizeof(node), who, "gpu test skip");
+	if (t->d.rank == 0) {
+		printf("SKIP %s: needs %d GPUs, %d visible (%d ranks on %s, one GPU per rank; run it on a "
+		       "node with %d GPUs or more)\n",
+		       t->name, node.need, node.have, node.need, node.host, node.need);
+		fflush(stdout);
+	}
+	dist_finalize(&t->d);
+	exit(GPU_TEST_SKIP);
+}
+
 void gpu_test_start(struct gpu_test *t)
 {
 	char why[1024] = "";
@@ -71,6 +108,8 @@ void gpu_test_start(struct gpu_test *t)
 		struct cuda_probe mine, p;
 		const struct backend_module *m = NULL;
 		int worst = backend_cuda_job_probe(&t->d, t->module, &m, &mine, &p, &bad);
+		if (worst != CUDA_USABLE)
+			skip_short_node(t, &mine);
 		if (worst != CUDA_USABLE) {
 			/* Rank 0 prints the worst-off rank's verdict. */
 			if (t->d.rank == 0) {

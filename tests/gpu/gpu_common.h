@@ -3,11 +3,13 @@
  * share: start-up, the skip rule, the two backends, checks and the exit code.
  *
  * Each program holds the CUDA backend against the host backend (the oracle).
- * Where some rank has no driver or no device (a CPU machine), every rank
- * exits 77 after rank 0 prints why; ctest, told SKIP_RETURN_CODE 77, reports
- * the test as skipped, never as passed. Where GPUs are present but some rank
- * cannot use them (driver too old, system not ready, no kernel image, device
- * busy, two ranks on one GPU, more ranks than GPUs), the test fails.
+ * Where some rank has no driver or no device (a CPU machine), or a node has
+ * fewer GPUs than the test's ranks on it ("needs 2 GPUs, 1 visible": one
+ * rank per GPU), every rank exits 77 after rank 0 prints why; ctest, told
+ * SKIP_RETURN_CODE 77, reports the test as skipped, never as passed. Where
+ * GPUs are present but some rank cannot use them (driver too old, system not ready, no kernel image, device
+ * busy, two ranks on one GPU or more ranks than GPUs although the node's
+ * ranks see enough GPUs together), the test fails.
  *
  * --self-test puts a second host backend where the CUDA backend would be, so
  * the harness itself (comparisons, tolerances, the multi-rank plumbing) runs
@@ -63,9 +65,9 @@ int gpu_test_option(const struct gpu_test *t, const char *flag);
  * with the same loader) and probes its device. When some rank's GPUs are
  * unusable (or the module does not load where a driver is), rank 0 prints
  * "FAIL <name>: GPUs present but unusable ..." and every rank exits 1; else
- * when some rank has no driver or no device, rank 0 prints "SKIP <name>: ..."
- * and every rank exits 77. Then creates t->dev and t->host (a failure to
- * create is a failure, not a skip).
+ * when a node has fewer GPUs than ranks, or some rank has no driver or no
+ * device, rank 0 prints "SKIP <name>: ..." and every rank exits 77. Then
+ * creates t->dev and t->host (a failure to create is a failure, not a skip).
  */
 void gpu_test_start(struct gpu_test *t);
 

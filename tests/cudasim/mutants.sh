@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# mutants.sh - plant bugs in the CUDA backend one at a time and check that
+# the simulator suite (ctest -L cudasim) catches each: a kill score for the
+# simulator and the GPU suite together. Too slow for the default suite (a
+# rebuild and a test run per mutant); run it by hand after changing the
+# simulator, the GPU suite or cuda/ (docs/gpu.md):
+#
+#   tests/cudasim/mutants.sh [--list] [--keep] [NAME...]
+#
+# Each mutant below is one exact text replacement in one file of cuda/ (the
+# text must occur exactly once, else the mutant is reported as not applied:
+# a stale list never passes for a good score). The source tree is copied
+# (git's tracked and unignored files) into a scratch directory, built there
+# once with the CUDA toolkit (mnist-train-cudasim is a copy of a CUDA-enabled
+# mnist-train; one architecture, to save time) and without -Werror (a mutant
+# may leave a variable unused), and the suite is run once unmutated: it must
+# pass, or nothing can be concluded. Then for each mutant: the pristine file
+# is restored, the replacement applied, the simulated module and the test
+# programs rebuilt (never nvcc: mutants touch cuda/ only, which the host
+# program does not compile), and
+# ctest runs the tests most likely to kill it first, then the rest of
+# -L cudasim, stopping at the first failure. The worktree itself is never
+# edited.
+#
+# Prints "killed", "SURVIVED", "NOT APPLIED" or "DID NOT BUILD" per mutant
+# (with the killing test), then the kill score; exits 0 only when every
+# mutant was applied, built and killed. NAME...: only those mutants. --list:
+# print the mutants and exit. --keep: keep the scratch directory (its path
+# is printed; logs in logs/). MNIST comes from the worktree's MNIST_Data.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+JOBS=${JOBS:-2}
+keep=0
+list=0
+only=()
+for a in "$@"; do
+	case $a in
+	--keep) keep=1 ;;
+	--list) list=1 ;;
+	-h | --help)
+		sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+		exit 0
+		;;
+	-*)
+		echo "mutants.sh: unknown option '$a' (--list, --keep, NAME...)" >&2
+		exit 2
+		;;
+	*) only+=("$a") ;;
+	esac
+done
+
+# ---- the mutants ------------------------------------------------------------------
+# mutant NAME FILE OLD NEW KILLERS: KILLERS, a regular expression of ctest names
+# run first (the tests written to catch it).
+names=() files=() olds=() news=() killers=()
+mutant() {
+	names+=("$1") files+=("$2") olds+=("$3") news+=("$4") killers+=("$5")
+}
+B=cuda/backend_cuda.cu K=cuda/kernels.cu P=cuda/probe.cu
+
+mutant mean-as-sum $B \
+	'op == REDUCE_SUM ? ncclSum : ncclAvg' 'op == REDUCE_SUM ? ncclSum : ncclSum' \
+	'gpu_allreduce_sim_2'
+mutant pageable-copy-before-deadline-wait $B \
+	$'\tcuda_wait(c);\n\tif (bytes == 0)\n\t\treturn;\n\tCUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, c->stream));\n\tCUDA_CHECK(cudaStreamSynchronize(c->stream));' \
+	$'\tif (bytes == 0)\n\t\treturn;\n\tCUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, c->stream));\n\tcuda_wait(c);' \
+	'gpu_deadline_sim_hung_peer_2|gpu_deadline_sim_2'
+mutant a-transpose-inverted $B \
+	'g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N' 'g.trans_a ? CUBLAS_OP_N : CUBLAS_OP_T' \
+	'gpu_ops_sim'
+mutant wrong-lda $B \
+	'g.lda, g.b, g.ldb' 'g.m, g.b, g.ldb' \
+	'gpu_ops_sim'
+mutant alloc-not-zeroed $B \
+	$'\tCUDA_CHECK(cudaMemsetAsync(p, 0, bytes, c->stream));\n\treturn p;' \
+	$'\treturn p;' \
+	'gpu_ops_sim|gpu_train_step_sim_2'
+mutant capture-outcome-not-agreed $B \
+	$'\treturn bad < 0;\n}' $'\treturn ok;\n}' \
+	'gpu_graph_sim_capture_fails_on_rank1_2|gpu_graph_sim_capture_begin_fails_on_rank1_2'
+mutant cublas-on-legacy-stream $B \
+	'brc = cublasSetStream(c->blas, c->stream);' 'brc = CUBLAS_STATUS_SUCCESS;' \
+	'gpu_ops_sim'
+mutant deadline-never-fires $B \
+	'if (waited >= c->timeout)' 'if (waited < 0.0)' \
+	'gpu_deadline_sim_hung_peer_2'
+mutant sgd-skips-last-element $K \
+	$'for (size_t i = grid_first(); i < n; i += grid_stride()) {\n\t\tfloat unused = 0.0f;' \
+	$'for (size_t i = grid_first(); i + 1 < n; i += grid_stride()) {\n\t\tfloat unused = 0.0f;' \
+	'gpu_ops_sim'
+mutant block-of-2048-threads cuda/kernels.h \
+	'#define KERNEL_BLOCK 256u' '#define KERNEL_BLOCK 2048u' \
+	'gpu_ops_sim'
+mutant broadcast-root-ignored $B \
+	'ncclBroadcast(buf, buf, n, ncclFloat, root,' 'ncclBroadcast(buf, buf, n, ncclFloat, 0,' \
+	'gpu_allreduce_sim_2'
+mutant replay-not-pending $B \
+	$'\tif (g->collective)\n\t\tnote_collective(c, g->collective);' $'\t(void)note_collective;' \
+	'gpu_deadline_sim_replay_2|mnist_train_sim_replay_hang_timeout_2'
+mutant free-without-deadline-wait $B \
+	$'\tif (c->pending.what)\n\t\tcuda_wait(c);\n\tCUDA_CHECK(cudaFree(p));' $'\tCUDA_CHECK(cudaFree(p));' \
+	'gpu_deadline_sim_free_2'
+mutant tf32-math $B \
+	'cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH)' 'cublasSetMathMode(c->blas, CUBLAS_TF32_TENSOR_OP_MATH)' \
+	'gpu_ops_sim'
+# More, cheap to plant.
+mutant no-warm-up $B \
+	$'\twarm_up(c);\n' $'\n' \
+	'gpu_deadline_sim_no_warm_up_2'
+mutant gather-label-of-batch-row $K \
+	'y[row] = (int32_t)labels[e];' 'y[row] = (int32_t)labels[row];' \
+	'gpu_ops_sim'
+mutant every-rank-on-device-0 $P \
+	'*device = count == 1 ? 0 : d->local_rank;' '*device = 0;' \
+	'gpu_graph_sim_2'
+mutant sum-scaled-as-mean $B \
+	'ncclAllReduce(buf, buf, n, ncclFloat, op == REDUCE_SUM' 'ncclAllReduce(buf, buf, n, ncclFloat, op != REDUCE_SUM' \
+	'gpu_allreduce_sim_2'
+
+if [ $list -eq 1 ]; then
+	for i in "${!names[@]}"; do
+		printf '%-36s %-22s first: %s\n' "${names[$i]}" "${files[$i]}" "${killers[$i]}"
+	done
+	exit 0
+fi
+for n in "${only[@]+"${only[@]}"}"; do
+	printf '%s\n' "${names[@]}" | grep -qx -- "$n" || {
+		echo "mutants.sh: no mutant named '$n' (--list)" >&2
+		exit 2
+	}
+done
+
+# ---- the scratch copy, built once ---------------------------------------------------
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/mnist-mutants.XXXXXX")
+trap '[ $keep -eq 1 ] || rm -rf "$WORK"' EXIT
+SRC=$WORK/src BUILD=$WORK/build LOGS=$WORK/logs
+mkdir -p "$SRC" "$LOGS"
+start=$(date +%s)
+(cd "$ROOT" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) | tar -C "$SRC" -xf - ||
+	{ echo "mutants.sh: copying the source tree failed" >&2; exit 2; }
+mnist=$(readlink -f "$ROOT/MNIST_Data")
+SIM=(mnist-cuda-sim test_cudasim_rules cudasim_nccl_rules gpu_ops_sim gpu_train_parity_sim
+	gpu_graph_sim gpu_allreduce_sim gpu_deadline_sim gpu_train_step_sim)
+build() { # LOG [TARGET...]: the simulated module and the test programs, and the other targets
+	local log=$1
+	shift
+	cmake --build "$BUILD" -j "$JOBS" --target "${SIM[@]}" "$@" >"$log" 2>&1
+}
+echo "mutants.sh: ${#names[@]} mutants; scratch copy in $WORK"
+if ! cmake -S "$SRC" -B "$BUILD" -DMNIST_DDP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=80-real \
+	-DMNIST_DDP_WERROR=OFF -DMNIST_DATA_DIR="$mnist" >"$LOGS/configure.log" 2>&1 ||
+	! grep -q 'CUDA backend ON' "$LOGS/configure.log" || ! build "$LOGS/build.log" mnist-train-cudasim; then
+	echo "mutants.sh: the unmutated copy does not configure with the CUDA toolkit or build ($LOGS)" >&2
+	keep=1
+	exit 2
+fi
+# ctest's verdict on a test list: 0 all passed; else the first failing test in $killed.
+run_tests() { # LOG CTEST_ARGS...
+	local log=$1
+	shift
+	OPENBLAS_NUM_THREADS=1 ctest --test-dir "$BUILD" --stop-on-failure "$@" >"$log" 2>&1 && return 0
+	killed=$(sed -nE 's/.*Test +#[0-9]+: ([^ ]+) .*(\*\*\*|Failed).*/\1/p' "$log" | head -n 1)
+	[ -n "$killed" ] || killed="(ctest: $(tail -n 1 "$log"))"
+	return 1
+}
+echo "mutants.sh: the unmutated suite first (ctest -L cudasim)"
+if ! run_tests "$LOGS/baseline.log" -L cudasim; then
+	echo "mutants.sh: the unmutated suite fails ($killed; $LOGS/baseline.log): fix that first" >&2
+	keep=1
+	exit 2
+fi
+echo "mutants.sh: baseline passed in $(($(date +%s) - start)) s"
+
+# ---- one mutant at a time ------------------------------------------------------------
+apply() { # FILE OLD NEW: 0 when OLD occurred exactly once and was replaced
+	python3 - "$1" "$2" "$3" <<'PY'
+import sys
+path, old, new = sys.argv[1:4]
+text = open(path).read()
+n = text.count(old)
+if n != 1:
+    print(f"pattern found {n} times")
+    sys.exit(1)
+open(path, "w").write(text.replace(old, new))
+PY
+}
+total=0 dead=0 bad=0
+for i in "${!names[@]}"; do
+	name=${names[$i]} file=${files[$i]}
+	if [ ${#only[@]} -gt 0 ] && ! printf '%s\n' "${only[@]}" | grep -qx -- "$name"; then
+		continue
+	fi
+	total=$((total + 1))
+	t0=$(date +%s)
+	cp "$ROOT/$file" "$SRC/$file"
+	if ! why=$(apply "$SRC/$file" "${olds[$i]}" "${news[$i]}"); then
+		printf '%-14s %-36s %s: %s\n' "NOT APPLIED" "$name" "$file" "$why"
+		bad=$((bad + 1))
+		continue
+	fi
+	if ! build "$LOGS/$name.build.log"; then
+		printf '%-14s %-36s see %s\n' "DID NOT BUILD" "$name" "$LOGS/$name.build.log"
+		bad=$((bad + 1))
+		cp "$ROOT/$file" "$SRC/$file"
+		continue
+	fi
+	first="^(${killers[$i]})\$"
+	if ! run_tests "$LOGS/$name.first.log" -R "$first" ||
+		! run_tests "$LOGS/$name.rest.log" -L cudasim -E "$first"; then
+		printf '%-14s %-36s by %s (%d s)\n' "killed" "$name" "$killed" $(($(date +%s) - t0))
+		dead=$((dead + 1))
+	else
+		printf '%-14s %-36s (%d s): no test failed\n' "SURVIVED" "$name" $(($(date +%s) - t0))
+		bad=$((bad + 1))
+	fi
+	cp "$ROOT/$file" "$SRC/$file"
+done
+echo "mutants.sh: kill score $dead/$total; $bad not killed, not applied or not built; $(($(date +%s) - start)) s in all"
+[ $keep -eq 1 ] && echo "mutants.sh: kept $WORK"
+[ $bad -eq 0 ] && [ $total -gt 0 ]
