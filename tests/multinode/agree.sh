@@ -20,29 +20,16 @@ trainer=$(readlink -f "$1")
 data=$(readlink -f "$2")
 shift 3
 mpirun=("$@")
+# shellcheck source=checks.sh
+source "$(dirname "$0")/checks.sh"
 
-failures=0
-fail() {
-	echo "FAIL: $*" >&2
-	failures=$((failures + 1))
-}
-pass() { echo "ok: $*"; }
-
-[[ -x $trainer ]] || {
-	echo "FAIL: trainer '$trainer' is not built" >&2
-	exit 1
-}
+[[ -x $trainer ]] || fatal "trainer '$trainer' is not built"
 labels=$(find "$data/train" -maxdepth 1 -name 'train-labels-idx1-ubyte*' 2>/dev/null | sort | head -n 1)
 images=$(find "$data/train" -maxdepth 1 -name 'train-images-idx3-ubyte*' 2>/dev/null | sort | head -n 1)
-[[ -n $labels && -n $images && -d $data/test ]] || {
-	echo "FAIL: MNIST is not in $data (train/ and test/): scripts/get-mnist.sh fetches it" >&2
-	exit 1
-}
+[[ -n $labels && -n $images && -d $data/test ]] ||
+	fatal "MNIST is not in $data (train/ and test/): scripts/get-mnist.sh fetches it"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/mnist-agree.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM HUP
+checks_tmp agree
 
 # A training set equal to the real one but for its first label.
 mkdir -p "$tmp/other/train"
@@ -162,8 +149,4 @@ else
 	sed 's/^/    /' <<<"$out" >&2
 fi
 
-if ((failures)); then
-	echo "$failures check(s) failed" >&2
-	exit 1
-fi
-echo "all agreement checks passed"
+checks_done "all agreement checks passed"

@@ -26,27 +26,13 @@
 # and says why. Everything made (namespaces, the processes inside them, $tmp)
 # is removed on exit, failure or interrupt.
 #
-# Provides: SKIP, SUBNET, fail/pass/skip/fatal (with $failures), cluster_init,
+# Provides: SUBNET, what checks.sh provides (fail/pass/skip/fatal, checks_done), cluster_init,
 # cluster_up, node_down, reap, run_timed (sets $rc), port_bytes, field, and
 # the variables tmp, hub, node_ns[], on_node, agent.
 
-readonly SKIP=77
 readonly SUBNET=10.77.0.0/24
-
-failures=0
-fail() {
-	echo "FAIL: $*" >&2
-	failures=$((failures + 1))
-}
-pass() { echo "ok: $*"; }
-skip() {
-	echo "SKIPPED: $*" >&2
-	exit "$SKIP"
-}
-fatal() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
+# shellcheck source=checks.sh
+source "$(dirname "${BASH_SOURCE[0]}")/checks.sh"
 
 made_ns=()
 cleanup_hooks=()
@@ -79,10 +65,8 @@ cluster_init() {
 	for tool in ip unshare timeout mount; do
 		command -v "$tool" >/dev/null || skip "'$tool' is not installed"
 	done
-	tmp=$(mktemp -d "${TMPDIR:-/tmp}/mnist-$1.XXXXXX") || fatal "mktemp failed"
-	trap cluster_cleanup EXIT
-	trap 'echo "interrupted" >&2; exit 130' INT
-	trap 'exit 143' TERM HUP
+	checks_tmp "$1"
+	trap cluster_cleanup EXIT # the namespaces and what runs in them too, then $tmp
 }
 
 make_ns() {

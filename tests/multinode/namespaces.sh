@@ -258,8 +258,4 @@ wrong_case "hostfile with a node that does not answer" nonzero "ORTE was unable 
 	'10.77.0.1 slots=2\n10.77.0.9 slots=2\n' "$src/run_mpirun_2.sh" ./hostfile
 wrong_case "no hostfile given" 2 "no hostfile" '' "$src/run_mpirun_2.sh"
 
-if ((failures)); then
-	echo "$failures check(s) failed" >&2
-	exit 1
-fi
-echo "all multi-node checks passed"
+checks_done "all multi-node checks passed"

@@ -21,17 +21,10 @@ if (($# < 1)); then
 	exit 2
 fi
 src=$(readlink -f "$1")
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/mnist-restart-scripts.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM HUP
+# shellcheck source=checks.sh
+source "$src/tests/multinode/checks.sh"
+checks_tmp restart-scripts
 
-failures=0
-fail() {
-	echo "FAIL: $*" >&2
-	failures=$((failures + 1))
-}
-pass() { echo "ok: $*"; }
 
 # The stand-in mpirun: attempt N writes its arguments to argv.N (one a line),
 # with FAKE_CKPT=DIR leaves ckpt-0-<10 N>.safetensors there as if rank 0
@@ -222,8 +215,4 @@ else
 	fail "SIGTERM to the launcher: status $rc (want 143), mpirun $([[ -f $dir/term ]] && echo got || echo "did not get") SIGTERM, $(cat "$dir/count" 2>/dev/null) attempt(s): $(cat "$dir/out")"
 fi
 
-if ((failures)); then
-	echo "$failures check(s) failed" >&2
-	exit 1
-fi
-echo "all restart-policy checks passed"
+checks_done "all restart-policy checks passed"

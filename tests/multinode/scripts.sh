@@ -17,17 +17,10 @@ if (($# < 1)); then
 	exit 2
 fi
 src=$(readlink -f "$1")
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/mnist-scripts.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM HUP
+# shellcheck source=checks.sh
+source "$src/tests/multinode/checks.sh"
+checks_tmp scripts
 
-failures=0
-fail() {
-	echo "FAIL: $*" >&2
-	failures=$((failures + 1))
-}
-pass() { echo "ok: $*"; }
 
 # The stand-in mpirun: argv one per line, the ranks' environment, and whether
 # the old log directory was still there when it started.
@@ -154,8 +147,4 @@ DATA_PATH=$tmp/no-such-dir expect_refused "missing DATA_PATH" "DATA_PATH=$tmp/no
 	run_mpirun_1.sh localhost:1
 DATA_PATH=$tmp/no-such-dir expect_refused "missing DATA_PATH (hostfile)" "is not a directory" run_mpirun_2.sh "$hf"
 
-if ((failures)); then
-	echo "$failures check(s) failed" >&2
-	exit 1
-fi
-echo "all launch-script checks passed"
+checks_done "all launch-script checks passed"

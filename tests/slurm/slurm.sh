@@ -471,8 +471,4 @@ cudasim) case_cudasim ;;
 esac
 slurm_down
 
-if ((failures)); then
-	echo "$failures check(s) failed" >&2
-	exit 1
-fi
-echo "all Slurm checks passed ($case_name)"
+checks_done "all Slurm checks passed ($case_name)"
