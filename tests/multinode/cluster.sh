@@ -4,6 +4,7 @@
 # and the helpers that keep a test from leaving anything behind.
 #
 #   source tests/multinode/cluster.sh
+#   cluster_args "$@"           # TRAINER SOURCE_DIR MNIST_DATA_DIR [MPIRUN], checked
 #   cluster_init NAME           # a temporary directory $tmp, traps that clean up
 #   cluster_up 2                # nodes 10.77.0.1 .. 10.77.0.N
 #   "$on_node" 1 CMD...         # run CMD on node 1 (its namespace, host name mn-node1)
@@ -26,13 +27,31 @@
 # and says why. Everything made (namespaces, the processes inside them, $tmp)
 # is removed on exit, failure or interrupt.
 #
-# Provides: SUBNET, what checks.sh provides (fail/pass/skip/fatal, checks_done), cluster_init,
+# Provides: SUBNET, what checks.sh provides (fail/pass/skip/fatal, checks_done), cluster_args, cluster_init,
 # cluster_up, node_down, reap, run_timed (sets $rc), port_bytes, field, and
 # the variables tmp, hub, node_ns[], on_node, agent.
 
 readonly SUBNET=10.77.0.0/24
 # shellcheck source=checks.sh
 source "$(dirname "${BASH_SOURCE[0]}")/checks.sh"
+
+# cluster_args TRAINER SOURCE_DIR MNIST_DATA_DIR [MPIRUN]: a cluster test's
+# arguments, checked; sets trainer, src, data (MNIST_Data: train/ and test/)
+# and mpirun_bin (default mpirun).
+cluster_args() {
+	if (($# < 3)); then
+		echo "usage: $0 TRAINER SOURCE_DIR MNIST_DATA_DIR [MPIRUN]" >&2
+		exit 2
+	fi
+	trainer=$(readlink -f "$1")
+	src=$(readlink -f "$2")
+	data=$(readlink -f "$3")
+	mpirun_bin=${4:-mpirun}
+	[[ -x $trainer ]] || fatal "trainer '$trainer' is not built"
+	[[ -d $data/train && -d $data/test ]] ||
+		fatal "MNIST is not in $data (train/ and test/): scripts/get-mnist.sh fetches it"
+	command -v "$mpirun_bin" >/dev/null || fatal "mpirun '$mpirun_bin' not found"
+}
 
 made_ns=()
 cleanup_hooks=()

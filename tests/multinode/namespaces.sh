@@ -34,22 +34,12 @@ readonly SEED_PARAMS=7850 # --model seed: Dense 784 -> 10, weights and biases
 readonly TRAIN_ARGS=(--epochs 1 --limit 4096 --seed 5)
 readonly RUN_TIMEOUT=120 # seconds for one launch; a hang fails the test
 
-if (($# < 3)); then
-	echo "usage: $0 TRAINER SOURCE_DIR MNIST_DATA_DIR [MPIRUN]" >&2
-	exit 2
-fi
-trainer=$(readlink -f "$1")
-src=$(readlink -f "$2")
-data=$(readlink -f "$3")
-mpirun_bin=${4:-mpirun}
 # shellcheck source=cluster.sh
-source "$src/tests/multinode/cluster.sh"
-
-[[ -x $trainer ]] || fatal "trainer '$trainer' is not built"
+source "$(dirname "$0")/cluster.sh"
+cluster_args "$@"
 train_dir=$data/train
 labels=$(ls "$train_dir"/train-labels-idx1-ubyte "$train_dir"/train-labels-idx1-ubyte.gz 2>/dev/null | head -n 1)
-[[ -n $labels && -d $data/test ]] ||
-	fatal "MNIST is not in $data (train/ and test/): scripts/get-mnist.sh fetches it"
+[[ -n $labels ]] || fatal "no train-labels-idx1-ubyte[.gz] in $train_dir: scripts/get-mnist.sh fetches it"
 cluster_init multinode
 cluster_up 2
 

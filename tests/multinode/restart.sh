@@ -32,21 +32,9 @@ readonly TRAIN_ARGS=(--epochs 1 --limit 8000 --seed 5 --log-every 50 --timeout 1
 readonly RUN_TIMEOUT=150 # seconds for one launch, restarts included; a hang fails the test
 readonly HOSTS=10.77.0.1:2,10.77.0.2:2
 
-if (($# < 3)); then
-	echo "usage: $0 TRAINER SOURCE_DIR MNIST_DATA_DIR [MPIRUN]" >&2
-	exit 2
-fi
-trainer=$(readlink -f "$1")
-src=$(readlink -f "$2")
-data=$(readlink -f "$3")
-mpirun_bin=${4:-mpirun}
 # shellcheck source=cluster.sh
-source "$src/tests/multinode/cluster.sh"
-
-[[ -x $trainer ]] || fatal "trainer '$trainer' is not built"
-[[ -d $data/train && -d $data/test ]] ||
-	fatal "MNIST is not in $data (train/ and test/): scripts/get-mnist.sh fetches it"
-command -v "$mpirun_bin" >/dev/null || fatal "mpirun '$mpirun_bin' not found"
+source "$(dirname "$0")/cluster.sh"
+cluster_args "$@"
 cluster_init restart
 cluster_up 2
 

@@ -53,18 +53,12 @@ if (($# < 4)); then
 	exit 2
 fi
 case_name=$1
-trainer=$(readlink -f "$2")
-src=$(readlink -f "$3")
-data=$(readlink -f "$4")
-mpirun_bin=${5:-mpirun}
+shift
 # shellcheck source=tests/multinode/cluster.sh
-source "$src/tests/multinode/cluster.sh"
+source "$(dirname "$0")/../multinode/cluster.sh"
 # shellcheck source=tests/slurm/slurm_cluster.sh
-source "$src/tests/slurm/slurm_cluster.sh"
-
-[[ -x $trainer ]] || fatal "trainer '$trainer' is not built"
-[[ -d $data/train && -d $data/test ]] ||
-	fatal "MNIST is not in $data (train/ and test/): scripts/get-mnist.sh fetches it"
+source "$(dirname "$0")/slurm_cluster.sh"
+cluster_args "$@"
 job_script=$src/scripts/slurm/train.sbatch
 export OPENBLAS_NUM_THREADS=1
 
