@@ -5,7 +5,8 @@
 #   bash scripts/setup.sh            (BUILD_DIR=build by default)
 #
 # Environment: BUILD_DIR (default build), CMAKE_ARGS (extra cmake arguments),
-#              MNIST_DDP_SKIP_APT=1 (never call apt-get).
+#              MNIST_DDP_SKIP_APT=1 (never call apt-get), MNIST_DDP_SETUP=test
+#              (also what only the tests need: scripts/test.sh sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,7 +16,10 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 # Debian packages the build, the tests and the launch scripts need.
 packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-dev
 	  libcriterion-dev zlib1g-dev libjansson-dev python3 python3-numpy iproute2 procps
-	  clang libclang-rt-14-dev valgrind slurm-wlm munge python3-torch)
+	  clang libclang-rt-14-dev valgrind)
+# Only the tests need these (a Slurm cluster they start and stop, the PyTorch
+# reference): a training machine is not given Slurm's daemons.
+[ "${MNIST_DDP_SETUP:-}" != test ] || packages+=(slurm-wlm munge python3-torch)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -11,6 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CMAKE_ARGS="-DMNIST_DDP_WERROR=ON ${CMAKE_ARGS:-}"
+export MNIST_DDP_SETUP=test # the tests' packages too (Slurm, munge, PyTorch)
 bash scripts/setup.sh
 
 export OPENBLAS_NUM_THREADS=1

@@ -12,7 +12,7 @@
 # slurm_cudasim    the simulated CUDA backend under srun: device per local rank,
 #                  --gpus-per-task=1, the NCCL id broadcast (simulated, not a GPU)
 # Need root (network namespaces): skipped (status 77, reason printed) without.
-# Slurm (slurm-wlm, munge) comes from scripts/setup.sh; without it they fail.
+# Slurm (slurm-wlm, munge) comes from scripts/test.sh (its set-up); without it they fail.
 set(_slurm_cases one_node two_nodes failures cudasim)
 foreach(_case ${_slurm_cases})
   string(REPLACE "_" "-" _arg ${_case})

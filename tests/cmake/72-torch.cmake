@@ -1,4 +1,4 @@
-# mnist-train against PyTorch (label torch; Debian's python3-torch, which scripts/setup.sh installs).
+# mnist-train against PyTorch (label torch; Debian's python3-torch, which scripts/test.sh installs).
 #
 #   e2e_torch_adamw   200 full-batch AdamW steps of mnist-train and of
 #                     bench/reference/train_ref.py from the same checkpoint: every

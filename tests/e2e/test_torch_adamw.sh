@@ -28,7 +28,7 @@ REF=$ROOT/bench/reference/train_ref.py
 export OPENBLAS_NUM_THREADS=1
 
 if ! "$PYTHON" -c "import torch" 2>/dev/null; then
-	echo "SKIP: PyTorch is not installed for $PYTHON (apt-get install python3-torch; scripts/setup.sh does)"
+	echo "SKIP: PyTorch is not installed for $PYTHON (apt-get install python3-torch; scripts/test.sh does)"
 	exit 77
 fi
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/mnist-torch.XXXXXX") || exit 1

@@ -40,7 +40,7 @@
 #
 # Needs root (namespaces; the daemons run as root): otherwise skipped (77)
 # with the reason. Slurm itself must be installed (slurm-wlm, munge:
-# scripts/setup.sh); a missing package fails the test and says which.
+# scripts/test.sh installs them); a missing package fails the test and says which.
 set -uo pipefail
 
 readonly SEED_PARAMS=7850 # --model seed: Dense 784 -> 10, weights and biases

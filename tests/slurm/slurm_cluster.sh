@@ -54,7 +54,7 @@ slurm_up() {
 	local n=$1 i tool
 	for tool in munged slurmctld slurmd srun sbatch salloc sinfo scontrol nsenter setpriv; do
 		command -v "$tool" >/dev/null ||
-			fatal "'$tool' is not installed: the Slurm tests need Debian's slurm-wlm and munge (scripts/setup.sh installs them)"
+			fatal "'$tool' is not installed: the Slurm tests need Debian's slurm-wlm and munge (scripts/test.sh installs them: MNIST_DDP_SETUP=test bash scripts/setup.sh)"
 	done
 	id munge >/dev/null 2>&1 || fatal "no 'munge' user: install Debian's munge package"
 	slurm_dir=$tmp/slurm
