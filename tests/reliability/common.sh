@@ -65,9 +65,11 @@ field() {
 
 # rank_pid MPIRUN_PID RANK: the pid of that rank among mpirun's children.
 rank_pid() {
-	local p
+	local p env
 	for p in $(pgrep -P "$1"); do
-		if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
+		# Read whole, then matched: "tr | grep -q" can fail under pipefail (SIGPIPE).
+		env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) || continue
+		if grep -qx "OMPI_COMM_WORLD_RANK=$2" <<<"$env"; then
 			echo "$p"
 			return 0
 		fi

@@ -159,12 +159,14 @@ loss_lines() { grep -E '^epoch: [0-9]+, step: [0-9]+, loss is ' "$1" 2>/dev/null
 
 # task_pid JOB TASK: the pid of that task's mnist-train (any node of the cluster).
 task_pid() {
-	local ns p
+	local ns p env
 	for ns in "${node_ns[@]:1}"; do
 		for p in $(ip netns pids "$ns" 2>/dev/null); do
 			[[ $(cat "/proc/$p/comm" 2>/dev/null) == "${trainer##*/}" ]] || continue
-			if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$1" &&
-				tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_PROCID=$2"; then
+			# Read whole, then matched: "tr | grep -q" fails under pipefail when grep
+			# stops reading before tr has written a large environment (SIGPIPE).
+			env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) || continue
+			if grep -qx "SLURM_JOB_ID=$1" <<<"$env" && grep -qx "SLURM_PROCID=$2" <<<"$env"; then
 				echo "$p"
 				return 0
 			fi
