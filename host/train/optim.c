@@ -33,7 +33,7 @@ void optim_destroy(struct optim *o, const struct backend *be)
 
 size_t optim_state_count(const struct optim *o)
 {
-	return (size_t)optim_desc_of(o->kind).n_state * o->n;
+	return optim_state_floats(o->kind, o->n);
 }
 
 void optim_load(const struct optim *o, const struct backend *be, const float *state,

@@ -46,6 +46,12 @@ static inline struct optim_desc optim_desc_of(enum optimizer_kind k)
 	return d;
 }
 
+/* Floats of state an optimizer of kind k keeps for n parameters: n_state * n. */
+static inline size_t optim_state_floats(enum optimizer_kind k, size_t n)
+{
+	return (size_t)optim_desc_of(k).n_state * n;
+}
+
 /* A run's optimizer: its settings and its state in backend memory. */
 struct optim {
 	enum optimizer_kind kind;

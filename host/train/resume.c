@@ -48,7 +48,7 @@ static enum status load_on_rank0(const struct train_config *c, const struct mode
 	struct checkpoint_info ck;
 	char used[CONFIG_PATH_MAX + 96], why[2048];
 	rs->params = xmalloc(m->n_params * sizeof(float));
-	rs->state = xmalloc((size_t)optim_desc_of(c->optimizer).n_state * m->n_params * sizeof(float));
+	rs->state = xmalloc(optim_state_floats(c->optimizer, m->n_params) * sizeof(float));
 	enum status rc = checkpoint_resume(c->resume, m, run, &ck, rs->params, rs->state, used,
 					   sizeof(used), stderr, why, sizeof(why));
 	if (rc)
@@ -116,7 +116,7 @@ void resume_save(const struct train_config *c, const struct model *m,
 		 struct checkpoint_info *info, long long global_step, const float *host_params,
 		 const float *host_state)
 {
-	size_t n = m->n_params, ns = (size_t)optim_desc_of(c->optimizer).n_state * n;
+	size_t n = m->n_params, ns = optim_state_floats(c->optimizer, n);
 	char path[CONFIG_PATH_MAX + 96], why[2048];
 	info->global_step = global_step;
 	if (!c->allow_nonfinite)
