@@ -18,13 +18,8 @@
 #include "dist.h"
 #include "elem.h"
 #include "gemm_small.h"
+#include "host_internal.h"
 #include "host_vector.h"
-
-struct host_ctx {
-	MPI_Comm comm;
-	int size;
-	struct deadline *watch; /* the job's collective deadline (struct dist), or NULL */
-};
 
 /* Buffers from this size up (the data sets) are asked to live on 2 MiB pages. */
 #define HOST_HUGE_MIN ((size_t)4 << 20)
@@ -65,8 +60,32 @@ static void host_copy(void *ctx, void *dst, const void *src, size_t bytes)
 		memcpy(dst, src, bytes);
 }
 
+float *host_scratch(struct host_ctx *h, enum host_scratch_slot slot, size_t bytes)
+{
+	if (h->scratch_bytes[slot] < bytes) {
+		free(h->scratch[slot]);
+		size_t rounded = (bytes + 63) & ~(size_t)63;
+		h->scratch[slot] = aligned_alloc(64, rounded);
+		if (!h->scratch[slot])
+			die(1, "out of host memory for a scratch buffer of %zu bytes", bytes);
+		h->scratch_bytes[slot] = rounded;
+		if (slot == HOST_SCRATCH_ONES)
+			h->ones = 0;
+	}
+	return h->scratch[slot];
+}
+
+/* At least n ones. */
+static const float *host_ones(struct host_ctx *h, size_t n)
+{
+	float *ones = host_scratch(h, HOST_SCRATCH_ONES, n * sizeof(float));
+	for (; h->ones < n; h->ones++)
+		ones[h->ones] = 1.0f;
+	return ones;
+}
+
 /* Small and skinny shapes in gemm_small.c, the rest in OpenBLAS through the shared mapping. */
-static void host_gemm(void *ctx, const struct gemm_req *r)
+static void gemm_core(const struct gemm_req *r)
 {
 	if (gemm_small_wanted(r)) {
 		gemm_small(r);
@@ -76,6 +95,46 @@ static void host_gemm(void *ctx, const struct gemm_req *r)
 	cblas_sgemm(CblasColMajor, c.trans_a ? CblasTrans : CblasNoTrans,
 		    c.trans_b ? CblasTrans : CblasNoTrans, c.m, c.n, c.k, c.alpha, c.a, c.lda, c.b,
 		    c.ldb, c.beta, c.c, c.ldc);
+}
+
+static void bias_act_rows(float *y, int ld, const float *bias, int rows, int cols, int relu);
+static void relu_backward_rows(float *dy, const float *y, int ld, int rows, int cols);
+
+/*
+ * The product, then its epilogue (gemm_map.h) as separate passes: the bias
+ * and ReLU over C, or the ReLU's gradient, or the bias gradient as a GEMM
+ * against ones (1 x k times op(A)^T, or op(A) times k x 1).
+ */
+void host_gemm(void *ctx, const struct gemm_req *r)
+{
+	struct host_ctx *h = ctx;
+	gemm_core(r);
+	if (r->m <= 0 || r->n <= 0)
+		return;
+	switch (r->epilogue) {
+	case GEMM_EPILOGUE_NONE:
+		break;
+	case GEMM_EPILOGUE_BIAS:
+	case GEMM_EPILOGUE_BIAS_RELU:
+		bias_act_rows(r->c, r->ldc, r->bias, r->m, r->n,
+			      r->epilogue == GEMM_EPILOGUE_BIAS_RELU);
+		break;
+	case GEMM_EPILOGUE_DRELU:
+		relu_backward_rows(r->c, r->act, r->ldc, r->m, r->n);
+		break;
+	}
+	if (r->bias_grad) {
+		const float *ones = host_ones(h, r->k > 0 ? (size_t)r->k : 1);
+		struct gemm_req g = {.m = 1, .n = r->m, .k = r->k, .alpha = 1.0f, .a = ones,
+				     .lda = r->k, .b = r->a, .ldb = r->lda, .c = r->bias_grad,
+				     .ldc = r->m};
+		if (!r->trans_a) { /* op(A) (m, k) times ones (k, 1) */
+			g = (struct gemm_req){.trans_b = 1, .m = r->m, .n = 1, .k = r->k,
+					      .alpha = 1.0f, .a = r->a, .lda = r->lda, .b = ones,
+					      .ldb = r->k, .c = r->bias_grad, .ldc = 1};
+		}
+		gemm_core(&g);
+	}
 }
 
 /*
@@ -103,29 +162,50 @@ static inline void normalize_row(float *restrict dst, const uint8_t *restrict sr
 		dst[p] = normalize_pixel_elem(src[p]);
 }
 
-HOST_VECTOR_CLONES
-static void host_gather(void *ctx, const uint8_t *images, const uint8_t *labels, int pixels,
-			const int32_t *index, const int32_t *cursor, int count, float *x,
-			int32_t *y)
+/* Rows of the batch at *cursor: count, or what is left of the index (none past its end). */
+static int gather_rows(const struct gather_req *g)
 {
-	const int32_t *idx = index + *cursor;
+	int left = g->len - *g->cursor;
+	return left < 0 ? 0 : left < g->count ? left : g->count;
+}
+
+HOST_VECTOR_CLONES
+static void gather_rows_to(const struct gather_req *g, int rows, float *x)
+{
+	const int32_t *idx = g->index + *g->cursor;
 	/*
 	 * The rows are scattered over the whole set, so each one starts with cache
 	 * misses: fetch a few rows ahead while converting this one.
 	 */
 	enum { AHEAD = 4 };
-	size_t row_bytes = (size_t)pixels;
-	for (int i = 0; i < count && i < AHEAD; i++)
+	size_t row_bytes = (size_t)g->pixels;
+	for (int i = 0; i < rows && i < AHEAD; i++)
 		for (size_t b = 0; b < row_bytes; b += 64)
-			__builtin_prefetch(images + (size_t)idx[i] * row_bytes + b);
-	for (int i = 0; i < count; i++) {
-		if (i + AHEAD < count)
+			__builtin_prefetch(g->images + (size_t)idx[i] * row_bytes + b);
+	for (int i = 0; i < rows; i++) {
+		if (i + AHEAD < rows)
 			for (size_t b = 0; b < row_bytes; b += 64)
-				__builtin_prefetch(images + (size_t)idx[i + AHEAD] * row_bytes + b);
-		normalize_row(x + (size_t)i * (size_t)pixels, images + (size_t)idx[i] * (size_t)pixels,
-			      pixels);
-		y[i] = labels[idx[i]];
+				__builtin_prefetch(g->images + (size_t)idx[i + AHEAD] * row_bytes + b);
+		normalize_row(x + (size_t)i * row_bytes, g->images + (size_t)idx[i] * row_bytes,
+			      g->pixels);
+		g->y[i] = g->labels[idx[i]];
 	}
+}
+
+/* Batch-last rows go through a scratch copy and a blocked transpose (cpu/conv_host.c). */
+static void host_gather(void *ctx, const struct gather_req *g)
+{
+	int rows = gather_rows(g);
+	if (rows == 0)
+		return;
+	if (!g->batch_last) {
+		gather_rows_to(g, rows, g->x);
+		return;
+	}
+	float *tmp = host_scratch(ctx, HOST_SCRATCH_POOLED,
+				  (size_t)rows * (size_t)g->pixels * sizeof(float));
+	gather_rows_to(g, rows, tmp);
+	host_transpose(ctx, tmp, rows, g->pixels, g->x);
 }
 
 static void host_advance(void *ctx, int32_t *cursor, int delta)
@@ -144,11 +224,12 @@ static inline void bias_act_row(float *restrict row, const float *restrict bias,
 		row[j] = bias_act_elem(row[j], bias[j], relu);
 }
 
+/* y (rows, cols) at row stride ld: the GEMM epilogue's bias and ReLU. */
 HOST_VECTOR_CLONES
-static void host_bias_act(void *ctx, float *y, const float *bias, int rows, int cols, int relu)
+static void bias_act_rows(float *y, int ld, const float *bias, int rows, int cols, int relu)
 {
 	for (int i = 0; i < rows; i++) {
-		float *row = y + (size_t)i * (size_t)cols;
+		float *row = y + (size_t)i * (size_t)ld;
 		if (relu)
 			bias_act_row(row, bias, cols, 1);
 		else
@@ -156,8 +237,7 @@ static void host_bias_act(void *ctx, float *y, const float *bias, int rows, int 
 	}
 }
 
-HOST_VECTOR_CLONES
-static void host_relu_backward(void *ctx, float *restrict dy, const float *restrict y, size_t n)
+static inline void relu_backward_run(float *restrict dy, const float *restrict y, size_t n)
 {
 	size_t i = 0;
 	for (; i + HOST_BLOCK <= n; i += HOST_BLOCK)
@@ -167,12 +247,32 @@ static void host_relu_backward(void *ctx, float *restrict dy, const float *restr
 		dy[i] = relu_backward_elem(dy[i], y[i]);
 }
 
-static void host_softmax_xent(void *ctx, const float *logits, const int32_t *labels, int rows,
-			      int cols, float scale, float *row_loss, float *dlogits)
+/* dy and y (rows, cols) at row stride ld: the GEMM epilogue's ReLU gradient. */
+HOST_VECTOR_CLONES
+static void relu_backward_rows(float *dy, const float *y, int ld, int rows, int cols)
 {
+	if (ld == cols) {
+		relu_backward_run(dy, y, (size_t)rows * (size_t)cols);
+		return;
+	}
 	for (int i = 0; i < rows; i++)
-		row_loss[i] = softmax_xent_row_elem(logits + (size_t)i * cols, labels[i], cols, scale,
-						    dlogits ? dlogits + (size_t)i * cols : NULL);
+		relu_backward_run(dy + (size_t)i * ld, y + (size_t)i * ld, (size_t)cols);
+}
+
+static void host_softmax_xent(void *ctx, const struct xent_req *r)
+{
+	for (int i = 0; i < r->rows; i++) {
+		const float *logits = r->logits + (size_t)i * r->cols;
+		float *d = r->dlogits ? r->dlogits + (size_t)i * r->cols : NULL;
+		r->row_loss[i] = softmax_xent_row_elem(logits, r->labels[i], r->cols, r->scale, d);
+		if (d && r->relu)
+			relu_backward_run(d, logits, (size_t)r->cols);
+	}
+	if (r->counters) {
+		r->counters->cursor += r->rows;
+		r->counters->step += 1;
+		r->counters->updates += 1;
+	}
 }
 
 static void host_argmax_hits(void *ctx, const float *logits, const int32_t *labels, int rows,
@@ -207,30 +307,44 @@ static inline void sgd_momentum(float *restrict p, const float *restrict g, floa
 }
 
 HOST_VECTOR_CLONES
-static void host_sgd_update(void *ctx, float *p, const float *g, float *v, size_t n,
-			    const float *lr_table, const int32_t *step, float momentum,
-			    float weight_decay)
+static void sgd_run(float *p, const float *g, float *v, size_t n, float lr, float momentum,
+		    float weight_decay)
 {
-	float lr = lr_table[*step];
 	if (momentum != 0.0f)
 		sgd_momentum(p, g, v, n, lr, momentum, weight_decay);
 	else
 		sgd_plain(p, g, n, lr, weight_decay);
 }
 
-HOST_VECTOR_CLONES
-static void host_adamw_update(void *ctx, float *restrict p, const float *restrict g,
-			      float *restrict m, float *restrict v, size_t n, const float *lr_table,
-			      const int32_t *step, int32_t *t, struct adamw_hyper h)
+static void host_sgd_update(void *ctx, float *p, const float *g, float *v, size_t n,
+			    const float *lr_table, const struct step_counters *counters,
+			    float momentum, float weight_decay, const struct gather_req *then)
 {
-	struct adamw_step s = adamw_step_elem(lr_table[*step], *t + 1, h);
+	sgd_run(p, g, v, n, lr_table[counters->step - 1], momentum, weight_decay);
+	if (then)
+		host_gather(ctx, then);
+}
+
+HOST_VECTOR_CLONES
+static void adamw_run(float *restrict p, const float *restrict g, float *restrict m,
+		      float *restrict v, size_t n, struct adamw_hyper h, struct adamw_step s)
+{
 	size_t i = 0;
 	for (; i + HOST_BLOCK <= n; i += HOST_BLOCK)
 		for (int k = 0; k < HOST_BLOCK; k++)
 			adamw_update_elem(&p[i + k], g[i + k], &m[i + k], &v[i + k], h, s);
 	for (; i < n; i++)
 		adamw_update_elem(&p[i], g[i], &m[i], &v[i], h, s);
-	*t += 1;
+}
+
+static void host_adamw_update(void *ctx, float *p, const float *g, float *m, float *v, size_t n,
+			      const float *lr_table, const struct step_counters *counters,
+			      struct adamw_hyper h, const struct gather_req *then)
+{
+	adamw_run(p, g, m, v, n, h,
+		  adamw_step_elem(lr_table[counters->step - 1], counters->updates, h));
+	if (then)
+		host_gather(ctx, then);
 }
 
 /*
@@ -275,7 +389,10 @@ static void host_broadcast(void *ctx, float *buf, size_t n, int root)
 
 static void host_destroy(void *ctx)
 {
-	free(ctx); /* the watchdog belongs to the job */
+	struct host_ctx *h = ctx;
+	for (int i = 0; i < HOST_SCRATCH_SLOTS; i++)
+		free(h->scratch[i]);
+	free(h); /* the watchdog belongs to the job */
 }
 
 static const struct backend_ops host_ops = {
@@ -287,18 +404,13 @@ static const struct backend_ops host_ops = {
 	.gemm = host_gemm,
 	.gather = host_gather,
 	.advance = host_advance,
-	.bias_act = host_bias_act,
-	.relu_backward = host_relu_backward,
 	.softmax_xent = host_softmax_xent,
 	.argmax_hits = host_argmax_hits,
 	.sgd_update = host_sgd_update,
 	.adamw_update = host_adamw_update,
-	.im2col = host_im2col,
-	.col2im = host_col2im,
-	.channel_bias_act = host_channel_bias_act,
-	.maxpool = host_maxpool,
-	.maxpool_backward = host_maxpool_backward,
-	.transpose = host_transpose,
+	.conv_forward = host_conv_forward,
+	.pool_backward = host_pool_backward,
+	.conv_backward_data = host_conv_backward_data,
 	.allreduce = host_allreduce,
 	.broadcast = host_broadcast,
 	.set_timeout = host_set_timeout,
@@ -309,6 +421,7 @@ static const struct backend_ops host_ops = {
 int backend_host_create(const struct dist *d, int threads, struct backend *out)
 {
 	struct host_ctx *h = xmalloc(sizeof(*h));
+	memset(h, 0, sizeof(*h));
 	h->comm = d ? d->comm : MPI_COMM_SELF;
 	h->size = 1;
 	h->watch = d ? d->watch : NULL;

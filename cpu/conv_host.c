@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "elem.h"
+#include "host_internal.h"
 #include "host_vector.h"
 
 void host_im2col(void *ctx, const float *x, const struct conv_shape *s, int batch, float *cols)
@@ -212,4 +213,86 @@ void host_transpose(void *ctx, const float *x, int rows, int cols, float *y)
 				for (int i = i0; i < i1; i++)
 					y[(size_t)j * rows + i] = x[(size_t)i * cols + j];
 		}
+}
+
+/* ---- the convolution stages (include/backend.h), from the ops above ------------------- */
+
+/*
+ * x -> cols (or a scratch copy) -> z = W cols (the GEMM) -> bias and ReLU ->
+ * max-pool into y, or into scratch and then transposed to (rows, features).
+ */
+void host_conv_forward(void *ctx, const struct conv_stage *st, const float *x, const float *w,
+		       const float *b, float *y, int32_t *arg, float *cols)
+{
+	struct host_ctx *h = ctx;
+	const struct conv_shape *s = st->conv;
+	int fan_in = s->c * s->k * s->k, p = st->rows * s->oh * s->ow;
+	size_t pooled = (size_t)st->oc * st->pool->oh * st->pool->ow * (size_t)st->rows;
+	if (!cols)
+		cols = host_scratch(h, HOST_SCRATCH_COLS, (size_t)fan_in * p * sizeof(float));
+	float *z = host_scratch(h, HOST_SCRATCH_CONV, (size_t)st->oc * p * sizeof(float));
+	host_im2col(ctx, x, s, st->rows, cols);
+	struct gemm_req g = {.m = st->oc, .n = p, .k = fan_in, .alpha = 1.0f, .a = w, .lda = fan_in,
+			     .b = cols, .ldb = p, .c = z, .ldc = p};
+	host_gemm(ctx, &g);
+	host_channel_bias_act(ctx, z, b, st->oc, (size_t)p, 1);
+	float *out = st->batch_first ? host_scratch(h, HOST_SCRATCH_POOLED, pooled * sizeof(float)) : y;
+	host_maxpool(ctx, z, st->pool, st->rows, out, arg);
+	if (st->batch_first)
+		host_transpose(ctx, out, (int)(pooled / (size_t)st->rows), st->rows, y);
+}
+
+/* dz for n <= HOST_BLOCK images side by side: pool_relu_backward_elem, k a constant where inlined. */
+HOST_VECTOR_CLONES
+void host_pool_relu_backward(const float *dy, const float *y, const int32_t *arg,
+			     const struct pool_shape *s, int batch, float *dz)
+{
+	size_t nb = (size_t)batch;
+	for (int c = 0; c < s->c; c++)
+		for (int iy = 0; iy < s->h; iy++)
+			for (int ix = 0; ix < s->w; ix++) {
+				int py = iy / s->k, px = ix / s->k, ky = iy % s->k, kx = ix % s->k;
+				float *restrict out = dz + (((size_t)c * s->h + iy) * s->w + ix) * nb;
+				size_t o = (((size_t)c * s->oh + py) * s->ow + px) * nb;
+				const float *restrict g = dy + o, *restrict gate = y + o;
+				const int32_t *restrict a = arg + o;
+				for (size_t b = 0; b < nb; b++)
+					out[b] = pool_relu_backward_elem(g[b], gate[b], a[b], ky, kx, s->k);
+			}
+}
+
+/* A batch-first dy and y are turned batch-innermost first (scratch copies). */
+void host_pool_backward(void *ctx, const struct conv_stage *st, const float *dy, const float *y,
+			const int32_t *arg, float *dz)
+{
+	struct host_ctx *h = ctx;
+	if (st->batch_first) {
+		int features = st->oc * st->pool->oh * st->pool->ow;
+		size_t bytes = (size_t)features * (size_t)st->rows * sizeof(float);
+		float *dyt = host_scratch(h, HOST_SCRATCH_POOLED, bytes);
+		float *yt = host_scratch(h, HOST_SCRATCH_GATE, bytes);
+		host_transpose(ctx, dy, st->rows, features, dyt);
+		host_transpose(ctx, y, st->rows, features, yt);
+		dy = dyt;
+		y = yt;
+	}
+	host_pool_relu_backward(dy, y, arg, st->pool, st->rows, dz);
+}
+
+/* dcols = W^T dz (the GEMM), col2im to dx, then through the stage below's pool. */
+void host_conv_backward_data(void *ctx, const struct conv_stage *st, const float *w,
+			     const float *dz, const struct conv_stage *below, const float *below_y,
+			     const int32_t *below_arg, float *dz_below)
+{
+	struct host_ctx *h = ctx;
+	const struct conv_shape *s = st->conv;
+	int fan_in = s->c * s->k * s->k, p = st->rows * s->oh * s->ow;
+	float *dcols = host_scratch(h, HOST_SCRATCH_COLS, (size_t)fan_in * p * sizeof(float));
+	float *dx = host_scratch(h, HOST_SCRATCH_CONV,
+				 (size_t)s->c * s->h * s->w * (size_t)st->rows * sizeof(float));
+	struct gemm_req g = {.trans_a = 1, .m = fan_in, .n = p, .k = st->oc, .alpha = 1.0f, .a = w,
+			     .lda = fan_in, .b = dz, .ldb = p, .c = dcols, .ldc = p};
+	host_gemm(ctx, &g);
+	host_col2im(ctx, dcols, s, st->rows, dx);
+	host_pool_relu_backward(dx, below_y, below_arg, below->pool, st->rows, dz_below);
 }

@@ -177,6 +177,9 @@ const struct setting config_settings[] = {
 	{.flag = "no-graph", .type = SETTING_FLAG, .offset = FIELD(use_graph), .lo = 0,
 	 .help = "CUDA backend: launch each step's kernels one by one instead of replaying a "
 		 "captured CUDA graph"},
+	{.flag = "tf32", .type = SETTING_FLAG, .offset = FIELD(tf32), .lo = 1, .where = SETTING_AGREE,
+	 .help = "CUDA backend: GEMMs on TF32 tensor cores (inputs rounded to a 10-bit mantissa, "
+		 "float32 sums); by default float32 throughout"},
 
 	{.flag = "log-every", .arg = "N", .type = SETTING_INT, .offset = FIELD(log_every), .def = "10",
 	 .lo = 1, .hi = 1000000000, .group = "Output", .help = "print a loss line every N steps"},

@@ -81,6 +81,7 @@ struct train_config {
 	int drop_last;
 	int threads; /* 0 = automatic */
 	int use_graph; /* capture the step when the backend can (--no-graph: 0) */
+	int tf32;      /* TF32 tensor-core GEMMs (CUDA backend) */
 	int log_every;
 	int eval_every; /* score the test set every N epochs; 0 = only at the end */
 	char metrics_path[CONFIG_PATH_MAX]; /* "" = none */

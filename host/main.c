@@ -182,6 +182,18 @@ int main(int argc, char **argv)
 		fflush(stderr);
 	}
 
+	/* --tf32 asks for what only a backend with tensor cores has (the choice is every rank's). */
+	rc = STATUS_OK;
+	if (cfg.tf32 && !backend_has_tf32(&be)) {
+		snprintf(msg, sizeof(msg),
+			 "--tf32: the %s backend has no TF32 mode (it is the CUDA backend's; "
+			 "run with --backend cuda, or without --tf32)",
+			 backend_name(&be));
+		rc = STATUS_BAD_INPUT;
+	}
+	agree_or_exit(&d, rc, msg);
+	backend_set_tf32(&be, cfg.tf32);
+
 	/* Every rank runs the same configuration on the same data and build, or none runs. */
 	rc = agree_check(&d, &cfg, &train, have_test ? &test : NULL, &be, msg, sizeof(msg));
 	agree_or_exit(&d, rc, msg);
@@ -205,6 +217,8 @@ int main(int argc, char **argv)
 			.param_crc = res.param_crc,
 			.test_images = res.test_images,
 			.backend_fallback = be.fallback[0] ? be.fallback : NULL,
+			/* A backend that captures steps says how many nodes one holds. */
+			.graph_nodes = backend_can_capture(&be) ? res.graph_nodes : -1,
 		};
 		report_summary(stdout, &s);
 	}

@@ -39,6 +39,75 @@ enum reduce_op {
 	REDUCE_SUM = 1,
 };
 
+/*
+ * The counters a training step reads and moves on: one block of backend
+ * memory, so that a step captured once replays with each step's own values.
+ * The loss op of a step (->softmax_xent with `counters`) moves them on once
+ * its rows are read: cursor += rows, step += 1, updates += 1. The ops after
+ * it in the step (the optimizer, the next batch's gather) see the new values.
+ */
+struct step_counters {
+	int32_t cursor;  /* where in the epoch's index the next batch starts */
+	int32_t step;    /* steps of the epoch begun: the running step is step - 1 */
+	int32_t updates; /* optimizer updates begun over the run (AdamW's t) */
+	int32_t spare;
+};
+
+/*
+ * A batch gather: r = min(count, len - *cursor) rows (none when negative);
+ * for i < r, e = index[*cursor + i]:
+ *   x[i, :] = normalize_pixel_elem(images[e, :]), y[i] = labels[e]
+ * with x (r, pixels), or (pixels, r) when batch_last (the batch innermost, as
+ * a convolution reads it). images (n, pixels) and labels (n) uint8, index
+ * (len) int32, cursor one int32 in backend memory (read when the op runs).
+ */
+struct gather_req {
+	const uint8_t *images, *labels;
+	int pixels;
+	const int32_t *index;
+	int len;
+	const int32_t *cursor;
+	int count;
+	int batch_last;
+	float *x;
+	int32_t *y;
+};
+
+/*
+ * Softmax cross-entropy of logits (rows, cols) against labels (rows):
+ * row_loss (rows) the per-row loss, and unless dlogits is NULL,
+ * dlogits (rows, cols) = scale * (softmax - onehot), through the ReLU when
+ * relu (the logits are a ReLU's output: relu_backward_elem). counters, unless
+ * NULL: moved on as struct step_counters says.
+ */
+struct xent_req {
+	const float *logits;
+	const int32_t *labels;
+	int rows, cols;
+	float scale;
+	float *row_loss;
+	float *dlogits;
+	int relu;
+	struct step_counters *counters;
+};
+
+/*
+ * A convolution stage, batch-innermost (conv_shape.h):
+ *   y = maxpool(relu(conv(x, W) + b))
+ * x (c, h, w, rows); W (oc, c*k*k), b (oc); y (oc, ph, pw, rows), or
+ * (rows, oc*ph*pw) when batch_first (PyTorch's flatten order, for a dense
+ * layer next); arg (oc, ph, pw, rows) each window's argmax offset
+ * (maxpool_window_elem); cols, unless NULL, the im2col matrix of x
+ * (c*k*k, oh*ow*rows), kept for the weight gradient. The pool tiles the
+ * convolution's output exactly (oh and ow multiples of its k).
+ */
+struct conv_stage {
+	const struct conv_shape *conv;
+	const struct pool_shape *pool;
+	int oc, rows;
+	int batch_first;
+};
+
 struct backend_ops {
 	const char *name; /* "host" or "cuda" */
 
@@ -48,76 +117,64 @@ struct backend_ops {
 	void (*upload)(void *ctx, void *dst, const void *src, size_t bytes);
 	void (*download)(void *ctx, void *dst, const void *src, size_t bytes);
 
-	/* C = alpha * op(A) * op(B) + beta * C, row-major (see gemm_map.h). */
+	/* C = epilogue(alpha * op(A) * op(B) + beta * C), row-major (see gemm_map.h). */
 	void (*gemm)(void *ctx, const struct gemm_req *r);
-
 	/*
-	 * Batch gather: for i < count, e = index[*cursor + i];
-	 *   x[i, :] = normalize_pixel_elem(images[e, :]), y[i] = labels[e].
-	 * images (n, pixels) uint8, labels (n) uint8, index (len) int32,
-	 * cursor: one int32 in backend memory (so a captured step can replay),
-	 * x (count, pixels), y (count) int32.
+	 * Optional: bytes of the record a GEMM_EPILOGUE_BIAS_RELU of (rows, cols)
+	 * outputs keeps for a later GEMM_EPILOGUE_DRELU (gemm_map.h); NULL or 0:
+	 * the backend keeps none, and the output itself decides.
 	 */
-	void (*gather)(void *ctx, const uint8_t *images, const uint8_t *labels, int pixels,
-		       const int32_t *index, const int32_t *cursor, int count, float *x,
-		       int32_t *y);
+	size_t (*relu_mask_bytes)(void *ctx, int rows, int cols);
+
+	/* A batch gather (struct gather_req). */
+	void (*gather)(void *ctx, const struct gather_req *g);
 	/* *cursor += delta, in stream order. */
 	void (*advance)(void *ctx, int32_t *cursor, int delta);
 
-	/* y (rows, cols) = bias_act_elem(y, bias[col], relu), bias (cols). */
-	void (*bias_act)(void *ctx, float *y, const float *bias, int rows, int cols, int relu);
-	/* dy (n) = relu_backward_elem(dy, y), y (n) the ReLU's output. */
-	void (*relu_backward)(void *ctx, float *dy, const float *y, size_t n);
-	/*
-	 * logits (rows, cols), labels (rows) -> row_loss (rows) and
-	 * dlogits (rows, cols) = scale * (softmax - onehot); dlogits may be NULL.
-	 */
-	void (*softmax_xent)(void *ctx, const float *logits, const int32_t *labels, int rows,
-			     int cols, float scale, float *row_loss, float *dlogits);
+	/* Softmax cross-entropy, its gradient and the step's counters (struct xent_req). */
+	void (*softmax_xent)(void *ctx, const struct xent_req *r);
 	/* hits (rows) += argmax_hit_row_elem(logits row, label). */
 	void (*argmax_hits)(void *ctx, const float *logits, const int32_t *labels, int rows,
 			    int cols, int32_t *hits);
 	/*
-	 * For i < n: sgd_update_elem(&p[i], g[i], &v[i], lr[*step], momentum, weight_decay).
-	 * lr: a table of rates, step: one int32, both in backend memory and read
-	 * when the op runs, so a captured step replays with its own step's rate.
+	 * For i < n: sgd_update_elem(&p[i], g[i], &v[i], lr[counters->step - 1],
+	 * momentum, weight_decay). lr: a table of rates in backend memory, read
+	 * when the op runs with the counters (the step's loss op has counted it).
+	 * then, unless NULL: the next batch's gather, after the update (the CUDA
+	 * backend runs both in one launch).
 	 */
 	void (*sgd_update)(void *ctx, float *p, const float *g, float *v, size_t n, const float *lr,
-			   const int32_t *step, float momentum, float weight_decay);
+			   const struct step_counters *counters, float momentum, float weight_decay,
+			   const struct gather_req *then);
 	/*
-	 * AdamW: with s = adamw_step_elem(lr[*step], *t + 1, h), for i < n
-	 * adamw_update_elem(&p[i], g[i], &m[i], &v[i], h, s); then *t += 1.
-	 * t, the count of updates done, is one int32 in backend memory that the
-	 * op itself advances, so a captured step replays with its own bias
-	 * correction; lr and step as for sgd_update. m, v (n) the moments.
+	 * AdamW: with s = adamw_step_elem(lr[counters->step - 1], counters->updates, h),
+	 * for i < n adamw_update_elem(&p[i], g[i], &m[i], &v[i], h, s); m, v (n)
+	 * the moments; then as for sgd_update.
 	 */
 	void (*adamw_update)(void *ctx, float *p, const float *g, float *m, float *v, size_t n,
-			     const float *lr, const int32_t *step, int32_t *t, struct adamw_hyper h);
+			     const float *lr, const struct step_counters *counters,
+			     struct adamw_hyper h, const struct gather_req *then);
 
+	/* A convolution stage's forward pass (struct conv_stage): x, W, b -> y, arg, cols. */
+	void (*conv_forward)(void *ctx, const struct conv_stage *s, const float *x, const float *w,
+			     const float *b, float *y, int32_t *arg, float *cols);
 	/*
-	 * Convolution and pooling, batch-innermost (layouts in conv_shape.h).
-	 * im2col: x (c, h, w, batch) -> cols (c*k*k, oh*ow*batch), each entry
-	 * im2col_elem.
+	 * The gradient at a stage's pre-activation, dz (oc, oh, ow, rows), from
+	 * dy, the gradient at its output y (layout as y): each pixel takes
+	 * maxpool_backward_elem of its window's dy, through the ReLU
+	 * (relu_backward_elem against the window's y, which is the ReLU's output
+	 * at the window's maximum); 0 where it was not the maximum.
 	 */
-	void (*im2col)(void *ctx, const float *x, const struct conv_shape *s, int batch,
-		       float *cols);
-	/* col2im as a gather: dx (c, h, w, batch), each pixel col2im_elem over dcols (c*k*k, oh*ow*batch). */
-	void (*col2im)(void *ctx, const float *dcols, const struct conv_shape *s, int batch,
-		       float *dx);
-	/* y (channels, n): y[c, i] = bias_act_elem(y[c, i], bias[c], relu), bias (channels). */
-	void (*channel_bias_act)(void *ctx, float *y, const float *bias, int channels, size_t n,
-				 int relu);
+	void (*pool_backward)(void *ctx, const struct conv_stage *s, const float *dy, const float *y,
+			      const int32_t *arg, float *dz);
 	/*
-	 * x (c, h, w, batch) -> y (c, oh, ow, batch), and arg (c, oh, ow, batch)
-	 * the offset of each window's max: maxpool_window_elem.
+	 * The gradient wrt x of a stage, dz (oc, oh, ow, rows) -> dx = conv^T(dz, W)
+	 * (c, h, w, rows), taken on through the stage below (which made x: its
+	 * y, arg; x is below's y) as ->pool_backward: dz_below (c', oh', ow', rows).
 	 */
-	void (*maxpool)(void *ctx, const float *x, const struct pool_shape *s, int batch, float *y,
-			int32_t *arg);
-	/* dx (c, h, w, batch) = maxpool_backward_elem of dy (c, oh, ow, batch) and arg; 0 outside every window. */
-	void (*maxpool_backward)(void *ctx, const float *dy, const int32_t *arg,
-				 const struct pool_shape *s, int batch, float *dx);
-	/* y (cols, rows) = x (rows, cols) transposed: y[j, i] = x[i, j]. */
-	void (*transpose)(void *ctx, const float *x, int rows, int cols, float *y);
+	void (*conv_backward_data)(void *ctx, const struct conv_stage *s, const float *w,
+				   const float *dz, const struct conv_stage *below,
+				   const float *below_y, const int32_t *below_arg, float *dz_below);
 
 	/* In-place collective over all ranks of the job. */
 	void (*allreduce)(void *ctx, float *buf, size_t n, enum reduce_op op);
@@ -129,12 +186,14 @@ struct backend_ops {
 	/*
 	 * Optional step capture (CUDA graphs). capture_begin starts recording the
 	 * ops that follow; capture_end returns a replayable handle (NULL on
-	 * failure, and ops then run normally); replay runs it once more.
+	 * failure, and ops then run normally); replay runs it once more;
+	 * graph_nodes says how many nodes (kernels, copies, ...) it holds.
 	 */
 	int (*capture_begin)(void *ctx);
 	void *(*capture_end)(void *ctx);
 	void (*replay)(void *ctx, void *graph);
 	void (*graph_destroy)(void *ctx, void *graph);
+	size_t (*graph_nodes)(void *ctx, void *graph);
 
 	/*
 	 * Optional collective deadline (docs/reliability.md). set_timeout: an
@@ -147,6 +206,13 @@ struct backend_ops {
 	 */
 	void (*set_timeout)(void *ctx, double seconds);
 	void (*set_position)(void *ctx, int epoch, int step);
+
+	/*
+	 * Optional: 1 lets GEMMs run on TF32 tensor cores (inputs rounded to a
+	 * 10-bit mantissa, float32 sums); 0, the default, keeps float32. NULL: the
+	 * backend has no such mode.
+	 */
+	void (*set_tf32)(void *ctx, int on);
 
 	void (*destroy)(void *ctx);
 };
@@ -186,31 +252,21 @@ static inline void backend_gemm(const struct backend *b, const struct gemm_req *
 {
 	b->ops->gemm(b->ctx, r);
 }
-static inline void backend_gather(const struct backend *b, const uint8_t *images,
-				  const uint8_t *labels, int pixels, const int32_t *index,
-				  const int32_t *cursor, int count, float *x, int32_t *y)
+static inline size_t backend_relu_mask_bytes(const struct backend *b, int rows, int cols)
 {
-	b->ops->gather(b->ctx, images, labels, pixels, index, cursor, count, x, y);
+	return b->ops->relu_mask_bytes ? b->ops->relu_mask_bytes(b->ctx, rows, cols) : 0;
+}
+static inline void backend_gather(const struct backend *b, const struct gather_req *g)
+{
+	b->ops->gather(b->ctx, g);
 }
 static inline void backend_advance(const struct backend *b, int32_t *cursor, int delta)
 {
 	b->ops->advance(b->ctx, cursor, delta);
 }
-static inline void backend_bias_act(const struct backend *b, float *y, const float *bias,
-				    int rows, int cols, int relu)
+static inline void backend_softmax_xent(const struct backend *b, const struct xent_req *r)
 {
-	b->ops->bias_act(b->ctx, y, bias, rows, cols, relu);
-}
-static inline void backend_relu_backward(const struct backend *b, float *dy, const float *y,
-					 size_t n)
-{
-	b->ops->relu_backward(b->ctx, dy, y, n);
-}
-static inline void backend_softmax_xent(const struct backend *b, const float *logits,
-					const int32_t *labels, int rows, int cols, float scale,
-					float *row_loss, float *dlogits)
-{
-	b->ops->softmax_xent(b->ctx, logits, labels, rows, cols, scale, row_loss, dlogits);
+	b->ops->softmax_xent(b->ctx, r);
 }
 static inline void backend_argmax_hits(const struct backend *b, const float *logits,
 				       const int32_t *labels, int rows, int cols, int32_t *hits)
@@ -218,47 +274,38 @@ static inline void backend_argmax_hits(const struct backend *b, const float *log
 	b->ops->argmax_hits(b->ctx, logits, labels, rows, cols, hits);
 }
 static inline void backend_sgd_update(const struct backend *b, float *p, const float *g,
-				      float *v, size_t n, const float *lr, const int32_t *step,
-				      float momentum, float weight_decay)
+				      float *v, size_t n, const float *lr,
+				      const struct step_counters *counters, float momentum,
+				      float weight_decay, const struct gather_req *then)
 {
-	b->ops->sgd_update(b->ctx, p, g, v, n, lr, step, momentum, weight_decay);
+	b->ops->sgd_update(b->ctx, p, g, v, n, lr, counters, momentum, weight_decay, then);
 }
 static inline void backend_adamw_update(const struct backend *b, float *p, const float *g,
 					float *m, float *v, size_t n, const float *lr,
-					const int32_t *step, int32_t *t, struct adamw_hyper h)
+					const struct step_counters *counters,
+					struct adamw_hyper h, const struct gather_req *then)
 {
-	b->ops->adamw_update(b->ctx, p, g, m, v, n, lr, step, t, h);
+	b->ops->adamw_update(b->ctx, p, g, m, v, n, lr, counters, h, then);
 }
-static inline void backend_im2col(const struct backend *b, const float *x,
-				  const struct conv_shape *s, int batch, float *cols)
+static inline void backend_conv_forward(const struct backend *b, const struct conv_stage *s,
+					const float *x, const float *w, const float *bias,
+					float *y, int32_t *arg, float *cols)
 {
-	b->ops->im2col(b->ctx, x, s, batch, cols);
+	b->ops->conv_forward(b->ctx, s, x, w, bias, y, arg, cols);
 }
-static inline void backend_col2im(const struct backend *b, const float *dcols,
-				  const struct conv_shape *s, int batch, float *dx)
+static inline void backend_pool_backward(const struct backend *b, const struct conv_stage *s,
+					 const float *dy, const float *y, const int32_t *arg,
+					 float *dz)
 {
-	b->ops->col2im(b->ctx, dcols, s, batch, dx);
+	b->ops->pool_backward(b->ctx, s, dy, y, arg, dz);
 }
-static inline void backend_channel_bias_act(const struct backend *b, float *y, const float *bias,
-					    int channels, size_t n, int relu)
+static inline void backend_conv_backward_data(const struct backend *b,
+					      const struct conv_stage *s, const float *w,
+					      const float *dz, const struct conv_stage *below,
+					      const float *below_y, const int32_t *below_arg,
+					      float *dz_below)
 {
-	b->ops->channel_bias_act(b->ctx, y, bias, channels, n, relu);
-}
-static inline void backend_maxpool(const struct backend *b, const float *x,
-				   const struct pool_shape *s, int batch, float *y, int32_t *arg)
-{
-	b->ops->maxpool(b->ctx, x, s, batch, y, arg);
-}
-static inline void backend_maxpool_backward(const struct backend *b, const float *dy,
-					    const int32_t *arg, const struct pool_shape *s,
-					    int batch, float *dx)
-{
-	b->ops->maxpool_backward(b->ctx, dy, arg, s, batch, dx);
-}
-static inline void backend_transpose(const struct backend *b, const float *x, int rows, int cols,
-				     float *y)
-{
-	b->ops->transpose(b->ctx, x, rows, cols, y);
+	b->ops->conv_backward_data(b->ctx, s, w, dz, below, below_y, below_arg, dz_below);
 }
 static inline void backend_allreduce(const struct backend *b, float *buf, size_t n,
 				     enum reduce_op op)
@@ -297,6 +344,11 @@ static inline void backend_graph_destroy(const struct backend *b, void *graph)
 	if (graph && b->ops->graph_destroy)
 		b->ops->graph_destroy(b->ctx, graph);
 }
+/* Nodes of a captured step; 0 for none (no graph, or a backend that cannot say). */
+static inline size_t backend_graph_nodes(const struct backend *b, void *graph)
+{
+	return graph && b->ops->graph_nodes ? b->ops->graph_nodes(b->ctx, graph) : 0;
+}
 static inline void backend_set_timeout(const struct backend *b, double seconds)
 {
 	if (b->ops->set_timeout)
@@ -306,6 +358,16 @@ static inline void backend_set_position(const struct backend *b, int epoch, int 
 {
 	if (b->ops->set_position)
 		b->ops->set_position(b->ctx, epoch, step);
+}
+/* Whether the backend offers TF32 GEMMs (->set_tf32). */
+static inline int backend_has_tf32(const struct backend *b)
+{
+	return b->ops->set_tf32 != NULL;
+}
+static inline void backend_set_tf32(const struct backend *b, int on)
+{
+	if (b->ops->set_tf32)
+		b->ops->set_tf32(b->ctx, on);
 }
 /* "host" or "cuda". */
 static inline const char *backend_name(const struct backend *b)
@@ -351,7 +413,7 @@ struct cuda_probe {
  * interface (MNIST_DDP_INTERFACE_ID) is a hash of the shared headers in
  * include/, computed by CMake, so a header changed without that is caught too.
  */
-#define BACKEND_MODULE_ABI 4
+#define BACKEND_MODULE_ABI 5
 #define BACKEND_MODULE_ENTRY "backend_module_entry"
 
 struct backend_module {

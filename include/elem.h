@@ -249,4 +249,87 @@ ELEM_FN float maxpool_backward_elem(float dy, int32_t arg, int ky, int kx, int k
 	return arg == ky * k + kx ? dy : 0.0f;
 }
 
+/*
+ * Through a max-pool and the ReLU before it, backwards: the gradient of the
+ * pre-activation at offset (ky, kx) of a window whose output y (the ReLU's
+ * output at the window's maximum) has gradient dy.
+ */
+ELEM_FN float pool_relu_backward_elem(float dy, float y, int32_t arg, int ky, int kx, int k)
+{
+	return relu_backward_elem(maxpool_backward_elem(dy, arg, ky, kx, k), y);
+}
+
+/*
+ * One output pixel (oy, ox) of image b of a convolution, before its bias:
+ * the sum over the taps (ci, ky, kx), in that order, of w_row[tap] times
+ * what the tap reads (im2col_elem) from x (c, h, w, batch). w_row: the
+ * output channel's row of W (c*k*k).
+ */
+ELEM_FN float conv_pixel_elem(const float *x, const struct conv_shape *s, int batch,
+			      const float *w_row, int oy, int ox, int b)
+{
+	size_t plane = (size_t)s->h * s->w * batch;
+	float sum = 0.0f;
+	for (int ci = 0; ci < s->c; ci++)
+		for (int ky = 0; ky < s->k; ky++)
+			for (int kx = 0; kx < s->k; kx++)
+				sum += w_row[(ci * s->k + ky) * s->k + kx] *
+				       im2col_elem(x + (size_t)ci * plane, s, batch, oy, ox, ky, kx, b);
+	return sum;
+}
+
+/*
+ * Window (py, px) of image b of a convolution stage (conv, bias, ReLU, then a
+ * pool of k x k windows tiling the output): the largest of the window's
+ * bias_act_elem(conv_pixel_elem, bias, 1), and in *arg its offset ky*k + kx,
+ * chosen as maxpool_window_elem chooses.
+ */
+ELEM_FN float conv_pool_window_elem(const float *x, const struct conv_shape *s, int batch,
+				    const float *w_row, float bias, int k, int py, int px, int b,
+				    int32_t *arg)
+{
+	float best = 0.0f;
+	int32_t at = 0;
+	for (int ky = 0; ky < k; ky++)
+		for (int kx = 0; kx < k; kx++) {
+			float v = bias_act_elem(conv_pixel_elem(x, s, batch, w_row, py * k + ky,
+								px * k + kx, b),
+						bias, 1);
+			int take = (ky == 0 && kx == 0) | maxpool_takes_elem(v, best);
+			best = select_elem(take, v, best);
+			at = take ? ky * k + kx : at;
+		}
+	*arg = at;
+	return best;
+}
+
+/*
+ * The gradient of a convolution's input pixel (ci, iy, ix) of image b: the
+ * sum over the taps (ky, then kx, ascending) that read it, and over the
+ * output channels o < oc, of W[o, (ci, ky, kx)] times dz[o, oy, ox, b],
+ * dz (oc, oh, ow, batch), W (oc, c*k*k): col2im_elem of W^T dz, summed
+ * without the matrix in between.
+ */
+ELEM_FN float conv_backward_data_elem(const float *w, const float *dz, const struct conv_shape *s,
+				      int oc, int batch, int ci, int iy, int ix, int b)
+{
+	size_t fan_in = (size_t)s->c * s->k * s->k, plane = (size_t)s->oh * s->ow * batch;
+	float sum = 0.0f;
+	for (int ky = 0; ky < s->k; ky++) {
+		int oy = iy + s->pad - ky;
+		if (oy < 0 || oy >= s->oh)
+			continue;
+		for (int kx = 0; kx < s->k; kx++) {
+			int ox = ix + s->pad - kx;
+			if (ox < 0 || ox >= s->ow)
+				continue;
+			const float *wt = w + (size_t)((ci * s->k + ky) * s->k + kx);
+			const float *d = dz + ((size_t)oy * s->ow + (size_t)ox) * batch + (size_t)b;
+			for (int o = 0; o < oc; o++)
+				sum += wt[(size_t)o * fan_in] * d[(size_t)o * plane];
+		}
+	}
+	return sum;
+}
+
 #endif /* MNIST_DDP_ELEM_H */

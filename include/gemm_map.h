@@ -8,6 +8,21 @@
  * that once; cblas_sgemm(CblasColMajor, ...) and cublasSgemm are both called
  * from the mapped struct, so a host test of the mapping tests what cuBLAS is
  * given.
+ *
+ * A request may carry an epilogue on its result (what cuBLASLt fuses into the
+ * GEMM's own kernel, and what the host backend applies right after), in
+ * row-major terms:
+ *   GEMM_EPILOGUE_BIAS       C[i, j] = bias_act_elem(acc, bias[j], 0)
+ *   GEMM_EPILOGUE_BIAS_RELU  C[i, j] = bias_act_elem(acc, bias[j], 1); relu_mask,
+ *                            unless NULL, records which outputs passed
+ *   GEMM_EPILOGUE_DRELU      C[i, j] = relu_backward_elem(acc, act[i, j]), act (m, n)
+ *                            at ldc the ReLU's output, relu_mask its record (or NULL)
+ * and, with no epilogue, a bias gradient: bias_grad (m), unless NULL, gets
+ * the sums over l of op(A)[i, l] (a dense layer's db from dy^T; a
+ * convolution's from dz). acc is the product alpha * op(A) op(B) + beta C.
+ * In column-major terms (the swap above) the bias runs along D's rows and
+ * the bias gradient sums op(B) over k, one per column of D: cuBLASLt's
+ * BIAS and BGRADB.
  */
 #ifndef MNIST_DDP_GEMM_MAP_H
 #define MNIST_DDP_GEMM_MAP_H
@@ -15,6 +30,13 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+enum gemm_epilogue {
+	GEMM_EPILOGUE_NONE = 0,
+	GEMM_EPILOGUE_BIAS,
+	GEMM_EPILOGUE_BIAS_RELU,
+	GEMM_EPILOGUE_DRELU,
+};
 
 /* A row-major request: C (m, n) = alpha * op(A) (m, k) * op(B) (k, n) + beta * C. */
 struct gemm_req {
@@ -28,6 +50,12 @@ struct gemm_req {
 	float beta;
 	float *c;
 	int ldc;
+	/* The epilogue (above); zero-initialized: none. */
+	enum gemm_epilogue epilogue;
+	const float *bias;   /* (n): BIAS, BIAS_RELU */
+	const float *act;    /* (m, n) at ldc: DRELU */
+	void *relu_mask;     /* BIAS_RELU: written; DRELU: read; NULL: none kept */
+	float *bias_grad;    /* (m), with no epilogue: sums over l of op(A)[i, l] */
 };
 
 /* The equivalent column-major call, argument for argument. */

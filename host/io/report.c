@@ -69,6 +69,8 @@ void report_summary(FILE *f, const struct summary *s)
 		fprintf(f, "test_accuracy=%.4f", s->test_accuracy);
 	fprintf(f, " final_loss=%s param_crc32=%08x test_images=%lld", loss, (unsigned)s->param_crc,
 		s->test_images);
+	if (s->graph_nodes >= 0)
+		fprintf(f, " graph_nodes=%lld", s->graph_nodes);
 	if (s->backend_fallback)
 		fprintf(f, " backend_fallback=%s", s->backend_fallback);
 	fprintf(f, "\n");

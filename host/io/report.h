@@ -36,11 +36,13 @@ struct summary {
 	uint32_t param_crc; /* CRC-32 of the final parameters' bytes */
 	long long test_images; /* test examples scored (0 without a test set) */
 	const char *backend_fallback; /* why --backend auto ran on the host with GPUs present, or NULL */
+	long long graph_nodes; /* nodes of the captured step (0: steps ran uncaptured); -1: not shown */
 };
 
 /*
  * "summary: model=... backend=... ranks=... ..." (keys in the contract's order),
- * then backend_fallback=REASON when s->backend_fallback is set.
+ * then graph_nodes=N unless s->graph_nodes is -1, and backend_fallback=REASON when
+ * s->backend_fallback is set.
  */
 void report_summary(FILE *f, const struct summary *s);
 

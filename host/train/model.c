@@ -201,6 +201,55 @@ void model_layers_text(const struct model *m, char *buf, size_t len)
 	}
 }
 
+/* ---- stages ------------------------------------------------------------------------- */
+
+void model_plan_make(const struct model *m, struct model_plan *plan)
+{
+	memset(plan, 0, sizeof(*plan));
+	int i = 0;
+	if (m->n_layers > 0 && m->layer[0].kind == LAYER_TRANSPOSE && m->layer[0].batch_last) {
+		plan->input_batch_last = 1;
+		i = 1;
+	}
+	while (i < m->n_layers) {
+		const struct layer *l = &m->layer[i];
+		struct stage *st = &plan->stage[plan->n++];
+		memset(st, 0, sizeof(*st));
+		st->layer = i;
+		st->relu = l->relu;
+		st->out = l->out;
+		if (l->kind == LAYER_DENSE) {
+			st->kind = STAGE_DENSE;
+			i++;
+			continue;
+		}
+		const struct layer *pool = i + 1 < m->n_layers ? &m->layer[i + 1] : NULL;
+		if (l->kind != LAYER_CONV || !l->relu || !pool || pool->kind != LAYER_POOL ||
+		    pool->pool.c != l->units || l->conv.oh != pool->pool.h || l->conv.ow != pool->pool.w ||
+		    l->conv.oh % pool->pool.k || l->conv.ow % pool->pool.k)
+			die(1, "model: layer %d (%s) is not a dense layer nor a convolution with ReLU "
+			       "and a max-pool tiling its output",
+			    i, l->name);
+		st->kind = STAGE_CONV;
+		st->pool = i + 1;
+		if (i + 2 >= m->n_layers)
+			die(1, "model: a convolution cannot give the logits");
+		st->out = pool->out;
+		i += 2;
+		if (i < m->n_layers && m->layer[i].kind == LAYER_TRANSPOSE && !m->layer[i].batch_last) {
+			st->batch_first = 1;
+			i++;
+		}
+	}
+}
+
+struct conv_stage model_conv_stage(const struct model *m, const struct stage *s, int rows)
+{
+	struct conv_stage c = {&m->layer[s->layer].conv, &m->layer[s->pool].pool,
+			       m->layer[s->layer].units, rows, s->batch_first};
+	return c;
+}
+
 /* ---- workspace -------------------------------------------------------------------- */
 
 int model_ws_create(const struct backend *be, const struct model *m, int max_rows,
@@ -208,40 +257,38 @@ int model_ws_create(const struct backend *be, const struct model *m, int max_row
 {
 	memset(ws, 0, sizeof(*ws));
 	ws->max_rows = max_rows;
-	size_t rows = (size_t)max_rows, n_ones = rows;
+	model_plan_make(m, &ws->plan);
+	const struct model_plan *plan = &ws->plan;
+	size_t rows = (size_t)max_rows;
 	ws->act[0] = backend_alloc(be, rows * IDX_PIXELS * sizeof(float));
 	if (!ws->act[0])
 		goto out_free;
-	for (int i = 0; i < m->n_layers; i++) {
-		const struct layer *l = &m->layer[i];
-		size_t n = rows * (size_t)l->out;
-		ws->act[i + 1] = backend_alloc(be, n * sizeof(float));
-		ws->dact[i + 1] = backend_alloc(be, n * sizeof(float));
-		if (!ws->act[i + 1] || !ws->dact[i + 1])
+	for (int s = 0; s < plan->n; s++) {
+		const struct stage *st = &plan->stage[s];
+		const struct layer *l = &m->layer[st->layer];
+		ws->act[s + 1] = backend_alloc(be, rows * (size_t)st->out * sizeof(float));
+		/* The gradient at the pre-activation: the layer's own output size. */
+		ws->dz[s] = backend_alloc(be, rows * (size_t)l->out * sizeof(float));
+		if (!ws->act[s + 1] || !ws->dz[s])
 			goto out_free;
-		if (l->kind == LAYER_CONV) {
+		if (st->kind == STAGE_CONV) {
 			size_t pixels = rows * (size_t)l->conv.oh * (size_t)l->conv.ow;
-			ws->cols[i] = backend_alloc(be, pixels * (size_t)l->fan_in * sizeof(float));
-			if (!ws->cols[i])
+			ws->cols[s] = backend_alloc(be, pixels * (size_t)l->fan_in * sizeof(float));
+			ws->arg[s] = backend_alloc(be, rows * (size_t)st->out * sizeof(int32_t));
+			ws->dy[s] = backend_alloc(be, rows * (size_t)st->out * sizeof(float));
+			if (!ws->cols[s] || !ws->arg[s] || !ws->dy[s])
 				goto out_free;
-			n_ones = pixels > n_ones ? pixels : n_ones;
-		} else if (l->kind == LAYER_POOL) {
-			ws->arg[i] = backend_alloc(be, n * sizeof(int32_t));
-			if (!ws->arg[i])
+		} else if (st->relu && s + 1 < plan->n && plan->stage[s + 1].kind == STAGE_DENSE) {
+			size_t bytes = backend_relu_mask_bytes(be, max_rows, st->out);
+			if (bytes && !(ws->relu_mask[s] = backend_alloc(be, bytes)))
 				goto out_free;
 		}
 	}
 	ws->labels = backend_alloc(be, rows * sizeof(int32_t));
-	ws->ones = backend_alloc(be, n_ones * sizeof(float));
 	ws->row_loss = backend_alloc(be, rows * sizeof(float));
 	ws->hits = backend_alloc(be, rows * sizeof(int32_t));
-	if (!ws->labels || !ws->ones || !ws->row_loss || !ws->hits)
+	if (!ws->labels || !ws->row_loss || !ws->hits)
 		goto out_free;
-	float *ones = xmalloc(n_ones * sizeof(float));
-	for (size_t i = 0; i < n_ones; i++)
-		ones[i] = 1.0f;
-	backend_upload(be, ws->ones, ones, n_ones * sizeof(float));
-	free(ones);
 	return 0;
 
 out_free:
@@ -251,16 +298,17 @@ out_free:
 
 void model_ws_destroy(const struct backend *be, struct model_ws *ws)
 {
-	for (int l = 0; l <= MODEL_MAX_LAYERS; l++) {
-		backend_free(be, ws->act[l]);
-		backend_free(be, ws->dact[l]);
-		if (l < MODEL_MAX_LAYERS) {
-			backend_free(be, ws->cols[l]);
-			backend_free(be, ws->arg[l]);
+	for (int s = 0; s <= MODEL_MAX_LAYERS; s++) {
+		backend_free(be, ws->act[s]);
+		if (s < MODEL_MAX_LAYERS) {
+			backend_free(be, ws->dz[s]);
+			backend_free(be, ws->dy[s]);
+			backend_free(be, ws->cols[s]);
+			backend_free(be, ws->arg[s]);
+			backend_free(be, ws->relu_mask[s]);
 		}
 	}
 	backend_free(be, ws->labels);
-	backend_free(be, ws->ones);
 	backend_free(be, ws->row_loss);
 	backend_free(be, ws->hits);
 	memset(ws, 0, sizeof(*ws));
@@ -268,132 +316,127 @@ void model_ws_destroy(const struct backend *be, struct model_ws *ws)
 
 /* ---- forward and backward ------------------------------------------------------------ */
 
-/* Row-major GEMM through the backend. */
-static void gemm(const struct backend *be, int ta, int tb, int m, int n, int k, const float *a,
-		 int lda, const float *b, int ldb, float beta, float *c, int ldc)
+/* Row-major GEMM through the backend, plain; callers add an epilogue to the request. */
+static struct gemm_req gemm_of(int ta, int tb, int m, int n, int k, const float *a, int lda,
+			       const float *b, int ldb, float *c, int ldc)
 {
 	struct gemm_req r = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .alpha = 1.0f,
-			     .a = a, .lda = lda, .b = b, .ldb = ldb, .beta = beta, .c = c, .ldc = ldc};
-	backend_gemm(be, &r);
-}
-
-/* Output pixels of a conv layer over a batch: the columns of its im2col matrix. */
-static int conv_pixels(const struct layer *l, int rows)
-{
-	return rows * l->conv.oh * l->conv.ow;
-}
-
-void layer_forward(const struct backend *be, const struct layer *l, const float *params,
-		   const float *x, float *y, float *cols, int32_t *arg, int rows)
-{
-	const float *w = params + l->w_off, *b = params + l->b_off;
-	switch (l->kind) {
-	case LAYER_DENSE:
-		/* y (rows, out) = x (rows, in) * W^T (in, out), then bias and ReLU */
-		gemm(be, 0, 1, rows, l->units, l->in, x, l->in, w, l->in, 0.0f, y, l->units);
-		backend_bias_act(be, y, b, rows, l->units, l->relu);
-		break;
-	case LAYER_CONV: {
-		/* y (oc, P) = W (oc, c*k*k) * cols (c*k*k, P), P = oh*ow*rows pixels */
-		int p = conv_pixels(l, rows);
-		backend_im2col(be, x, &l->conv, rows, cols);
-		gemm(be, 0, 0, l->units, p, l->fan_in, w, l->fan_in, cols, p, 0.0f, y, p);
-		backend_channel_bias_act(be, y, b, l->units, (size_t)p, l->relu);
-		break;
-	}
-	case LAYER_POOL:
-		backend_maxpool(be, x, &l->pool, rows, y, arg);
-		break;
-	case LAYER_TRANSPOSE:
-		if (l->batch_last)
-			backend_transpose(be, x, rows, l->in, y);
-		else
-			backend_transpose(be, x, l->in, rows, y);
-		break;
-	}
-}
-
-void layer_backward(const struct backend *be, const struct layer *l, const float *params,
-		    const float *x, const float *y, float *dy, float *grads, float *dx, float *cols,
-		    const int32_t *arg, const float *ones, int rows)
-{
-	const float *w = params + l->w_off;
-	float *dw = grads + l->w_off, *db = grads + l->b_off;
-	if (l->relu)
-		backend_relu_backward(be, dy, y, (size_t)rows * (size_t)l->out);
-	switch (l->kind) {
-	case LAYER_DENSE:
-		/* dW (out, in) = dy^T (out, rows) * x (rows, in) */
-		gemm(be, 1, 0, l->units, l->in, rows, dy, l->units, x, l->in, 0.0f, dw, l->in);
-		/* db (1, out) = ones (1, rows) * dy (rows, out) */
-		gemm(be, 0, 0, 1, l->units, rows, ones, rows, dy, l->units, 0.0f, db, l->units);
-		/* dx (rows, in) = dy (rows, out) * W (out, in) */
-		if (dx)
-			gemm(be, 0, 0, rows, l->in, l->units, dy, l->units, w, l->in, 0.0f, dx, l->in);
-		break;
-	case LAYER_CONV: {
-		int p = conv_pixels(l, rows);
-		/* dW (oc, c*k*k) = dy (oc, P) * cols^T (P, c*k*k) */
-		gemm(be, 0, 1, l->units, l->fan_in, p, dy, p, cols, p, 0.0f, dw, l->fan_in);
-		/* db (oc, 1) = dy (oc, P) * ones (P, 1) */
-		gemm(be, 0, 1, l->units, 1, p, dy, p, ones, p, 0.0f, db, 1);
-		/* dcols (c*k*k, P) = W^T * dy, into cols; then each input pixel gathers its taps */
-		if (dx) {
-			gemm(be, 1, 0, l->fan_in, p, l->units, w, l->fan_in, dy, p, 0.0f, cols, p);
-			backend_col2im(be, cols, &l->conv, rows, dx);
-		}
-		break;
-	}
-	case LAYER_POOL:
-		backend_maxpool_backward(be, dy, arg, &l->pool, rows, dx);
-		break;
-	case LAYER_TRANSPOSE: /* the gradient goes back through the opposite transpose */
-		if (!dx)
-			break;
-		if (l->batch_last)
-			backend_transpose(be, dy, l->in, rows, dx);
-		else
-			backend_transpose(be, dy, rows, l->in, dx);
-		break;
-	}
+			     .a = a, .lda = lda, .b = b, .ldb = ldb, .beta = 0.0f, .c = c, .ldc = ldc};
+	return r;
 }
 
 void model_forward(const struct backend *be, const struct model *m, struct model_ws *ws,
-		   const float *params, int rows)
+		   const float *params, int rows, int keep)
 {
-	for (int i = 0; i < m->n_layers; i++)
-		layer_forward(be, &m->layer[i], params, ws->act[i], ws->act[i + 1], ws->cols[i],
-			      ws->arg[i], rows);
+	const struct model_plan *plan = &ws->plan;
+	for (int s = 0; s < plan->n; s++) {
+		const struct stage *st = &plan->stage[s];
+		const struct layer *l = &m->layer[st->layer];
+		const float *w = params + l->w_off, *b = params + l->b_off;
+		if (st->kind == STAGE_CONV) {
+			struct conv_stage cs = model_conv_stage(m, st, rows);
+			backend_conv_forward(be, &cs, ws->act[s], w, b, ws->act[s + 1], ws->arg[s],
+					     keep ? ws->cols[s] : NULL);
+			continue;
+		}
+		/* y (rows, out) = x (rows, in) * W^T (in, out), then bias and ReLU */
+		struct gemm_req r = gemm_of(0, 1, rows, l->units, l->in, ws->act[s], l->in, w, l->in,
+					    ws->act[s + 1], l->units);
+		r.epilogue = st->relu ? GEMM_EPILOGUE_BIAS_RELU : GEMM_EPILOGUE_BIAS;
+		r.bias = b;
+		r.relu_mask = keep ? ws->relu_mask[s] : NULL;
+		backend_gemm(be, &r);
+	}
+}
+
+/* Stage s's dW and db from dz[s] (and, for a dense stage, its input act[s]). */
+static void stage_weight_grad(const struct backend *be, const struct model *m,
+			      struct model_ws *ws, int s, float *grads, int rows)
+{
+	const struct stage *st = &ws->plan.stage[s];
+	const struct layer *l = &m->layer[st->layer];
+	struct gemm_req r;
+	if (st->kind == STAGE_DENSE) {
+		/* dW (out, in) = dz^T (out, rows) * x (rows, in); db = the sums over rows of dz */
+		r = gemm_of(1, 0, l->units, l->in, rows, ws->dz[s], l->units, ws->act[s], l->in,
+			    grads + l->w_off, l->in);
+	} else {
+		/* dW (oc, c*k*k) = dz (oc, P) * cols^T (P, c*k*k); db = the sums over P of dz */
+		int p = rows * l->conv.oh * l->conv.ow;
+		r = gemm_of(0, 1, l->units, l->fan_in, p, ws->dz[s], p, ws->cols[s], p,
+			    grads + l->w_off, l->fan_in);
+	}
+	r.bias_grad = grads + l->b_off;
+	backend_gemm(be, &r);
+}
+
+/* A dense stage's input gradient: into the stage below's dz (through its ReLU) or dy. */
+static void dense_input_grad(const struct backend *be, const struct model *m,
+			     struct model_ws *ws, const float *params, int s, int rows)
+{
+	const struct stage *below = &ws->plan.stage[s - 1];
+	const struct layer *l = &m->layer[ws->plan.stage[s].layer];
+	int dense_below = below->kind == STAGE_DENSE;
+	/* dx (rows, in) = dz (rows, out) * W (out, in) */
+	struct gemm_req r = gemm_of(0, 0, rows, l->in, l->units, ws->dz[s], l->units,
+				    params + l->w_off, l->in,
+				    dense_below ? ws->dz[s - 1] : ws->dy[s - 1], l->in);
+	if (dense_below && below->relu) {
+		r.epilogue = GEMM_EPILOGUE_DRELU;
+		r.act = ws->act[s];
+		r.relu_mask = ws->relu_mask[s - 1];
+	}
+	backend_gemm(be, &r);
 }
 
 void model_backward(const struct backend *be, const struct model *m, struct model_ws *ws,
 		    const float *params, float *grads, int rows)
 {
-	model_backward_scaled(be, m, ws, params, grads, rows, 1.0f / (float)rows);
+	model_backward_scaled(be, m, ws, params, grads, rows, 1.0f / (float)rows, NULL);
 }
 
 void model_backward_scaled(const struct backend *be, const struct model *m, struct model_ws *ws,
-			   const float *params, float *grads, int rows, float scale)
+			   const float *params, float *grads, int rows, float scale,
+			   struct step_counters *counters)
 {
-	int top = m->n_layers;
-	backend_softmax_xent(be, ws->act[top], ws->labels, rows, IDX_CLASSES, scale, ws->row_loss,
-			      ws->dact[top]);
+	const struct model_plan *plan = &ws->plan;
+	int top = plan->n - 1;
+	struct xent_req x = {.logits = model_logits(ws), .labels = ws->labels, .rows = rows,
+			     .cols = IDX_CLASSES, .scale = scale, .row_loss = ws->row_loss,
+			     .dlogits = ws->dz[top], .relu = plan->stage[top].relu,
+			     .counters = counters};
+	backend_softmax_xent(be, &x);
 	/*
-	 * A layer's input gradient is computed only where a layer below it holds
-	 * parameters: the input needs none, nor does LeNet-5's first convolution,
-	 * which has only the transpose of the input below it (its col2im and the
-	 * GEMM before it would be a fifth of the step's work, thrown away).
+	 * The lowest stage computes no input gradient: nothing below it learns
+	 * (the input needs none; for LeNet-5 its first convolution's would be a
+	 * fifth of the step's work, thrown away).
 	 */
-	int lowest = 0;
-	while (lowest < m->n_layers && !layer_has_params(&m->layer[lowest]))
-		lowest++;
-	for (int i = m->n_layers - 1; i >= 0; i--)
-		layer_backward(be, &m->layer[i], params, ws->act[i], ws->act[i + 1], ws->dact[i + 1],
-			       grads, i > lowest ? ws->dact[i] : NULL, ws->cols[i], ws->arg[i],
-			       ws->ones, rows);
+	for (int s = top; s >= 0; s--) {
+		const struct stage *st = &plan->stage[s];
+		const struct layer *l = &m->layer[st->layer];
+		if (st->kind == STAGE_CONV && s < top && plan->stage[s + 1].kind == STAGE_DENSE) {
+			struct conv_stage cs = model_conv_stage(m, st, rows);
+			backend_pool_backward(be, &cs, ws->dy[s], ws->act[s + 1], ws->arg[s], ws->dz[s]);
+		}
+		stage_weight_grad(be, m, ws, s, grads, rows);
+		if (s == 0)
+			break;
+		if (st->kind == STAGE_DENSE) {
+			dense_input_grad(be, m, ws, params, s, rows);
+		} else {
+			const struct stage *below = &plan->stage[s - 1];
+			if (below->kind != STAGE_CONV)
+				die(1, "model: a dense stage under a convolution is not supported");
+			struct conv_stage cs = model_conv_stage(m, st, rows);
+			struct conv_stage cb = model_conv_stage(m, below, rows);
+			backend_conv_backward_data(be, &cs, params + l->w_off, ws->dz[s], &cb,
+						   ws->act[s], ws->arg[s - 1], ws->dz[s - 1]);
+		}
+	}
 }
 
 void model_score(const struct backend *be, const struct model *m, struct model_ws *ws, int rows)
 {
-	backend_argmax_hits(be, ws->act[m->n_layers], ws->labels, rows, IDX_CLASSES, ws->hits);
+	(void)m;
+	backend_argmax_hits(be, model_logits(ws), ws->labels, rows, IDX_CLASSES, ws->hits);
 }

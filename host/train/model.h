@@ -18,7 +18,8 @@
  * the convolutional stack works batch-innermost, (c, h, w, rows) (conv_shape.h
  * says why), and LeNet-5 has a transpose layer at each end of it: the images
  * (rows, 784) in, the last pool's (400, rows) out to (rows, 400), PyTorch's
- * flatten order.
+ * flatten order. The layers describe the model (its tensors, its text);
+ * the stages below say how it runs.
  */
 #ifndef MNIST_DDP_MODEL_H
 #define MNIST_DDP_MODEL_H
@@ -104,36 +105,60 @@ void model_conv_layer(struct layer *l, int c, int h, int w, int oc, int k, int p
 void model_pool_layer(struct layer *l, int c, int h, int w, int k);
 
 /*
- * One layer's forward pass over rows examples: x (rows * in) -> y (rows * out)
- * in the layouts above. cols: a conv layer's im2col matrix (c*k*k *
- * oh*ow*rows floats), kept for the backward pass; arg: a pool's argmax
- * (rows * out). Either may be NULL for the layers that do not use it.
+ * How a model runs: its layers grouped into stages, each one or a few
+ * backend ops forward and back (include/backend.h):
+ *   STAGE_DENSE  a dense layer: one GEMM with the bias (and ReLU) in its
+ *                epilogue; back, one GEMM for dW with db in its epilogue and,
+ *                unless it is the lowest stage, one for the input's gradient,
+ *                through the stage below's ReLU when that is dense (DRELU)
+ *   STAGE_CONV   a convolution, its ReLU and the max-pool after it (and the
+ *                transpose to (rows, features) when a dense stage follows):
+ *                ->conv_forward; back, ->pool_backward when the stage above is
+ *                dense, one GEMM for dW with db, and ->conv_backward_data
+ *                through the stage below when there is one
+ * LeNet-5's transpose of the images is the gather's batch_last layout
+ * (model.input_batch_last).
  */
-void layer_forward(const struct backend *be, const struct layer *l, const float *params,
-		   const float *x, float *y, float *cols, int32_t *arg, int rows);
+enum stage_kind {
+	STAGE_DENSE = 0,
+	STAGE_CONV,
+};
 
-/*
- * Its backward pass, after layer_forward with the same x, y, cols and arg:
- * dy, the gradient wrt y, goes through the ReLU in place; grads gets the
- * layer's dW and db (at w_off, b_off); dx, the gradient wrt x, unless NULL
- * (a conv then uses cols for its im2col gradient). ones: at least
- * max(rows, rows*oh*ow) ones, for the bias gradients.
- */
-void layer_backward(const struct backend *be, const struct layer *l, const float *params,
-		    const float *x, const float *y, float *dy, float *grads, float *dx, float *cols,
-		    const int32_t *arg, const float *ones, int rows);
+struct stage {
+	enum stage_kind kind;
+	int layer;       /* the dense or conv layer */
+	int pool;        /* STAGE_CONV: its pool layer */
+	int batch_first; /* STAGE_CONV: writes (rows, features) */
+	int relu;        /* a ReLU on the output */
+	int out;         /* values per example written */
+};
+
+/* The stages of m (model_init builds them). */
+struct model_plan {
+	int n;
+	struct stage stage[MODEL_MAX_LAYERS];
+	int input_batch_last; /* the batch is gathered as (784, rows) */
+};
+
+/* m's stages; a layer sequence no stage covers is a bug (abort). */
+void model_plan_make(const struct model *m, struct model_plan *plan);
+
+/* Stage s's shapes as the backend's conv ops take them, for `rows` examples. */
+struct conv_stage model_conv_stage(const struct model *m, const struct stage *s, int rows);
 
 /* Backend buffers for one batch of up to max_rows examples. */
 struct model_ws {
 	int max_rows;
-	float *act[MODEL_MAX_LAYERS + 1];  /* act[0] (rows, 784) input; act[l+1] layer l's output */
-	float *dact[MODEL_MAX_LAYERS + 1]; /* gradient of the loss wrt act[l], l >= 1 */
-	float *cols[MODEL_MAX_LAYERS];     /* conv layer l: its im2col matrix, then its gradient */
-	int32_t *arg[MODEL_MAX_LAYERS];    /* pool layer l: each window's argmax (rows * out) */
-	int32_t *labels;                   /* (rows) */
-	float *ones;                       /* all 1, for bias gradients by GEMM */
-	float *row_loss;                   /* (rows) per-example loss */
-	int32_t *hits;                     /* (max_rows) correct predictions, accumulated */
+	struct model_plan plan;
+	float *act[MODEL_MAX_LAYERS + 1]; /* act[0] the batch; act[s+1] stage s's output */
+	float *dz[MODEL_MAX_LAYERS];      /* gradient at stage s's pre-activation */
+	float *dy[MODEL_MAX_LAYERS];      /* conv stage under a dense one: gradient at its output */
+	float *cols[MODEL_MAX_LAYERS];    /* conv stage: its input's im2col matrix */
+	int32_t *arg[MODEL_MAX_LAYERS];   /* conv stage: each pool window's argmax */
+	void *relu_mask[MODEL_MAX_LAYERS]; /* dense stage under a dense one: its ReLU's record, or NULL */
+	int32_t *labels;                  /* (rows) */
+	float *row_loss;                  /* (rows) per-example loss */
+	int32_t *hits;                    /* (max_rows) correct predictions, accumulated */
 };
 
 /* 0 on success, -1 when the backend is out of memory (everything freed). */
@@ -141,12 +166,22 @@ int model_ws_create(const struct backend *be, const struct model *m, int max_row
 		    struct model_ws *ws);
 void model_ws_destroy(const struct backend *be, struct model_ws *ws);
 
-/* Forward pass of ws->act[0] (rows, 784) to the logits ws->act[n_layers] (rows, 10). */
-void model_forward(const struct backend *be, const struct model *m, struct model_ws *ws,
-		   const float *params, int rows);
+/* The logits (rows, 10) after model_forward. */
+static inline float *model_logits(const struct model_ws *ws)
+{
+	return ws->act[ws->plan.n];
+}
 
 /*
- * Loss and gradients of the batch mean (after model_forward): ws->row_loss gets each
+ * Forward pass of ws->act[0] (rows, 784), or (784, rows) when
+ * ws->plan.input_batch_last, to the logits. keep: also keep what the
+ * backward pass needs (the im2col matrices).
+ */
+void model_forward(const struct backend *be, const struct model *m, struct model_ws *ws,
+		   const float *params, int rows, int keep);
+
+/*
+ * Loss and gradients of the batch mean (after model_forward with keep): ws->row_loss gets each
  * row's loss and grads (n_params) the gradient of the mean loss over the rows.
  */
 void model_backward(const struct backend *be, const struct model *m, struct model_ws *ws,
@@ -154,10 +189,12 @@ void model_backward(const struct backend *be, const struct model *m, struct mode
 
 /*
  * The same with the gradient of scale * (sum of the rows' losses): model_backward is
- * scale = 1/rows. The trainer passes 1/(rows * ranks) to fold the mean over ranks in.
+ * scale = 1/rows. The trainer passes 1/(rows * ranks) to fold the mean over ranks in,
+ * and its step counters, which the loss op moves on (struct step_counters).
  */
 void model_backward_scaled(const struct backend *be, const struct model *m, struct model_ws *ws,
-			   const float *params, float *grads, int rows, float scale);
+			   const float *params, float *grads, int rows, float scale,
+			   struct step_counters *counters);
 
 /* Add each row's hit (argmax == label) to ws->hits, after model_forward. */
 void model_score(const struct backend *be, const struct model *m, struct model_ws *ws, int rows);

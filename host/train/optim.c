@@ -20,14 +20,12 @@ int optim_create(struct optim *o, const struct backend *be, const struct train_c
 	o->adamw.weight_decay = c->weight_decay;
 	o->n = n;
 	o->state = backend_alloc(be, optim_state_count(o) * sizeof(float));
-	o->t = backend_alloc(be, sizeof(int32_t));
-	return o->state && o->t ? 0 : -1;
+	return o->state ? 0 : -1;
 }
 
 void optim_destroy(struct optim *o, const struct backend *be)
 {
 	backend_free(be, o->state);
-	backend_free(be, o->t);
 	memset(o, 0, sizeof(*o));
 }
 
@@ -36,25 +34,23 @@ size_t optim_state_count(const struct optim *o)
 	return optim_state_floats(o->kind, o->n);
 }
 
-void optim_load(const struct optim *o, const struct backend *be, const float *state,
-		long long updates)
+void optim_load(const struct optim *o, const struct backend *be, const float *state)
 {
-	int32_t t = (int32_t)updates;
-	if (state)
-		backend_upload(be, o->state, state, optim_state_count(o) * sizeof(float));
-	backend_upload(be, o->t, &t, sizeof(t));
+	backend_upload(be, o->state, state, optim_state_count(o) * sizeof(float));
 }
 
 void optim_update(const struct backend *be, const struct optim *o, float *p, const float *g,
-		  const float *lr, const int32_t *step)
+		  const float *lr, const struct step_counters *counters,
+		  const struct gather_req *then)
 {
 	switch (o->kind) {
 	case OPTIMIZER_SGD:
-		backend_sgd_update(be, p, g, o->state, o->n, lr, step, o->momentum, o->weight_decay);
+		backend_sgd_update(be, p, g, o->state, o->n, lr, counters, o->momentum,
+				   o->weight_decay, then);
 		break;
 	case OPTIMIZER_ADAMW:
-		backend_adamw_update(be, p, g, o->state, o->state + o->n, o->n, lr, step, o->t,
-				     o->adamw);
+		backend_adamw_update(be, p, g, o->state, o->state + o->n, o->n, lr, counters,
+				     o->adamw, then);
 		break;
 	}
 }

@@ -59,7 +59,6 @@ struct optim {
 	struct adamw_hyper adamw;     /* adamw */
 	size_t n;                     /* parameters */
 	float *state;                 /* (n_state, n): sgd the velocity; adamw exp_avg, exp_avg_sq */
-	int32_t *t;                   /* (1) updates done (adamw's bias correction reads it) */
 };
 
 /* The optimizer of c over n parameters, its state zeroed; -1 when out of backend memory. */
@@ -70,16 +69,17 @@ void optim_destroy(struct optim *o, const struct backend *be);
 /* Floats of state: n_state * n. */
 size_t optim_state_count(const struct optim *o);
 
-/*
- * Set the state from host memory (state: optim_state_count floats, NULL for
- * zeros) and the update count to `updates`, the steps already trained.
- */
-void optim_load(const struct optim *o, const struct backend *be, const float *state,
-		long long updates);
+/* Set the state from host memory (state: optim_state_count floats). */
+void optim_load(const struct optim *o, const struct backend *be, const float *state);
 
-/* One update of p (n) from g (n) at rate lr[*step] (lr, step: backend memory, see backend.h). */
+/*
+ * One update of p (n) from g (n) at the step's rate, lr[counters->step - 1]
+ * (lr, counters: backend memory, see backend.h; AdamW's update count is
+ * counters->updates); then, unless NULL, the next batch's gather.
+ */
 void optim_update(const struct backend *be, const struct optim *o, float *p, const float *g,
-		  const float *lr, const int32_t *step);
+		  const float *lr, const struct step_counters *counters,
+		  const struct gather_req *then);
 
 #ifdef __cplusplus
 }

@@ -62,8 +62,9 @@ struct step_state {
 	struct model_ws *ws;
 	struct device_set data;
 	int32_t *index;  /* (shard_len) this rank's examples of the epoch */
-	int32_t *cursor; /* (2) position in index of the next batch, then *step: */
-	int32_t *step;   /* the step's index in the epoch, which picks its rate in lr */
+	int index_len;
+	int batch;       /* rows of a full batch */
+	struct step_counters *counters; /* (1) the step's position (backend.h) */
 	float *lr;       /* (steps_per_epoch) the epoch's learning rates (train/schedule.h) */
 	float *params, *grads; /* (n_params) each */
 	struct optim opt;      /* its state, and which update */
@@ -71,13 +72,28 @@ struct step_state {
 	int ranks;
 };
 
+/* The gather of the batch at the counters' cursor into the model's input. */
+static struct gather_req batch_gather(const struct step_state *s)
+{
+	struct gather_req g = {.images = s->data.images, .labels = s->data.labels,
+			       .pixels = IDX_PIXELS, .index = s->index, .len = s->index_len,
+			       .cursor = &s->counters->cursor, .count = s->batch,
+			       .batch_last = s->ws->plan.input_batch_last, .x = s->ws->act[0],
+			       .y = s->ws->labels};
+	return g;
+}
+
+/*
+ * One step on the batch already gathered into the model's input (by the
+ * epoch's first gather, or by the step before). The loss op moves the
+ * counters on; the optimizer's update is followed, in the same op, by the
+ * next batch's gather, so that a captured step holds no launch of its own
+ * for the data.
+ */
 static void step_ops(const struct step_state *s, int rows)
 {
 	const struct backend *be = s->be;
-	backend_gather(be, s->data.images, s->data.labels, IDX_PIXELS, s->index, s->cursor,
-			rows, s->ws->act[0], s->ws->labels);
-	backend_advance(be, s->cursor, rows);
-	model_forward(be, s->m, s->ws, s->params, rows);
+	model_forward(be, s->m, s->ws, s->params, rows, 1);
 	/*
 	 * The mean over ranks is folded into the loss gradient's scale, 1/(rows * ranks),
 	 * and the ranks' gradients are summed: one bare allreduce, no extra pass over the
@@ -86,10 +102,10 @@ static void step_ops(const struct step_state *s, int rows)
 	 */
 	int fold = s->reduce == REDUCE_MEAN && s->ranks > 1;
 	model_backward_scaled(be, s->m, s->ws, s->params, s->grads, rows,
-			      1.0f / ((float)rows * (float)(fold ? s->ranks : 1)));
+			      1.0f / ((float)rows * (float)(fold ? s->ranks : 1)), s->counters);
 	backend_allreduce(be, s->grads, s->m->n_params, fold ? REDUCE_SUM : s->reduce);
-	optim_update(be, &s->opt, s->params, s->grads, s->lr, s->step);
-	backend_advance(be, s->step, 1);
+	struct gather_req next = batch_gather(s);
+	optim_update(be, &s->opt, s->params, s->grads, s->lr, s->counters, &next);
 }
 
 /* The mean of this rank's per-example losses of the last step. */
@@ -127,10 +143,14 @@ double train_evaluate(const struct dist *d, const struct backend *be, const stru
 
 	for (int done = 0; done < shard; done += ws->max_rows) {
 		int rows = shard - done < ws->max_rows ? shard - done : ws->max_rows;
-		backend_gather(be, data.images, data.labels, IDX_PIXELS, index, cursor, rows,
-				ws->act[0], ws->labels);
+		struct gather_req g = {.images = data.images, .labels = data.labels,
+				       .pixels = IDX_PIXELS, .index = index, .len = shard,
+				       .cursor = cursor, .count = rows,
+				       .batch_last = ws->plan.input_batch_last, .x = ws->act[0],
+				       .y = ws->labels};
+		backend_gather(be, &g);
 		backend_advance(be, cursor, rows);
-		model_forward(be, m, ws, params, rows);
+		model_forward(be, m, ws, params, rows, 0);
 		model_score(be, m, ws, rows);
 	}
 	backend_download(be, host_hits, ws->hits, (size_t)ws->max_rows * sizeof(int32_t));
@@ -259,11 +279,12 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	st.params = backend_alloc(be, pbytes);
 	st.grads = backend_alloc(be, pbytes);
 	st.index = backend_alloc(be, (size_t)smp.shard_len * sizeof(int32_t));
-	st.cursor = backend_alloc(be, 2 * sizeof(int32_t));
-	st.step = st.cursor + 1;
+	st.index_len = smp.shard_len;
+	st.batch = c->batch_size;
+	st.counters = backend_alloc(be, sizeof(struct step_counters));
 	st.lr = backend_alloc(be, (size_t)smp.steps * sizeof(float));
 	if (!st.params || !st.grads || optim_create(&st.opt, be, c, m.n_params) || !st.index ||
-	    !st.cursor || !st.lr || device_set_upload(be, train, n, &st.data))
+	    !st.counters || !st.lr || device_set_upload(be, train, n, &st.data))
 		die(1, "out of %s memory for the model and the training set", backend_name(be));
 
 	/* Rank 0's initial parameters, broadcast so every replica starts identical. */
@@ -278,11 +299,9 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	backend_broadcast(be, st.params, m.n_params, 0);
 	size_t state_bytes = optim_state_count(&st.opt) * sizeof(float);
 	if (c->resume[0]) {
-		/*
-		 * The optimizer state too: every replica holds rank 0's. Its update
-		 * count is the steps already trained.
-		 */
-		optim_load(&st.opt, be, rs.state, (long long)rs.epoch * smp.steps + rs.step);
+		/* The optimizer state too: every replica holds rank 0's. */
+		if (rs.state)
+			optim_load(&st.opt, be, rs.state);
 		backend_broadcast(be, st.opt.state, optim_state_count(&st.opt), 0);
 	}
 	float *host_state = c->checkpoint_dir[0] && d->rank == 0 ? xmalloc(state_bytes) : NULL;
@@ -310,12 +329,17 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	for (int epoch = rs.epoch; epoch < c->epochs; epoch++) {
 		/* A resumed run starts its first epoch at the step after the checkpoint's. */
 		int first = epoch == rs.epoch ? rs.step : 0;
-		const int32_t pos0[2] = {(int32_t)first * c->batch_size, (int32_t)first};
+		/* Every step makes one update: the count so far is the steps trained. */
+		const struct step_counters pos0 = {(int32_t)first * c->batch_size, (int32_t)first,
+						   (int32_t)((long long)epoch * smp.steps + first), 0};
 		sampler_epoch(&smp, epoch, host_index);
 		schedule_fill(&sched, (long long)epoch * smp.steps, smp.steps, host_lr);
 		backend_upload(be, st.index, host_index, (size_t)smp.shard_len * sizeof(int32_t));
 		backend_upload(be, st.lr, host_lr, (size_t)smp.steps * sizeof(float));
-		backend_upload(be, st.cursor, pos0, sizeof(pos0));
+		backend_upload(be, st.counters, &pos0, sizeof(pos0));
+		/* The epoch's first batch; each step gathers the next one. */
+		struct gather_req first_batch = batch_gather(&st);
+		backend_gather(be, &first_batch);
 		for (int step = first; step < smp.steps; step++) {
 			double t_step = step_secs ? clock_seconds() : 0.0;
 			int rows = sampler_batch_rows(&smp, step);
@@ -325,6 +349,7 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 				if (backend_capture_begin(be) == 0) {
 					step_ops(&st, rows);
 					graph = backend_capture_end(be);
+					res->graph_nodes = (long long)backend_graph_nodes(be, graph);
 				}
 				if (!graph)
 					capture = 0; /* plain launches from now on */
@@ -416,7 +441,7 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	backend_free(be, st.grads);
 	optim_destroy(&st.opt, be);
 	backend_free(be, st.index);
-	backend_free(be, st.cursor);
+	backend_free(be, st.counters);
 	backend_free(be, st.lr);
 	device_set_free(be, &st.data);
 	model_ws_destroy(be, &ws);

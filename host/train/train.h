@@ -31,6 +31,7 @@ struct train_result {
 	float *params;        /* (n_params) final parameters, host memory; the caller frees */
 	size_t n_params;
 	uint32_t param_crc;   /* CRC-32 of params, the same on every rank (the replica check's) */
+	long long graph_nodes; /* nodes of the captured step graph; 0 when steps ran uncaptured */
 };
 
 /*
