@@ -133,13 +133,14 @@ add_library(mnist_cuda_objects OBJECT
   ${CMAKE_SOURCE_DIR}/cuda/backend_cuda.cu
   ${CMAKE_SOURCE_DIR}/cuda/probe.cu
   ${CMAKE_SOURCE_DIR}/cuda/cuda_check.cu
+  ${CMAKE_SOURCE_DIR}/cuda/gemm_lt.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels.cu)
 set_target_properties(mnist_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON
                       CUDA_VISIBILITY_PRESET hidden)
 target_include_directories(mnist_cuda_objects PUBLIC ${CMAKE_SOURCE_DIR}/include
                            ${CMAKE_SOURCE_DIR}/cuda)
 target_compile_options(mnist_cuda_objects PRIVATE ${MNIST_DDP_WARNINGS})
-target_link_libraries(mnist_cuda_objects PUBLIC MPI::MPI_C CUDA::cudart mnist::cublas mnist::nccl)
+target_link_libraries(mnist_cuda_objects PUBLIC MPI::MPI_C CUDA::cudart mnist::cublas CUDA::cublasLt mnist::nccl)
 
 add_library(mnist-cuda MODULE ${CMAKE_SOURCE_DIR}/cuda/backend_module.cu)
 target_compile_options(mnist-cuda PRIVATE ${MNIST_DDP_WARNINGS})

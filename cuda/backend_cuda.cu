@@ -62,6 +62,7 @@
 #include "clock.h"
 #include "cuda_check.cuh"
 #include "dist.h"
+#include "gemm_lt.cuh"
 #include "gemm_map.h"
 #include "kernels.h"
 
@@ -86,8 +87,7 @@ struct cuda_ctx {
 	int device;            /* CUDA device ordinal (see the file comment) */
 	cudaStream_t stream;   /* every op, in order */
 	cudaEvent_t waited;    /* recorded on stream by a timed wait */
-	cublasHandle_t blas;   /* bound to stream */
-	void *blas_workspace;  /* (CUDA_BLAS_WORKSPACE_BYTES) bytes for cuBLAS */
+	struct cuda_gemm gemm; /* cuBLASLt and cuBLAS on stream, their workspace, the plans */
 	ncclComm_t nccl;       /* all ranks of the job */
 	char name[128];        /* the device's name */
 
@@ -97,9 +97,10 @@ struct cuda_ctx {
 	struct cuda_pending before_capture; /* pending when a capture began */
 };
 
-/* A captured step: the executable graph and the collective it holds (or NULL). */
+/* A captured step: the executable graph, its node count and the collective it holds (or NULL). */
 struct cuda_graph {
 	cudaGraphExec_t exec;
+	size_t nodes;
 	const char *collective;
 };
 
@@ -239,23 +240,29 @@ static void cuda_download(void *ctx, void *dst, const void *src, size_t bytes)
 
 /* ---- math --------------------------------------------------------------------- */
 
-static void cuda_gemm(void *ctx, const struct gemm_req *r)
+static void cuda_gemm_op(void *ctx, const struct gemm_req *r)
 {
-	struct cuda_ctx *c = ctx_of(ctx);
-	struct gemm_colmajor g = gemm_map(r);
-	if (g.m <= 0 || g.n <= 0)
-		return;
-	CUBLAS_CHECK(cublasSgemm(c->blas, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-				 g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, &g.alpha, g.a,
-				 g.lda, g.b, g.ldb, &g.beta, g.c, g.ldc));
+	cuda_gemm_run(&ctx_of(ctx)->gemm, r);
 }
 
-static void cuda_gather(void *ctx, const uint8_t *images, const uint8_t *labels, int pixels,
-			const int32_t *index, const int32_t *cursor, int count, float *x,
-			int32_t *y)
+static size_t cuda_relu_mask_bytes(void *ctx, int rows, int cols)
 {
-	kernels_gather(ctx_of(ctx)->stream, NULL, images, labels, pixels, index, cursor, count, x,
-		       y);
+	(void)ctx;
+	return cuda_gemm_relu_mask_bytes(rows, cols);
+}
+
+static void cuda_set_tf32(void *ctx, int on)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	c->gemm.tf32 = on != 0;
+	/* cublasSgemm, where cuBLASLt has no algorithm: the handle's math mode. */
+	CUBLAS_CHECK(cublasSetMathMode(c->gemm.blas, on ? CUBLAS_TF32_TENSOR_OP_MATH
+							  : CUBLAS_DEFAULT_MATH));
+}
+
+static void cuda_gather(void *ctx, const struct gather_req *g)
+{
+	kernels_gather(ctx_of(ctx)->stream, NULL, g);
 }
 
 static void cuda_advance(void *ctx, int32_t *cursor, int delta)
@@ -263,21 +270,9 @@ static void cuda_advance(void *ctx, int32_t *cursor, int delta)
 	kernels_advance(ctx_of(ctx)->stream, NULL, cursor, delta);
 }
 
-static void cuda_bias_act(void *ctx, float *y, const float *bias, int rows, int cols, int relu)
+static void cuda_softmax_xent(void *ctx, const struct xent_req *r)
 {
-	kernels_bias_act(ctx_of(ctx)->stream, NULL, y, bias, rows, cols, relu);
-}
-
-static void cuda_relu_backward(void *ctx, float *dy, const float *y, size_t n)
-{
-	kernels_relu_backward(ctx_of(ctx)->stream, NULL, dy, y, n);
-}
-
-static void cuda_softmax_xent(void *ctx, const float *logits, const int32_t *labels, int rows,
-			      int cols, float scale, float *row_loss, float *dlogits)
-{
-	kernels_softmax_xent(ctx_of(ctx)->stream, NULL, logits, labels, rows, cols, scale,
-			     row_loss, dlogits);
+	kernels_softmax_xent(ctx_of(ctx)->stream, NULL, r);
 }
 
 static void cuda_argmax_hits(void *ctx, const float *logits, const int32_t *labels, int rows,
@@ -287,58 +282,47 @@ static void cuda_argmax_hits(void *ctx, const float *logits, const int32_t *labe
 }
 
 static void cuda_sgd_update(void *ctx, float *p, const float *g, float *v, size_t n,
-			    const float *lr, const int32_t *step, float momentum, float weight_decay)
+			    const float *lr, const struct step_counters *counters, float momentum,
+			    float weight_decay, const struct gather_req *then)
 {
-	kernels_sgd_update(ctx_of(ctx)->stream, NULL, p, g, v, n, lr, step, momentum, weight_decay);
+	kernels_sgd_update(ctx_of(ctx)->stream, NULL, p, g, v, n, lr, counters, momentum,
+			   weight_decay, then);
 }
 
 static void cuda_adamw_update(void *ctx, float *p, const float *g, float *m, float *v, size_t n,
-			      const float *lr, const int32_t *step, int32_t *t, struct adamw_hyper h)
+			      const float *lr, const struct step_counters *counters,
+			      struct adamw_hyper h, const struct gather_req *then)
 {
-	kernels_adamw_update(ctx_of(ctx)->stream, NULL, p, g, m, v, n, lr, step, t, h);
+	kernels_adamw_update(ctx_of(ctx)->stream, NULL, p, g, m, v, n, lr, counters, h, then);
 }
 
-static void cuda_im2col(void *ctx, const float *x, const struct conv_shape *s, int batch,
-			float *cols)
+static void cuda_conv_forward(void *ctx, const struct conv_stage *s, const float *x,
+			      const float *w, const float *b, float *y, int32_t *arg, float *cols)
 {
-	kernels_im2col(ctx_of(ctx)->stream, NULL, x, s, batch, cols);
+	kernels_conv_forward(ctx_of(ctx)->stream, NULL, s, x, w, b, y, arg, cols);
 }
 
-static void cuda_col2im(void *ctx, const float *dcols, const struct conv_shape *s, int batch,
-			float *dx)
+static void cuda_pool_backward(void *ctx, const struct conv_stage *s, const float *dy,
+			       const float *y, const int32_t *arg, float *dz)
 {
-	kernels_col2im(ctx_of(ctx)->stream, NULL, dcols, s, batch, dx);
+	kernels_pool_backward(ctx_of(ctx)->stream, NULL, s, dy, y, arg, dz);
 }
 
-static void cuda_channel_bias_act(void *ctx, float *y, const float *bias, int channels, size_t n,
-				  int relu)
+static void cuda_conv_backward_data(void *ctx, const struct conv_stage *s, const float *w,
+				    const float *dz, const struct conv_stage *below,
+				    const float *below_y, const int32_t *below_arg, float *dz_below)
 {
-	kernels_channel_bias_act(ctx_of(ctx)->stream, NULL, y, bias, channels, n, relu);
-}
-
-static void cuda_maxpool(void *ctx, const float *x, const struct pool_shape *s, int batch,
-			 float *y, int32_t *arg)
-{
-	kernels_maxpool(ctx_of(ctx)->stream, NULL, x, s, batch, y, arg);
-}
-
-static void cuda_maxpool_backward(void *ctx, const float *dy, const int32_t *arg,
-				  const struct pool_shape *s, int batch, float *dx)
-{
-	kernels_maxpool_backward(ctx_of(ctx)->stream, NULL, dy, arg, s, batch, dx);
-}
-
-static void cuda_transpose(void *ctx, const float *x, int rows, int cols, float *y)
-{
-	kernels_transpose(ctx_of(ctx)->stream, NULL, x, rows, cols, y);
+	kernels_conv_backward_data(ctx_of(ctx)->stream, NULL, s, w, dz, below, below_y, below_arg,
+				   dz_below);
 }
 
 /* ---- communication ---------------------------------------------------------- */
 
+/* One rank: the sum, and the mean, of one contribution is itself; NCCL launches nothing. */
 static void cuda_allreduce(void *ctx, float *buf, size_t n, enum reduce_op op)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
-	if (n == 0)
+	if (n == 0 || c->dist->size == 1)
 		return;
 	NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat, op == REDUCE_SUM ? ncclSum : ncclAvg,
 				 c->nccl, c->stream));
@@ -348,7 +332,7 @@ static void cuda_allreduce(void *ctx, float *buf, size_t n, enum reduce_op op)
 static void cuda_broadcast(void *ctx, float *buf, size_t n, int root)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
-	if (n == 0)
+	if (n == 0 || c->dist->size == 1)
 		return;
 	NCCL_CHECK(ncclBroadcast(buf, buf, n, ncclFloat, root, c->nccl, c->stream));
 	note_collective(c, "broadcast");
@@ -437,10 +421,14 @@ static void *cuda_capture_end(void *ctx)
 	const char *collective = c->pending.what; /* one recorded in the capture, or NULL */
 
 	c->pending = c->before_capture;
+	size_t nodes = 0;
 	if (rc != cudaSuccess || !graph) {
 		warn_capture("capture", rc);
 	} else {
-		rc = cudaGraphInstantiate(&exec, graph, 0);
+		/* What one step launches: the figure the summary reports. */
+		rc = cudaGraphGetNodes(graph, NULL, &nodes);
+		if (rc == cudaSuccess)
+			rc = cudaGraphInstantiate(&exec, graph, 0);
 		if (rc != cudaSuccess) {
 			warn_capture("instantiation", rc);
 			exec = NULL;
@@ -455,6 +443,7 @@ static void *cuda_capture_end(void *ctx)
 		return NULL;
 	}
 	g->exec = exec;
+	g->nodes = nodes;
 	g->collective = collective;
 	return g;
 }
@@ -466,6 +455,12 @@ static void cuda_replay(void *ctx, void *graph)
 	CUDA_CHECK(cudaGraphLaunch(g->exec, c->stream));
 	if (g->collective)
 		note_collective(c, g->collective);
+}
+
+static size_t cuda_graph_nodes(void *ctx, void *graph)
+{
+	(void)ctx;
+	return graph ? ((const struct cuda_graph *)graph)->nodes : 0;
 }
 
 static void cuda_graph_destroy(void *ctx, void *graph)
@@ -483,10 +478,13 @@ static void cuda_graph_destroy(void *ctx, void *graph)
 /* Release what setup_local acquired, best effort: this runs on failure paths too. */
 static void teardown_local(struct cuda_ctx *c)
 {
-	if (c->blas)
-		cublasDestroy(c->blas);
-	if (c->blas_workspace)
-		cudaFree(c->blas_workspace);
+	cuda_gemm_forget(&c->gemm);
+	if (c->gemm.lt)
+		cublasLtDestroy(c->gemm.lt);
+	if (c->gemm.blas)
+		cublasDestroy(c->gemm.blas);
+	if (c->gemm.workspace)
+		cudaFree(c->gemm.workspace);
 	if (c->waited)
 		cudaEventDestroy(c->waited);
 	if (c->stream)
@@ -507,10 +505,13 @@ static void cuda_destroy(void *ctx)
 		NCCL_CHECK(ncclCommDestroy(c->nccl));
 		c->nccl = NULL;
 	}
-	CUBLAS_CHECK(cublasDestroy(c->blas));
-	c->blas = NULL;
-	CUDA_CHECK(cudaFree(c->blas_workspace));
-	c->blas_workspace = NULL;
+	cuda_gemm_forget(&c->gemm);
+	CUBLAS_CHECK(cublasLtDestroy(c->gemm.lt));
+	c->gemm.lt = NULL;
+	CUBLAS_CHECK(cublasDestroy(c->gemm.blas));
+	c->gemm.blas = NULL;
+	CUDA_CHECK(cudaFree(c->gemm.workspace));
+	c->gemm.workspace = NULL;
 	CUDA_CHECK(cudaEventDestroy(c->waited));
 	c->waited = NULL;
 	CUDA_CHECK(cudaStreamDestroy(c->stream));
@@ -524,21 +525,17 @@ static const struct backend_ops cuda_ops = {
 	.free = cuda_free,
 	.upload = cuda_upload,
 	.download = cuda_download,
-	.gemm = cuda_gemm,
+	.gemm = cuda_gemm_op,
+	.relu_mask_bytes = cuda_relu_mask_bytes,
 	.gather = cuda_gather,
 	.advance = cuda_advance,
-	.bias_act = cuda_bias_act,
-	.relu_backward = cuda_relu_backward,
 	.softmax_xent = cuda_softmax_xent,
 	.argmax_hits = cuda_argmax_hits,
 	.sgd_update = cuda_sgd_update,
 	.adamw_update = cuda_adamw_update,
-	.im2col = cuda_im2col,
-	.col2im = cuda_col2im,
-	.channel_bias_act = cuda_channel_bias_act,
-	.maxpool = cuda_maxpool,
-	.maxpool_backward = cuda_maxpool_backward,
-	.transpose = cuda_transpose,
+	.conv_forward = cuda_conv_forward,
+	.pool_backward = cuda_pool_backward,
+	.conv_backward_data = cuda_conv_backward_data,
 	.allreduce = cuda_allreduce,
 	.broadcast = cuda_broadcast,
 	.synchronize = cuda_synchronize,
@@ -546,8 +543,10 @@ static const struct backend_ops cuda_ops = {
 	.capture_end = cuda_capture_end,
 	.replay = cuda_replay,
 	.graph_destroy = cuda_graph_destroy,
+	.graph_nodes = cuda_graph_nodes,
 	.set_timeout = cuda_set_timeout,
 	.set_position = cuda_set_position,
+	.set_tf32 = cuda_set_tf32,
 	.destroy = cuda_destroy,
 };
 
@@ -582,16 +581,20 @@ static int setup_local(struct cuda_ctx *c, const struct dist *d, int device, cha
 	rc = cudaEventCreateWithFlags(&c->waited, cudaEventDisableTiming);
 	if (rc != cudaSuccess)
 		return fail_cuda(why, whylen, "cudaEventCreateWithFlags", rc);
-	rc = cudaMalloc(&c->blas_workspace, CUDA_BLAS_WORKSPACE_BYTES);
+	rc = cudaMalloc(&c->gemm.workspace, CUDA_BLAS_WORKSPACE_BYTES);
 	if (rc != cudaSuccess)
 		return fail_cuda(why, whylen, "cudaMalloc (cuBLAS workspace)", rc);
-	brc = cublasCreate(&c->blas);
+	c->gemm.workspace_bytes = CUDA_BLAS_WORKSPACE_BYTES;
+	c->gemm.stream = c->stream;
+	brc = cublasCreate(&c->gemm.blas);
 	if (brc == CUBLAS_STATUS_SUCCESS)
-		brc = cublasSetStream(c->blas, c->stream);
+		brc = cublasSetStream(c->gemm.blas, c->stream);
 	if (brc == CUBLAS_STATUS_SUCCESS)
-		brc = cublasSetWorkspace(c->blas, c->blas_workspace, CUDA_BLAS_WORKSPACE_BYTES);
+		brc = cublasSetWorkspace(c->gemm.blas, c->gemm.workspace, CUDA_BLAS_WORKSPACE_BYTES);
 	if (brc == CUBLAS_STATUS_SUCCESS)
-		brc = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH); /* float32, no TF32 */
+		brc = cublasSetMathMode(c->gemm.blas, CUBLAS_DEFAULT_MATH); /* float32, no TF32 */
+	if (brc == CUBLAS_STATUS_SUCCESS)
+		brc = cublasLtCreate(&c->gemm.lt);
 	if (brc != CUBLAS_STATUS_SUCCESS) {
 		cublas_error_text(brc, text, sizeof(text));
 		snprintf(why, whylen, "cuBLAS setup: %s", text);

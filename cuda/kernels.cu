@@ -19,6 +19,8 @@
  */
 #include "kernels.h"
 
+#include <string.h>
+
 #include "elem.h"
 
 #if defined(__CUDACC__)
@@ -63,21 +65,43 @@ static __device__ inline size_t grid_stride(void)
 	return (size_t)gridDim.x * blockDim.x;
 }
 
-/* x (count, pixels), y (count): item i is pixel i % pixels of batch row i / pixels. */
-static __global__ void gather_kernel(const uint8_t *images, const uint8_t *labels, int pixels,
-				     const int32_t *index, const int32_t *cursor, int count,
-				     float *x, int32_t *y)
+/* ---- the batch ---------------------------------------------------------------------- */
+
+/* Rows a gather takes: count, or what is left of the index at the cursor (none past its end). */
+static __host__ __device__ inline int gather_rows(const struct gather_req *g, int32_t cursor)
 {
-	size_t n = work_2d(count, pixels);
-	size_t first = (size_t)*cursor;
-	for (size_t i = grid_first(); i < n; i += grid_stride()) {
-		size_t row = i / (size_t)pixels;
-		size_t col = i - row * (size_t)pixels;
-		size_t e = (size_t)index[first + row];
-		x[i] = normalize_pixel_elem(images[e * (size_t)pixels + col]);
-		if (col == 0)
-			y[row] = (int32_t)labels[e];
-	}
+	int left = g->len - (int)cursor;
+	return left < 0 ? 0 : left < g->count ? left : g->count;
+}
+
+/*
+ * Item i < count * pixels of a gather: pixel i % pixels of batch row
+ * i / pixels (consecutive items read one image's consecutive bytes).
+ */
+static __device__ inline void gather_item(const struct gather_req *g, int rows, size_t first,
+					  size_t i)
+{
+	size_t row = i / (size_t)g->pixels;
+	size_t col = i - row * (size_t)g->pixels;
+	if (row >= (size_t)rows)
+		return;
+	size_t e = (size_t)g->index[first + row];
+	float v = normalize_pixel_elem(g->images[e * (size_t)g->pixels + col]);
+	if (g->batch_last)
+		g->x[col * (size_t)rows + row] = v;
+	else
+		g->x[i] = v;
+	if (col == 0)
+		g->y[row] = (int32_t)g->labels[e];
+}
+
+static __global__ void gather_kernel(struct gather_req g)
+{
+	int32_t cursor = *g.cursor;
+	int rows = gather_rows(&g, cursor);
+	size_t n = work_2d(g.count, g.pixels);
+	for (size_t i = grid_first(); i < n; i += grid_stride())
+		gather_item(&g, rows, (size_t)cursor, i);
 }
 
 /* One item: the cursor itself. */
@@ -86,6 +110,79 @@ static __global__ void advance_kernel(int32_t *cursor, int delta)
 	for (size_t i = grid_first(); i < 1; i += grid_stride())
 		*cursor += delta;
 }
+
+/* ---- loss ------------------------------------------------------------------------------ */
+
+/*
+ * Item r is row r of logits (rows, cols) and of dlogits. The thread of row 0
+ * moves the counters on after its row: no item of this kernel reads them.
+ */
+static __global__ void softmax_xent_kernel(struct xent_req x)
+{
+	for (size_t r = grid_first(); r < (size_t)x.rows; r += grid_stride()) {
+		size_t off = r * (size_t)x.cols;
+		float *d = x.dlogits ? x.dlogits + off : NULL;
+		x.row_loss[r] = softmax_xent_row_elem(x.logits + off, x.labels[r], x.cols, x.scale, d);
+		if (d && x.relu)
+			for (int j = 0; j < x.cols; j++)
+				d[j] = relu_backward_elem(d[j], x.logits[off + (size_t)j]);
+		if (r == 0 && x.counters) {
+			x.counters->cursor += x.rows;
+			x.counters->step += 1;
+			x.counters->updates += 1;
+		}
+	}
+}
+
+static __global__ void argmax_hits_kernel(const float *logits, const int32_t *labels, int rows,
+					  int cols, int32_t *hits)
+{
+	for (size_t r = grid_first(); r < (size_t)rows; r += grid_stride())
+		hits[r] += argmax_hit_row_elem(logits + r * (size_t)cols, labels[r], cols);
+}
+
+/* ---- the optimizers, and the next batch ----------------------------------------------- */
+
+/*
+ * Items [0, n) update the parameters; items from n on, when next.count > 0,
+ * are the next batch's gather: the two read different memory and write
+ * different memory, so one launch does both.
+ */
+static __global__ void sgd_update_kernel(float *p, const float *g, float *v, size_t n,
+					 const float *lr, const struct step_counters *counters,
+					 float momentum, float weight_decay, struct gather_req next)
+{
+	float rate = lr[counters->step - 1];
+	int32_t cursor = next.count > 0 ? counters->cursor : 0;
+	int rows = next.count > 0 ? gather_rows(&next, cursor) : 0;
+	size_t total = n + work_2d(next.count, next.pixels);
+	for (size_t i = grid_first(); i < total; i += grid_stride()) {
+		if (i >= n) {
+			gather_item(&next, rows, (size_t)cursor, i - n);
+			continue;
+		}
+		float unused = 0.0f;
+		sgd_update_elem(&p[i], g[i], v ? &v[i] : &unused, rate, momentum, weight_decay);
+	}
+}
+
+static __global__ void adamw_update_kernel(float *p, const float *g, float *m, float *v, size_t n,
+					   const float *lr, const struct step_counters *counters,
+					   struct adamw_hyper h, struct gather_req next)
+{
+	struct adamw_step s = adamw_step_elem(lr[counters->step - 1], counters->updates, h);
+	int32_t cursor = next.count > 0 ? counters->cursor : 0;
+	int rows = next.count > 0 ? gather_rows(&next, cursor) : 0;
+	size_t total = n + work_2d(next.count, next.pixels);
+	for (size_t i = grid_first(); i < total; i += grid_stride()) {
+		if (i >= n)
+			gather_item(&next, rows, (size_t)cursor, i - n);
+		else
+			adamw_update_elem(&p[i], g[i], &m[i], &v[i], h, s);
+	}
+}
+
+/* ---- what a GEMM's epilogue does, where cuBLASLt cannot ------------------------------ */
 
 /* y (rows, cols), bias (cols): item i is column i % cols. */
 static __global__ void bias_act_kernel(float *y, const float *bias, int rows, int cols, int relu)
@@ -101,70 +198,19 @@ static __global__ void relu_backward_kernel(float *dy, const float *y, size_t n)
 		dy[i] = relu_backward_elem(dy[i], y[i]);
 }
 
-/* Item r is row r of logits (rows, cols) and of dlogits. */
-static __global__ void softmax_xent_kernel(const float *logits, const int32_t *labels, int rows,
-					   int cols, float scale, float *row_loss, float *dlogits)
+/* Item i is out[i], the sum over l of op(A)[i, l] in order of l. */
+static __global__ void bias_grad_kernel(const float *a, int lda, int trans_a, int m, int k,
+					float *out)
 {
-	for (size_t r = grid_first(); r < (size_t)rows; r += grid_stride()) {
-		size_t off = r * (size_t)cols;
-		row_loss[r] = softmax_xent_row_elem(logits + off, labels[r], cols, scale,
-						    dlogits ? dlogits + off : NULL);
+	for (size_t i = grid_first(); i < (size_t)m; i += grid_stride()) {
+		float sum = 0.0f;
+		for (int l = 0; l < k; l++)
+			sum += trans_a ? a[(size_t)l * lda + i] : a[i * (size_t)lda + (size_t)l];
+		out[i] = sum;
 	}
 }
 
-static __global__ void argmax_hits_kernel(const float *logits, const int32_t *labels, int rows,
-					  int cols, int32_t *hits)
-{
-	for (size_t r = grid_first(); r < (size_t)rows; r += grid_stride())
-		hits[r] += argmax_hit_row_elem(logits + r * (size_t)cols, labels[r], cols);
-}
-
-static __global__ void sgd_update_kernel(float *p, const float *g, float *v, size_t n,
-					 const float *lr, const int32_t *step, float momentum,
-					 float weight_decay)
-{
-	float rate = lr[*step];
-	for (size_t i = grid_first(); i < n; i += grid_stride()) {
-		float unused = 0.0f;
-		sgd_update_elem(&p[i], g[i], v ? &v[i] : &unused, rate, momentum, weight_decay);
-	}
-}
-
-/* Reads the update count t; the launcher advances it after, in stream order. */
-static __global__ void adamw_update_kernel(float *p, const float *g, float *m, float *v, size_t n,
-					   const float *lr, const int32_t *step, const int32_t *t,
-					   struct adamw_hyper h)
-{
-	struct adamw_step s = adamw_step_elem(lr[*step], *t + 1, h);
-	for (size_t i = grid_first(); i < n; i += grid_stride())
-		adamw_update_elem(&p[i], g[i], &m[i], &v[i], h, s);
-}
-
-static __global__ void scale_kernel(float *x, size_t n, float alpha)
-{
-	for (size_t i = grid_first(); i < n; i += grid_stride())
-		x[i] = scale_elem(x[i], alpha);
-}
-
-/*
- * cols (c*k*k, oh*ow*batch): item i is tap row i / ld = (ci, ky, kx), column
- * i % ld = (oy, ox, b); it reads channel ci of x (c, h, w, batch).
- */
-static __global__ void im2col_kernel(const float *x, struct conv_shape s, int batch, float *cols)
-{
-	size_t nb = (size_t)batch, ld = (size_t)s.oh * s.ow * nb;
-	size_t n = ld * (size_t)s.c * s.k * s.k;
-	for (size_t i = grid_first(); i < n; i += grid_stride()) {
-		size_t tap = i / ld, col = i - tap * ld;
-		int kx = (int)(tap % (size_t)s.k), ky = (int)(tap / (size_t)s.k % (size_t)s.k);
-		size_t ci = tap / ((size_t)s.k * s.k);
-		int b = (int)(col % nb);
-		size_t pixel = col / nb;
-		int oy = (int)(pixel / (size_t)s.ow), ox = (int)(pixel % (size_t)s.ow);
-		const float *channel = x + ci * (size_t)s.h * s.w * nb;
-		cols[i] = im2col_elem(channel, &s, batch, oy, ox, ky, kx, b);
-	}
-}
+/* ---- convolution stages ------------------------------------------------------------- */
 
 /* Where item i of a (c, h, w, batch) array lies: image b, column x, row y, channel c. */
 struct chwb {
@@ -184,74 +230,92 @@ static __host__ __device__ inline struct chwb chwb_of(size_t i, size_t batch, in
 	return p;
 }
 
-/* dx (c, h, w, batch): item i is pixel (ci, iy, ix) of image b, the sum of its taps in dcols. */
-static __global__ void col2im_kernel(const float *dcols, struct conv_shape s, int batch,
-				     float *dx)
+/* Offset of window (c, py, px) of image b in a stage's output y: batch innermost or batch first. */
+static __host__ __device__ inline size_t pooled_at(const struct pool_shape *p, int batch_first,
+						   size_t batch, size_t c, int py, int px, int b)
 {
-	size_t nb = (size_t)batch, n = (size_t)s.c * s.h * s.w * nb;
-	for (size_t i = grid_first(); i < n; i += grid_stride()) {
-		struct chwb p = chwb_of(i, nb, s.h, s.w);
-		dx[i] = col2im_elem(dcols, &s, batch, (int)p.c, p.y, p.x, p.b);
-	}
+	size_t f = (c * (size_t)p->oh + (size_t)py) * (size_t)p->ow + (size_t)px;
+	return batch_first ? (size_t)b * ((size_t)p->c * p->oh * p->ow) + f : f * batch + (size_t)b;
 }
 
-/* y (channels, n): item i has bias i / n. */
-static __global__ void channel_bias_act_kernel(float *y, const float *bias, int channels,
-					       size_t n, int relu)
+/*
+ * Items [0, windows): window i of the output, (oc, py, px, b) batch
+ * innermost: conv_pool_window_elem, written to y where its layout puts it,
+ * and its argmax. Items from windows on, when cols is not NULL: entry
+ * (tap, pixel) of the im2col matrix, im2col_elem.
+ */
+static __global__ void conv_forward_kernel(struct conv_shape s, struct pool_shape p, int oc,
+					   int rows, int batch_first, const float *x, const float *w,
+					   const float *bias, float *y, int32_t *arg, float *cols)
 {
-	size_t total = (size_t)channels * n;
-	for (size_t i = grid_first(); i < total; i += grid_stride())
-		y[i] = bias_act_elem(y[i], bias[i / n], relu);
-}
-
-/* y, arg (c, oh, ow, batch): item i is window (py, px) of image b in channel ci of x (c, h, w, batch). */
-static __global__ void maxpool_kernel(const float *x, struct pool_shape s, int batch, float *y,
-				      int32_t *arg)
-{
-	size_t nb = (size_t)batch, n = (size_t)s.c * s.oh * s.ow * nb;
-	for (size_t i = grid_first(); i < n; i += grid_stride()) {
-		struct chwb p = chwb_of(i, nb, s.oh, s.ow);
-		const float *channel = x + p.c * (size_t)s.h * s.w * nb;
-		y[i] = maxpool_window_elem(channel, s.w, s.k, batch, p.y, p.x, p.b, &arg[i]);
-	}
-}
-
-/* dx (c, h, w, batch): item i is input pixel (ci, iy, ix) of image b, the gradient its window sends it. */
-static __global__ void maxpool_backward_kernel(const float *dy, const int32_t *arg,
-					       struct pool_shape s, int batch, float *dx)
-{
-	size_t nb = (size_t)batch, n = (size_t)s.c * s.h * s.w * nb;
-	for (size_t i = grid_first(); i < n; i += grid_stride()) {
-		struct chwb p = chwb_of(i, nb, s.h, s.w);
-		int py = p.y / s.k, px = p.x / s.k;
-		float g = 0.0f;
-		if (py < s.oh && px < s.ow) {
-			size_t o = ((p.c * (size_t)s.oh + (size_t)py) * s.ow + (size_t)px) * nb + (size_t)p.b;
-			g = maxpool_backward_elem(dy[o], arg[o], p.y % s.k, p.x % s.k, s.k);
+	size_t nb = (size_t)rows, fan_in = (size_t)s.c * s.k * s.k;
+	size_t windows = (size_t)oc * p.oh * p.ow * nb;
+	size_t ld = (size_t)s.oh * s.ow * nb, n_cols = cols ? fan_in * ld : 0;
+	for (size_t i = grid_first(); i < windows + n_cols; i += grid_stride()) {
+		if (i < windows) {
+			struct chwb q = chwb_of(i, nb, p.oh, p.ow);
+			y[pooled_at(&p, batch_first, nb, q.c, q.y, q.x, q.b)] = conv_pool_window_elem(
+				x, &s, rows, w + q.c * fan_in, bias[q.c], p.k, q.y, q.x, q.b, &arg[i]);
+			continue;
 		}
-		dx[i] = g;
+		size_t j = i - windows, tap = j / ld, col = j - tap * ld;
+		int kx = (int)(tap % (size_t)s.k), ky = (int)(tap / (size_t)s.k % (size_t)s.k);
+		size_t ci = tap / ((size_t)s.k * s.k);
+		int b = (int)(col % nb);
+		size_t pixel = col / nb;
+		int oy = (int)(pixel / (size_t)s.ow), ox = (int)(pixel % (size_t)s.ow);
+		cols[j] = im2col_elem(x + ci * (size_t)s.h * s.w * nb, &s, rows, oy, ox, ky, kx, b);
 	}
 }
 
-/* y (cols, rows): item i is y[j, r] = x[r, j], with j = i / rows, r = i % rows. */
-static __global__ void transpose_kernel(const float *x, int rows, int cols, float *y)
+/* dz (oc, oh, ow, rows): item i is conv output pixel (c, y, x) of image b. */
+static __global__ void pool_backward_kernel(struct pool_shape p, int rows, int batch_first,
+					    const float *dy, const float *y, const int32_t *arg,
+					    float *dz)
 {
-	size_t n = work_2d(rows, cols);
+	size_t nb = (size_t)rows, n = (size_t)p.c * p.h * p.w * nb;
 	for (size_t i = grid_first(); i < n; i += grid_stride()) {
-		size_t j = i / (size_t)rows, r = i - j * (size_t)rows;
-		y[i] = x[r * (size_t)cols + j];
+		struct chwb q = chwb_of(i, nb, p.h, p.w);
+		int py = q.y / p.k, px = q.x / p.k;
+		size_t o = (((size_t)q.c * p.oh + (size_t)py) * p.ow + (size_t)px) * nb + (size_t)q.b;
+		size_t at = pooled_at(&p, batch_first, nb, q.c, py, px, q.b);
+		dz[i] = pool_relu_backward_elem(dy[at], y[at], arg[o], q.y % p.k, q.x % p.k, p.k);
 	}
 }
 
-void kernels_gather(cudaStream_t stream, const struct kernel_geom *geom, const uint8_t *images,
-		    const uint8_t *labels, int pixels, const int32_t *index, const int32_t *cursor,
-		    int count, float *x, int32_t *y)
+/*
+ * dz_below (c', oh', ow', rows): item i is the below stage's conv output
+ * pixel (c, y, x) of image b. The window it falls in, (py, px), is pixel
+ * (c, py, px) of this stage's input; only the window's maximum takes the
+ * gradient, conv_backward_data_elem of that input pixel.
+ */
+static __global__ void conv_backward_data_kernel(struct conv_shape s, int oc, int rows,
+						 const float *w, const float *dz,
+						 struct pool_shape bp, const float *below_y,
+						 const int32_t *below_arg, float *dz_below)
 {
-	size_t n = work_2d(count, pixels);
+	size_t nb = (size_t)rows, n = (size_t)bp.c * bp.h * bp.w * nb;
+	for (size_t i = grid_first(); i < n; i += grid_stride()) {
+		struct chwb q = chwb_of(i, nb, bp.h, bp.w);
+		int py = q.y / bp.k, px = q.x / bp.k, ky = q.y % bp.k, kx = q.x % bp.k;
+		size_t o = (((size_t)q.c * bp.oh + (size_t)py) * bp.ow + (size_t)px) * nb + (size_t)q.b;
+		float g = below_arg[o] == ky * bp.k + kx
+				  ? conv_backward_data_elem(w, dz, &s, oc, rows, (int)q.c, py, px, q.b)
+				  : 0.0f;
+		dz_below[i] = pool_relu_backward_elem(g, below_y[o], below_arg[o], ky, kx, bp.k);
+	}
+}
+
+/* ---- launchers ------------------------------------------------------------------------- */
+
+void kernels_gather(cudaStream_t stream, const struct kernel_geom *geom,
+		    const struct gather_req *g)
+{
+	size_t n = work_2d(g->count, g->pixels);
 	if (n == 0)
 		return;
-	struct kernel_geom g = pick_geom(geom, n);
-	KERNEL_LAUNCH(gather_kernel, g, stream, images, labels, pixels, index, cursor, count, x, y);
+	struct kernel_geom gm = pick_geom(geom, n);
+	KERNEL_LAUNCH(gather_kernel, gm, stream, *g);
 }
 
 void kernels_advance(cudaStream_t stream, const struct kernel_geom *geom, int32_t *cursor,
@@ -259,6 +323,60 @@ void kernels_advance(cudaStream_t stream, const struct kernel_geom *geom, int32_
 {
 	struct kernel_geom g = pick_geom(geom, 1);
 	KERNEL_LAUNCH(advance_kernel, g, stream, cursor, delta);
+}
+
+void kernels_softmax_xent(cudaStream_t stream, const struct kernel_geom *geom,
+			  const struct xent_req *r)
+{
+	if (work_2d(r->rows, r->cols) == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, (size_t)r->rows);
+	KERNEL_LAUNCH(softmax_xent_kernel, g, stream, *r);
+}
+
+void kernels_argmax_hits(cudaStream_t stream, const struct kernel_geom *geom,
+			 const float *logits, const int32_t *labels, int rows, int cols,
+			 int32_t *hits)
+{
+	if (work_2d(rows, cols) == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, (size_t)rows);
+	KERNEL_LAUNCH(argmax_hits_kernel, g, stream, logits, labels, rows, cols, hits);
+}
+
+/* The next batch's gather as a kernel argument: none (count 0) when then is NULL. */
+static struct gather_req next_batch(const struct gather_req *then)
+{
+	struct gather_req none;
+	memset(&none, 0, sizeof(none));
+	return then ? *then : none;
+}
+
+void kernels_sgd_update(cudaStream_t stream, const struct kernel_geom *geom, float *p,
+			const float *g, float *v, size_t n, const float *lr,
+			const struct step_counters *counters, float momentum, float weight_decay,
+			const struct gather_req *then)
+{
+	struct gather_req next = next_batch(then);
+	size_t total = n + work_2d(next.count, next.pixels);
+	if (total == 0)
+		return;
+	struct kernel_geom gm = pick_geom(geom, total);
+	KERNEL_LAUNCH(sgd_update_kernel, gm, stream, p, g, v, n, lr, counters, momentum,
+		      weight_decay, next);
+}
+
+void kernels_adamw_update(cudaStream_t stream, const struct kernel_geom *geom, float *p,
+			  const float *g, float *m, float *v, size_t n, const float *lr,
+			  const struct step_counters *counters, struct adamw_hyper h,
+			  const struct gather_req *then)
+{
+	struct gather_req next = next_batch(then);
+	size_t total = n + work_2d(next.count, next.pixels);
+	if (total == 0)
+		return;
+	struct kernel_geom gm = pick_geom(geom, total);
+	KERNEL_LAUNCH(adamw_update_kernel, gm, stream, p, g, m, v, n, lr, counters, h, next);
 }
 
 void kernels_bias_act(cudaStream_t stream, const struct kernel_geom *geom, float *y,
@@ -280,116 +398,53 @@ void kernels_relu_backward(cudaStream_t stream, const struct kernel_geom *geom, 
 	KERNEL_LAUNCH(relu_backward_kernel, g, stream, dy, y, n);
 }
 
-void kernels_softmax_xent(cudaStream_t stream, const struct kernel_geom *geom,
-			  const float *logits, const int32_t *labels, int rows, int cols, float scale,
-			  float *row_loss, float *dlogits)
+void kernels_bias_grad(cudaStream_t stream, const struct kernel_geom *geom, const float *a,
+		       int lda, int trans_a, int m, int k, float *out)
 {
-	if (work_2d(rows, cols) == 0)
+	if (m <= 0)
 		return;
-	struct kernel_geom g = pick_geom(geom, (size_t)rows);
-	KERNEL_LAUNCH(softmax_xent_kernel, g, stream, logits, labels, rows, cols, scale, row_loss,
-		      dlogits);
+	struct kernel_geom g = pick_geom(geom, (size_t)m);
+	KERNEL_LAUNCH(bias_grad_kernel, g, stream, a, lda, trans_a, m, k, out);
 }
 
-void kernels_argmax_hits(cudaStream_t stream, const struct kernel_geom *geom,
-			 const float *logits, const int32_t *labels, int rows, int cols,
-			 int32_t *hits)
+void kernels_conv_forward(cudaStream_t stream, const struct kernel_geom *geom,
+			  const struct conv_stage *s, const float *x, const float *w,
+			  const float *b, float *y, int32_t *arg, float *cols)
 {
-	if (work_2d(rows, cols) == 0)
+	const struct conv_shape *c = s->conv;
+	size_t windows = work_2d(s->rows, s->oc * s->pool->oh * s->pool->ow);
+	size_t n_cols = cols ? work_2d(s->rows, c->oh * c->ow) * (size_t)(c->c * c->k * c->k) : 0;
+	if (windows == 0)
 		return;
-	struct kernel_geom g = pick_geom(geom, (size_t)rows);
-	KERNEL_LAUNCH(argmax_hits_kernel, g, stream, logits, labels, rows, cols, hits);
+	struct kernel_geom g = pick_geom(geom, windows + n_cols);
+	KERNEL_LAUNCH(conv_forward_kernel, g, stream, *c, *s->pool, s->oc, s->rows, s->batch_first,
+		      x, w, b, y, arg, cols);
 }
 
-void kernels_sgd_update(cudaStream_t stream, const struct kernel_geom *geom, float *p,
-			const float *g, float *v, size_t n, const float *lr, const int32_t *step,
-			float momentum, float weight_decay)
+void kernels_pool_backward(cudaStream_t stream, const struct kernel_geom *geom,
+			   const struct conv_stage *s, const float *dy, const float *y,
+			   const int32_t *arg, float *dz)
 {
-	if (n == 0)
-		return;
-	struct kernel_geom gm = pick_geom(geom, n);
-	KERNEL_LAUNCH(sgd_update_kernel, gm, stream, p, g, v, n, lr, step, momentum, weight_decay);
-}
-
-void kernels_adamw_update(cudaStream_t stream, const struct kernel_geom *geom, float *p,
-			  const float *g, float *m, float *v, size_t n, const float *lr,
-			  const int32_t *step, int32_t *t, struct adamw_hyper h)
-{
-	if (n > 0) {
-		struct kernel_geom gm = pick_geom(geom, n);
-		KERNEL_LAUNCH(adamw_update_kernel, gm, stream, p, g, m, v, n, lr, step, t, h);
-	}
-	kernels_advance(stream, NULL, t, 1);
-}
-
-void kernels_scale(cudaStream_t stream, const struct kernel_geom *geom, float *x, size_t n,
-		   float alpha)
-{
+	size_t n = work_2d(s->rows, s->pool->c * s->pool->h * s->pool->w);
 	if (n == 0)
 		return;
 	struct kernel_geom g = pick_geom(geom, n);
-	KERNEL_LAUNCH(scale_kernel, g, stream, x, n, alpha);
+	KERNEL_LAUNCH(pool_backward_kernel, g, stream, *s->pool, s->rows, s->batch_first, dy, y,
+		      arg, dz);
 }
 
-void kernels_im2col(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
-		    const struct conv_shape *s, int batch, float *cols)
+void kernels_conv_backward_data(cudaStream_t stream, const struct kernel_geom *geom,
+				const struct conv_stage *s, const float *w, const float *dz,
+				const struct conv_stage *below, const float *below_y,
+				const int32_t *below_arg, float *dz_below)
 {
-	size_t n = work_2d(batch, s->oh * s->ow) * (size_t)(s->c * s->k * s->k);
+	const struct pool_shape *bp = below->pool;
+	size_t n = work_2d(s->rows, bp->c * bp->h * bp->w);
 	if (n == 0)
 		return;
 	struct kernel_geom g = pick_geom(geom, n);
-	KERNEL_LAUNCH(im2col_kernel, g, stream, x, *s, batch, cols);
-}
-
-void kernels_col2im(cudaStream_t stream, const struct kernel_geom *geom, const float *dcols,
-		    const struct conv_shape *s, int batch, float *dx)
-{
-	size_t n = work_2d(batch, s->c * s->h * s->w);
-	if (n == 0)
-		return;
-	struct kernel_geom g = pick_geom(geom, n);
-	KERNEL_LAUNCH(col2im_kernel, g, stream, dcols, *s, batch, dx);
-}
-
-void kernels_channel_bias_act(cudaStream_t stream, const struct kernel_geom *geom, float *y,
-			      const float *bias, int channels, size_t n, int relu)
-{
-	size_t total = channels > 0 ? (size_t)channels * n : 0;
-	if (total == 0)
-		return;
-	struct kernel_geom g = pick_geom(geom, total);
-	KERNEL_LAUNCH(channel_bias_act_kernel, g, stream, y, bias, channels, n, relu);
-}
-
-void kernels_maxpool(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
-		     const struct pool_shape *s, int batch, float *y, int32_t *arg)
-{
-	size_t n = work_2d(batch, s->c * s->oh * s->ow);
-	if (n == 0)
-		return;
-	struct kernel_geom g = pick_geom(geom, n);
-	KERNEL_LAUNCH(maxpool_kernel, g, stream, x, *s, batch, y, arg);
-}
-
-void kernels_maxpool_backward(cudaStream_t stream, const struct kernel_geom *geom,
-			      const float *dy, const int32_t *arg, const struct pool_shape *s,
-			      int batch, float *dx)
-{
-	size_t n = work_2d(batch, s->c * s->h * s->w);
-	if (n == 0)
-		return;
-	struct kernel_geom g = pick_geom(geom, n);
-	KERNEL_LAUNCH(maxpool_backward_kernel, g, stream, dy, arg, *s, batch, dx);
-}
-
-void kernels_transpose(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
-		       int rows, int cols, float *y)
-{
-	size_t n = work_2d(rows, cols);
-	if (n == 0)
-		return;
-	struct kernel_geom g = pick_geom(geom, n);
-	KERNEL_LAUNCH(transpose_kernel, g, stream, x, rows, cols, y);
+	KERNEL_LAUNCH(conv_backward_data_kernel, g, stream, *s->conv, s->oc, s->rows, w, dz, *bp,
+		      below_y, below_arg, dz_below);
 }
 
 #if defined(CUDART_VERSION)

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "conv_shape.h"
 #include "elem.h"
 
@@ -38,60 +39,65 @@ struct kernel_geom {
 /* The launch the backend uses for n work items: ceil(n / KERNEL_BLOCK) blocks, capped. */
 struct kernel_geom kernel_geom_for(size_t n);
 
-/* Work: count * pixels. See backend_ops.gather. */
-void kernels_gather(cudaStream_t stream, const struct kernel_geom *geom, const uint8_t *images,
-		    const uint8_t *labels, int pixels, const int32_t *index, const int32_t *cursor,
-		    int count, float *x, int32_t *y);
+/*
+ * Work: g->count * g->pixels (struct gather_req; the rows taken are
+ * min(count, len - *cursor), read on the device).
+ */
+void kernels_gather(cudaStream_t stream, const struct kernel_geom *geom,
+		    const struct gather_req *g);
 /* Work: 1. */
 void kernels_advance(cudaStream_t stream, const struct kernel_geom *geom, int32_t *cursor,
 		     int delta);
-/* Work: rows * cols. */
-void kernels_bias_act(cudaStream_t stream, const struct kernel_geom *geom, float *y,
-		      const float *bias, int rows, int cols, int relu);
-/* Work: n. */
-void kernels_relu_backward(cudaStream_t stream, const struct kernel_geom *geom, float *dy,
-			   const float *y, size_t n);
-/* Work: rows (one thread per row). dlogits may be NULL. */
+/* Work: rows (one thread per row; the counters moved on by the thread of row 0). */
 void kernels_softmax_xent(cudaStream_t stream, const struct kernel_geom *geom,
-			  const float *logits, const int32_t *labels, int rows, int cols, float scale,
-			  float *row_loss, float *dlogits);
+			  const struct xent_req *r);
 /* Work: rows. */
 void kernels_argmax_hits(cudaStream_t stream, const struct kernel_geom *geom,
 			 const float *logits, const int32_t *labels, int rows, int cols,
 			 int32_t *hits);
-/* Work: n, the whole flat buffer. v may be NULL when momentum is 0. The rate is lr[*step]. */
-void kernels_sgd_update(cudaStream_t stream, const struct kernel_geom *geom, float *p,
-			const float *g, float *v, size_t n, const float *lr, const int32_t *step,
-			float momentum, float weight_decay);
 /*
- * Work: n. Two launches: the update (reads *t, the updates done so far), then
- * *t += 1 (kernels_advance, the backend's geometry).
+ * Work: n, the whole flat buffer, then, unless then is NULL, the next batch's
+ * gather (then->count * then->pixels items), in one launch. v may be NULL when
+ * momentum is 0. The rate is lr[counters->step - 1].
  */
+void kernels_sgd_update(cudaStream_t stream, const struct kernel_geom *geom, float *p,
+			const float *g, float *v, size_t n, const float *lr,
+			const struct step_counters *counters, float momentum, float weight_decay,
+			const struct gather_req *then);
+/* Work: as kernels_sgd_update; t = counters->updates. */
 void kernels_adamw_update(cudaStream_t stream, const struct kernel_geom *geom, float *p,
 			  const float *g, float *m, float *v, size_t n, const float *lr,
-			  const int32_t *step, int32_t *t, struct adamw_hyper h);
-/* Work: c*k*k * oh*ow*batch, the entries of cols. */
-void kernels_im2col(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
-		    const struct conv_shape *s, int batch, float *cols);
-/* Work: c*h*w*batch, the input pixels (one thread gathers all taps of a pixel). */
-void kernels_col2im(cudaStream_t stream, const struct kernel_geom *geom, const float *dcols,
-		    const struct conv_shape *s, int batch, float *dx);
-/* Work: channels * n. */
-void kernels_channel_bias_act(cudaStream_t stream, const struct kernel_geom *geom, float *y,
-			      const float *bias, int channels, size_t n, int relu);
-/* Work: c*oh*ow*batch, the windows. */
-void kernels_maxpool(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
-		     const struct pool_shape *s, int batch, float *y, int32_t *arg);
-/* Work: c*h*w*batch, the input pixels. */
-void kernels_maxpool_backward(cudaStream_t stream, const struct kernel_geom *geom,
-			      const float *dy, const int32_t *arg, const struct pool_shape *s,
-			      int batch, float *dx);
-/* x (n) *= alpha. Work: n. */
-void kernels_scale(cudaStream_t stream, const struct kernel_geom *geom, float *x, size_t n,
-		   float alpha);
-/* Work: rows * cols. */
-void kernels_transpose(cudaStream_t stream, const struct kernel_geom *geom, const float *x,
-		       int rows, int cols, float *y);
+			  const struct step_counters *counters, struct adamw_hyper h,
+			  const struct gather_req *then);
+/* y (rows, cols) at row stride cols: bias_act_elem per column. Work: rows * cols. */
+void kernels_bias_act(cudaStream_t stream, const struct kernel_geom *geom, float *y,
+		      const float *bias, int rows, int cols, int relu);
+/* dy (n) = relu_backward_elem(dy, y). Work: n. */
+void kernels_relu_backward(cudaStream_t stream, const struct kernel_geom *geom, float *dy,
+			   const float *y, size_t n);
+/*
+ * out (m) = the sums over l < k of op(A)[i, l], A row-major at row stride lda
+ * (stored (k, m) when trans_a). Work: m (one thread per sum).
+ */
+void kernels_bias_grad(cudaStream_t stream, const struct kernel_geom *geom, const float *a,
+		       int lda, int trans_a, int m, int k, float *out);
+/*
+ * A convolution stage forward (struct conv_stage): work: the windows
+ * (oc * ph * pw * rows), then the entries of cols (c*k*k * oh*ow*rows) unless
+ * cols is NULL, in one launch.
+ */
+void kernels_conv_forward(cudaStream_t stream, const struct kernel_geom *geom,
+			  const struct conv_stage *s, const float *x, const float *w,
+			  const float *b, float *y, int32_t *arg, float *cols);
+/* Work: the stage's conv outputs, oc * oh * ow * rows. */
+void kernels_pool_backward(cudaStream_t stream, const struct kernel_geom *geom,
+			   const struct conv_stage *s, const float *dy, const float *y,
+			   const int32_t *arg, float *dz);
+/* Work: the stage below's conv outputs, c' * oh' * ow' * rows. */
+void kernels_conv_backward_data(cudaStream_t stream, const struct kernel_geom *geom,
+				const struct conv_stage *s, const float *w, const float *dz,
+				const struct conv_stage *below, const float *below_y,
+				const int32_t *below_arg, float *dz_below);
 
 #if defined(CUDART_VERSION) /* a CUDA runtime: nvcc's, or the tests' simulator (tests/cudasim) */
 /*

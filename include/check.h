@@ -73,6 +73,7 @@ void die(int code, const char *fmt, ...)
 /* For allocations that must succeed: aborts with the size that failed. */
 void *xmalloc(size_t bytes);
 void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t bytes);
 
 #ifdef __cplusplus
 }

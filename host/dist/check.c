@@ -76,6 +76,14 @@ void *xmalloc(size_t bytes)
 	return p;
 }
 
+void *xrealloc(void *p, size_t bytes)
+{
+	void *q = realloc(p, bytes ? bytes : 1);
+	if (!q)
+		die(1, "out of memory growing a buffer to %zu bytes", bytes);
+	return q;
+}
+
 void *xcalloc(size_t n, size_t size)
 {
 	void *p = calloc(n ? n : 1, size ? size : 1);
