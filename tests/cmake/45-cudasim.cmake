@@ -260,6 +260,21 @@ foreach(_model seed mlp mlp_adamw)
                        PROCESSORS 2)
 endforeach()
 
+# Issue 21: the nodes of one captured step, bounded per model at one rank (and one more,
+# the allreduce, at two): a change that adds a launch to the step fails here.
+foreach(_case "seed;4;" "mlp;10;" "mlp_adamw;10;--optimizer;adamw;--lr;0.001" "lenet;20;"
+        "lenet_b256;20;--batch-size;256;--limit;512")
+  list(GET _case 0 _name)
+  list(GET _case 1 _bound)
+  list(SUBLIST _case 2 -1 _extra)
+  string(REGEX REPLACE "_.*" "" _model ${_name})
+  add_test(NAME mnist_train_sim_graph_nodes_${_name}
+           COMMAND ${MNIST_CUDASIM_DIR}/graph_nodes.sh ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR}
+                   ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV} -- ${_model} ${_bound} ${_extra})
+  set_tests_properties(mnist_train_sim_graph_nodes_${_name} PROPERTIES LABELS cudasim TIMEOUT 300
+                       PROCESSORS 2)
+endforeach()
+
 # ---- the same new GPU tests on a real GPU (label gpu; skipped, with the reason, without one) ----
 # 40-cuda.cmake registers the rest of the suite and builds mnist_gpu_test_util.
 if(MNIST_DDP_HAVE_CUDA)
