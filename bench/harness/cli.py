@@ -227,8 +227,9 @@ def main_cuda(a):
     if not a.no_tta:
         for row in tta_mod.wanted(a, tta_mod.settings("cuda", a.hidden)):
             if clock.out_of_time():
-                a.stopped = a.stopped or f"--time-limit {a.time_limit:.0f} s reached before time to accuracy ({row['name']})"
-                log(a.stopped)
+                if not a.stopped:
+                    a.stopped = f"--time-limit {a.time_limit:.0f} s reached before time to accuracy ({row['name']})"
+                    log(a.stopped)
                 break
             tag = "-tta" + row["name"][len(row["model"]):]  # -tta, -tta-adamw, ...: each row its own files
             got = tta_mod.run_row(

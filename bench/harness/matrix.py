@@ -59,14 +59,11 @@ def cuda_matrix(a, R, clock, t_why, t_info):
                 not_run[cell][key] = "not run: 1 rank only"
             elif key == "torch_compiled" and t_info and not t_info.get("compile", True):
                 not_run[cell][key] = f"not available: PyTorch {t_info['version']} has no torch.compile"
-    a.reps_done = 0
     for rep in range(a.reps):
-        if clock.out_of_time():
-            break
+        cut = False
         for cell in order:
             if clock.out_of_time():
-                a.stopped = f"--time-limit {a.time_limit:.0f} s reached during repetition {rep + 1}"
-                log(a.stopped)
+                cut = True
                 break
             m, b, r = cell
             for key, label, side in CUDA_VARIANTS:
@@ -82,10 +79,14 @@ def cuda_matrix(a, R, clock, t_why, t_info):
             log(f"rep {rep + 1}, {m} b{b} r{r}: " + ", ".join(
                 f"{key} {runs[cell][key][-1]['step_median_ms'] * 1e3:.1f} us" for key, _, _ in CUDA_VARIANTS
                 if runs[cell][key]))
-        else:
-            a.reps_done = rep + 1
-            continue
-        break
+        if cut or (clock.out_of_time() and rep + 1 < a.reps):
+            a.stopped = f"--time-limit {a.time_limit:.0f} s reached {'during' if cut else 'after'} repetition {rep + 1} of {a.reps}"
+            log(a.stopped)
+            for cell in order:  # what never started is not a failure
+                for key, _, _ in CUDA_VARIANTS:
+                    if not runs[cell][key] and key not in not_run[cell]:
+                        not_run[cell][key] = "not run: --time-limit reached"
+            break
     R.close()
     cells = {}
     for cell in order:

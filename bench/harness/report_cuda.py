@@ -35,7 +35,7 @@ def write_results(a, node, t_info, t_why, cells, tta, allreduce_out, allreduce_n
              f"{a.reps} repetition(s) of {per_cell} per cell.\n")
     if getattr(a, "stopped", None):
         L.append(f"**Cut short: {a.stopped}.** The cells after that point have fewer repetitions (column `reps`); "
-                 "what did not start is marked `not run`.\n")
+                 "what did not start is marked `not run`; time-to-accuracy rows that did not start are left out.\n")
 
     L.append("## GPUs and versions\n")
     if sim:
