@@ -4,8 +4,8 @@ served by long-lived processes of bench/reference/step_ref.py (one per rank, man
 each), the time-to-accuracy runs by bench/reference/train_ref.py.
 
 A cell's mnist-train run has a fixed number of steps (--steps): `--limit steps x batch x ranks`
-for one epoch where the training set holds that many images, else whole epochs until the
-steps are reached. The step-time figures need no more, and the run then costs its start-up
+for one epoch where the training set holds that many images, else whole epochs with
+--drop-last until the steps are reached (every step a full batch, as on PyTorch's side). The step-time figures need no more, and the run then costs its start-up
 (mpirun, the CUDA context, NCCL, the data) and little else."""
 import json
 import math
@@ -106,14 +106,17 @@ class CudaRunner(Runner):
             [self.train, "--backend", "cuda"] + ([] if graph else ["--no-graph"])
 
     def step_args(self, batch, ranks):
-        """(epochs, flags) for a run of at least --steps steps (--steps 0: --epochs, --limit)."""
+        """(epochs, flags) for a run of at least --steps steps, every one a full batch as on
+        PyTorch's side (--steps 0: --epochs, --limit)."""
         if not self.a.steps:
             return self.a.epochs, self.limit
         n = min(self.a.limit, self.a.n_train) if self.a.limit else self.a.n_train
         if self.a.steps * batch * ranks <= n:
             return 1, ["--limit", str(self.a.steps * batch * ranks)]
-        per_epoch = math.ceil(math.ceil(n / ranks) / batch)
-        return math.ceil(self.a.steps / per_epoch), self.limit
+        per_epoch = n // ranks // batch
+        if per_epoch == 0:
+            sys.exit(f"bench/train: batch {batch} x {ranks} rank(s) exceeds the {n} training images")
+        return math.ceil(self.a.steps / per_epoch), self.limit + ["--drop-last"]
 
     def ours(self, model, batch, ranks, graph=True, extra=(), tag=""):
         """One matrix cell of mnist-train on the CUDA backend."""

@@ -86,7 +86,7 @@ def judge(a, node, t_why, cells, tta, allreduce_ops):
             present = any(m == model for m, _, _ in cells)
             row(goal, None, None, "mnist-train's summary has no graph_nodes" if present else "not in this run's matrix")
         else:
-            text = ", ".join(f"{n} at {r} rank(s)" for r, n in sorted(set(got)))
+            text = ", ".join(f"{n:.0f} at {r} rank(s)" for r, n in sorted(set(got)))
             row(goal, text, all(n <= (limit if r == 1 else limit + 1) for r, n in got))
 
     worst = max((x for _, _, _, x in allreduce_ops), default=None)
