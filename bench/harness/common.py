@@ -33,8 +33,11 @@ def quote(cmd):
 
 def run(cmd, env=None, timeout=1800, check=True):
     COMMANDS.append(quote(cmd))
-    p = subprocess.run(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True, timeout=timeout)
+    try:
+        p = subprocess.run(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        sys.exit(f"bench/train: command ran past {timeout:.0f} s (ended): {COMMANDS[-1]}")
     if check and p.returncode != 0:
         sys.exit(f"bench/train: command failed ({p.returncode}): {COMMANDS[-1]}\n{p.stderr[-3000:]}")
     return p
@@ -152,14 +155,14 @@ class Runner:
         self.port += 1
         return self.port
 
-    def mnist_train(self, launch, model, batch, mfile, epochs, extra):
+    def mnist_train(self, launch, model, batch, mfile, epochs, extra, timeout=1800):
         """One mnist-train run: `launch` is mpirun and its options up to the program's flags.
         Its figures: images/s over the run (set-up included) and at the steady state, step time
         median and p95 (ms), the evaluations (--eval-every), graph_nodes when the summary has it."""
         cmd = launch + ["--data", self.a.data, "--model", model, "--batch-size", str(batch), "--epochs", str(epochs),
                         "--log-every", str(self.a.log_every), "--metrics", mfile] + list(extra)
         t0 = time.time()
-        p = run(cmd, env=self.env)
+        p = run(cmd, env=self.env, timeout=timeout)
         wall = time.time() - t0
         s = summary_of(p.stdout)
         if s is None:
@@ -200,7 +203,7 @@ class Runner:
             for p in procs:
                 p.kill()
                 p.wait()
-            sys.exit(f"bench/train: the PyTorch reference ran past {timeout} s: {COMMANDS[-1]}")
+            sys.exit(f"bench/train: the PyTorch reference ran past {timeout:.0f} s: {COMMANDS[-1]}")
         wall = time.time() - t0
         if any(p.returncode for p in procs):
             sys.exit(f"bench/train: the PyTorch reference failed: {COMMANDS[-1]}\n" + outs[0][1][-3000:])

@@ -101,6 +101,10 @@ class CudaRunner(Runner):
         self.workers = {}  # ranks -> TorchWorkers
         self.broken = {}   # ranks -> why its server failed its first request (it is not started again)
 
+    def timeout(self, most=1800):
+        """Seconds a run may take: under --time-limit, what is left and a minute more."""
+        return max(30.0, min(most, self.clock.left() + 60)) if self.clock.limit else most
+
     def launch(self, ranks, graph=True):
         return self.mpirun + ["-n", str(ranks)] + ["-x", "LD_LIBRARY_PATH"] * ("LD_LIBRARY_PATH" in self.env) + \
             [self.train, "--backend", "cuda"] + ([] if graph else ["--no-graph"])
@@ -122,17 +126,20 @@ class CudaRunner(Runner):
         """One matrix cell of mnist-train on the CUDA backend."""
         mfile = os.path.join(self.metrics_dir, f"ours-{model}-b{batch}-r{ranks}-{'graph' if graph else 'nograph'}{tag}.jsonl")
         epochs, flags = self.step_args(batch, ranks)
-        return self.mnist_train(self.launch(ranks, graph), model, batch, mfile, epochs, flags + list(extra))
+        return self.mnist_train(self.launch(ranks, graph), model, batch, mfile, epochs, flags + list(extra),
+                                timeout=self.timeout())
 
     def ours_epochs(self, model, batch, ranks, epochs, extra=(), tag=""):
         """A whole-epochs run (time to accuracy), the step replayed from its graph."""
         mfile = os.path.join(self.metrics_dir, f"ours-{model}-b{batch}-r{ranks}-graph{tag}.jsonl")
-        return self.mnist_train(self.launch(ranks), model, batch, mfile, epochs, self.limit + list(extra))
+        return self.mnist_train(self.launch(ranks), model, batch, mfile, epochs, self.limit + list(extra),
+                                timeout=self.timeout())
 
     def torch_epochs(self, model, batch, ranks, epochs, extra=(), tag=""):
         """A whole-epochs run of train_ref.py on CUDA, eager (time to accuracy)."""
         mfile = os.path.join(self.metrics_dir, f"torch-{model}-b{batch}-r{ranks}-eager{tag}.jsonl")
-        return self.train_ref(model, batch, ranks, 1, mfile, epochs, ["--device", "cuda"] + list(extra))
+        return self.train_ref(model, batch, ranks, 1, mfile, epochs, ["--device", "cuda"] + list(extra),
+                              timeout=self.timeout(3600))
 
     def torch_cell(self, model, batch, ranks, variant):
         """One matrix cell of PyTorch on CUDA (eager, graph or compiled), by the step server."""
@@ -148,7 +155,7 @@ class CudaRunner(Runner):
                "--metrics", mfile]
         COMMANDS.append(f"{json.dumps(req)}   # request to the server at {ranks} rank(s); alone: {quote(one)}")
         timeout = self.a.cell_timeout
-        if self.clock.limit:
+        if self.clock.limit:  # a compilation in flight gets what is left and 30 s more
             timeout = max(10.0, min(timeout, self.clock.left() + 30))
         t0 = time.time()
         try:

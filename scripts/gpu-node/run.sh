@@ -155,8 +155,8 @@ for s in $steps; do
 	train) step train 400 train_runs ;;
 	bench) step bench 400 bench_runs ;;
 	torch) step torch 400 torch_ref ;;
-	# bench/train stops starting runs at --time-limit and still writes its results file: 480 s
-	# leaves the step's 560 s for the run in flight (at most its last 30 s) and the report.
+	# bench/train starts no run past --time-limit, ends one that overruns it by 60 s, and still
+	# writes its results file: 480 s leaves the step's 560 s room for both.
 	matrix-fc) step matrix-fc 560 matrix seed,mlp --no-tta --reps 3 --steps 500 --time-limit 480 ;;
 	matrix-lenet) step matrix-lenet 560 matrix lenet --no-allreduce --reps 3 --steps 500 --time-limit 480 ;;
 	*) say "unknown step $s (env build gpu train bench torch matrix-fc matrix-lenet)" ;;
