@@ -52,7 +52,11 @@ Prints on rank 0 one line (keys like mnist-train's summary):
              train_seconds=... images_per_second=... test_accuracy=... final_loss=...
              step_median_ms=... step_p95_ms=... tta_seconds=...
 and with --metrics FILE the JSON lines mnist-train writes (epoch, step, loss,
-images_per_second, elapsed), plus one {"event": "step_times", ...} line.
+images_per_second, elapsed), plus one {"event": "step_times", ...} line (steps,
+median_ms, p95_ms, mean_ms, min_ms, max_ms, as mnist-train's).
+
+bench/reference/step_ref.py times the step alone, many cells per process (eager,
+CUDA graph, inductor + CUDA graph), for bench/train's GPU matrix.
 """
 import argparse
 import contextlib
@@ -326,7 +330,9 @@ def main():
     st = np.array(step_times) * 1e3
     if metrics:
         metrics.write(json.dumps({"event": "step_times", "steps": len(st),
-                                  "median_ms": float(np.median(st)), "p95_ms": float(np.percentile(st, 95))}) + "\n")
+                                  "median_ms": float(np.median(st)), "p95_ms": float(np.percentile(st, 95)),
+                                  "mean_ms": float(st.mean()), "min_ms": float(st.min()),
+                                  "max_ms": float(st.max())}) + "\n")
         metrics.close()
     if rank == 0:
         print(f"summary: model={a.model} backend=torch ranks={world} epochs={epoch + 1} steps_per_epoch={steps} "

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # test_train_cuda_sim.sh - bench/train --backend cuda --quick against the CUDA simulator's
 # build (mnist-train-cudasim, tests/cmake/45-cudasim.cmake): the results file must exist,
-# say that it is simulated, carry mnist-train's figures (graph and --no-graph, 1 and 2
-# ranks) and mark every PyTorch column "not available" (no CUDA here) with no PyTorch
+# say that it is simulated (at the top and in every column of ours), carry mnist-train's
+# figures (graph and --no-graph, 1 and 2 ranks, 128 steps each: step time, images/s over the
+# run and at the steady state, the kernels per step or "-"), mark every PyTorch column
+# (eager, CUDA graph, inductor + CUDA graph) "not available" (no CUDA here) with no PyTorch
 # figure anywhere, and judge no goal from simulated timings. A --build-dir without a
 # mnist-train is refused with exit status 2 and nothing written.
 #
@@ -44,22 +46,36 @@ grep -q '^- device (mnist-train.s start-up line): cuda:0 cudasim device 0 (simul
 	fail "the device line does not name the simulated device"
 grep -q '^- PyTorch on CUDA: not available: ' "$md" || fail "the PyTorch line does not say 'not available'"
 
-# Each row: our four figures numbers, then PyTorch's four columns and the ratio "not available".
+# Step-time table: ours (graph, --no-graph) "median / p95", PyTorch's three columns and the
+# ratio "not available", the kernels per step a count or "-" (the trainer may not print graph_nodes).
 na='not available'
+num='[0-9]+(\.[0-9]+)?'
+grep -q '^| model | batch/rank | ranks | mnist-train graph, SIMULATED | mnist-train --no-graph, SIMULATED | PyTorch eager | PyTorch CUDA graph | PyTorch inductor + CUDA graph | PyTorch best / mnist-train | kernels per step (graph nodes), SIMULATED |$' "$md" ||
+	fail "the step-time table's header is not the expected one (SIMULATED on ours, PyTorch's compiled column, kernels per step)"
 for r in 1 2; do
-	row=$(grep -E "^\| seed \| 32 \| $r \| " "$md")
-	[ -n "$row" ] || { fail "no matrix row for seed b32 r$r"; continue; }
-	num='[0-9]+(\.[0-9]+)?'
-	pat="^\| seed \| 32 \| $r \| [1-9][0-9]* \| $num / $num \| [1-9][0-9]* \| $num / $num \| $na \| $na \| $na \| $na \| $na \| $num \|$"
-	[[ $row =~ $pat ]] || fail "row r$r is not ours filled, PyTorch not available: $row"
+	row=$(sed -n '/^## Step time/,/^## /p' "$md" | grep -E "^\| seed \| 32 \| $r \| ")
+	[ -n "$row" ] || { fail "no step-time row for seed b32 r$r"; continue; }
+	pat="^\| seed \| 32 \| $r \| $num / $num \| $num / $num \| $na \| $na \| $na \| $na \| ([0-9]+|-) \|$"
+	[[ $row =~ $pat ]] || fail "step-time row r$r is not ours filled, PyTorch not available: $row"
 done
-[ "$(grep -c '^| seed | 32 | ' "$md")" -eq 2 ] || fail "expected exactly 2 matrix rows"
+# Images/s table: reps, then whole run and steady state for each column, ours numbers, PyTorch's
+# six "not available", and the scaling.
+grep -q '^| model | batch/rank | ranks | reps | mnist-train graph, SIMULATED | steady, SIMULATED | --no-graph, SIMULATED | steady, SIMULATED | PyTorch eager | steady | PyTorch CUDA graph | steady | PyTorch inductor + CUDA graph | steady | scaling |$' "$md" ||
+	fail "the images/s table's header is not the expected one (whole run and steady state per column)"
+for r in 1 2; do
+	row=$(sed -n '/^## Images\/s/,/^## /p' "$md" | grep -E "^\| seed \| 32 \| $r \| ")
+	[ -n "$row" ] || { fail "no images/s row for seed b32 r$r"; continue; }
+	pat="^\| seed \| 32 \| $r \| 1 \| [1-9][0-9]* \| [1-9][0-9]* \| [1-9][0-9]* \| [1-9][0-9]* \| $na \| $na \| $na \| $na \| $na \| $na \| $num \|$"
+	[[ $row =~ $pat ]] || fail "images/s row r$r is not ours filled (whole and steady), PyTorch not available: $row"
+done
+[ "$(grep -c '^| seed | 32 | ' "$md")" -eq 4 ] || fail "expected 2 rows in each of the two tables"
 
-# No PyTorch figure: no PyTorch run, no metrics file of one, nothing in raw.json.
-grep -q '^MASTER_ADDR=.*train_ref.py' "$md" && fail "the commands list a PyTorch run"
-ls "$dir"/torch-* >/dev/null 2>&1 && fail "a PyTorch metrics file exists: $(ls "$dir"/torch-*)"
+# No PyTorch figure: no PyTorch run or step server, no metrics file of one, nothing in raw.json.
+sed -n '/^<details>/,/^<\/details>/p' "$md" | grep -Eq 'train_ref.py|step_ref.py' && fail "the commands list a PyTorch run"
+ls "$dir"/torch-* >/dev/null 2>&1 && fail "a PyTorch file exists: $(ls "$dir"/torch-*)"
 for f in ours-seed-b32-r1-graph ours-seed-b32-r1-nograph ours-seed-b32-r2-graph ours-seed-b32-r2-nograph; do
-	grep -q '"event": "step_times"' "$dir/$f.jsonl" 2>/dev/null || fail "$f.jsonl missing or without step times"
+	grep -Eq '"event": "step_times", "steps": 128,' "$dir/$f.jsonl" 2>/dev/null ||
+		fail "$f.jsonl missing, or without 128 timed steps (--quick's --steps)"
 done
 /usr/bin/python3 - "$dir/raw.json" <<'PY' || fail "raw.json: see above"
 import json, sys
@@ -71,9 +87,13 @@ for name, c in raw["cells"].items():
     for k in ("ours", "ours_nograph"):
         if not c.get(k) or not c[k]["ips"] > 0:
             bad.append(f"{name}: {k} not filled")
-    for k in ("torch", "torch_graph"):
+        elif not c[k].get("steady_ips", 0) > 0 or not c[k]["steady_ips"] >= c[k]["ips"] * 0.5:
+            bad.append(f"{name}: {k}: steady images/s missing or implausible: {c[k].get('steady_ips')}")
+    for k in ("torch", "torch_graph", "torch_compiled"):
         if c.get(k) is not None:
             bad.append(f"{name}: {k} has a figure: {c[k]}")
+        if not c["not_run"].get(k, "").startswith("not available"):
+            bad.append(f"{name}: {k} not marked not available: {c['not_run'].get(k)}")
 if sorted(raw["cells"]) != ["seed-b32-r1", "seed-b32-r2"]:
     bad.append(f"cells: {sorted(raw['cells'])}")
 for b in bad:
@@ -81,10 +101,13 @@ for b in bad:
 sys.exit(1 if bad else 0)
 PY
 
-# Goals: every one "not measured (simulated run)", none met or missed.
+# Goals (issue 21's nine, issue 15's allreduce): every one "not measured (simulated run)", none
+# met or missed, and a figure shown beside one only labelled SIMULATED.
 goals=$(sed -n '/^## Goals/,/^## /p' "$md" | grep -E '^\| [^-g]')
-[ "$(echo "$goals" | grep -c .)" -eq 5 ] || fail "expected 5 goal rows, got: $goals"
+[ "$(echo "$goals" | grep -c .)" -eq 10 ] || fail "expected 10 goal rows, got: $goals"
 echo "$goals" | grep -vq '| not measured (simulated run) |$' && fail "a goal is judged from a simulated run: $goals"
+echo "$goals" | awk -F' [|] ' '$2 != "-" && $2 !~ /\(SIMULATED\)$/' | grep -q . &&
+	fail "a goal's simulated figure is not labelled SIMULATED: $goals"
 
 # A build directory without mnist-train: exit 2, one message naming --build-dir, nothing written.
 "$ROOT/bench/train" --backend cuda --quick --build-dir "$TMP/nowhere" --data "$DATA/train" --out-dir "$TMP/out2" \
@@ -99,4 +122,4 @@ if [ $failures -ne 0 ]; then
 	cat "$md"
 	exit 1
 fi
-echo "PASS: $md: simulated, ours filled (2 rows), PyTorch not available, no goal judged"
+echo "PASS: $md: simulated, ours filled (2 rows: step time, whole-run and steady images/s), PyTorch not available, no goal judged"

@@ -1,0 +1,109 @@
+"""Issue 21's goals for the GPU step (one GPU, medians, side by side), and issue 15's goal for
+the step's allreduce: each judged met, missed or not measured (with why). Nothing is judged
+from a simulated run."""
+import re
+
+# Median step time, one GPU, mnist-train with its graph: (model, batch, microseconds).
+STEP_GOALS = (("seed", 32, 10), ("mlp", 32, 25), ("lenet", 32, 50), ("lenet", 256, 100))
+# Kernels per step (the captured graph's nodes) at one rank; one more above one rank.
+KERNEL_GOALS = (("seed", 4), ("mlp", 10), ("lenet", 20))
+TORCH_FACTOR = 2          # every cell at least 2x PyTorch's best configuration
+TTA_GOAL_S = 0.3          # 99% LeNet-5 test accuracy in at most 0.3 s of training, one GPU
+MODEL_NAME = {"seed": "seed", "mlp": "mlp 512,256", "lenet": "LeNet-5"}
+
+TORCH_KEYS = (("torch_compiled", "inductor + CUDA graph"), ("torch_graph", "CUDA graph"), ("torch", "eager"))
+
+
+def torch_best(c):
+    """(median ms, name) of PyTorch's fastest measured variant in cell c, or None. Only where
+    the inductor + CUDA graph step was measured: the goal names that configuration."""
+    if not c.get("torch_compiled"):
+        return None
+    return min((c[k]["step_median_ms"], name) for k, name in TORCH_KEYS if c.get(k))
+
+
+def judge(a, node, t_why, cells, tta, allreduce_ops):
+    """Rows of (goal, measured, verdict)."""
+    sim = "not measured (simulated run)" if node["simulated"] else None
+    rows = []
+
+    def row(goal, measured, ok, why_not=None):
+        if sim:
+            rows.append((goal, f"{measured} (SIMULATED)" if measured else "-", sim))
+        elif why_not or ok is None:
+            rows.append((goal, measured or "-", f"not measured ({why_not or 'no figure'})"))
+        else:
+            rows.append((goal, measured, "met" if ok else "missed"))
+
+    def ours(model, b, r=1):
+        c = cells.get((model, b, r))
+        return c and c.get("ours")
+
+    for model, b, us in STEP_GOALS:
+        o = ours(model, b)
+        med = o and o["step_median_ms"]
+        row(f"{MODEL_NAME[model]}, batch {b}, 1 GPU: median step <= {us} us (graph)",
+            f"{med * 1e3:.1f} us" if med is not None else None, med is not None and med * 1e3 <= us,
+            None if med is not None else "not in this run's matrix, or its run failed")
+
+    judged, missing = [], []
+    for (model, b, r), c in cells.items():
+        best = torch_best(c)
+        if c.get("ours") and best:
+            judged.append((best[0] / c["ours"]["step_median_ms"], f"{model} b{b} r{r}", best[1]))
+        else:
+            missing.append(f"{model} b{b} r{r}")
+    goal = f"every cell: mnist-train's median step at least {TORCH_FACTOR}x faster than PyTorch's best (inductor + CUDA graph)"
+    if not judged:
+        row(goal, None, None, f"PyTorch {t_why}" if t_why else "no cell with both figures")
+    else:
+        worst = min(judged)
+        text = f"worst {worst[0]:.2f}x ({worst[1]}, against {worst[2]}); " + \
+            ", ".join(f"{name} {x:.2f}x" for x, name, _ in judged)
+        if missing:
+            text += f"; without both figures: {', '.join(missing)}"
+        row(goal, text, worst[0] >= TORCH_FACTOR)
+
+    lenet = [t for t in tta if t["model"] == "lenet" and t["ranks"] == 1]
+    goal = f"LeNet-5: 99% test accuracy in <= {TTA_GOAL_S} s of training, 1 GPU"
+    if not lenet:
+        row(goal, None, None, "no LeNet-5 time to accuracy in this run: --quick, --no-tta, --tta or no lenet")
+    elif not any(t["ours_curve"] for t in lenet):
+        row(goal, None, None, "mnist-train's runs failed")
+    else:
+        hit = sorted((t["ours_seconds"], t["name"], t["ours_epochs"]) for t in lenet if t["ours_seconds"] is not None)
+        if hit:
+            secs, name, epochs = hit[0]
+            row(goal, f"{secs:.2f} s ({name}, {epochs} epochs)", secs <= TTA_GOAL_S)
+        else:
+            row(goal, "0.99 not reached (" + ", ".join(t["name"] for t in lenet) + ")", False)
+
+    for model, limit in KERNEL_GOALS:
+        got = [(r, c["ours"]["graph_nodes"]) for (m, b, r), c in cells.items()
+               if m == model and c.get("ours") and c["ours"].get("graph_nodes") is not None]
+        goal = f"{MODEL_NAME[model]}: kernels per step (graph nodes) <= {limit} at 1 rank, {limit + 1} above"
+        if not got:
+            present = any(m == model for m, _, _ in cells)
+            row(goal, None, None, "mnist-train's summary has no graph_nodes" if present else "not in this run's matrix")
+        else:
+            text = ", ".join(f"{n:.0f} at {r} rank(s)" for r, n in sorted(set(got)))
+            row(goal, text, all(n <= (limit if r == 1 else limit + 1) for r, n in got))
+
+    worst = max((x for _, _, _, x in allreduce_ops), default=None)
+    row(f"(issue 15) the step's allreduce within 10% of a bare ncclAllReduce of the same size "
+        f"({a.allreduce_ranks} rank(s))", ", ".join(f"{m} {x:.3f}x ({t:.1f} vs {b:.1f} us)" for m, b, t, x in allreduce_ops) or None,
+        worst is not None and worst <= 1.1, None if worst is not None else "bench/allreduce's table not run or not found")
+    return rows
+
+
+def step_ops(allreduce_out):
+    """[(model, bare us, step op us, ratio)] of bench/allreduce's table of the CUDA backend's op."""
+    ops, inside = [], False
+    for line in allreduce_out.splitlines():
+        if line.startswith("#"):
+            inside = inside or "CUDA backend's gradient allreduce" in line
+            continue
+        m = re.match(r"\s+(\S+(?: [\d,]+)?)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s*$", line)
+        if inside and m:
+            ops.append((m.group(1), float(m.group(3)), float(m.group(4)), float(m.group(5))))
+    return ops
