@@ -13,6 +13,10 @@
 #                              runtime inside, not exported (the version script), and
 #                              its __tls_get_addr the loader's; skips (77) where the
 #                              host compiler has no libstdc++.a
+#   cuda_module_cublaslt_link  a module calling cuBLASLt (tests/build/cublaslt_link.cu),
+#                              linked as the backend's: it compiles against the
+#                              cublasLt.h found, needs libcublasLt, and loads the file
+#                              the configure chose
 #   cuda_module_sim_exports    the simulated module (tests/cmake/45-cudasim.cmake)
 #                              exports backend_module_entry only
 #   cuda_module_<case>         2 ranks under mpirun (tests/module/test_module_load.sh
@@ -55,6 +59,16 @@ if(MNIST_DDP_HAVE_CUDA)
   endif()
   set_tests_properties(cuda_module_elf_static_cxx PROPERTIES LABELS unit TIMEOUT 60
                        SKIP_RETURN_CODE 77)
+
+  # A module that calls cuBLASLt, linked as the backend's is.
+  add_library(mnist-cublaslt-link MODULE ${CMAKE_CURRENT_SOURCE_DIR}/build/cublaslt_link.cu)
+  target_compile_options(mnist-cublaslt-link PRIVATE ${MNIST_DDP_WARNINGS})
+  target_link_libraries(mnist-cublaslt-link PRIVATE CUDA::cudart mnist::cublasLt)
+  mnist_cuda_module(mnist-cublaslt-link)
+  add_test(NAME cuda_module_cublaslt_link
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/build/test_cublaslt_link.sh
+                   $<TARGET_FILE:mnist-cublaslt-link> ${MNIST_CUDA_LIBRARIES_FILE})
+  set_tests_properties(cuda_module_cublaslt_link PROPERTIES LABELS unit TIMEOUT 60)
 
   # The same backend as a module from another build: another interface id.
   add_library(mnist-cuda-other-build MODULE ${CMAKE_SOURCE_DIR}/cuda/backend_module.cu)
