@@ -223,15 +223,29 @@ endfunction()
 
 set(_cublas_LIB "")
 set(_cublas_refused "")
-# 1. The toolkit's, never its stubs/ (not among these directories).
-set(_cublas_inc_dirs ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_MATH_INCLUDE_DIR})
-set(_cublas_lib_dirs ${CUDAToolkit_LIBRARY_DIR})
-if(CUDAToolkit_TARGET_DIR)
-  list(APPEND _cublas_inc_dirs ${CUDAToolkit_TARGET_DIR}/include)
-  list(APPEND _cublas_lib_dirs ${CUDAToolkit_TARGET_DIR}/lib ${CUDAToolkit_TARGET_DIR}/lib64
-       "${CUDAToolkit_TARGET_DIR}/../../math_libs/${CUDAToolkit_VERSION_MAJOR}.${CUDAToolkit_VERSION_MINOR}/lib64"
-       ${CUDAToolkit_TARGET_DIR}/../../math_libs/lib64)
-endif()
+# 1. The toolkit's, never its stubs/ (not among these directories): libcudart's directory, the
+# toolkit's targets/<arch>/lib (where NVIDIA's installer puts the libraries), lib64 and lib,
+# and NVHPC's math_libs beside the toolkit (FindCUDAToolkit's CUDAToolkit_MATH_INCLUDE_DIR).
+get_filename_component(_cuda_top "${CUDAToolkit_BIN_DIR}" DIRECTORY)
+file(GLOB _cuda_target_incs LIST_DIRECTORIES true ${_cuda_top}/targets/*/include)
+file(GLOB _cuda_target_libs LIST_DIRECTORIES true ${_cuda_top}/targets/*/lib)
+set(_cublas_inc_dirs "")
+foreach(_dir ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_MATH_INCLUDE_DIR} ${_cuda_target_incs})
+  cmake_path(NORMAL_PATH _dir)
+  if(IS_DIRECTORY ${_dir})
+    list(APPEND _cublas_inc_dirs ${_dir})
+  endif()
+endforeach()
+set(_cublas_lib_dirs "")
+foreach(_dir ${CUDAToolkit_LIBRARY_DIR} ${_cuda_target_libs} ${_cuda_top}/lib64 ${_cuda_top}/lib
+             ${CUDAToolkit_TARGET_DIR}/lib64 ${CUDAToolkit_TARGET_DIR}/lib
+             ${_cuda_top}/../../math_libs/${CUDAToolkit_VERSION_MAJOR}.${CUDAToolkit_VERSION_MINOR}/lib64
+             ${_cuda_top}/../../math_libs/lib64)
+  cmake_path(NORMAL_PATH _dir)
+  if(IS_DIRECTORY ${_dir})
+    list(APPEND _cublas_lib_dirs ${_dir})
+  endif()
+endforeach()
 list(REMOVE_DUPLICATES _cublas_inc_dirs)
 list(REMOVE_DUPLICATES _cublas_lib_dirs)
 _mnist_find_cublas(_cublas "${_cublas_inc_dirs}" "${_cublas_lib_dirs}")

@@ -37,9 +37,10 @@
 #   nccl_home        NCCL_HOME with include/ and lib/libnccl.so.2 only, the stubs-only toolkit,
 #                    cuBLAS and cuBLASLt from the cu12 wheel layout nvidia/cublas/ in
 #                    MNIST_DDP_SITE_PACKAGES (no interpreter): all named by the configure, both
-#                    directories in the module's RPATH (configure only). Then NCCL_HOME (the
-#                    environment variable) naming an empty directory with MNIST_DDP_CUDA=ON: the
-#                    configure fails and says so.
+#                    directories in the module's RPATH (configure only). Then, without the
+#                    wheel, the stubs-only toolkit refused with MNIST_DDP_CUDA=ON (where it
+#                    looked; no stub taken), and NCCL_HOME (the environment variable) naming an
+#                    empty directory refused: each configure fails and says so.
 #   toolkit_targets  the toolkit with its cuBLAS and cuBLASLt under targets/x86_64-linux/lib
 #                    (and stubs/ beside them), NCCL from NCCL_HOME: cuBLAS and cuBLASLt from
 #                    the toolkit, the files under targets/x86_64-linux/lib, never a stub; the
@@ -271,6 +272,18 @@ nccl_home)
 			module_link | grep -Eq -- "-rpath,([^ ]*:)?$(re "$dir")(:| |$)" && ok "the module's RPATH holds $dir" ||
 				fail "the module's link command sets no RPATH to $dir: $(module_link)"
 		done
+	fi
+	# The same stubs-only toolkit and no wheel: refused, with where it looked, no stub taken.
+	# shellcheck disable=SC2046
+	if configure "$T/no-cublas.log" -DMNIST_DDP_CUDA=ON -DMNIST_DDP_TESTS=none -DNCCL_HOME="$HOME_DIR" \
+		-DMNIST_DDP_PYTHON= "-DCMAKE_IGNORE_PATH=$IGNORE" $(toolkit_args "$CUDA"); then
+		fail "a toolkit with cuBLAS stubs only and no wheel was accepted: $(grep 'mnist-ddp: cuBLAS' "$T/no-cublas.log")"
+	elif refusal=$(tr -s '\n ' '  ' <"$T/no-cublas.log" | grep -o "not found: cuBLAS and cuBLASLt (.*stubs/[^)]*)"); then
+		ok "a toolkit with cuBLAS stubs only and no wheel is refused: $refusal"
+		clean "$T/no-cublas.log"
+	else
+		fail "the refusal of a toolkit with cuBLAS stubs only does not say so:"
+		cat "$T/no-cublas.log" >&2
 	fi
 	mkdir -p "$T/empty-nccl"
 	if NCCL_HOME=$T/empty-nccl configure "$T/refused.log" -DMNIST_DDP_CUDA=ON -DMNIST_DDP_TESTS=none \
