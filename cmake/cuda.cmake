@@ -1,4 +1,4 @@
-# cuda.cmake - the CUDA backend's toolchain: nvcc, cudart, cuBLAS and NCCL.
+# cuda.cmake - the CUDA backend's toolchain: nvcc, cudart, cuBLAS, cuBLASLt and NCCL.
 #
 # Included by the top CMakeLists.txt when MNIST_DDP_CUDA is AUTO or ON.
 # AUTO builds the backend when nvcc, cuBLAS and NCCL are all found and says
@@ -6,13 +6,17 @@
 #
 # Sets, in the including scope:
 #   MNIST_DDP_HAVE_CUDA   ON when the backend is built
+#   MNIST_CUDA_RPATH, MNIST_CUDA_LIBRARIES_FILE, mnist_cuda_module()   for the
+#                         module's variants that tests/cmake/45-cuda-module.cmake builds
 # and builds, when it is:
 #   mnist_cuda_objects    cuda/*.cu but the entry point, as an object library
 #   mnist-cuda            the module build/libmnist-cuda.so: those objects and
-#                         cuda/backend_module.cu, linked with cudart, cuBLAS and
-#                         NCCL (found by cmake/cuda_libraries.cmake: the toolkit,
-#                         NCCL_HOME, the system or NVIDIA's Python wheels),
-#                         exporting backend_module_entry only, carrying a
+#                         cuda/backend_module.cu, linked with cudart, cuBLAS, cuBLASLt
+#                         and NCCL (found by cmake/cuda_libraries.cmake: the toolkit,
+#                         NCCL_HOME, the system or NVIDIA's Python wheels; where each
+#                         came from in build/mnist-cuda-libraries.txt), exporting
+#                         backend_module_entry only (a linker version script,
+#                         cmake/module_exports.map, whatever the toolchain), carrying a
 #                         DT_RPATH (not RUNPATH) to NCCL's, the toolkit's and
 #                         cuBLAS's library directories (MNIST_CUDA_RPATH), so that a node
 #                         whose loader configuration lacks them still finds them.
@@ -129,6 +133,50 @@ foreach(_dir ${MNIST_NCCL_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_DIR} ${MNIST_CUBLAS
 endforeach()
 list(REMOVE_DUPLICATES MNIST_CUDA_RPATH)
 
+# build/mnist-cuda-libraries.txt: each CUDA library the module links, where this configure
+# took it from and the file, and whether the module's RPATH or the loader's own search
+# ("system") finds it; tests/module/test_module_elf.sh expects the loader to load those files.
+get_target_property(_cudart_file CUDA::cudart IMPORTED_LOCATION)
+set(_mnist_libs_text "# Written by cmake/cuda.cmake: the CUDA libraries libmnist-cuda.so links.\n")
+string(APPEND _mnist_libs_text "# library\twhere from\tfile\tfound through\n")
+foreach(_entry "cudart|the CUDA toolkit|${_cudart_file}"
+               "nccl|${MNIST_NCCL_FROM}|${NCCL_LIBRARY}"
+               "cublas|${MNIST_CUBLAS_FROM}|${MNIST_CUBLAS_LIBRARY}"
+               "cublasLt|${MNIST_CUBLAS_FROM}|${MNIST_CUBLASLT_LIBRARY}")
+  string(REPLACE "|" ";" _entry "${_entry}")
+  list(GET _entry 0 _name)
+  list(GET _entry 1 _from)
+  list(GET _entry 2 _file)
+  if(NOT EXISTS "${_file}")
+    message(FATAL_ERROR "mnist-ddp: ${_name} was taken from ${_from}, but its file '${_file}' "
+                        "does not exist")
+  endif()
+  get_filename_component(_dir ${_file} DIRECTORY)
+  file(REAL_PATH ${_dir} _dir)
+  set(_through system)
+  if(_dir IN_LIST MNIST_CUDA_RPATH)
+    set(_through rpath)
+  endif()
+  string(APPEND _mnist_libs_text "${_name}\t${_from}\t${_file}\t${_through}\n")
+endforeach()
+set(MNIST_CUDA_LIBRARIES_FILE ${CMAKE_BINARY_DIR}/mnist-cuda-libraries.txt)
+file(CONFIGURE OUTPUT ${MNIST_CUDA_LIBRARIES_FILE} CONTENT "${_mnist_libs_text}" @ONLY)
+
+# mnist_cuda_module(TARGET): link TARGET as a backend module: a DT_RPATH (not DT_RUNPATH: it
+# also serves the libraries those load, and LD_LIBRARY_PATH cannot shadow it) holding
+# MNIST_CUDA_RPATH, and backend_module_entry its only export, whatever the toolchain links
+# into it (cmake/module_exports.map).
+set(MNIST_MODULE_EXPORTS_MAP ${CMAKE_SOURCE_DIR}/cmake/module_exports.map)
+function(mnist_cuda_module target)
+  target_link_options(${target} PRIVATE LINKER:--disable-new-dtags
+                      LINKER:--version-script=${MNIST_MODULE_EXPORTS_MAP})
+  set_target_properties(${target} PROPERTIES
+    CUDA_VISIBILITY_PRESET hidden
+    LINK_DEPENDS ${MNIST_MODULE_EXPORTS_MAP}
+    BUILD_WITH_INSTALL_RPATH ON
+    INSTALL_RPATH "${MNIST_CUDA_RPATH}")
+endfunction()
+
 add_library(mnist_cuda_objects OBJECT
   ${CMAKE_SOURCE_DIR}/cuda/backend_cuda.cu
   ${CMAKE_SOURCE_DIR}/cuda/probe.cu
@@ -140,15 +188,12 @@ set_target_properties(mnist_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON
 target_include_directories(mnist_cuda_objects PUBLIC ${CMAKE_SOURCE_DIR}/include
                            ${CMAKE_SOURCE_DIR}/cuda)
 target_compile_options(mnist_cuda_objects PRIVATE ${MNIST_DDP_WARNINGS})
-target_link_libraries(mnist_cuda_objects PUBLIC MPI::MPI_C CUDA::cudart mnist::cublas CUDA::cublasLt mnist::nccl)
+target_link_libraries(mnist_cuda_objects PUBLIC MPI::MPI_C CUDA::cudart mnist::cublas
+                      mnist::cublasLt mnist::nccl)
 
 add_library(mnist-cuda MODULE ${CMAKE_SOURCE_DIR}/cuda/backend_module.cu)
 target_compile_options(mnist-cuda PRIVATE ${MNIST_DDP_WARNINGS})
 target_compile_definitions(mnist-cuda PRIVATE MNIST_DDP_INTERFACE_ID="${MNIST_DDP_INTERFACE_ID}")
 target_link_libraries(mnist-cuda PRIVATE mnist_cuda_objects)
-target_link_options(mnist-cuda PRIVATE LINKER:--disable-new-dtags)
-set_target_properties(mnist-cuda PROPERTIES
-  LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}
-  CUDA_VISIBILITY_PRESET hidden
-  BUILD_WITH_INSTALL_RPATH ON
-  INSTALL_RPATH "${MNIST_CUDA_RPATH}")
+mnist_cuda_module(mnist-cuda)
+set_target_properties(mnist-cuda PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})

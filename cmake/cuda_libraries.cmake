@@ -1,4 +1,4 @@
-# cuda_libraries.cmake - where NCCL and cuBLAS come from, and one configure line for each.
+# cuda_libraries.cmake - where NCCL, cuBLAS and cuBLASLt come from, and one configure line for each.
 #
 # Included by cmake/cuda.cmake once nvcc and the toolkit are found (CUDAToolkit_*).
 #
@@ -12,21 +12,29 @@
 #      directory listed in MNIST_DDP_SITE_PACKAGES, else where the interpreter
 #      MNIST_DDP_PYTHON (default python3) finds the package nvidia.nccl
 #      (cmake/nvidia_wheels.py).
-# cuBLAS: the toolkit's (CUDA::cublas) when it has one, else the nvidia-cublas wheel
-#   found the same way: nvidia/cu13/{include,lib} (the CUDA 13 wheels share that
-#   folder) or nvidia/cublas/{include,lib} (the cu12 wheels), of the toolkit's major
-#   version.
+# cuBLAS and cuBLASLt: both from one library directory (a cuBLAS calls the cuBLASLt of its
+#   own release), with cublas_v2.h and cublasLt.h in one include directory; the first of:
+#   1. the toolkit's: its include directories, and its library directory (that of
+#      libcudart), targets/<arch>/lib or lib64, or NVHPC's math_libs. Never lib/stubs/:
+#      a stub is for linking only (FindCUDAToolkit's CUDA::cublas falls back to one when
+#      the toolkit's own library is missing, and CMake 3.28 and later then give it no
+#      IMPORTED_LOCATION at all);
+#   2. the nvidia-cublas wheel found as NCCL's is: nvidia/cu13/{include,lib} (the CUDA 13
+#      wheels share that folder: libcublas.so.13, libcublasLt.so.13) or
+#      nvidia/cublas/{include,lib} (the cu12 wheels), of the toolkit's major version.
 # The wheels ship versioned names only (libnccl.so.2, libcublas.so.13): find_library
 # is given those names, and the imported targets link the files themselves, so no
 # unversioned link has to be made by hand.
 #
 # Sets, in the including scope:
-#   mnist::nccl, mnist::cublas   imported targets
-#   NCCL_INCLUDE_DIR, NCCL_LIBRARY, MNIST_NCCL_VERSION
-#   MNIST_CUBLAS_INCLUDE_DIR, MNIST_CUBLAS_LIBRARY
+#   mnist::nccl, mnist::cublas, mnist::cublasLt   imported targets (the files found)
+#   NCCL_INCLUDE_DIR, NCCL_LIBRARY, MNIST_NCCL_VERSION, MNIST_NCCL_FROM
+#   MNIST_CUBLAS_INCLUDE_DIR, MNIST_CUBLAS_LIBRARY, MNIST_CUBLASLT_LIBRARY,
+#   MNIST_CUBLAS_VERSION, MNIST_CUBLAS_FROM
 #   MNIST_NCCL_LIBRARY_DIR, MNIST_CUBLAS_LIBRARY_DIR   for the module's RPATH
-# prints "mnist-ddp: NCCL 2.28.9 from <where>: <file>" and the same for cuBLAS, and
-# appends to _mnist_cuda_missing what it cannot find.
+# prints "mnist-ddp: NCCL 2.28.9 from <where>: <file>" and the same for cuBLAS and
+# cuBLASLt (never a path that was not found), and appends to _mnist_cuda_missing what it
+# cannot find.
 
 set(NCCL_HOME "$ENV{NCCL_HOME}" CACHE PATH
     "NCCL's prefix (include/nccl.h, lib/libnccl.so); empty: the toolkit, the system, the nvidia-nccl wheel")
@@ -101,6 +109,12 @@ if(MNIST_DDP_PYTHON)
     set(_mnist_python_note " (${MNIST_DDP_PYTHON} did not run: ${_rc})")
   endif()
 endif()
+# Where the wheels were looked for, for the messages.
+if(MNIST_DDP_PYTHON)
+  set(_mnist_wheel_looked "${MNIST_DDP_PYTHON}${_mnist_python_note} and MNIST_DDP_SITE_PACKAGES")
+else()
+  set(_mnist_wheel_looked "MNIST_DDP_SITE_PACKAGES (MNIST_DDP_PYTHON is empty)")
+endif()
 
 # _mnist_wheel(PACKAGE OUT_WHERE OUT_DIRS): the directories of PACKAGE among the wheels,
 # with what found each ("MNIST_DDP_SITE_PACKAGES" or the interpreter).
@@ -148,7 +162,7 @@ else()
     endforeach()
   endif()
   string(CONCAT _nccl_looked "beside the toolkit, in the system's directories and in the nvidia-nccl "
-         "wheel of ${MNIST_DDP_PYTHON}${_mnist_python_note} and MNIST_DDP_SITE_PACKAGES: or set NCCL_HOME")
+         "wheel of ${_mnist_wheel_looked}: or set NCCL_HOME")
 endif()
 set(MNIST_NCCL_LIBRARY_DIR "")
 if(_nccl_LIB)
@@ -161,71 +175,131 @@ if(_nccl_LIB)
     set_target_properties(mnist::nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
                           INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
   endif()
+  set(MNIST_NCCL_FROM ${_nccl_from})
   message(STATUS "mnist-ddp: NCCL ${MNIST_NCCL_VERSION} from ${_nccl_from}: ${NCCL_LIBRARY}")
 else()
   list(APPEND _mnist_cuda_missing "NCCL (nccl.h and libnccl.so or libnccl.so.2, looked for ${_nccl_looked})")
 endif()
 
-# ---- cuBLAS ------------------------------------------------------------------
-set(MNIST_CUBLAS_LIBRARY_DIR "")
-set(_cublas_file "")
-if(TARGET CUDA::cublas)
-  get_target_property(_cublas_file CUDA::cublas IMPORTED_LOCATION)
-  set(_cublas_header "")
-  foreach(_dir ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_MATH_INCLUDE_DIR})
-    if(NOT _cublas_header AND EXISTS ${_dir}/cublas_api.h)
-      set(_cublas_header ${_dir}/cublas_api.h)
+# ---- cuBLAS and cuBLASLt -----------------------------------------------------
+# _mnist_find_cublas(PREFIX INC_DIRS LIB_DIRS): cublas_v2.h and cublasLt.h in one of INC_DIRS,
+# libcublas and libcublasLt in one of LIB_DIRS (the same one), nowhere else. Sets PREFIX_INC,
+# PREFIX_LIB, PREFIX_LT and PREFIX_VERSION in the caller, all empty unless all are found, and
+# PREFIX_NOTE to what was found incomplete ("" when nothing was).
+function(_mnist_find_cublas prefix inc_dirs lib_dirs)
+  set(names cublas libcublas.so.${CUDAToolkit_VERSION_MAJOR})
+  set(lt_names cublasLt libcublasLt.so.${CUDAToolkit_VERSION_MAJOR})
+  find_path(_mnist_cublas_inc cublas_v2.h PATHS ${inc_dirs} NO_DEFAULT_PATH)
+  find_library(_mnist_cublas_lib NAMES ${names} PATHS ${lib_dirs} NO_DEFAULT_PATH)
+  set(inc "")
+  set(lib "")
+  set(lt "")
+  set(version "")
+  set(note "")
+  if(_mnist_cublas_lib)
+    get_filename_component(dir ${_mnist_cublas_lib} DIRECTORY)
+    find_library(_mnist_cublas_lt NAMES ${lt_names} PATHS ${dir} NO_DEFAULT_PATH)
+    if(NOT _mnist_cublas_lt)
+      set(note "${_mnist_cublas_lib} without libcublasLt beside it")
+    elseif(NOT _mnist_cublas_inc)
+      set(note "${_mnist_cublas_lib} without cublas_v2.h (looked for in ${inc_dirs})")
+    elseif(NOT EXISTS ${_mnist_cublas_inc}/cublasLt.h OR NOT EXISTS ${_mnist_cublas_inc}/cublas_api.h)
+      set(note "${_mnist_cublas_inc} holds cublas_v2.h without cublasLt.h and cublas_api.h")
+    else()
+      set(inc ${_mnist_cublas_inc})
+      set(lib ${_mnist_cublas_lib})
+      set(lt ${_mnist_cublas_lt})
+      _mnist_header_version(version ${inc}/cublas_api.h CUBLAS_VER_)
     endif()
+  endif()
+  unset(_mnist_cublas_inc CACHE) # searched again at every configure, never stale
+  unset(_mnist_cublas_lib CACHE)
+  unset(_mnist_cublas_lt CACHE)
+  foreach(out INC LIB LT VERSION NOTE)
+    string(TOLOWER ${out} var)
+    set(${prefix}_${out} "${${var}}" PARENT_SCOPE)
   endforeach()
-  set(_cublas_version "")
-  if(_cublas_header)
-    _mnist_header_version(_cublas_version ${_cublas_header} CUBLAS_VER_)
+endfunction()
+
+set(_cublas_LIB "")
+set(_cublas_refused "")
+# 1. The toolkit's, never its stubs/ (not among these directories): libcudart's directory, the
+# toolkit's targets/<arch>/lib (where NVIDIA's installer puts the libraries), lib64 and lib,
+# and NVHPC's math_libs beside the toolkit (FindCUDAToolkit's CUDAToolkit_MATH_INCLUDE_DIR).
+get_filename_component(_cuda_top "${CUDAToolkit_BIN_DIR}" DIRECTORY)
+file(GLOB _cuda_target_incs LIST_DIRECTORIES true ${_cuda_top}/targets/*/include)
+file(GLOB _cuda_target_libs LIST_DIRECTORIES true ${_cuda_top}/targets/*/lib)
+set(_cublas_inc_dirs "")
+foreach(_dir ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_MATH_INCLUDE_DIR} ${_cuda_target_incs})
+  cmake_path(NORMAL_PATH _dir)
+  if(IS_DIRECTORY ${_dir})
+    list(APPEND _cublas_inc_dirs ${_dir})
   endif()
-  get_filename_component(MNIST_CUBLAS_INCLUDE_DIR "${_cublas_header}" DIRECTORY)
-  set(MNIST_CUBLAS_LIBRARY ${_cublas_file})
-  if(NOT TARGET mnist::cublas)
-    add_library(mnist::cublas INTERFACE IMPORTED)
-    set_target_properties(mnist::cublas PROPERTIES INTERFACE_LINK_LIBRARIES CUDA::cublas)
+endforeach()
+set(_cublas_lib_dirs "")
+foreach(_dir ${CUDAToolkit_LIBRARY_DIR} ${_cuda_target_libs} ${_cuda_top}/lib64 ${_cuda_top}/lib
+             ${CUDAToolkit_TARGET_DIR}/lib64 ${CUDAToolkit_TARGET_DIR}/lib
+             ${_cuda_top}/../../math_libs/${CUDAToolkit_VERSION_MAJOR}.${CUDAToolkit_VERSION_MINOR}/lib64
+             ${_cuda_top}/../../math_libs/lib64)
+  cmake_path(NORMAL_PATH _dir)
+  if(IS_DIRECTORY ${_dir})
+    list(APPEND _cublas_lib_dirs ${_dir})
   endif()
-  message(STATUS "mnist-ddp: cuBLAS ${_cublas_version} from the CUDA toolkit: ${_cublas_file}")
-else()
-  set(_cublas_skipped "")
+endforeach()
+list(REMOVE_DUPLICATES _cublas_inc_dirs)
+list(REMOVE_DUPLICATES _cublas_lib_dirs)
+_mnist_find_cublas(_cublas "${_cublas_inc_dirs}" "${_cublas_lib_dirs}")
+set(MNIST_CUBLAS_FROM "the CUDA toolkit")
+if(_cublas_NOTE)
+  list(APPEND _cublas_refused "in the toolkit ${_cublas_NOTE}")
+endif()
+# 2. The nvidia-cublas wheel: the CUDA 13 layout, then the cu12 one.
+if(NOT _cublas_LIB)
   _mnist_wheel(nvidia.cu13 _where13 _dirs13)
   _mnist_wheel(nvidia.cublas _where12 _dirs12)
   set(_cublas_wheel_where ${_where13} ${_where12})
   set(_cublas_wheel_dirs ${_dirs13} ${_dirs12})
   foreach(_where _dir IN ZIP_LISTS _cublas_wheel_where _cublas_wheel_dirs)
-    if(NOT _cublas_file)
-      _mnist_find_pair(_cublas cublas_v2.h "libcublas.so.${CUDAToolkit_VERSION_MAJOR};cublas"
-                       "${_dir}/include" "${_dir}/lib")
-      if(_cublas_LIB)
-        _mnist_header_version(_cublas_version ${_cublas_INC}/cublas_api.h CUBLAS_VER_)
-        if(_cublas_version MATCHES "^${CUDAToolkit_VERSION_MAJOR}\\.")
-          set(_cublas_file ${_cublas_LIB})
-          set(_cublas_from "the nvidia-cublas wheel (${_where})")
-        else()
-          list(APPEND _cublas_skipped "${_dir} holds cuBLAS ${_cublas_version}, not ${CUDAToolkit_VERSION_MAJOR}.x")
-        endif()
+    if(NOT _cublas_LIB)
+      _mnist_find_cublas(_cublas "${_dir}/include" "${_dir}/lib")
+      if(_cublas_NOTE)
+        list(APPEND _cublas_refused "${_cublas_NOTE}")
+      elseif(_cublas_LIB AND NOT _cublas_VERSION MATCHES "^${CUDAToolkit_VERSION_MAJOR}\\.")
+        list(APPEND _cublas_refused "${_dir} holds cuBLAS ${_cublas_VERSION}, not ${CUDAToolkit_VERSION_MAJOR}.x")
+        set(_cublas_LIB "")
+      elseif(_cublas_LIB)
+        set(MNIST_CUBLAS_FROM "the nvidia-cublas wheel (${_where})")
       endif()
     endif()
   endforeach()
-  if(_cublas_file)
-    get_filename_component(MNIST_CUBLAS_LIBRARY_DIR ${_cublas_file} DIRECTORY)
-    set(MNIST_CUBLAS_INCLUDE_DIR ${_cublas_INC})
-    set(MNIST_CUBLAS_LIBRARY ${_cublas_file})
-    if(NOT TARGET mnist::cublas)
-      add_library(mnist::cublas SHARED IMPORTED)
-      set_target_properties(mnist::cublas PROPERTIES IMPORTED_LOCATION ${_cublas_file}
-                            INTERFACE_INCLUDE_DIRECTORIES ${_cublas_INC})
+endif()
+
+set(MNIST_CUBLAS_LIBRARY_DIR "")
+if(_cublas_LIB)
+  set(MNIST_CUBLAS_INCLUDE_DIR ${_cublas_INC})
+  set(MNIST_CUBLAS_LIBRARY ${_cublas_LIB})
+  set(MNIST_CUBLASLT_LIBRARY ${_cublas_LT})
+  set(MNIST_CUBLAS_VERSION ${_cublas_VERSION})
+  get_filename_component(MNIST_CUBLAS_LIBRARY_DIR ${MNIST_CUBLAS_LIBRARY} DIRECTORY)
+  foreach(_lib cublas cublasLt)
+    string(TOUPPER ${_lib} _var)
+    if(NOT TARGET mnist::${_lib})
+      add_library(mnist::${_lib} SHARED IMPORTED)
+      set_target_properties(mnist::${_lib} PROPERTIES IMPORTED_LOCATION ${MNIST_${_var}_LIBRARY}
+                            INTERFACE_INCLUDE_DIRECTORIES ${MNIST_CUBLAS_INCLUDE_DIR})
     endif()
-    message(STATUS "mnist-ddp: cuBLAS ${_cublas_version} from ${_cublas_from}: ${_cublas_file}")
-  else()
-    list(JOIN _cublas_skipped " and " _cublas_skipped)
-    if(_cublas_skipped)
-      set(_cublas_skipped ", refused: ${_cublas_skipped}")
-    endif()
-    string(CONCAT _cublas_missing "cuBLAS (libcublas, looked for in the toolkit and in the nvidia-cublas "
-           "wheel of ${MNIST_DDP_PYTHON}${_mnist_python_note} and MNIST_DDP_SITE_PACKAGES${_cublas_skipped})")
-    list(APPEND _mnist_cuda_missing "${_cublas_missing}")
+  endforeach()
+  message(STATUS "mnist-ddp: cuBLAS ${MNIST_CUBLAS_VERSION} from ${MNIST_CUBLAS_FROM}: ${MNIST_CUBLAS_LIBRARY}")
+  message(STATUS "mnist-ddp: cuBLASLt ${MNIST_CUBLAS_VERSION} from ${MNIST_CUBLAS_FROM}: ${MNIST_CUBLASLT_LIBRARY}")
+else()
+  list(JOIN _cublas_refused "; " _cublas_refused)
+  if(_cublas_refused)
+    set(_cublas_refused ", refused: ${_cublas_refused}")
   endif()
+  list(JOIN _cublas_lib_dirs " " _cublas_looked)
+  string(CONCAT _cublas_missing "cuBLAS and cuBLASLt (libcublas and libcublasLt in one directory, "
+         "cublas_v2.h and cublasLt.h, looked for in the toolkit's ${_cublas_looked} (not its stubs/, which "
+         "are for linking only) and in the nvidia-cublas wheel (nvidia/cu13 or nvidia/cublas) of "
+         "${_mnist_wheel_looked}${_cublas_refused})")
+  list(APPEND _mnist_cuda_missing "${_cublas_missing}")
 endif()

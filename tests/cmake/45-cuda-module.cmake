@@ -2,9 +2,23 @@
 #
 #   cuda_module_elf            readelf and the loader: mnist-train links no CUDA
 #                              library; the module's DT_RPATH holds the toolkit's
-#                              and NCCL's directories and serves without the
-#                              loader cache; one export; what it takes from the
-#                              program, mnist-train exports
+#                              and NCCL's directories; without the loader cache it
+#                              loads the very files the configure linked
+#                              (build/mnist-cuda-libraries.txt: RPATH or system); one
+#                              export; what it takes from the program, mnist-train
+#                              (or the dynamic loader) exports
+#   cuda_module_elf_static_cxx the same checks of the module linked with
+#                              -static-libstdc++, as a toolchain whose g++ links its C++
+#                              runtime statically does (a GCC in /opt/gcc did): the C++
+#                              runtime inside, not exported (the version script), and
+#                              its __tls_get_addr the loader's; skips (77) where the
+#                              host compiler has no libstdc++.a
+#   cuda_module_cublaslt_link  a module calling cuBLASLt (tests/build/cublaslt_link.cu),
+#                              linked as the backend's: it compiles against the
+#                              cublasLt.h found, needs libcublasLt, and loads the file
+#                              the configure chose
+#   cuda_module_sim_exports    the simulated module (tests/cmake/45-cudasim.cmake)
+#                              exports backend_module_entry only
 #   cuda_module_<case>         2 ranks under mpirun (tests/module/test_module_load.sh
 #                              says what each case proves): host, auto_no_driver, missing_with_driver,
 #                              missing, beside_binary, libs_hidden, other_build
@@ -18,17 +32,50 @@ if(MNIST_DDP_HAVE_CUDA)
   string(REPLACE ";" ":" _mnist_rpath_arg "${MNIST_CUDA_RPATH}")
   add_test(NAME cuda_module_elf
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/module/test_module_elf.sh
-                   $<TARGET_FILE:mnist-train> $<TARGET_FILE:mnist-cuda> "${_mnist_rpath_arg}")
+                   $<TARGET_FILE:mnist-train> $<TARGET_FILE:mnist-cuda> "${_mnist_rpath_arg}"
+                   ${MNIST_CUDA_LIBRARIES_FILE})
   set_tests_properties(cuda_module_elf PROPERTIES LABELS unit TIMEOUT 60)
+
+  # The module linked with the C++ runtime inside it, where the host compiler has one to link.
+  execute_process(COMMAND ${CMAKE_CUDA_HOST_LINK_LAUNCHER} -print-file-name=libstdc++.a
+                  OUTPUT_VARIABLE _mnist_libstdcxx_a OUTPUT_STRIP_TRAILING_WHITESPACE
+                  RESULT_VARIABLE _rc ERROR_QUIET)
+  if(_rc EQUAL 0 AND IS_ABSOLUTE "${_mnist_libstdcxx_a}" AND EXISTS "${_mnist_libstdcxx_a}")
+    add_library(mnist-cuda-static-cxx MODULE ${CMAKE_SOURCE_DIR}/cuda/backend_module.cu)
+    target_compile_options(mnist-cuda-static-cxx PRIVATE ${MNIST_DDP_WARNINGS})
+    target_compile_definitions(mnist-cuda-static-cxx PRIVATE
+                               MNIST_DDP_INTERFACE_ID="${MNIST_DDP_INTERFACE_ID}")
+    target_link_libraries(mnist-cuda-static-cxx PRIVATE mnist_cuda_objects)
+    target_link_options(mnist-cuda-static-cxx PRIVATE -static-libstdc++)
+    mnist_cuda_module(mnist-cuda-static-cxx)
+    add_test(NAME cuda_module_elf_static_cxx
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/module/test_module_elf.sh
+                     $<TARGET_FILE:mnist-train> $<TARGET_FILE:mnist-cuda-static-cxx>
+                     "${_mnist_rpath_arg}" ${MNIST_CUDA_LIBRARIES_FILE})
+  else()
+    add_test(NAME cuda_module_elf_static_cxx
+             COMMAND sh -c "echo \"$1\"; exit 77" sh
+                     "SKIP cuda_module_elf_static_cxx: ${CMAKE_CUDA_HOST_LINK_LAUNCHER} has no libstdc++.a to link the module with (-print-file-name=libstdc++.a: ${_mnist_libstdcxx_a})")
+  endif()
+  set_tests_properties(cuda_module_elf_static_cxx PROPERTIES LABELS unit TIMEOUT 60
+                       SKIP_RETURN_CODE 77)
+
+  # A module that calls cuBLASLt, linked as the backend's is.
+  add_library(mnist-cublaslt-link MODULE ${CMAKE_CURRENT_SOURCE_DIR}/build/cublaslt_link.cu)
+  target_compile_options(mnist-cublaslt-link PRIVATE ${MNIST_DDP_WARNINGS})
+  target_link_libraries(mnist-cublaslt-link PRIVATE CUDA::cudart mnist::cublasLt)
+  mnist_cuda_module(mnist-cublaslt-link)
+  add_test(NAME cuda_module_cublaslt_link
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/build/test_cublaslt_link.sh
+                   $<TARGET_FILE:mnist-cublaslt-link> ${MNIST_CUDA_LIBRARIES_FILE})
+  set_tests_properties(cuda_module_cublaslt_link PROPERTIES LABELS unit TIMEOUT 60)
 
   # The same backend as a module from another build: another interface id.
   add_library(mnist-cuda-other-build MODULE ${CMAKE_SOURCE_DIR}/cuda/backend_module.cu)
   target_compile_options(mnist-cuda-other-build PRIVATE ${MNIST_DDP_WARNINGS})
   target_compile_definitions(mnist-cuda-other-build PRIVATE MNIST_DDP_INTERFACE_ID="another-build")
   target_link_libraries(mnist-cuda-other-build PRIVATE mnist_cuda_objects)
-  target_link_options(mnist-cuda-other-build PRIVATE LINKER:--disable-new-dtags)
-  set_target_properties(mnist-cuda-other-build PROPERTIES CUDA_VISIBILITY_PRESET hidden
-                        BUILD_WITH_INSTALL_RPATH ON INSTALL_RPATH "${MNIST_CUDA_RPATH}")
+  mnist_cuda_module(mnist-cuda-other-build)
 
   find_library(MNIST_CUDA_STUB_DRIVER NAMES cuda PATHS ${CUDAToolkit_LIBRARY_DIR}/stubs
                NO_DEFAULT_PATH)
@@ -45,3 +92,9 @@ if(MNIST_DDP_HAVE_CUDA)
                          TIMEOUT 300 PROCESSORS 2)
   endforeach()
 endif()
+
+# The simulated module (tests/cmake/45-cudasim.cmake, built with or without CUDA): one export.
+add_test(NAME cuda_module_sim_exports
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/module/test_module_elf.sh --exports-only
+                 $<TARGET_FILE:mnist-cuda-sim>)
+set_tests_properties(cuda_module_sim_exports PROPERTIES LABELS unit TIMEOUT 60)

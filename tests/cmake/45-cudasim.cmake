@@ -44,6 +44,12 @@ target_link_libraries(mnist-cuda-sim PRIVATE cudasim)
 set_target_properties(mnist-cuda-sim PROPERTIES OUTPUT_NAME mnist-cuda
   LIBRARY_OUTPUT_DIRECTORY ${MNIST_CUDASIM_OUT} CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON
   CXX_EXTENSIONS OFF CXX_VISIBILITY_PRESET hidden)
+# backend_module_entry its only export, as the real module's (cmake/module_exports.map): the
+# simulator's cudaMalloc, ncclAllReduce, ... stay inside it.
+target_link_options(mnist-cuda-sim PRIVATE
+                    LINKER:--version-script=${CMAKE_SOURCE_DIR}/cmake/module_exports.map)
+set_property(TARGET mnist-cuda-sim APPEND PROPERTY LINK_DEPENDS
+             ${CMAKE_SOURCE_DIR}/cmake/module_exports.map)
 set(MNIST_CUDASIM_MODULE ${MNIST_CUDASIM_OUT}/$<TARGET_FILE_NAME:mnist-cuda-sim>)
 
 # The stand-in driver library, so that the loader's driver check passes.
