@@ -297,9 +297,9 @@ Test(kernels_conv, conv_forward)
 
 /*
  * NaN and infinities in a stage's input and weights. bias_act_elem's ReLU
- * sends a NaN to 0 (as cuBLASLt's ReLU epilogue does), so a NaN never reaches
- * the pool and maxpool_takes_elem's NaN rule is not reachable through a
- * stage: the windows a NaN feeds differ from PyTorch's (NaN there) and are
+ * (!(y > 0) ? 0 : y) sends a NaN to 0, where PyTorch's keeps it, so a NaN
+ * never reaches the pool and maxpool_takes_elem's NaN rule is not reachable
+ * through a stage: the windows a NaN feeds differ from PyTorch's (NaN there) and are
  * held to the host backend, which applies the same bodies, bit for bit
  * (whole numbers elsewhere, so that every finite sum is exact); the windows
  * it does not feed, an infinity among them, to the reference.
