@@ -297,6 +297,116 @@ void ref_maxpool_backward(const float *dy, const int32_t *arg, const struct pool
 				}
 }
 
+/* Offset of window (ch, py, px) of image b in a stage's output: batch innermost or batch first. */
+static size_t ref_pooled_at(const struct pool_shape *p, int batch, int batch_first, int ch, int py,
+			    int px, int b)
+{
+	size_t f = ((size_t)ch * p->oh + py) * p->ow + px;
+	return batch_first ? (size_t)b * ((size_t)p->c * p->oh * p->ow) + f : f * batch + b;
+}
+
+/* PyTorch's ReLU: max(v, 0), a NaN kept. */
+static double ref_relu(double v)
+{
+	return v < 0.0 ? 0.0 : v;
+}
+
+void ref_conv_stage_forward(const float *x, const float *w, const float *bias,
+			    const struct conv_shape *c, const struct pool_shape *p, int oc,
+			    int batch, int batch_first, double *y, int32_t *arg, double *z,
+			    double *cols)
+{
+	size_t nz = (size_t)oc * c->oh * c->ow * batch;
+	double *zz = z ? z : malloc((nz ? nz : 1) * sizeof(double));
+	if (!zz)
+		abort();
+	ref_conv_forward(x, w, bias, c, oc, batch, zz);
+	if (cols)
+		ref_im2col(x, c, batch, cols);
+	for (int o = 0; o < oc; o++)
+		for (int py = 0; py < p->oh; py++)
+			for (int px = 0; px < p->ow; px++)
+				for (int b = 0; b < batch; b++) {
+					int best = 0;
+					double bv = 0.0;
+					for (int q = 0; q < p->k * p->k; q++) {
+						double v = ref_relu(zz[ref_out_at(c, batch, o, py * p->k + q / p->k,
+										 px * p->k + q % p->k, b)]);
+						/* Larger wins, and a NaN over a number; the first of equals stays. */
+						if (q == 0 || v > bv || (isnan(v) && !isnan(bv))) {
+							best = q;
+							bv = v;
+						}
+					}
+					y[ref_pooled_at(p, batch, batch_first, o, py, px, b)] = bv;
+					arg[(((size_t)o * p->oh + py) * p->ow + px) * batch + b] = best;
+				}
+	if (!z)
+		free(zz);
+}
+
+/* ref_pool_relu_backward with dy given by a function of the window: float or double arrays. */
+static void ref_pool_gate(const float *dyf, const double *dyd, const float *y, const int32_t *arg,
+			  const struct pool_shape *p, int batch, int batch_first, double *dz)
+{
+	memset(dz, 0, (size_t)p->c * p->h * p->w * batch * sizeof(double));
+	for (int ch = 0; ch < p->c; ch++)
+		for (int py = 0; py < p->oh; py++)
+			for (int px = 0; px < p->ow; px++)
+				for (int b = 0; b < batch; b++) {
+					size_t o = (((size_t)ch * p->oh + py) * p->ow + px) * batch + b;
+					size_t at = ref_pooled_at(p, batch, batch_first, ch, py, px, b);
+					int ky = arg[o] / p->k, kx = arg[o] % p->k;
+					double g = dyf ? (double)dyf[at] : dyd[o];
+					dz[(((size_t)ch * p->h + py * p->k + ky) * p->w + px * p->k + kx) * batch +
+					   b] = y[at] > 0.0f ? g : 0.0;
+				}
+}
+
+void ref_pool_relu_backward(const float *dy, const float *y, const int32_t *arg,
+			    const struct pool_shape *p, int batch, int batch_first, double *dz)
+{
+	ref_pool_gate(dy, NULL, y, arg, p, batch, batch_first, dz);
+}
+
+void ref_conv_backward_data(const float *w, const float *dz, const struct conv_shape *c, int oc,
+			    int batch, const struct pool_shape *below, const float *below_y,
+			    const int32_t *below_arg, double *dz_below)
+{
+	size_t nx = (size_t)c->c * c->h * c->w * batch;
+	double *dx = calloc(nx ? nx : 1, sizeof(double));
+	if (!dx)
+		abort();
+	for (int o = 0; o < oc; o++)
+		for (int oy = 0; oy < c->oh; oy++)
+			for (int ox = 0; ox < c->ow; ox++)
+				for (int b = 0; b < batch; b++) {
+					double g = dz[ref_out_at(c, batch, o, oy, ox, b)];
+					for (int ci = 0; ci < c->c; ci++)
+						for (int ky = 0; ky < c->k; ky++)
+							for (int kx = 0; kx < c->k; kx++) {
+								int iy = oy + ky - c->pad, ix = ox + kx - c->pad;
+								if (iy < 0 || iy >= c->h || ix < 0 || ix >= c->w)
+									continue;
+								dx[(((size_t)ci * c->h + iy) * c->w + ix) * batch + b] +=
+									g * (double)w[(((size_t)o * c->c + ci) * c->k + ky) * c->k + kx];
+							}
+				}
+	/* dx is (c, h, w, batch) = the below pool's output layout, batch innermost. */
+	ref_pool_gate(NULL, dx, below_y, below_arg, below, batch, 0, dz_below);
+	free(dx);
+}
+
+void ref_bias_grad(int trans_a, int m, int k, const float *a, int lda, double *out)
+{
+	for (int i = 0; i < m; i++) {
+		double s = 0.0;
+		for (int l = 0; l < k; l++)
+			s += trans_a ? a[(size_t)l * lda + i] : a[(size_t)i * lda + l];
+		out[i] = s;
+	}
+}
+
 size_t ref_net_pattern_len(const struct model *m, int rows)
 {
 	size_t n = 0;

@@ -122,6 +122,49 @@ void ref_maxpool_backward(const float *dy, const int32_t *arg, const struct pool
 			  int batch, double *dx);
 
 /*
+ * The fused ops of a convolution stage (struct conv_stage, include/backend.h)
+ * from the same definitions, one after another in double:
+ *
+ * Forward: z = conv(x, W) + b (oc, oh, ow, batch) as ref_conv_forward, a =
+ * relu(z) with PyTorch's rule (a NaN stays NaN), y = the k x k max-pool of a:
+ * each window's first maximum in row order, a NaN winning over numbers (the
+ * first NaN of the window); arg (oc, ph, pw, batch) its offset ky*k + kx.
+ * y is (oc, ph, pw, batch), or (batch, oc*ph*pw) when batch_first; z and cols
+ * (ref_im2col, the stage's side output) are written unless NULL. The pool
+ * must tile the convolution's output exactly.
+ */
+void ref_conv_stage_forward(const float *x, const float *w, const float *bias,
+			    const struct conv_shape *c, const struct pool_shape *p, int oc,
+			    int batch, int batch_first, double *y, int32_t *arg, double *z,
+			    double *cols);
+
+/*
+ * Backward through a stage's pool and ReLU: dz (c, h, w, batch) holds, at
+ * each window's argmax, the window's dy when its y (the ReLU's output at the
+ * maximum) is > 0, else 0; 0 at every other pixel. dy and y in the layout
+ * batch_first says (as ref_conv_stage_forward's y), arg (c, ph, pw, batch).
+ */
+void ref_pool_relu_backward(const float *dy, const float *y, const int32_t *arg,
+			    const struct pool_shape *p, int batch, int batch_first, double *dz);
+
+/*
+ * The gradient wrt a stage's input: dx (c, h, w, batch) = conv^T(dz, W), every
+ * product dz[o, oy, ox, b] * w[o, ci, ky, kx] added to the pixel the tap
+ * reads, then taken through the stage below (whose batch-innermost y,
+ * below_y, is this stage's x; below_arg its argmax) as ref_pool_relu_backward:
+ * dz_below (c, below->h, below->w, batch). dz (oc, oh, ow, batch).
+ */
+void ref_conv_backward_data(const float *w, const float *dz, const struct conv_shape *c, int oc,
+			    int batch, const struct pool_shape *below, const float *below_y,
+			    const int32_t *below_arg, double *dz_below);
+
+/*
+ * out (m) = the sums over l < k of op(A)[i, l]: A stored (m, k) at row stride
+ * lda, or (k, m) when trans_a (a GEMM's bias gradient, gemm_map.h).
+ */
+void ref_bias_grad(int trans_a, int m, int k, const float *a, int lda, double *out);
+
+/*
  * A whole network in double, from PyTorch's definitions with each example's
  * activations in PyTorch's (c, h, w) order, one example at a time (it reads
  * only the model's layer list: kinds, shapes, offsets; transposes change

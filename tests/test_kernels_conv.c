@@ -1,17 +1,32 @@
 /*
- * test_kernels_conv.c - the convolution and pooling kernels of cuda/kernels.cu,
- * run on the CPU (see test_kernels_host.c for how), against the naive
- * double-precision references of tests/ref.c and, bit for bit, against the
- * host backend's ops (cpu/conv_host.c), which loop over the same elem.h bodies.
+ * test_kernels_conv.c - the convolution-stage kernels of cuda/kernels.cu, run
+ * on the CPU (see test_kernels_host.c for how): conv_forward (conv + bias +
+ * ReLU + max-pool with its argmax, and the im2col matrix as a second range of
+ * the same launch), pool_backward (through the pool and the ReLU) and
+ * conv_backward_data (through the stage below's pool and ReLU).
  *
  *   ctest --test-dir build -R test_kernels_host --output-on-failure
  *
- * Layouts are batch-innermost (include/conv_shape.h). Shapes cover LeNet-5's
- * two layers, padding wider than some taps reach,
- * kernels as large as the image, 1x1 taps, ragged pools (a row or column no
- * window covers) and several images per batch; every kernel runs with the
- * backend's geometry and with grids that wrap or leave threads idle, its
- * output between guard words.
+ * References: tests/ref.c's stage functions in double, from the definitions
+ * (PyTorch's), and the host backend's ops (cpu/conv_host.c), which compose
+ * im2col, a GEMM and element loops. The kernels sum a convolution directly,
+ * in another order than the host's GEMM, so on random inputs their
+ * convolutions agree with both within float tolerance, and a window's argmax
+ * is compared where the reference's choice is clear by more than that
+ * tolerance; on whole-number inputs every sum is exact in float, and there
+ * everything is compared exactly: values, argmax (with many ties, so the
+ * first maximum must win everywhere) and against the host. The element parts
+ * (the im2col entries, the pool backward, given the same inputs) agree with
+ * the host bit for bit always.
+ *
+ * Layouts are batch-innermost (include/conv_shape.h), a stage's output also
+ * batch-first (PyTorch's flatten order). Shapes cover LeNet-5's two stages,
+ * k=3 pools, 1x1 taps, padding wider than the taps reach, taps as large as
+ * the image, several channels on both sides and several images; every
+ * kernel runs with the backend's geometry and with grids that wrap or leave
+ * threads idle, conv_forward also with grids whose thread counts fall on
+ * either side of the boundary between its window items and its im2col items.
+ * Outputs sit between guard words and start as guard values.
  */
 #include <criterion/criterion.h>
 
@@ -28,230 +43,612 @@
 
 TestSuite(kernels_conv, .init = kc_setup, .fini = kc_teardown);
 
-/* c, h, w, k, pad, batch */
-static const int conv_cases[][6] = {
-	{1, 28, 28, 5, 2, 2}, {6, 14, 14, 5, 0, 2}, {2, 7, 5, 3, 1, 3},
-	{3, 4, 4, 4, 0, 1},   {1, 5, 5, 1, 0, 2},   {2, 3, 3, 5, 2, 2},
-};
-#define N_CONV ((int)(sizeof(conv_cases) / sizeof(conv_cases[0])))
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
-/* c, h, w, k, batch */
-static const int pool_cases[][5] = {
-	{6, 28, 28, 2, 2}, {16, 10, 10, 2, 3}, {2, 5, 7, 2, 2}, {3, 6, 6, 3, 1}, {1, 1, 1, 1, 4},
-};
-#define N_POOL ((int)(sizeof(pool_cases) / sizeof(pool_cases[0])))
+/* ---- stages -------------------------------------------------------------------------- */
 
-static float *frand(struct rng *r, size_t n, double lo, double hi)
+/* A stage: input channels, height, width, taps k, padding; output channels; pool k; images. */
+struct stage_case {
+	int c, h, w, k, pad, oc, pk, batch;
+	const char *name;
+};
+
+static const struct stage_case stage_cases[] = {
+	{1, 28, 28, 5, 2, 6, 2, 3, "LeNet-5 stage 1"},
+	{6, 14, 14, 5, 0, 16, 2, 3, "LeNet-5 stage 2"},
+	{2, 6, 9, 3, 1, 3, 3, 2, "k=3 pools over 6x9"},
+	{3, 4, 6, 1, 0, 2, 2, 2, "1x1 taps"},
+	{2, 3, 3, 3, 4, 2, 3, 1, "padding wider than the taps reach"},
+	{3, 4, 4, 4, 0, 2, 1, 1, "taps as large as the image, 1x1 pool"},
+	{4, 5, 5, 2, 1, 5, 2, 4, "several channels, even taps"},
+	{2, 4, 4, 3, 1, 1, 4, 5, "one window per image"},
+};
+
+/* The shapes of a stage and its buffers' sizes; used in place (st points into it). */
+struct kstage {
+	struct conv_shape conv;
+	struct pool_shape pool;
+	struct conv_stage st;
+	size_t nx, nw, nz, ny, ncols;
+	char name[160];
+};
+
+static void stage_make(struct kstage *s, const struct stage_case *c, int batch_first)
+{
+	s->conv = conv_shape_make(c->c, c->h, c->w, c->k, c->pad);
+	s->pool = pool_shape_make(c->oc, s->conv.oh, s->conv.ow, c->pk);
+	cr_assert(s->conv.oh % c->pk == 0 && s->conv.ow % c->pk == 0,
+		  "%s: the pool must tile the convolution's output", c->name);
+	s->st = (struct conv_stage){&s->conv, &s->pool, c->oc, c->batch, batch_first};
+	size_t b = (size_t)c->batch, fan_in = (size_t)c->c * c->k * c->k;
+	s->nx = (size_t)c->c * c->h * c->w * b;
+	s->nw = (size_t)c->oc * fan_in;
+	s->nz = (size_t)c->oc * s->conv.oh * s->conv.ow * b;
+	s->ny = (size_t)c->oc * s->pool.oh * s->pool.ow * b;
+	s->ncols = fan_in * s->conv.oh * s->conv.ow * b;
+	snprintf(s->name, sizeof(s->name), "%s (c%d %dx%d k%d pad%d -> %d, pool %d, batch %d%s)",
+		 c->name, c->c, c->h, c->w, c->k, c->pad, c->oc, c->pk, c->batch,
+		 batch_first ? ", batch-first" : "");
+}
+
+/* The harness's geometries and those around item `at` and the end `total`; -1: the backend's. */
+static int stage_geoms(size_t at, size_t total, struct kernel_geom *out, int max)
+{
+	int k = 0;
+	for (int gi = 0; gi < KC_N_GEOMS && k < max; gi++)
+		out[k++] = kc_test_geoms[gi];
+	return k + kc_boundary_geoms(at, total, out + k, max - k);
+}
+
+static void geom_name(int gi, const struct kernel_geom *geoms, char *buf, size_t len)
+{
+	if (gi < 0)
+		snprintf(buf, len, "backend geometry");
+	else
+		snprintf(buf, len, "grid %u x block %u", geoms[gi].grid, geoms[gi].block);
+}
+
+static float *guard_filled_f(size_t n)
 {
 	float *p = malloc((n ? n : 1) * sizeof(float));
 	cr_assert_not_null(p);
-	ref_fill_uniform(r, p, n, lo, hi);
+	for (size_t i = 0; i < n; i++)
+		p[i] = KC_GUARD_F;
 	return p;
 }
 
-/* im2col and its adjoint col2im, shape by shape. */
-Test(kernels_conv, im2col_and_col2im)
+static int32_t *guard_filled_i(size_t n)
 {
-	for (int ci = 0; ci < N_CONV; ci++) {
-		const int *k = conv_cases[ci];
-		struct conv_shape s = conv_shape_make(k[0], k[1], k[2], k[3], k[4]);
-		int batch = k[5];
-		size_t nx = (size_t)batch * s.c * s.h * s.w;
-		size_t nc = (size_t)s.c * s.k * s.k * batch * s.oh * s.ow;
-		struct rng r = rng_make(kc_seed, 1000 + ci);
-		float *x = frand(&r, nx, -2.0, 2.0), *dcols = frand(&r, nc, -1.0, 1.0);
-		float *host_cols = malloc(nc * sizeof(float)), *host_dx = malloc(nx * sizeof(float));
-		double *ref_cols = kc_dbuf(nc), *ref_dx = kc_dbuf(nx);
-		cr_assert(host_cols && host_dx);
-		ref_im2col(x, &s, batch, ref_cols);
-		ref_col2im(dcols, &s, batch, ref_dx);
-		backend_im2col(&kc_host, x, &s, batch, host_cols);
-		backend_col2im(&kc_host, dcols, &s, batch, host_dx);
-		char shape[96], what[192], g[64];
-		snprintf(shape, sizeof(shape), "c%d %dx%d k%d pad%d batch %d", s.c, s.h, s.w, s.k, s.pad,
-			 batch);
-		snprintf(what, sizeof(what), "host im2col %s", shape);
-		kc_expect_close(what, host_cols, ref_cols, nc, 0.0, 0.0, kc_seed);
-		/* col2im: at most k*k terms of magnitude 1 per pixel, summed in float. */
-		snprintf(what, sizeof(what), "host col2im %s", shape);
-		kc_expect_close(what, host_dx, ref_dx, nx, 1e-6, 1e-5, kc_seed);
-		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
-			kc_geom_name(gi, g, sizeof(g));
-			float *cols = kc_guarded_f(nc), *dx = kc_guarded_f(nx);
-			kernels_im2col(NULL, kc_geom_at(gi), x, &s, batch, cols);
-			kernels_col2im(NULL, kc_geom_at(gi), dcols, &s, batch, dx);
-			snprintf(what, sizeof(what), "im2col %s, %s", shape, g);
-			kc_check_guards_f(cols, nc, what);
-			kc_expect_close(what, cols, ref_cols, nc, 0.0, 0.0, kc_seed);
-			kc_expect_same_f(what, cols, host_cols, nc, kc_seed);
-			snprintf(what, sizeof(what), "col2im %s, %s", shape, g);
-			kc_check_guards_f(dx, nx, what);
-			kc_expect_close(what, dx, ref_dx, nx, 1e-6, 1e-5, kc_seed);
-			kc_expect_same_f(what, dx, host_dx, nx, kc_seed);
-			kc_free_guarded_f(cols);
-			kc_free_guarded_f(dx);
-		}
-		free(x);
-		free(dcols);
-		free(host_cols);
-		free(host_dx);
-		free(ref_cols);
-		free(ref_dx);
-	}
-}
-
-Test(kernels_conv, channel_bias_act)
-{
-	const int shapes[][2] = {{1, 1}, {6, 100}, {16, 257}, {3, 4704}};
-	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
-		for (int relu = 0; relu <= 1; relu++) {
-			int ch = shapes[si][0];
-			size_t per = (size_t)shapes[si][1], n = (size_t)ch * per;
-			struct rng r = rng_make(kc_seed, 1200 + 2 * si + relu);
-			float *y0 = frand(&r, n, -2.0, 2.0), *bias = frand(&r, (size_t)ch, -1.0, 1.0);
-			float *host_y = malloc(n * sizeof(float));
-			double *ref = kc_dbuf(n);
-			cr_assert_not_null(host_y);
-			ref_widen(y0, ref, n);
-			ref_channel_bias_act(ref, bias, ch, per, relu);
-			memcpy(host_y, y0, n * sizeof(float));
-			backend_channel_bias_act(&kc_host, host_y, bias, ch, per, relu);
-			char what[160], g[64];
-			snprintf(what, sizeof(what), "host channel_bias_act %dx%zu relu=%d", ch, per, relu);
-			kc_expect_close(what, host_y, ref, n, 1e-6, 1e-6, kc_seed);
-			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
-				kc_geom_name(gi, g, sizeof(g));
-				snprintf(what, sizeof(what), "channel_bias_act %dx%zu relu=%d, %s", ch, per,
-					 relu, g);
-				float *y = kc_guarded_f(n);
-				memcpy(y, y0, n * sizeof(float));
-				kernels_channel_bias_act(NULL, kc_geom_at(gi), y, bias, ch, per, relu);
-				kc_check_guards_f(y, n, what);
-				kc_expect_close(what, y, ref, n, 1e-6, 1e-6, kc_seed);
-				kc_expect_same_f(what, y, host_y, n, kc_seed);
-				kc_free_guarded_f(y);
-			}
-			free(y0);
-			free(bias);
-			free(host_y);
-			free(ref);
-		}
-}
-
-/* Pool inputs from 4 levels, so many windows hold ties: the first maximum must win everywhere. */
-static float *pool_input(struct rng *r, size_t n)
-{
-	float *x = malloc((n ? n : 1) * sizeof(float));
-	cr_assert_not_null(x);
+	int32_t *p = malloc((n ? n : 1) * sizeof(int32_t));
+	cr_assert_not_null(p);
 	for (size_t i = 0; i < n; i++)
-		x[i] = (float)rng_below(r, 4) - 1.5f;
-	return x;
+		p[i] = KC_GUARD_I;
+	return p;
 }
 
-Test(kernels_conv, maxpool_forward_and_backward)
+/* Weights at the scale of PyTorch's default initialisation, or whole numbers. */
+static float *stage_weights(struct rng *r, const struct kstage *s, int whole)
 {
-	for (int pi = 0; pi < N_POOL; pi++) {
-		const int *k = pool_cases[pi];
-		struct pool_shape s = pool_shape_make(k[0], k[1], k[2], k[3]);
-		int batch = k[4];
-		size_t nx = (size_t)s.c * batch * s.h * s.w, ny = (size_t)batch * s.c * s.oh * s.ow;
-		struct rng r = rng_make(kc_seed, 1300 + pi);
-		float *x = pool_input(&r, nx), *dy = frand(&r, ny, -1.0, 1.0);
-		float *host_y = malloc(ny * sizeof(float)), *host_dx = malloc(nx * sizeof(float));
-		int32_t *host_arg = malloc(ny * sizeof(int32_t)), *ref_arg = malloc(ny * sizeof(int32_t));
-		double *ref_y = kc_dbuf(ny), *ref_dx = kc_dbuf(nx);
-		cr_assert(host_y && host_dx && host_arg && ref_arg);
-		ref_maxpool(x, &s, batch, ref_y, ref_arg);
-		ref_maxpool_backward(dy, ref_arg, &s, batch, ref_dx);
-		backend_maxpool(&kc_host, x, &s, batch, host_y, host_arg);
-		backend_maxpool_backward(&kc_host, dy, host_arg, &s, batch, host_dx);
-		char what[160], g[64];
-		snprintf(what, sizeof(what), "host maxpool c%d %dx%d k%d batch %d", s.c, s.h, s.w, s.k,
-			 batch);
-		kc_expect_close(what, host_y, ref_y, ny, 0.0, 0.0, kc_seed);
-		kc_expect_same_i(what, host_arg, ref_arg, ny, kc_seed);
-		kc_expect_close(what, host_dx, ref_dx, nx, 0.0, 0.0, kc_seed);
+	double a = 1.0 / sqrt((double)s->conv.c * s->conv.k * s->conv.k);
+	return whole ? kc_whole_f(r, s->nw, -2, 2) : kc_rand_f(r, s->nw, -a, a);
+}
+
+/*
+ * Whether window o (oc, ph, pw, batch order) has an argmax that float
+ * rounding of `margin` cannot move: no other value of the window within
+ * margin below its ReLU'd maximum (values equal to it are ties, which both
+ * sides give to the first), and, when all are clamped, no pre-activation
+ * within margin below 0. z: the reference's (oc, oh, ow, batch).
+ */
+static int window_decided(const struct kstage *s, const double *z, const double *y_inner,
+			  size_t o, double margin)
+{
+	size_t b = (size_t)s->st.rows, rest = o / b;
+	int bi = (int)(o % b), px = (int)(rest % (size_t)s->pool.ow);
+	rest /= (size_t)s->pool.ow;
+	int py = (int)(rest % (size_t)s->pool.oh), ch = (int)(rest / (size_t)s->pool.oh);
+	double best = y_inner[o];
+	int k = s->pool.k;
+	for (int q = 0; q < k * k; q++) {
+		int oy = py * k + q / k, ox = px * k + q % k;
+		double v = z[(((size_t)ch * s->conv.oh + oy) * s->conv.ow + ox) * b + (size_t)bi];
+		double rv = v < 0.0 ? 0.0 : v;
+		if (isnan(v))
+			continue;
+		if (rv != best && rv >= best - margin)
+			return 0;
+		if (best == 0.0 && v < 0.0 && v >= -margin)
+			return 0;
+	}
+	return 1;
+}
+
+/* The reference's y in batch-innermost order, whatever its layout. */
+static void y_innermost(const struct kstage *s, const double *y, double *inner)
+{
+	size_t b = (size_t)s->st.rows, f = s->ny / b;
+	for (size_t i = 0; i < s->ny; i++)
+		inner[i] = s->st.batch_first ? y[(i % b) * f + i / b] : y[i];
+}
+
+/* got's argmax against want where decided (every window when decided is NULL). */
+static void expect_arg(const char *what, const int32_t *got, const int32_t *want,
+		       const unsigned char *decided, size_t n)
+{
+	int32_t *masked = malloc((n ? n : 1) * sizeof(int32_t));
+	cr_assert_not_null(masked);
+	for (size_t i = 0; i < n; i++)
+		masked[i] = !decided || decided[i] ? want[i] : got[i];
+	kc_expect_same_i(what, got, masked, n, kc_seed);
+	free(masked);
+}
+
+/* ---- conv_forward ---------------------------------------------------------------------- */
+
+/*
+ * Every stage case in both output layouts, with and without the im2col
+ * matrix, on random and on whole-number inputs.
+ */
+Test(kernels_conv, conv_forward)
+{
+	for (size_t ci = 0; ci < N_OF(stage_cases); ci++)
+		for (int bf = 0; bf <= 1; bf++)
+			for (int whole = 0; whole <= 1; whole++) {
+				struct kstage s;
+				stage_make(&s, &stage_cases[ci], bf);
+				struct rng r = rng_make(kc_seed, 1100 + 4 * ci + 2 * bf + whole);
+				float *x = whole ? kc_whole_f(&r, s.nx, -2, 2) : kc_rand_f(&r, s.nx, -1.0, 1.0);
+				float *w = stage_weights(&r, &s, whole);
+				float *b = whole ? kc_whole_f(&r, (size_t)s.st.oc, -3, 3)
+						 : kc_rand_f(&r, (size_t)s.st.oc, -0.3, 0.3);
+				double *ref_y = kc_dbuf(s.ny), *ref_z = kc_dbuf(s.nz), *ref_cols = kc_dbuf(s.ncols);
+				double *inner = kc_dbuf(s.ny);
+				int32_t *ref_arg = malloc(s.ny * sizeof(int32_t));
+				unsigned char *decided = malloc(s.ny);
+				cr_assert(ref_arg && decided);
+				ref_conv_stage_forward(x, w, b, &s.conv, &s.pool, s.st.oc, s.st.rows, bf, ref_y,
+						       ref_arg, ref_z, ref_cols);
+				y_innermost(&s, ref_y, inner);
+				/* Float sums of up to 150 products against double: well inside 5e-5. */
+				double atol = whole ? 0.0 : 5e-5, rtol = whole ? 0.0 : 1e-5;
+				size_t n_decided = 0;
+				for (size_t o = 0; o < s.ny; o++) {
+					decided[o] = whole || window_decided(&s, ref_z, inner, o, 4 * atol + 1e-6);
+					n_decided += decided[o];
+				}
+				cr_assert(n_decided * 4 >= s.ny * 3, "%s: only %zu of %zu windows decided",
+					  s.name, n_decided, s.ny);
+
+				float *host_y = guard_filled_f(s.ny), *host_cols = guard_filled_f(s.ncols);
+				int32_t *host_arg = guard_filled_i(s.ny);
+				backend_conv_forward(&kc_host, &s.st, x, w, b, host_y, host_arg, host_cols);
+				char what[320], gn[64];
+				snprintf(what, sizeof(what), "host conv_forward %s%s", s.name,
+					 whole ? " whole numbers" : "");
+				kc_expect_close(what, host_y, ref_y, s.ny, atol, rtol, kc_seed);
+				expect_arg(what, host_arg, ref_arg, decided, s.ny);
+				kc_expect_close(what, host_cols, ref_cols, s.ncols, 0.0, 0.0, kc_seed);
+
+				size_t windows = s.ny;
+				for (int with_cols = 0; with_cols <= 1; with_cols++) {
+					struct kernel_geom geoms[KC_N_GEOMS + 12];
+					int n_geoms = stage_geoms(windows, windows + (with_cols ? s.ncols : 0), geoms,
+								  (int)N_OF(geoms));
+					for (int gi = -1; gi < n_geoms; gi++) {
+						geom_name(gi, geoms, gn, sizeof(gn));
+						snprintf(what, sizeof(what), "conv_forward %s%s%s, %s", s.name,
+							 with_cols ? " with cols" : "",
+							 whole ? " whole numbers" : "", gn);
+						float *y = kc_guarded_f(s.ny), *cols = kc_guarded_f(s.ncols);
+						int32_t *arg = kc_guarded_i(s.ny);
+						kernels_conv_forward(NULL, gi < 0 ? NULL : &geoms[gi], &s.st, x, w, b, y,
+								     arg, with_cols ? cols : NULL);
+						kc_check_guards_f(y, s.ny, what);
+						kc_check_guards_i(arg, s.ny, what);
+						kc_check_guards_f(cols, s.ncols, what);
+						kc_expect_close(what, y, ref_y, s.ny, atol, rtol, kc_seed);
+						expect_arg(what, arg, ref_arg, decided, s.ny);
+						if (whole) {
+							kc_expect_same_f(what, y, host_y, s.ny, kc_seed);
+							kc_expect_same_i(what, arg, host_arg, s.ny, kc_seed);
+						} else {
+							expect_arg(what, arg, host_arg, decided, s.ny);
+						}
+						if (with_cols) {
+							kc_expect_close(what, cols, ref_cols, s.ncols, 0.0, 0.0, kc_seed);
+							kc_expect_same_f(what, cols, host_cols, s.ncols, kc_seed);
+						} else {
+							for (size_t i = 0; i < s.ncols; i++)
+								cr_assert(cols[i] == KC_GUARD_F,
+									  "%s: wrote cols[%zu] though it was NULL", what, i);
+						}
+						kc_free_guarded_f(y);
+						kc_free_guarded_f(cols);
+						kc_free_guarded_i(arg);
+					}
+				}
+				if (!whole) {
+					/* Kernel against host directly, to both their tolerances. */
+					float *y = guard_filled_f(s.ny);
+					int32_t *arg = guard_filled_i(s.ny);
+					kernels_conv_forward(NULL, NULL, &s.st, x, w, b, y, arg, NULL);
+					double *h = kc_dbuf(s.ny);
+					ref_widen(host_y, h, s.ny);
+					snprintf(what, sizeof(what), "conv_forward %s against the host", s.name);
+					kc_expect_close(what, y, h, s.ny, 2 * atol, 2 * rtol, kc_seed);
+					free(h);
+					free(y);
+					free(arg);
+				}
+				free(x);
+				free(w);
+				free(b);
+				free(ref_y);
+				free(ref_z);
+				free(ref_cols);
+				free(inner);
+				free(ref_arg);
+				free(decided);
+				free(host_y);
+				free(host_cols);
+				free(host_arg);
+			}
+}
+
+/*
+ * NaN and infinities in a stage's input and weights. bias_act_elem's ReLU
+ * (!(y > 0) ? 0 : y) sends a NaN to 0, where PyTorch's keeps it, so a NaN
+ * never reaches the pool and maxpool_takes_elem's NaN rule is not reachable
+ * through a stage: the windows a NaN feeds differ from PyTorch's (NaN there) and are
+ * held to the host backend, which applies the same bodies, bit for bit
+ * (whole numbers elsewhere, so that every finite sum is exact); the windows
+ * it does not feed, an infinity among them, to the reference.
+ */
+Test(kernels_conv, conv_forward_nan_and_inf)
+{
+	const struct stage_case c = {1, 8, 8, 3, 1, 3, 2, 2, "NaN and Inf"};
+	for (int bf = 0; bf <= 1; bf++) {
+		struct kstage s;
+		stage_make(&s, &c, bf);
+		struct rng r = rng_make(kc_seed, 1300 + bf);
+		/* Whole numbers: every finite sum exact, so the host's GEMM agrees bit for bit. */
+		float *x = kc_whole_f(&r, s.nx, -2, 2);
+		float *w = stage_weights(&r, &s, 1), *b = kc_whole_f(&r, 3, -2, 2);
+		for (int i = 0; i < 9; i++)
+			w[i] = fabsf(w[i]) + 1.0f; /* filter 0 positive: an infinity passes its ReLU */
+		x[(1 * 8 + 1) * 2 + 0] = NAN;      /* pixel (1, 1) of image 0 */
+		x[(6 * 8 + 6) * 2 + 0] = INFINITY; /* pixel (6, 6) of image 0 */
+		x[(3 * 8 + 4) * 2 + 1] = -INFINITY;
+		w[2 * 9 + 4] = NAN; /* filter 2's centre tap: all its outputs NaN before the ReLU */
+		double *ref_y = kc_dbuf(s.ny), *ref_cols = kc_dbuf(s.ncols), *inner = kc_dbuf(s.ny);
+		int32_t *ref_arg = malloc(s.ny * sizeof(int32_t));
+		cr_assert_not_null(ref_arg);
+		ref_conv_stage_forward(x, w, b, &s.conv, &s.pool, 3, s.st.rows, bf, ref_y, ref_arg, NULL,
+				       ref_cols);
+		size_t n_nan = 0, n_inf = 0;
+		for (size_t i = 0; i < s.ny; i++) {
+			n_nan += isnan(ref_y[i]) != 0;
+			n_inf += isinf(ref_y[i]) != 0;
+		}
+		cr_assert(n_nan > s.ny / 3 && n_inf > 0, "%s: %zu NaN and %zu infinite windows", s.name,
+			  n_nan, n_inf);
+		float *host_y = guard_filled_f(s.ny), *host_cols = guard_filled_f(s.ncols);
+		int32_t *host_arg = guard_filled_i(s.ny);
+		backend_conv_forward(&kc_host, &s.st, x, w, b, host_y, host_arg, host_cols);
 		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
-			kc_geom_name(gi, g, sizeof(g));
-			snprintf(what, sizeof(what), "maxpool c%d %dx%d k%d batch %d, %s", s.c, s.h, s.w,
-				 s.k, batch, g);
-			float *y = kc_guarded_f(ny), *dx = kc_guarded_f(nx);
-			int32_t *arg = kc_guarded_i(ny);
-			kernels_maxpool(NULL, kc_geom_at(gi), x, &s, batch, y, arg);
-			kc_check_guards_f(y, ny, what);
-			kc_check_guards_i(arg, ny, what);
-			kc_expect_close(what, y, ref_y, ny, 0.0, 0.0, kc_seed);
-			kc_expect_same_i(what, arg, ref_arg, ny, kc_seed);
-			kc_expect_same_f(what, y, host_y, ny, kc_seed);
-			kernels_maxpool_backward(NULL, kc_geom_at(gi), dy, arg, &s, batch, dx);
-			kc_check_guards_f(dx, nx, what);
-			kc_expect_close(what, dx, ref_dx, nx, 0.0, 0.0, kc_seed);
-			kc_expect_same_f(what, dx, host_dx, nx, kc_seed);
+			char what[240], gn[64];
+			kc_geom_name(gi, gn, sizeof(gn));
+			snprintf(what, sizeof(what), "conv_forward %s, %s", s.name, gn);
+			float *y = kc_guarded_f(s.ny), *cols = kc_guarded_f(s.ncols);
+			int32_t *arg = kc_guarded_i(s.ny);
+			kernels_conv_forward(NULL, kc_geom_at(gi), &s.st, x, w, b, y, arg, cols);
+			kc_check_guards_f(y, s.ny, what);
+			kc_check_guards_i(arg, s.ny, what);
+			kc_check_guards_f(cols, s.ncols, what);
+			kc_expect_same_f(what, y, host_y, s.ny, kc_seed);
+			kc_expect_same_i(what, arg, host_arg, s.ny, kc_seed);
+			kc_expect_same_f(what, cols, host_cols, s.ncols, kc_seed);
+			kc_expect_close_special(what, cols, ref_cols, s.ncols, 0.0, 0.0, kc_seed);
+			/* Where the reference holds no NaN: the values, and the argmax of the infinite windows. */
+			double *want = kc_dbuf(s.ny);
+			for (size_t i = 0; i < s.ny; i++)
+				want[i] = isnan(ref_y[i]) ? (double)y[i] : ref_y[i];
+			kc_expect_close_special(what, y, want, s.ny, 0.0, 0.0, kc_seed);
+			y_innermost(&s, ref_y, inner);
+			for (size_t o = 0; o < s.ny; o++)
+				if (isinf(inner[o]))
+					cr_assert_eq(arg[o], ref_arg[o], "%s: window %zu's argmax %d, want %d",
+						     what, o, arg[o], ref_arg[o]);
+			free(want);
 			kc_free_guarded_f(y);
-			kc_free_guarded_f(dx);
+			kc_free_guarded_f(cols);
 			kc_free_guarded_i(arg);
 		}
 		free(x);
-		free(dy);
-		free(host_y);
-		free(host_dx);
-		free(host_arg);
-		free(ref_arg);
+		free(w);
+		free(b);
 		free(ref_y);
-		free(ref_dx);
-	}
-}
-
-/* A NaN in a window wins over numbers, the first NaN over later ones (PyTorch's rule). */
-Test(kernels_conv, maxpool_nan_wins)
-{
-	struct pool_shape s = pool_shape_make(1, 2, 6, 2);
-	/* Windows: {1, 2, 3, NaN} -> NaN at 3; {NaN, 5, NaN, 0} -> NaN at 0; {-1, -2, -3, -4} -> -1 at 0. */
-	const float x[12] = {1.0f, 2.0f, NAN, 5.0f, -1.0f, -2.0f, 3.0f, NAN, NAN, 0.0f, -3.0f, -4.0f};
-	const int32_t want_arg[3] = {3, 0, 0};
-	float y[3], host_y[3];
-	int32_t arg[3], host_arg[3];
-	kernels_maxpool(NULL, NULL, x, &s, 1, y, arg);
-	backend_maxpool(&kc_host, x, &s, 1, host_y, host_arg);
-	for (int i = 0; i < 3; i++) {
-		cr_expect_eq(arg[i], want_arg[i], "window %d: kernel argmax %d, want %d", i, arg[i],
-			     want_arg[i]);
-		cr_expect_eq(host_arg[i], want_arg[i], "window %d: host argmax %d, want %d", i,
-			     host_arg[i], want_arg[i]);
-	}
-	cr_expect(isnan(y[0]) && isnan(y[1]) && y[2] == -1.0f, "kernel: %g %g %g", y[0], y[1], y[2]);
-	cr_expect(isnan(host_y[0]) && isnan(host_y[1]) && host_y[2] == -1.0f, "host: %g %g %g",
-		  host_y[0], host_y[1], host_y[2]);
-}
-
-Test(kernels_conv, transpose)
-{
-	const int shapes[][2] = {{1, 1}, {1, 40}, {64, 784}, {400, 64}, {17, 33}, {500, 400}};
-	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
-		int rows = shapes[si][0], cols = shapes[si][1];
-		size_t n = (size_t)rows * cols;
-		struct rng r = rng_make(kc_seed, 1400 + si);
-		float *x = frand(&r, n, -1.0, 1.0), *host_y = malloc(n * sizeof(float));
-		double *ref = kc_dbuf(n);
-		cr_assert_not_null(host_y);
-		for (int i = 0; i < rows; i++)
-			for (int j = 0; j < cols; j++)
-				ref[(size_t)j * rows + i] = x[(size_t)i * cols + j];
-		backend_transpose(&kc_host, x, rows, cols, host_y);
-		char what[160], g[64];
-		snprintf(what, sizeof(what), "host transpose %dx%d", rows, cols);
-		kc_expect_close(what, host_y, ref, n, 0.0, 0.0, kc_seed);
-		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
-			kc_geom_name(gi, g, sizeof(g));
-			snprintf(what, sizeof(what), "transpose %dx%d, %s", rows, cols, g);
-			float *y = kc_guarded_f(n);
-			kernels_transpose(NULL, kc_geom_at(gi), x, rows, cols, y);
-			kc_check_guards_f(y, n, what);
-			kc_expect_close(what, y, ref, n, 0.0, 0.0, kc_seed);
-			kc_free_guarded_f(y);
-		}
-		free(x);
+		free(ref_cols);
+		free(inner);
+		free(ref_arg);
 		free(host_y);
-		free(ref);
+		free(host_cols);
+		free(host_arg);
 	}
+}
+
+/* ---- pool_backward --------------------------------------------------------------------- */
+
+/*
+ * A stage's output as the backward pass sees it: y >= 0 with many exact
+ * zeros (the ReLU's), argmax offsets anywhere in their windows.
+ */
+static void pool_inputs(struct rng *r, const struct kstage *s, float *y, int32_t *arg)
+{
+	for (size_t i = 0; i < s->ny; i++) {
+		y[i] = rng_below(r, 3) == 0 ? 0.0f : (float)(0.1 + 2.0 * rng_uniform(r));
+		arg[i] = (int32_t)rng_below(r, (uint64_t)(s->pool.k * s->pool.k));
+	}
+}
+
+/*
+ * Every stage case in both layouts of dy and y: the gradient of each conv
+ * output, dy at its window's argmax when the window's y passed the ReLU, else
+ * 0; NaN and infinities in dy go where the gate lets them. Exact against the
+ * reference, bit for bit against the host.
+ */
+Test(kernels_conv, pool_backward)
+{
+	for (size_t ci = 0; ci < N_OF(stage_cases); ci++)
+		for (int bf = 0; bf <= 1; bf++) {
+			struct kstage s;
+			stage_make(&s, &stage_cases[ci], bf);
+			struct rng r = rng_make(kc_seed, 1400 + 2 * ci + bf);
+			float *y = malloc(s.ny * sizeof(float)), *dy = kc_rand_f(&r, s.ny, -1.0, 1.0);
+			int32_t *arg = malloc(s.ny * sizeof(int32_t));
+			cr_assert(y && arg);
+			pool_inputs(&r, &s, y, arg);
+			dy[0] = NAN;
+			dy[s.ny / 2] = INFINITY;
+			dy[s.ny - 1] = -INFINITY;
+			double *ref = kc_dbuf(s.nz);
+			ref_pool_relu_backward(dy, y, arg, &s.pool, s.st.rows, bf, ref);
+			float *host = guard_filled_f(s.nz);
+			backend_pool_backward(&kc_host, &s.st, dy, y, arg, host);
+			char what[240], gn[64];
+			snprintf(what, sizeof(what), "host pool_backward %s", s.name);
+			kc_expect_close_special(what, host, ref, s.nz, 0.0, 0.0, kc_seed);
+			struct kernel_geom geoms[KC_N_GEOMS + 12];
+			int n_geoms = stage_geoms(s.nz / 2, s.nz, geoms, (int)N_OF(geoms));
+			for (int gi = -1; gi < n_geoms; gi++) {
+				geom_name(gi, geoms, gn, sizeof(gn));
+				snprintf(what, sizeof(what), "pool_backward %s, %s", s.name, gn);
+				float *dz = kc_guarded_f(s.nz);
+				kernels_pool_backward(NULL, gi < 0 ? NULL : &geoms[gi], &s.st, dy, y, arg, dz);
+				kc_check_guards_f(dz, s.nz, what);
+				kc_expect_close_special(what, dz, ref, s.nz, 0.0, 0.0, kc_seed);
+				kc_expect_same_f(what, dz, host, s.nz, kc_seed);
+				kc_free_guarded_f(dz);
+			}
+			free(y);
+			free(dy);
+			free(arg);
+			free(ref);
+			free(host);
+		}
+}
+
+/* ---- conv_backward_data ------------------------------------------------------------------ */
+
+/* A stage below (its case) and the stage above it: taps, padding, output channels, pool. */
+struct pair_case {
+	struct stage_case below;
+	int k, pad, oc, pk;
+};
+
+static const struct pair_case pair_cases[] = {
+	{{1, 28, 28, 5, 2, 6, 2, 3, "LeNet-5"}, 5, 0, 16, 2},
+	{{2, 6, 9, 3, 1, 3, 3, 2, "a k=3 pool below"}, 3, 2, 4, 1},
+	{{3, 4, 6, 1, 0, 2, 2, 2, "1x1 taps"}, 1, 0, 3, 1},
+	{{2, 6, 6, 3, 1, 2, 2, 1, "padding wider than the taps reach"}, 3, 4, 3, 3},
+	{{4, 5, 5, 2, 1, 5, 2, 4, "several channels, even taps"}, 2, 1, 6, 2},
+	{{1, 8, 8, 3, 1, 2, 2, 2, "taps as large as the image"}, 4, 0, 3, 1},
+};
+
+/* The stage above `below`: its input is below's pooled output. */
+static void stage_above(struct kstage *s, const struct kstage *below, const struct pair_case *p)
+{
+	struct stage_case c = {below->pool.c, below->pool.oh, below->pool.ow, p->k, p->pad, p->oc,
+			       p->pk, below->st.rows, p->below.name};
+	stage_make(s, &c, 0);
+}
+
+/*
+ * dz of a stage (oc, oh, ow, batch) -> the gradient at the stage below's
+ * conv outputs, through its pool and ReLU: random and whole-number inputs,
+ * against the reference and the host (to a tolerance; exactly on whole
+ * numbers).
+ */
+Test(kernels_conv, conv_backward_data)
+{
+	for (size_t pi = 0; pi < N_OF(pair_cases); pi++)
+		for (int whole = 0; whole <= 1; whole++) {
+			struct kstage below, s;
+			stage_make(&below, &pair_cases[pi].below, 0);
+			stage_above(&s, &below, &pair_cases[pi]);
+			struct rng r = rng_make(kc_seed, 1500 + 2 * pi + whole);
+			float *w = stage_weights(&r, &s, whole);
+			float *dz = whole ? kc_whole_f(&r, s.nz, -3, 3) : kc_rand_f(&r, s.nz, -1.0, 1.0);
+			float *below_y = malloc(below.ny * sizeof(float));
+			int32_t *below_arg = malloc(below.ny * sizeof(int32_t));
+			cr_assert(below_y && below_arg);
+			pool_inputs(&r, &below, below_y, below_arg);
+			double *ref = kc_dbuf(below.nz);
+			ref_conv_backward_data(w, dz, &s.conv, s.st.oc, s.st.rows, &below.pool, below_y,
+					       below_arg, ref);
+			/* Sums of up to k*k*oc products of magnitude 1 / sqrt(fan-in). */
+			double atol = whole ? 0.0 : 5e-5, rtol = whole ? 0.0 : 1e-5;
+			float *host = guard_filled_f(below.nz);
+			backend_conv_backward_data(&kc_host, &s.st, w, dz, &below.st, below_y, below_arg,
+						   host);
+			char what[400], gn[64];
+			snprintf(what, sizeof(what), "host conv_backward_data over %s%s", below.name,
+				 whole ? " whole numbers" : "");
+			kc_expect_close(what, host, ref, below.nz, atol, rtol, kc_seed);
+			double *h = kc_dbuf(below.nz);
+			ref_widen(host, h, below.nz);
+			struct kernel_geom geoms[KC_N_GEOMS + 12];
+			int n_geoms = stage_geoms(below.nz / 3, below.nz, geoms, (int)N_OF(geoms));
+			for (int gi = -1; gi < n_geoms; gi++) {
+				geom_name(gi, geoms, gn, sizeof(gn));
+				snprintf(what, sizeof(what), "conv_backward_data k%d pad%d -> %d over %s%s, %s",
+					 s.conv.k, s.conv.pad, s.st.oc, below.name, whole ? " whole numbers" : "",
+					 gn);
+				float *dzb = kc_guarded_f(below.nz);
+				kernels_conv_backward_data(NULL, gi < 0 ? NULL : &geoms[gi], &s.st, w, dz,
+							   &below.st, below_y, below_arg, dzb);
+				kc_check_guards_f(dzb, below.nz, what);
+				kc_expect_close(what, dzb, ref, below.nz, atol, rtol, kc_seed);
+				kc_expect_close(what, dzb, h, below.nz, 2 * atol, 2 * rtol, kc_seed);
+				kc_free_guarded_f(dzb);
+			}
+			free(w);
+			free(dz);
+			free(below_y);
+			free(below_arg);
+			free(ref);
+			free(host);
+			free(h);
+		}
+}
+
+/* ---- LeNet-5's stages chained --------------------------------------------------------------- */
+
+static float *narrow(const double *d, size_t n)
+{
+	float *f = malloc((n ? n : 1) * sizeof(float));
+	cr_assert_not_null(f);
+	for (size_t i = 0; i < n; i++)
+		f[i] = (float)d[i];
+	return f;
+}
+
+/*
+ * LeNet-5's convolutional half as a step runs it, on whole numbers (every sum
+ * exact): stage 1 forward (batch innermost, with its im2col matrix), stage 2
+ * forward (batch-first, the dense layers' layout), the gradient at stage 2's
+ * output back through its pool and ReLU, then through its convolution and
+ * stage 1's pool and ReLU. Each kernel's output must equal the reference's
+ * and the host's exactly, each op fed the reference's inputs.
+ */
+Test(kernels_conv, lenet_stages_chained)
+{
+	const struct stage_case c1 = {1, 28, 28, 5, 2, 6, 2, 4, "LeNet-5 stage 1"};
+	const struct stage_case c2 = {6, 14, 14, 5, 0, 16, 2, 4, "LeNet-5 stage 2"};
+	struct kstage s1, s2;
+	stage_make(&s1, &c1, 0);
+	stage_make(&s2, &c2, 1);
+	struct rng r = rng_make(kc_seed, 1600);
+	float *x = kc_whole_f(&r, s1.nx, -2, 2), *w1 = kc_whole_f(&r, s1.nw, -1, 1);
+	float *b1 = kc_whole_f(&r, 6, -2, 2), *w2 = kc_whole_f(&r, s2.nw, -1, 1);
+	float *b2 = kc_whole_f(&r, 16, -4, 4), *dy2 = kc_whole_f(&r, s2.ny, -3, 3);
+
+	/* The reference, stage by stage, each narrowed to float (exact) for the next. */
+	double *ry1 = kc_dbuf(s1.ny), *rcols1 = kc_dbuf(s1.ncols), *ry2 = kc_dbuf(s2.ny);
+	double *rcols2 = kc_dbuf(s2.ncols), *rdz2 = kc_dbuf(s2.nz), *rdz1 = kc_dbuf(s1.nz);
+	int32_t *rarg1 = malloc(s1.ny * sizeof(int32_t)), *rarg2 = malloc(s2.ny * sizeof(int32_t));
+	cr_assert(rarg1 && rarg2);
+	ref_conv_stage_forward(x, w1, b1, &s1.conv, &s1.pool, 6, 4, 0, ry1, rarg1, NULL, rcols1);
+	float *y1 = narrow(ry1, s1.ny);
+	ref_conv_stage_forward(y1, w2, b2, &s2.conv, &s2.pool, 16, 4, 1, ry2, rarg2, NULL, rcols2);
+	float *y2 = narrow(ry2, s2.ny);
+	ref_pool_relu_backward(dy2, y2, rarg2, &s2.pool, 4, 1, rdz2);
+	float *dz2 = narrow(rdz2, s2.nz);
+	ref_conv_backward_data(w2, dz2, &s2.conv, 16, 4, &s1.pool, y1, rarg1, rdz1);
+
+	/* The host backend, the same ops on the same inputs. */
+	float *hy1 = guard_filled_f(s1.ny), *hcols1 = guard_filled_f(s1.ncols);
+	float *hy2 = guard_filled_f(s2.ny), *hcols2 = guard_filled_f(s2.ncols);
+	float *hdz2 = guard_filled_f(s2.nz), *hdz1 = guard_filled_f(s1.nz);
+	int32_t *harg1 = guard_filled_i(s1.ny), *harg2 = guard_filled_i(s2.ny);
+	backend_conv_forward(&kc_host, &s1.st, x, w1, b1, hy1, harg1, hcols1);
+	backend_conv_forward(&kc_host, &s2.st, y1, w2, b2, hy2, harg2, hcols2);
+	backend_pool_backward(&kc_host, &s2.st, dy2, y2, rarg2, hdz2);
+	backend_conv_backward_data(&kc_host, &s2.st, w2, dz2, &s1.st, y1, rarg1, hdz1);
+
+	for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+		char what[200], gn[64];
+		kc_geom_name(gi, gn, sizeof(gn));
+		const struct kernel_geom *g = kc_geom_at(gi);
+		float *ky1 = kc_guarded_f(s1.ny), *kcols1 = kc_guarded_f(s1.ncols);
+		float *ky2 = kc_guarded_f(s2.ny), *kcols2 = kc_guarded_f(s2.ncols);
+		float *kdz2 = kc_guarded_f(s2.nz), *kdz1 = kc_guarded_f(s1.nz);
+		int32_t *karg1 = kc_guarded_i(s1.ny), *karg2 = kc_guarded_i(s2.ny);
+		kernels_conv_forward(NULL, g, &s1.st, x, w1, b1, ky1, karg1, kcols1);
+		kernels_conv_forward(NULL, g, &s2.st, y1, w2, b2, ky2, karg2, kcols2);
+		kernels_pool_backward(NULL, g, &s2.st, dy2, y2, rarg2, kdz2);
+		kernels_conv_backward_data(NULL, g, &s2.st, w2, dz2, &s1.st, y1, rarg1, kdz1);
+		const struct {
+			const char *name;
+			const float *got, *host;
+			const double *ref;
+			size_t n;
+		} outs[] = {
+			{"stage 1 y", ky1, hy1, ry1, s1.ny},
+			{"stage 1 cols", kcols1, hcols1, rcols1, s1.ncols},
+			{"stage 2 y", ky2, hy2, ry2, s2.ny},
+			{"stage 2 cols", kcols2, hcols2, rcols2, s2.ncols},
+			{"stage 2 dz", kdz2, hdz2, rdz2, s2.nz},
+			{"stage 1 dz", kdz1, hdz1, rdz1, s1.nz},
+		};
+		for (size_t i = 0; i < N_OF(outs); i++) {
+			snprintf(what, sizeof(what), "LeNet-5 chained, %s, %s", outs[i].name, gn);
+			kc_check_guards_f(outs[i].got, outs[i].n, what);
+			kc_expect_close(what, outs[i].got, outs[i].ref, outs[i].n, 0.0, 0.0, kc_seed);
+			double *h = kc_dbuf(outs[i].n);
+			ref_widen(outs[i].host, h, outs[i].n);
+			kc_expect_close(what, outs[i].got, h, outs[i].n, 0.0, 0.0, kc_seed);
+			free(h);
+		}
+		snprintf(what, sizeof(what), "LeNet-5 chained, argmax, %s", gn);
+		kc_check_guards_i(karg1, s1.ny, what);
+		kc_check_guards_i(karg2, s2.ny, what);
+		kc_expect_same_i(what, karg1, rarg1, s1.ny, kc_seed);
+		kc_expect_same_i(what, karg2, rarg2, s2.ny, kc_seed);
+		kc_expect_same_i(what, karg1, harg1, s1.ny, kc_seed);
+		kc_expect_same_i(what, karg2, harg2, s2.ny, kc_seed);
+		kc_free_guarded_f(ky1);
+		kc_free_guarded_f(kcols1);
+		kc_free_guarded_f(ky2);
+		kc_free_guarded_f(kcols2);
+		kc_free_guarded_f(kdz2);
+		kc_free_guarded_f(kdz1);
+		kc_free_guarded_i(karg1);
+		kc_free_guarded_i(karg2);
+	}
+	free(x);
+	free(w1);
+	free(b1);
+	free(w2);
+	free(b2);
+	free(dy2);
+	free(ry1);
+	free(rcols1);
+	free(ry2);
+	free(rcols2);
+	free(rdz2);
+	free(rdz1);
+	free(rarg1);
+	free(rarg2);
+	free(y1);
+	free(y2);
+	free(dz2);
+	free(hy1);
+	free(hcols1);
+	free(hy2);
+	free(hcols2);
+	free(hdz2);
+	free(hdz1);
+	free(harg1);
+	free(harg2);
 }

@@ -1,24 +1,33 @@
 /*
- * test_kernels_host.c - the CUDA kernel file itself, run on the CPU.
+ * test_kernels_host.c - the CUDA kernel file itself, run on the CPU: the
+ * batch, loss, optimizer and GEMM-epilogue kernels (the convolution stages:
+ * tests/test_kernels_conv.c).
  *
  *   ctest --test-dir build -R test_kernels_host --output-on-failure
  *
- * cuda/kernels.cu is compiled by the host C compiler with the stand-in tests/cuda_host/cuda_runtime.h
- * (tests/cuda_host/kernels_host.c), so every launcher here runs the very
- * kernels, index arithmetic, bounds checks and launch geometry that nvcc
- * builds into the CUDA backend, as nested loops over blocks and threads. This
- * test needs no CUDA toolkit and runs in every build.
+ * cuda/kernels.cu is compiled by the host C compiler with the stand-in
+ * tests/cuda_host/cuda_runtime.h (tests/cuda_host/kernels_host.c), so every
+ * launcher here runs the very kernels, index arithmetic, bounds checks and
+ * launch geometry that nvcc builds into the CUDA backend, as nested loops
+ * over blocks and threads. This test needs no CUDA toolkit and runs in every
+ * build. It calls the launchers only (never the launch macro), so it holds
+ * whichever way the stand-in spells the launch.
  *
  * Each kernel is launched with the geometry the backend uses (geom NULL) and
  * with deliberately small or oversized grids, so the grid-stride loops wrap
- * several times or leave threads idle. Results are compared with
+ * several times or leave threads idle; the fused kernels also with grids
+ * whose thread counts fall on either side of the boundary between their two
+ * ranges of items. Results are compared with
  *   - the naive double-precision references of tests/ref.c (atol + rtol*|ref|),
  *   - the host backend's op (cpu/backend_host.c), which loops over the same
- *     elem.h bodies: the result must be identical, bit for bit.
- * Outputs sit between guard words that must survive every launch, and the
- * kernels that accumulate (argmax hits, SGD, scale) show any item processed
- * twice as a wrong value. Inputs come from MNIST_TEST_SEED (tests/ref.h); the
- * seed is printed with every mismatch.
+ *     elem.h bodies: the result must be identical, bit for bit (the bias
+ *     gradient, a sum the host takes as a GEMM, to a tolerance, and exactly
+ *     on whole-number inputs).
+ * Outputs sit between guard words that must survive every launch and start
+ * as guard values, so an item never written shows too; the kernels that
+ * accumulate (argmax hits, the optimizers, the counters) show an item
+ * processed twice as a wrong value. Inputs come from MNIST_TEST_SEED
+ * (tests/ref.h); the seed is printed with every mismatch.
  */
 #include <criterion/criterion.h>
 
@@ -28,13 +37,125 @@
 #include <string.h>
 
 #include "backend.h"
-#include "elem.h"
 #include "cuda_runtime.h" /* the stand-in: tests/cuda_host/ */
+#include "elem.h"
 #include "kernel_check.h"
 #include "kernels.h"
 #include "ref.h"
 
 TestSuite(kernels_host, .init = kc_setup, .fini = kc_teardown);
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- a data set to gather from ---------------------------------------------------- */
+
+struct dataset {
+	int n_img, pixels, len;
+	uint8_t *images, *labels;
+	int32_t *index;
+};
+
+static struct dataset dataset_make(struct rng *r, int n_img, int pixels, int len)
+{
+	struct dataset d = {n_img, pixels, len, malloc((size_t)n_img * pixels),
+			    malloc((size_t)n_img), malloc((size_t)(len ? len : 1) * sizeof(int32_t))};
+	cr_assert(d.images && d.labels && d.index);
+	ref_fill_bytes(r, d.images, (size_t)n_img * pixels);
+	ref_fill_bytes(r, d.labels, (size_t)n_img);
+	for (int i = 0; i < len; i++)
+		d.index[i] = (int32_t)rng_below(r, (uint64_t)n_img);
+	return d;
+}
+
+static void dataset_free(struct dataset *d)
+{
+	free(d->images);
+	free(d->labels);
+	free(d->index);
+}
+
+static struct gather_req gather_of(const struct dataset *d, const int32_t *cursor, int count,
+				   int batch_last, float *x, int32_t *y)
+{
+	struct gather_req g = {.images = d->images, .labels = d->labels, .pixels = d->pixels,
+			       .index = d->index, .len = d->len, .cursor = cursor, .count = count,
+			       .batch_last = batch_last, .x = x, .y = y};
+	return g;
+}
+
+/*
+ * The reference of a gather at cursor: rows = min(count, len - cursor) (none
+ * past the end) normalized rows, (rows, pixels) or (pixels, rows) when
+ * batch_last; x and y past the rows taken keep the guard values.
+ */
+static int ref_gather(const struct dataset *d, int cursor, int count, int batch_last, double *x,
+		      int32_t *y)
+{
+	int rows = d->len - cursor < count ? d->len - cursor : count;
+	rows = rows < 0 ? 0 : rows;
+	for (size_t i = 0; i < (size_t)count * d->pixels; i++)
+		x[i] = KC_GUARD_F;
+	for (int i = 0; i < count; i++)
+		y[i] = KC_GUARD_I;
+	for (int i = 0; i < rows; i++) {
+		int32_t e = d->index[cursor + i];
+		y[i] = d->labels[e];
+		for (int p = 0; p < d->pixels; p++) {
+			size_t at = batch_last ? (size_t)p * rows + i : (size_t)i * d->pixels + p;
+			x[at] = ref_normalize_pixel(d->images[(size_t)e * d->pixels + p]);
+		}
+	}
+	return rows;
+}
+
+/* Buffers filled with the guard values, as the guarded ones start: for the host backend's outputs. */
+static float *guard_filled_f(size_t n)
+{
+	float *p = malloc((n ? n : 1) * sizeof(float));
+	cr_assert_not_null(p);
+	for (size_t i = 0; i < n; i++)
+		p[i] = KC_GUARD_F;
+	return p;
+}
+
+static int32_t *guard_filled_i(size_t n)
+{
+	int32_t *p = malloc((n ? n : 1) * sizeof(int32_t));
+	cr_assert_not_null(p);
+	for (size_t i = 0; i < n; i++)
+		p[i] = KC_GUARD_I;
+	return p;
+}
+
+/* ---- step counters between guards -------------------------------------------------- */
+
+/* Three counter blocks: the middle one is used, the outer two must keep the guard. */
+struct guarded_counters {
+	struct step_counters c[3];
+};
+
+static void counters_init(struct guarded_counters *g, int32_t cursor, int32_t step,
+			  int32_t updates)
+{
+	for (int i = 0; i < 3; i++)
+		g->c[i] = (struct step_counters){KC_GUARD_I, KC_GUARD_I, KC_GUARD_I, KC_GUARD_I};
+	g->c[1] = (struct step_counters){cursor, step, updates, KC_GUARD_I};
+}
+
+static void counters_expect(const struct guarded_counters *g, int32_t cursor, int32_t step,
+			    int32_t updates, const char *what)
+{
+	const struct step_counters *c = &g->c[1];
+	cr_assert(c->cursor == cursor && c->step == step && c->updates == updates &&
+			  c->spare == KC_GUARD_I,
+		  "%s: counters {cursor %d, step %d, updates %d, spare %d}, expected {%d, %d, %d, "
+		  "untouched}",
+		  what, c->cursor, c->step, c->updates, c->spare, cursor, step, updates);
+	for (int i = 0; i < 3; i += 2)
+		cr_assert(g->c[i].cursor == KC_GUARD_I && g->c[i].step == KC_GUARD_I &&
+				  g->c[i].updates == KC_GUARD_I && g->c[i].spare == KC_GUARD_I,
+			  "%s: wrote beside the counters", what);
+}
 
 /* ---- launch geometry ------------------------------------------------------------ */
 
@@ -54,7 +175,7 @@ Test(kernels_host, geometry_for_work_size)
 		{(size_t)60000 * 784, KERNEL_MAX_GRID},
 		{(size_t)1 << 40, KERNEL_MAX_GRID},
 	};
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (size_t i = 0; i < N_OF(cases); i++) {
 		struct kernel_geom g = kernel_geom_for(cases[i].n);
 		cr_assert_eq(g.block, KERNEL_BLOCK, "n=%zu: block %u", cases[i].n, g.block);
 		cr_assert_eq(g.grid, cases[i].grid, "n=%zu: grid %u, expected %u", cases[i].n, g.grid,
@@ -65,153 +186,231 @@ Test(kernels_host, geometry_for_work_size)
 	cr_assert(KERNEL_BLOCK <= 1024 && KERNEL_BLOCK % 32 == 0, "block must be whole warps");
 }
 
-/* Each launcher's default geometry is kernel_geom_for(its documented work size). */
+/* One launch since `before`, with the backend's geometry for `work` items. */
+static void expect_launch(unsigned long before, size_t work, const char *what)
+{
+	struct kernel_geom want = kernel_geom_for(work);
+	cr_assert_eq(fake_cuda_stats.launches, before + 1, "%s: %lu launches, expected 1", what,
+		     fake_cuda_stats.launches - before);
+	cr_assert_eq(fake_cuda_stats.grid, want.grid, "%s: grid %u, expected %u (%zu items)", what,
+		     fake_cuda_stats.grid, want.grid, work);
+	cr_assert_eq(fake_cuda_stats.block, want.block, "%s: block %u", what, fake_cuda_stats.block);
+}
+
+/*
+ * Each launcher's default geometry is kernel_geom_for(its documented work
+ * size), one launch each. Sizes are chosen so that the work sizes one might
+ * confuse (rows taken for count, rows * cols for rows, the update without the
+ * gather, the windows without the im2col entries, pooled for unpooled) give
+ * other grids.
+ */
 Test(kernels_host, launchers_use_backend_geometry)
 {
-	enum { ROWS = 33, COLS = 17, N = ROWS * COLS };
-	float *a = calloc(N, sizeof(float)), *b = calloc(N, sizeof(float));
-	float *loss = calloc(ROWS, sizeof(float));
-	int32_t *lab = calloc(ROWS, sizeof(int32_t)), *hits = calloc(ROWS, sizeof(int32_t));
-	int32_t *index = calloc(ROWS, sizeof(int32_t)), cursor = 0;
-	uint8_t *img = calloc(N, 1);
-	cr_assert(a && b && loss && lab && hits && index && img);
+	struct rng r = rng_make(kc_seed, 50);
+	struct dataset d = dataset_make(&r, 30, 33, 50);
+	enum { COUNT = 40, ROWS = 600, COLS = 3, N = 700 };
+	float *x = calloc((size_t)COUNT * 33, sizeof(float));
+	int32_t *y = calloc(COUNT, sizeof(int32_t));
+	float *logits = calloc((size_t)ROWS * COLS, sizeof(float));
+	float *dl = calloc((size_t)ROWS * COLS, sizeof(float)), *loss = calloc(ROWS, sizeof(float));
+	int32_t *labels = calloc(ROWS, sizeof(int32_t)), *hits = calloc(ROWS, sizeof(int32_t));
+	float *p = calloc(N, sizeof(float)), *g = calloc(N, sizeof(float));
+	float *m = calloc(N, sizeof(float)), *v = calloc(N, sizeof(float));
+	cr_assert(x && y && logits && dl && loss && labels && hits && p && g && m && v);
+	const float lr[1] = {0.1f};
+	struct step_counters cnt = {40, 1, 1, 0}; /* 10 rows left: the gathers take 10 of 40 */
+	unsigned long before;
 
-	kernels_gather(NULL, NULL, img, img, COLS, index, &cursor, ROWS, a, lab);
-	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(N).grid, "gather");
-	kernels_bias_act(NULL, NULL, a, b, ROWS, COLS, 1);
-	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(N).grid, "bias_act");
-	kernels_relu_backward(NULL, NULL, a, b, N);
-	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(N).grid, "relu_backward");
-	kernels_softmax_xent(NULL, NULL, a, lab, ROWS, COLS, 1.0f, loss, b);
-	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(ROWS).grid, "softmax_xent");
-	kernels_argmax_hits(NULL, NULL, a, lab, ROWS, COLS, hits);
-	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(ROWS).grid, "argmax_hits");
-	const float rate = 0.1f;
-	const int32_t at = 0;
-	kernels_sgd_update(NULL, NULL, a, b, NULL, N, &rate, &at, 0.0f, 0.0f);
-	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(N).grid, "sgd_update");
-	kernels_scale(NULL, NULL, a, N, 2.0f);
-	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(N).grid, "scale");
-	kernels_advance(NULL, NULL, &cursor, 1);
-	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(1).grid, "advance");
-	struct conv_shape cs = conv_shape_make(2, 5, 4, 3, 1);
-	struct pool_shape ps = pool_shape_make(2, 5, 4, 2);
-	float *ca = calloc(2048, sizeof(float)), *cb = calloc(2048, sizeof(float));
-	cr_assert(ca && cb);
-	kernels_im2col(NULL, NULL, ca, &cs, 3, cb);
-	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for((size_t)2 * 9 * 3 * 5 * 4).grid, "im2col");
-	kernels_col2im(NULL, NULL, cb, &cs, 3, ca);
-	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for((size_t)3 * 2 * 5 * 4).grid, "col2im");
-	kernels_channel_bias_act(NULL, NULL, ca, cb, 3, 150, 1);
-	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(450).grid, "channel_bias_act");
-	kernels_maxpool(NULL, NULL, ca, &ps, 3, cb, hits);
-	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for((size_t)3 * 2 * 2 * 2).grid, "maxpool");
-	kernels_maxpool_backward(NULL, NULL, cb, hits, &ps, 3, ca);
-	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for((size_t)2 * 3 * 5 * 4).grid,
-		     "maxpool_backward");
-	kernels_transpose(NULL, NULL, ca, 40, 33, cb);
-	cr_assert_eq(fake_cuda_stats.grid, kernel_geom_for(40 * 33).grid, "transpose");
-	cr_assert_eq(fake_cuda_stats.launches, 14);
-	cr_assert_eq(fake_cuda_stats.block, KERNEL_BLOCK);
-	free(ca);
-	free(cb);
+	struct gather_req gr = gather_of(&d, &cnt.cursor, COUNT, 0, x, y);
+	before = fake_cuda_stats.launches;
+	kernels_gather(NULL, NULL, &gr);
+	expect_launch(before, (size_t)COUNT * 33, "gather (count * pixels)");
 
-	free(a);
-	free(b);
+	before = fake_cuda_stats.launches;
+	kernels_advance(NULL, NULL, &cnt.spare, 1);
+	expect_launch(before, 1, "advance");
+
+	struct xent_req xr = {.logits = logits, .labels = labels, .rows = ROWS, .cols = COLS,
+			      .scale = 1.0f, .row_loss = loss, .dlogits = dl};
+	before = fake_cuda_stats.launches;
+	kernels_softmax_xent(NULL, NULL, &xr);
+	expect_launch(before, ROWS, "softmax_xent (rows)");
+
+	before = fake_cuda_stats.launches;
+	kernels_argmax_hits(NULL, NULL, logits, labels, ROWS, COLS, hits);
+	expect_launch(before, ROWS, "argmax_hits (rows)");
+
+	before = fake_cuda_stats.launches;
+	kernels_sgd_update(NULL, NULL, p, g, v, N, lr, &cnt, 0.9f, 0.0f, NULL);
+	expect_launch(before, N, "sgd_update (n)");
+	before = fake_cuda_stats.launches;
+	kernels_sgd_update(NULL, NULL, p, g, v, N, lr, &cnt, 0.9f, 0.0f, &gr);
+	expect_launch(before, N + (size_t)COUNT * 33, "sgd_update with the next batch");
+
+	struct adamw_hyper h = {0.9f, 0.999f, 1e-8f, 0.0f};
+	before = fake_cuda_stats.launches;
+	kernels_adamw_update(NULL, NULL, p, g, m, v, N, lr, &cnt, h, NULL);
+	expect_launch(before, N, "adamw_update (n)");
+	before = fake_cuda_stats.launches;
+	kernels_adamw_update(NULL, NULL, p, g, m, v, N, lr, &cnt, h, &gr);
+	expect_launch(before, N + (size_t)COUNT * 33, "adamw_update with the next batch");
+
+	before = fake_cuda_stats.launches;
+	kernels_bias_act(NULL, NULL, logits, p, ROWS, COLS, 1);
+	expect_launch(before, (size_t)ROWS * COLS, "bias_act (rows * cols)");
+
+	before = fake_cuda_stats.launches;
+	kernels_relu_backward(NULL, NULL, dl, logits, (size_t)ROWS * COLS);
+	expect_launch(before, (size_t)ROWS * COLS, "relu_backward (n)");
+
+	before = fake_cuda_stats.launches;
+	kernels_bias_grad(NULL, NULL, logits, 3, 0, ROWS, 3, loss);
+	expect_launch(before, ROWS, "bias_grad (m)");
+
+	/* LeNet-5's stages at 2 images: the convolution stage kernels' work sizes. */
+	const int B = 2;
+	struct conv_shape c1 = conv_shape_make(1, 28, 28, 5, 2), c2 = conv_shape_make(6, 14, 14, 5, 0);
+	struct pool_shape p1 = pool_shape_make(6, 28, 28, 2), p2 = pool_shape_make(16, 10, 10, 2);
+	struct conv_stage s1 = {&c1, &p1, 6, B, 0}, s2 = {&c2, &p2, 16, B, 1};
+	size_t z1 = (size_t)6 * 28 * 28 * B, y1 = (size_t)6 * 14 * 14 * B, cols1 = (size_t)25 * 28 * 28 * B;
+	float *fx = calloc(cols1, sizeof(float)), *fw = calloc(6 * 150 + 16 * 150, sizeof(float));
+	float *fy = calloc(z1, sizeof(float)), *fz = calloc(z1, sizeof(float));
+	float *fcols = calloc(cols1, sizeof(float)), *fb = calloc(16, sizeof(float));
+	int32_t *arg = calloc(z1, sizeof(int32_t));
+	cr_assert(fx && fw && fy && fz && fcols && fb && arg);
+	before = fake_cuda_stats.launches;
+	kernels_conv_forward(NULL, NULL, &s1, fx, fw, fb, fy, arg, fcols);
+	expect_launch(before, y1 + cols1, "conv_forward (windows, then cols)");
+	before = fake_cuda_stats.launches;
+	kernels_conv_forward(NULL, NULL, &s1, fx, fw, fb, fy, arg, NULL);
+	expect_launch(before, y1, "conv_forward without cols (windows)");
+	before = fake_cuda_stats.launches;
+	kernels_pool_backward(NULL, NULL, &s1, fy, fy, arg, fz);
+	expect_launch(before, z1, "pool_backward (the conv outputs)");
+	before = fake_cuda_stats.launches;
+	kernels_conv_backward_data(NULL, NULL, &s2, fw, fy, &s1, fy, arg, fz);
+	expect_launch(before, z1, "conv_backward_data (the stage below's conv outputs)");
+
+	free(fx);
+	free(fw);
+	free(fy);
+	free(fz);
+	free(fcols);
+	free(fb);
+	free(arg);
+	free(x);
+	free(y);
+	free(logits);
+	free(dl);
 	free(loss);
-	free(lab);
+	free(labels);
 	free(hits);
-	free(index);
-	free(img);
+	free(p);
+	free(g);
+	free(m);
+	free(v);
+	dataset_free(&d);
 }
 
-/* Nothing to do launches nothing (a zero-block launch is an error on a GPU). */
+/* Nothing to do launches nothing (a zero-block launch is an error on a GPU), and touches nothing. */
 Test(kernels_host, empty_work_launches_nothing)
 {
-	float x = 1.0f, loss = 0.0f;
-	int32_t lab = 0, hits = 0, cursor = 0;
-	uint8_t img = 0;
-	kernels_gather(NULL, NULL, &img, &img, 784, &cursor, &cursor, 0, &x, &lab);
-	kernels_gather(NULL, NULL, &img, &img, 0, &cursor, &cursor, 32, &x, &lab);
-	kernels_bias_act(NULL, NULL, &x, &x, 0, 10, 1);
-	kernels_bias_act(NULL, NULL, &x, &x, 32, 0, 1);
-	kernels_relu_backward(NULL, NULL, &x, &x, 0);
-	kernels_softmax_xent(NULL, NULL, &x, &lab, 0, 10, 1.0f, &loss, NULL);
-	kernels_argmax_hits(NULL, NULL, &x, &lab, 0, 10, &hits);
-	const float rate = 0.1f;
-	kernels_sgd_update(NULL, NULL, &x, &x, NULL, 0, &rate, &cursor, 0.0f, 0.0f);
-	kernels_scale(NULL, NULL, &x, 0, 2.0f);
+	float f = 1.0f;
+	int32_t i = 7;
+	uint8_t byte = 0;
+	struct step_counters cnt = {3, 1, 1, 0};
+	const float lr = 0.1f;
+	struct gather_req none = {.images = &byte, .labels = &byte, .pixels = 784, .index = &i,
+				  .len = 1, .cursor = &cnt.cursor, .count = 0, .x = &f, .y = &i};
+	kernels_gather(NULL, NULL, &none);
+	struct gather_req no_pixels = none;
+	no_pixels.pixels = 0;
+	no_pixels.count = 32;
+	kernels_gather(NULL, NULL, &no_pixels);
+	struct xent_req xr = {.logits = &f, .labels = &i, .rows = 0, .cols = 10, .scale = 1.0f,
+			      .row_loss = &f, .dlogits = &f};
+	kernels_softmax_xent(NULL, NULL, &xr);
+	xr.rows = 4;
+	xr.cols = 0;
+	kernels_softmax_xent(NULL, NULL, &xr);
+	kernels_argmax_hits(NULL, NULL, &f, &i, 0, 10, &i);
+	kernels_sgd_update(NULL, NULL, &f, &f, &f, 0, &lr, &cnt, 0.9f, 0.0f, NULL);
+	kernels_sgd_update(NULL, NULL, &f, &f, &f, 0, &lr, &cnt, 0.9f, 0.0f, &none);
+	struct adamw_hyper h = {0.9f, 0.999f, 1e-8f, 0.0f};
+	kernels_adamw_update(NULL, NULL, &f, &f, &f, &f, 0, &lr, &cnt, h, NULL);
+	kernels_adamw_update(NULL, NULL, &f, &f, &f, &f, 0, &lr, &cnt, h, &no_pixels);
+	kernels_bias_act(NULL, NULL, &f, &f, 0, 10, 1);
+	kernels_bias_act(NULL, NULL, &f, &f, 32, 0, 1);
+	kernels_relu_backward(NULL, NULL, &f, &f, 0);
+	kernels_bias_grad(NULL, NULL, &f, 1, 0, 0, 5, &f);
+	kernels_bias_grad(NULL, NULL, &f, 1, 1, 0, 5, &f);
 	struct conv_shape cs = conv_shape_make(1, 4, 4, 3, 1);
-	struct pool_shape ps = pool_shape_make(1, 4, 4, 2);
-	kernels_im2col(NULL, NULL, &x, &cs, 0, &x);
-	kernels_col2im(NULL, NULL, &x, &cs, 0, &x);
-	kernels_channel_bias_act(NULL, NULL, &x, &x, 0, 10, 1);
-	kernels_channel_bias_act(NULL, NULL, &x, &x, 3, 0, 1);
-	kernels_maxpool(NULL, NULL, &x, &ps, 0, &x, &hits);
-	kernels_maxpool_backward(NULL, NULL, &x, &hits, &ps, 0, &x);
-	kernels_transpose(NULL, NULL, &x, 0, 5, &x);
-	kernels_transpose(NULL, NULL, &x, 5, 0, &x);
+	struct pool_shape ps = pool_shape_make(2, 4, 4, 2);
+	struct conv_stage st = {&cs, &ps, 2, 0, 0};
+	kernels_conv_forward(NULL, NULL, &st, &f, &f, &f, &f, &i, &f);
+	kernels_pool_backward(NULL, NULL, &st, &f, &f, &i, &f);
+	kernels_conv_backward_data(NULL, NULL, &st, &f, &f, &st, &f, &i, &f);
 	cr_assert_eq(fake_cuda_stats.launches, 0);
-	cr_assert(x == 1.0f && lab == 0 && hits == 0 && loss == 0.0f);
+	cr_assert(f == 1.0f && i == 7 && cnt.cursor == 3 && cnt.step == 1 && cnt.updates == 1);
 }
 
-/* ---- the kernels ------------------------------------------------------------------ */
+/* ---- the batch ------------------------------------------------------------------- */
 
+/*
+ * The gather at cursors in the index, at its end (the last batch clipped to
+ * what is left) and past it (no rows), in both layouts: the batch-last one
+ * with the rows taken as its leading dimension.
+ */
 Test(kernels_host, gather)
 {
 	const int shapes[][3] = {/* images, pixels, count */
-				 {1, 1, 1}, {40, 7, 5}, {300, 784, 32}, {50, 13, 64}};
-	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+				 {1, 1, 1}, {40, 7, 5}, {300, 784, 32}, {50, 13, 64}, {9, 3, 300}};
+	for (size_t s = 0; s < N_OF(shapes); s++) {
 		int n_img = shapes[s][0], pixels = shapes[s][1], count = shapes[s][2];
 		int len = 3 * count + 5;
 		struct rng r = rng_make(kc_seed, 100 + s);
-		uint8_t *images = malloc((size_t)n_img * pixels), *labels = malloc((size_t)n_img);
-		int32_t *index = malloc((size_t)len * sizeof(int32_t));
+		struct dataset d = dataset_make(&r, n_img, pixels, len);
 		size_t nx = (size_t)count * pixels;
-		float *host_x = malloc(nx * sizeof(float));
-		int32_t *host_y = malloc((size_t)count * sizeof(int32_t));
-		int32_t *ref_y = malloc((size_t)count * sizeof(int32_t));
-		double *ref_x = kc_dbuf(nx);
-		cr_assert(images && labels && index && host_x && host_y && ref_y);
-		ref_fill_bytes(&r, images, (size_t)n_img * pixels);
-		ref_fill_bytes(&r, labels, (size_t)n_img);
-		for (int i = 0; i < len; i++)
-			index[i] = (int32_t)rng_below(&r, (uint64_t)n_img);
-		/* The cursor is read from (device) memory, so a captured step can replay. */
-		int32_t cursor = (int32_t)rng_below(&r, (uint64_t)(len - count + 1));
-		for (int i = 0; i < count; i++) {
-			int32_t e = index[cursor + i];
-			ref_y[i] = labels[e];
-			for (int p = 0; p < pixels; p++)
-				ref_x[(size_t)i * pixels + p] =
-					ref_normalize_pixel(images[(size_t)e * pixels + p]);
-		}
-		backend_gather(&kc_host, images, labels, pixels, index, &cursor, count, host_x,
-				 host_y);
+		/* Inside, a full batch at the end, clipped to count - 1 and to 1 row, at the end, past it. */
+		const int cursors[] = {(int)rng_below(&r, (uint64_t)(len - count + 1)), len - count,
+				       len - count + 1, len - 1, len, len + 3};
+		for (size_t ci = 0; ci < N_OF(cursors); ci++)
+			for (int last = 0; last <= 1; last++) {
+				int32_t cursor = cursors[ci];
+				double *ref_x = kc_dbuf(nx);
+				int32_t *ref_y = guard_filled_i((size_t)count);
+				int rows = ref_gather(&d, cursor, count, last, ref_x, ref_y);
+				float *host_x = guard_filled_f(nx);
+				int32_t *host_y = guard_filled_i((size_t)count);
+				struct gather_req hg = gather_of(&d, &cursor, count, last, host_x, host_y);
+				backend_gather(&kc_host, &hg);
 
-		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
-			char what[160], g[64];
-			kc_geom_name(gi, g, sizeof(g));
-			float *x = kc_guarded_f(nx);
-			int32_t *y = kc_guarded_i((size_t)count);
-			kernels_gather(NULL, kc_geom_at(gi), images, labels, pixels, index, &cursor, count,
-				       x, y);
-			snprintf(what, sizeof(what), "gather %dx%d of %d, %s", count, pixels, n_img, g);
-			kc_check_guards_f(x, nx, what);
-			kc_check_guards_i(y, (size_t)count, what);
-			kc_expect_close(what, x, ref_x, nx, 1e-6, 1e-6, kc_seed);
-			kc_expect_same_f(what, x, host_x, nx, kc_seed);
-			kc_expect_same_i(what, y, ref_y, (size_t)count, kc_seed);
-			kc_free_guarded_f(x);
-			kc_free_guarded_i(y);
-		}
-		free(images);
-		free(labels);
-		free(index);
-		free(host_x);
-		free(host_y);
-		free(ref_y);
-		free(ref_x);
+				for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+					char what[200], gn[64];
+					kc_geom_name(gi, gn, sizeof(gn));
+					snprintf(what, sizeof(what),
+						 "gather %d of %dx%d at %d (%d rows taken)%s, %s", count, n_img,
+						 pixels, cursor, rows, last ? " batch-last" : "", gn);
+					float *x = kc_guarded_f(nx);
+					int32_t *y = kc_guarded_i((size_t)count);
+					struct gather_req kg = gather_of(&d, &cursor, count, last, x, y);
+					kernels_gather(NULL, kc_geom_at(gi), &kg);
+					kc_check_guards_f(x, nx, what);
+					kc_check_guards_i(y, (size_t)count, what);
+					kc_expect_close(what, x, ref_x, nx, 1e-6, 1e-6, kc_seed);
+					kc_expect_same_i(what, y, ref_y, (size_t)count, kc_seed);
+					kc_expect_same_f(what, x, host_x, nx, kc_seed);
+					kc_expect_same_i(what, y, host_y, (size_t)count, kc_seed);
+					cr_assert_eq(cursor, cursors[ci], "%s: moved the cursor", what);
+					kc_free_guarded_f(x);
+					kc_free_guarded_i(y);
+				}
+				free(ref_x);
+				free(ref_y);
+				free(host_x);
+				free(host_y);
+			}
+		dataset_free(&d);
 	}
 }
 
@@ -225,148 +424,105 @@ Test(kernels_host, advance)
 		kc_geom_name(gi, g, sizeof(g));
 		cr_assert_eq(cur[1], 35, "advance with %s: cursor %d, expected 35 (one thread only)", g,
 			     cur[1]);
-		cr_assert(cur[0] == KC_GUARD_I && cur[2] == KC_GUARD_I, "advance with %s: wrote beside the cursor", g);
+		cr_assert(cur[0] == KC_GUARD_I && cur[2] == KC_GUARD_I,
+			  "advance with %s: wrote beside the cursor", g);
 	}
 }
 
-Test(kernels_host, bias_act)
-{
-	const int shapes[][2] = {{1, 1}, {3, 10}, {17, 33}, {64, 100}, {32, 512}};
-	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
-		for (int relu = 0; relu <= 1; relu++) {
-			int rows = shapes[s][0], cols = shapes[s][1];
-			size_t n = (size_t)rows * cols;
-			struct rng r = rng_make(kc_seed, 200 + 2 * s + relu);
-			float *in = malloc(n * sizeof(float)), *bias = malloc((size_t)cols * sizeof(float));
-			float *host_y = malloc(n * sizeof(float));
-			double *ref = kc_dbuf(n);
-			cr_assert(in && bias && host_y);
-			ref_fill_uniform(&r, in, n, -2.0, 2.0);
-			ref_fill_uniform(&r, bias, (size_t)cols, -1.0, 1.0);
-			ref_widen(in, ref, n);
-			ref_bias_act(ref, bias, rows, cols, relu);
-			memcpy(host_y, in, n * sizeof(float));
-			backend_bias_act(&kc_host, host_y, bias, rows, cols, relu);
+/* ---- loss ------------------------------------------------------------------------ */
 
-			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
-				char what[160], g[64];
-				kc_geom_name(gi, g, sizeof(g));
-				snprintf(what, sizeof(what), "bias_act %dx%d relu=%d, %s", rows, cols, relu, g);
-				float *y = kc_guarded_f(n);
-				memcpy(y, in, n * sizeof(float));
-				kernels_bias_act(NULL, kc_geom_at(gi), y, bias, rows, cols, relu);
-				kc_check_guards_f(y, n, what);
-				kc_expect_close(what, y, ref, n, 1e-6, 1e-6, kc_seed);
-				kc_expect_same_f(what, y, host_y, n, kc_seed);
-				kc_free_guarded_f(y);
-			}
-			free(in);
-			free(bias);
-			free(host_y);
-			free(ref);
-		}
-	}
-}
-
-Test(kernels_host, relu_backward)
-{
-	const size_t sizes[] = {1, 255, 256, 257, 10007};
-	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-		size_t n = sizes[s];
-		struct rng r = rng_make(kc_seed, 300 + s);
-		float *dy0 = malloc(n * sizeof(float)), *act = malloc(n * sizeof(float));
-		float *host_dy = malloc(n * sizeof(float));
-		double *ref = kc_dbuf(n);
-		cr_assert(dy0 && act && host_dy);
-		ref_fill_uniform(&r, dy0, n, -1.0, 1.0);
-		ref_fill_uniform(&r, act, n, -1.0, 1.0);
-		for (size_t i = 0; i < n; i += 7)
-			act[i] = 0.0f; /* ReLU outputs are often exactly zero */
-		ref_widen(dy0, ref, n);
-		ref_relu_backward(ref, act, n);
-		memcpy(host_dy, dy0, n * sizeof(float));
-		backend_relu_backward(&kc_host, host_dy, act, n);
-
-		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
-			char what[160], g[64];
-			kc_geom_name(gi, g, sizeof(g));
-			snprintf(what, sizeof(what), "relu_backward n=%zu, %s", n, g);
-			float *dy = kc_guarded_f(n);
-			memcpy(dy, dy0, n * sizeof(float));
-			kernels_relu_backward(NULL, kc_geom_at(gi), dy, act, n);
-			kc_check_guards_f(dy, n, what);
-			kc_expect_close(what, dy, ref, n, 0.0, 0.0, kc_seed);
-			kc_expect_same_f(what, dy, host_dy, n, kc_seed);
-			kc_free_guarded_f(dy);
-		}
-		free(dy0);
-		free(act);
-		free(host_dy);
-		free(ref);
-	}
-}
-
+/*
+ * Softmax cross-entropy: the losses, the gradient unless NULL, through the
+ * ReLU gate when relu (logits that are a ReLU's output: many exact zeros), and
+ * the counters moved on exactly once per launch whatever the geometry (the
+ * thread of row 0), or left alone when NULL.
+ */
 Test(kernels_host, softmax_xent)
 {
 	const int shapes[][2] = {{1, 1}, {1, 10}, {7, 10}, {64, 10}, {300, 33}};
-	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
-		for (int with_grad = 0; with_grad <= 1; with_grad++) {
+	for (size_t s = 0; s < N_OF(shapes); s++)
+		for (int variant = 0; variant < 3; variant++) {
+			/* 0: loss only; 1: with the gradient; 2: with the gradient through the ReLU. */
 			int rows = shapes[s][0], cols = shapes[s][1];
+			int with_grad = variant > 0, relu = variant == 2;
 			size_t n = (size_t)rows * cols;
 			float scale = 1.0f / (float)rows;
-			struct rng r = rng_make(kc_seed, 400 + 2 * s + with_grad);
-			float *logits = malloc(n * sizeof(float));
+			struct rng r = rng_make(kc_seed, 400 + 3 * s + variant);
+			float *logits = kc_rand_f(&r, n, -8.0, 8.0);
+			if (relu)
+				for (size_t i = 0; i < n; i++)
+					logits[i] = logits[i] > 0.0f ? logits[i] : 0.0f;
 			int32_t *labels = malloc((size_t)rows * sizeof(int32_t));
-			float *host_loss = malloc((size_t)rows * sizeof(float));
-			float *host_d = malloc(n * sizeof(float));
-			double *ref_loss = kc_dbuf((size_t)rows), *ref_d = kc_dbuf(n);
-			cr_assert(logits && labels && host_loss && host_d);
-			ref_fill_uniform(&r, logits, n, -8.0, 8.0);
+			cr_assert_not_null(labels);
 			ref_fill_labels(&r, labels, (size_t)rows, cols);
+			double *ref_loss = kc_dbuf((size_t)rows), *ref_d = kc_dbuf(n);
 			for (int i = 0; i < rows; i++)
 				ref_loss[i] = ref_softmax_xent_row(logits + (size_t)i * cols, labels[i], cols,
 								   scale, ref_d + (size_t)i * cols);
-			backend_softmax_xent(&kc_host, logits, labels, rows, cols, scale, host_loss,
-					       with_grad ? host_d : NULL);
+			if (relu)
+				ref_relu_backward(ref_d, logits, n);
+			float *host_loss = guard_filled_f((size_t)rows), *host_d = guard_filled_f(n);
+			struct step_counters host_cnt = {11, 4, 9, 0};
+			struct xent_req hr = {.logits = logits, .labels = labels, .rows = rows,
+					      .cols = cols, .scale = scale, .row_loss = host_loss,
+					      .dlogits = with_grad ? host_d : NULL, .relu = relu,
+					      .counters = &host_cnt};
+			backend_softmax_xent(&kc_host, &hr);
+			cr_assert(host_cnt.cursor == 11 + rows && host_cnt.step == 5 && host_cnt.updates == 10,
+				  "host backend's counters");
 
-			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
-				char what[160], g[64];
-				kc_geom_name(gi, g, sizeof(g));
-				snprintf(what, sizeof(what), "softmax_xent %dx%d%s, %s", rows, cols,
-					 with_grad ? " with gradient" : "", g);
-				float *loss = kc_guarded_f((size_t)rows);
-				float *d = kc_guarded_f(n);
-				kernels_softmax_xent(NULL, kc_geom_at(gi), logits, labels, rows, cols, scale,
-						     loss, with_grad ? d : NULL);
-				kc_check_guards_f(loss, (size_t)rows, what);
-				kc_check_guards_f(d, n, what);
-				kc_expect_close(what, loss, ref_loss, (size_t)rows, 1e-5, 1e-5, kc_seed);
-				kc_expect_same_f(what, loss, host_loss, (size_t)rows, kc_seed);
-				if (with_grad) {
-					kc_expect_close(what, d, ref_d, n, 1e-6, 1e-5, kc_seed);
-					kc_expect_same_f(what, d, host_d, n, kc_seed);
-				} else {
-					for (size_t i = 0; i < n; i++)
-						cr_assert(d[i] == KC_GUARD_F, "%s: wrote dlogits[%zu] though it was NULL",
-							  what, i);
+			for (int gi = -1; gi < KC_N_GEOMS; gi++)
+				for (int with_counters = 0; with_counters <= 1; with_counters++) {
+					char what[200], g[64];
+					kc_geom_name(gi, g, sizeof(g));
+					snprintf(what, sizeof(what), "softmax_xent %dx%d%s%s%s, %s", rows, cols,
+						 with_grad ? " with gradient" : "", relu ? " through ReLU" : "",
+						 with_counters ? " and counters" : "", g);
+					float *loss = kc_guarded_f((size_t)rows), *d = kc_guarded_f(n);
+					struct guarded_counters gc;
+					counters_init(&gc, 11, 4, 9);
+					struct xent_req kr = hr;
+					kr.row_loss = loss;
+					kr.dlogits = with_grad ? d : NULL;
+					kr.counters = with_counters ? &gc.c[1] : NULL;
+					kernels_softmax_xent(NULL, kc_geom_at(gi), &kr);
+					kc_check_guards_f(loss, (size_t)rows, what);
+					kc_check_guards_f(d, n, what);
+					kc_expect_close(what, loss, ref_loss, (size_t)rows, 1e-5, 1e-5, kc_seed);
+					kc_expect_same_f(what, loss, host_loss, (size_t)rows, kc_seed);
+					if (with_grad) {
+						kc_expect_close(what, d, ref_d, n, 1e-6, 1e-5, kc_seed);
+						kc_expect_same_f(what, d, host_d, n, kc_seed);
+					} else {
+						for (size_t i = 0; i < n; i++)
+							cr_assert(d[i] == KC_GUARD_F,
+								  "%s: wrote dlogits[%zu] though it was NULL", what, i);
+					}
+					if (with_counters)
+						counters_expect(&gc, 11 + rows, 5, 10, what);
+					else
+						counters_expect(&gc, 11, 4, 9, what);
+					/* A second launch moves them on once more. */
+					if (with_counters) {
+						kernels_softmax_xent(NULL, kc_geom_at(gi), &kr);
+						counters_expect(&gc, 11 + 2 * rows, 6, 11, what);
+					}
+					kc_free_guarded_f(loss);
+					kc_free_guarded_f(d);
 				}
-				kc_free_guarded_f(loss);
-				kc_free_guarded_f(d);
-			}
 			free(logits);
 			free(labels);
-			free(host_loss);
-			free(host_d);
 			free(ref_loss);
 			free(ref_d);
+			free(host_loss);
+			free(host_d);
 		}
-	}
 }
 
 Test(kernels_host, argmax_hits)
 {
 	const int shapes[][2] = {{1, 1}, {1, 10}, {9, 10}, {257, 10}, {100, 3}};
-	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+	for (size_t s = 0; s < N_OF(shapes); s++) {
 		int rows = shapes[s][0], cols = shapes[s][1];
 		size_t n = (size_t)rows * cols;
 		struct rng r = rng_make(kc_seed, 500 + s);
@@ -407,110 +563,229 @@ Test(kernels_host, argmax_hits)
 	}
 }
 
-Test(kernels_host, sgd_update)
-{
-	const size_t sizes[] = {1, 7850, 256, 257, 101770};
-	const float moms[] = {0.0f, 0.9f};
-	const float lr = 0.05f;
-	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-		for (int mi = 0; mi < 2; mi++) {
-			size_t n = sizes[s];
-			float mom = moms[mi], wd = mi ? 0.01f : 0.0f; /* with momentum, with weight decay */
-			struct rng r = rng_make(kc_seed, 600 + 2 * s + mi);
-			float *p0 = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float));
-			float *v0 = malloc(n * sizeof(float));
-			float *host_p = malloc(n * sizeof(float)), *host_v = malloc(n * sizeof(float));
-			double *ref_p = kc_dbuf(n), *ref_v = kc_dbuf(n);
-			cr_assert(p0 && g && v0 && host_p && host_v);
-			ref_fill_normal(&r, p0, n, 0.0, 0.1);
-			ref_fill_normal(&r, g, n, 0.0, 1.0);
-			ref_fill_normal(&r, v0, n, 0.0, 0.5);
-			ref_widen(p0, ref_p, n);
-			ref_widen(v0, ref_v, n);
-			ref_sgd_update(ref_p, g, ref_v, n, lr, mom, wd);
-			memcpy(host_p, p0, n * sizeof(float));
-			memcpy(host_v, v0, n * sizeof(float));
-			/* The rate is the table's entry at the step counter: lr sits at index 2. */
-			const float table[3] = {1e3f, -1.0f, lr};
-			const int32_t at = 2;
-			backend_sgd_update(&kc_host, host_p, g, host_v, n, table, &at, mom, wd);
+/* ---- the optimizers, and the next batch in the same launch ---------------------------- */
 
-			/* Two steps with the same gradient on each grid: accumulation shows double visits. */
-			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
-				char what[160], gn[64];
-				kc_geom_name(gi, gn, sizeof(gn));
-				snprintf(what, sizeof(what), "sgd_update n=%zu momentum=%g, %s", n,
-					 (double)mom, gn);
-				float *p = kc_guarded_f(n), *v = kc_guarded_f(n);
-				memcpy(p, p0, n * sizeof(float));
-				memcpy(v, v0, n * sizeof(float));
-				kernels_sgd_update(NULL, kc_geom_at(gi), p, g, v, n, table, &at, mom, wd);
-				kc_check_guards_f(p, n, what);
-				kc_check_guards_f(v, n, what);
-				kc_expect_close(what, p, ref_p, n, 1e-6, 1e-5, kc_seed);
-				kc_expect_close(what, v, ref_v, n, 1e-6, 1e-5, kc_seed);
-				kc_expect_same_f(what, p, host_p, n, kc_seed);
-				kc_expect_same_f(what, v, host_v, n, kc_seed);
-				kc_free_guarded_f(p);
-				kc_free_guarded_f(v);
-			}
-			free(p0);
-			free(g);
-			free(v0);
-			free(host_p);
-			free(host_v);
-			free(ref_p);
-			free(ref_v);
-		}
-	}
+/* The next batch an optimizer's launch gathers, its reference and the host's result. */
+struct next_batch {
+	struct dataset d;
+	int count, batch_last, rows;
+	size_t nx;
+	double *ref_x;
+	int32_t *ref_y;
+	float *host_x;
+	int32_t *host_y;
+};
+
+static void next_batch_make(struct next_batch *nb, struct rng *r, int count, int pixels, int len,
+			    int batch_last, int cursor)
+{
+	nb->d = dataset_make(r, 17, pixels, len);
+	nb->count = count;
+	nb->batch_last = batch_last;
+	nb->nx = (size_t)count * pixels;
+	nb->ref_x = kc_dbuf(nb->nx);
+	nb->ref_y = guard_filled_i((size_t)count);
+	nb->rows = ref_gather(&nb->d, cursor, count, batch_last, nb->ref_x, nb->ref_y);
+	nb->host_x = guard_filled_f(nb->nx);
+	nb->host_y = guard_filled_i((size_t)count);
+}
+
+static void next_batch_free(struct next_batch *nb)
+{
+	dataset_free(&nb->d);
+	free(nb->ref_x);
+	free(nb->ref_y);
+	free(nb->host_x);
+	free(nb->host_y);
+}
+
+/* The kernel's gathered batch x, y against the reference and the host's. */
+static void next_batch_expect(const struct next_batch *nb, const float *x, const int32_t *y,
+			      const char *what)
+{
+	kc_check_guards_f(x, nb->nx, what);
+	kc_check_guards_i(y, (size_t)nb->count, what);
+	kc_expect_close(what, x, nb->ref_x, nb->nx, 1e-6, 1e-6, kc_seed);
+	kc_expect_same_i(what, y, nb->ref_y, (size_t)nb->count, kc_seed);
+	kc_expect_same_f(what, x, nb->host_x, nb->nx, kc_seed);
+	kc_expect_same_i(what, y, nb->host_y, (size_t)nb->count, kc_seed);
 }
 
 /*
- * AdamW: 3 updates on each grid against PyTorch's formula in double and
- * bitwise against the host backend; the update count advances once per update.
+ * The geometries of a fused launch: the harness's, the backend's (index -1),
+ * and those around the boundary between the n update items and the gather's.
+ */
+static int fused_geoms(size_t n, size_t total, struct kernel_geom *out, int max)
+{
+	int k = 0;
+	for (int gi = 0; gi < KC_N_GEOMS && k < max; gi++)
+		out[k++] = kc_test_geoms[gi];
+	return k + kc_boundary_geoms(n, total, out + k, max - k);
+}
+
+static void fused_geom_name(int gi, const struct kernel_geom *geoms, char *buf, size_t len)
+{
+	if (gi < 0)
+		snprintf(buf, len, "backend geometry");
+	else
+		snprintf(buf, len, "grid %u x block %u", geoms[gi].grid, geoms[gi].block);
+}
+
+/*
+ * SGD, plain (no velocity buffer) and with momentum and weight decay, at the
+ * rate lr[counters->step - 1]; alone and with the next batch's gather after
+ * its n items (at a cursor inside the index, or at its end where the batch is
+ * clipped), the counters read and left as they were.
+ */
+Test(kernels_host, sgd_update)
+{
+	const size_t sizes[] = {1, 256, 257, 7850, 101770};
+	const float moms[] = {0.0f, 0.9f};
+	const float table[4] = {1e3f, -1.0f, 0.05f, 7.0f}; /* step 3: the rate at index 2 */
+	for (size_t s = 0; s < N_OF(sizes); s++)
+		for (int mi = 0; mi < 2; mi++)
+			for (int fused = 0; fused <= 1; fused++) {
+				size_t n = sizes[s];
+				float mom = moms[mi], wd = mi ? 0.01f : 0.0f;
+				struct rng r = rng_make(kc_seed, 600 + 4 * s + 2 * mi + fused);
+				float *p0 = kc_rand_f(&r, n, -0.2, 0.2), *g = kc_rand_f(&r, n, -1.0, 1.0);
+				float *v0 = kc_rand_f(&r, n, -0.5, 0.5);
+				double *ref_p = kc_dbuf(n), *ref_v = kc_dbuf(n);
+				ref_widen(p0, ref_p, n);
+				ref_widen(v0, ref_v, n);
+				ref_sgd_update(ref_p, g, ref_v, n, table[2], mom, wd);
+				/* The cursor: a full batch, or at the end, where 3 of 5 rows are left. */
+				const int cursor = (s + (size_t)mi) % 2 ? 4 : 20;
+				struct next_batch nb;
+				next_batch_make(&nb, &r, 5, 13, 23, (int)(s % 2), cursor);
+				struct step_counters host_cnt = {cursor, 3, 8, 0};
+				float *host_p = malloc(n * sizeof(float)), *host_v = malloc(n * sizeof(float));
+				cr_assert(host_p && host_v);
+				memcpy(host_p, p0, n * sizeof(float));
+				memcpy(host_v, v0, n * sizeof(float));
+				struct gather_req hg = gather_of(&nb.d, &host_cnt.cursor, nb.count,
+								 nb.batch_last, nb.host_x, nb.host_y);
+				backend_sgd_update(&kc_host, host_p, g, mom != 0.0f ? host_v : NULL, n, table,
+						   &host_cnt, mom, wd, fused ? &hg : NULL);
+
+				struct kernel_geom geoms[KC_N_GEOMS + 12];
+				int n_geoms = fused_geoms(n, n + (fused ? nb.nx : 0), geoms, (int)N_OF(geoms));
+				for (int gi = -1; gi < n_geoms; gi++) {
+					char what[200], gn[64];
+					fused_geom_name(gi, geoms, gn, sizeof(gn));
+					snprintf(what, sizeof(what), "sgd_update n=%zu momentum=%g wd=%g%s, %s", n,
+						 (double)mom, (double)wd,
+						 fused ? (nb.rows < nb.count ? " then a clipped batch"
+									    : " then the next batch")
+						       : "",
+						 gn);
+					float *p = kc_guarded_f(n), *v = kc_guarded_f(n);
+					float *x = kc_guarded_f(nb.nx);
+					int32_t *y = kc_guarded_i((size_t)nb.count);
+					memcpy(p, p0, n * sizeof(float));
+					memcpy(v, v0, n * sizeof(float));
+					struct guarded_counters gc;
+					counters_init(&gc, cursor, 3, 8);
+					struct gather_req kg = gather_of(&nb.d, &gc.c[1].cursor, nb.count,
+									 nb.batch_last, x, y);
+					kernels_sgd_update(NULL, gi < 0 ? NULL : &geoms[gi], p, g,
+							   mom != 0.0f ? v : NULL, n, table, &gc.c[1], mom, wd,
+							   fused ? &kg : NULL);
+					kc_check_guards_f(p, n, what);
+					kc_check_guards_f(v, n, what);
+					kc_expect_close(what, p, ref_p, n, 1e-6, 1e-5, kc_seed);
+					kc_expect_same_f(what, p, host_p, n, kc_seed);
+					if (mom != 0.0f) {
+						kc_expect_close(what, v, ref_v, n, 1e-6, 1e-5, kc_seed);
+						kc_expect_same_f(what, v, host_v, n, kc_seed);
+					} else {
+						kc_expect_same_f(what, v, v0, n, kc_seed); /* passed as NULL */
+					}
+					if (fused) {
+						next_batch_expect(&nb, x, y, what);
+					} else {
+						for (size_t i = 0; i < nb.nx; i++)
+							cr_assert(x[i] == KC_GUARD_F, "%s: gathered without a batch", what);
+					}
+					counters_expect(&gc, cursor, 3, 8, what);
+					kc_free_guarded_f(p);
+					kc_free_guarded_f(v);
+					kc_free_guarded_f(x);
+					kc_free_guarded_i(y);
+				}
+				free(p0);
+				free(g);
+				free(v0);
+				free(ref_p);
+				free(ref_v);
+				free(host_p);
+				free(host_v);
+				next_batch_free(&nb);
+			}
+}
+
+/*
+ * AdamW: 3 updates on each grid, t = counters->updates (1, 2, 3, as the loss
+ * op counts them), the rate lr[counters->step - 1], against PyTorch's formula
+ * in double and bitwise against the host backend; the last update also
+ * gathers the next batch.
  */
 Test(kernels_host, adamw_update)
 {
-	const size_t sizes[] = {1, 7850, 257, 101770};
+	const size_t sizes[] = {1, 257, 7850, 101770};
 	const float wds[] = {0.0f, 0.01f};
-	const float table[3] = {1e3f, 2e-3f, -1.0f}; /* the rate sits at index 1 */
-	const int32_t at = 1;
-	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+	const float table[3] = {1e3f, 2e-3f, -1.0f}; /* step 2: the rate at index 1 */
+	for (size_t s = 0; s < N_OF(sizes); s++)
 		for (int wi = 0; wi < 2; wi++) {
 			size_t n = sizes[s];
 			struct adamw_hyper h = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
 						.weight_decay = wds[wi]};
 			struct rng r = rng_make(kc_seed, 800 + 2 * s + wi);
-			float *p0 = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float));
-			float *host_p = malloc(n * sizeof(float)), *host_mv = calloc(2 * n, sizeof(float));
+			float *p0 = kc_rand_f(&r, n, -0.2, 0.2), *g = kc_rand_f(&r, n, -1.0, 1.0);
 			double *ref_p = kc_dbuf(n), *ref_m = kc_dbuf(n), *ref_v = kc_dbuf(n);
-			cr_assert(p0 && g && host_p && host_mv);
-			ref_fill_normal(&r, p0, n, 0.0, 0.1);
-			ref_fill_normal(&r, g, n, 0.0, 1.0);
 			ref_widen(p0, ref_p, n);
 			memset(ref_m, 0, n * sizeof(double));
 			memset(ref_v, 0, n * sizeof(double));
+			const int cursor = wi ? 21 : 0; /* with weight decay, a clipped last batch */
+			struct next_batch nb;
+			next_batch_make(&nb, &r, 4, 9, 23, wi, cursor);
+			float *host_p = malloc(n * sizeof(float)), *host_mv = calloc(2 * n, sizeof(float));
+			cr_assert(host_p && host_mv);
 			memcpy(host_p, p0, n * sizeof(float));
-			int32_t host_t = 0;
 			for (int k = 1; k <= 3; k++) {
-				ref_adamw_update(ref_p, g, ref_m, ref_v, n, table[at], k, h.beta1, h.beta2,
+				ref_adamw_update(ref_p, g, ref_m, ref_v, n, table[1], k, h.beta1, h.beta2,
 						 h.eps, h.weight_decay);
-				backend_adamw_update(&kc_host, host_p, g, host_mv, host_mv + n, n, table, &at,
-						     &host_t, h);
+				struct step_counters hc = {cursor, 2, k, 0};
+				struct gather_req hg = gather_of(&nb.d, &hc.cursor, nb.count, nb.batch_last,
+								 nb.host_x, nb.host_y);
+				backend_adamw_update(&kc_host, host_p, g, host_mv, host_mv + n, n, table, &hc, h,
+						     k == 3 ? &hg : NULL);
 			}
-			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
-				char what[160], gn[64];
-				kc_geom_name(gi, gn, sizeof(gn));
+			struct kernel_geom geoms[KC_N_GEOMS + 12];
+			int n_geoms = fused_geoms(n, n + nb.nx, geoms, (int)N_OF(geoms));
+			for (int gi = -1; gi < n_geoms; gi++) {
+				char what[200], gn[64];
+				fused_geom_name(gi, geoms, gn, sizeof(gn));
 				snprintf(what, sizeof(what), "adamw_update n=%zu wd=%g, %s", n,
 					 (double)h.weight_decay, gn);
 				float *p = kc_guarded_f(n), *mv = kc_guarded_f(2 * n);
+				float *x = kc_guarded_f(nb.nx);
+				int32_t *y = kc_guarded_i((size_t)nb.count);
 				memcpy(p, p0, n * sizeof(float));
 				memset(mv, 0, 2 * n * sizeof(float));
-				int32_t t = 0;
-				for (int k = 1; k <= 3; k++)
-					kernels_adamw_update(NULL, kc_geom_at(gi), p, g, mv, mv + n, n, table, &at,
-							     &t, h);
-				cr_expect_eq(t, 3, "%s: update count %d after 3 updates", what, t);
+				for (int k = 1; k <= 3; k++) {
+					struct guarded_counters gc;
+					counters_init(&gc, cursor, 2, k);
+					struct gather_req kg = gather_of(&nb.d, &gc.c[1].cursor, nb.count,
+									 nb.batch_last, x, y);
+					kernels_adamw_update(NULL, gi < 0 ? NULL : &geoms[gi], p, g, mv, mv + n, n,
+							     table, &gc.c[1], h, k == 3 ? &kg : NULL);
+					counters_expect(&gc, cursor, 2, k, what);
+					if (k < 3)
+						for (size_t i = 0; i < nb.nx; i++)
+							cr_assert(x[i] == KC_GUARD_F, "%s: gathered without a batch",
+								  what);
+				}
 				kc_check_guards_f(p, n, what);
 				kc_check_guards_f(mv, 2 * n, what);
 				kc_expect_close(what, p, ref_p, n, 1e-6, 1e-5, kc_seed);
@@ -518,97 +793,273 @@ Test(kernels_host, adamw_update)
 				kc_expect_close(what, mv + n, ref_v, n, 1e-6, 1e-5, kc_seed);
 				kc_expect_same_f(what, p, host_p, n, kc_seed);
 				kc_expect_same_f(what, mv, host_mv, 2 * n, kc_seed);
+				next_batch_expect(&nb, x, y, what);
 				kc_free_guarded_f(p);
 				kc_free_guarded_f(mv);
+				kc_free_guarded_f(x);
+				kc_free_guarded_i(y);
 			}
-			cr_expect_eq(host_t, 3);
 			free(p0);
 			free(g);
-			free(host_p);
-			free(host_mv);
 			free(ref_p);
 			free(ref_m);
 			free(ref_v);
+			free(host_p);
+			free(host_mv);
+			next_batch_free(&nb);
 		}
 }
 
-/* Plain SGD may go without a velocity buffer on the device. */
-Test(kernels_host, sgd_update_without_velocity)
+/* An optimizer launch with no parameters left to update still gathers the next batch. */
+Test(kernels_host, update_without_parameters_gathers)
 {
-	const size_t n = 1000;
-	struct rng r = rng_make(kc_seed, 700);
-	float *p = kc_guarded_f(n), *g = malloc(n * sizeof(float));
-	double *ref_p = kc_dbuf(n), *ref_v = kc_dbuf(n);
-	cr_assert_not_null(g);
-	ref_fill_normal(&r, p, n, 0.0, 0.1);
-	ref_fill_normal(&r, g, n, 0.0, 1.0);
-	ref_widen(p, ref_p, n);
-	ref_sgd_update(ref_p, g, ref_v, n, 0.01, 0.0, 0.0);
-	const float rate = 0.01f;
-	const int32_t at = 0;
-	kernels_sgd_update(NULL, &kc_test_geoms[2], p, g, NULL, n, &rate, &at, 0.0f, 0.0f);
-	kc_check_guards_f(p, n, "sgd_update without velocity");
-	kc_expect_close("sgd_update without velocity", p, ref_p, n, 1e-7, 1e-6, kc_seed);
-	kc_free_guarded_f(p);
-	free(g);
-	free(ref_p);
-	free(ref_v);
+	struct rng r = rng_make(kc_seed, 850);
+	struct next_batch nb;
+	next_batch_make(&nb, &r, 6, 11, 30, 1, 7);
+	struct step_counters hc = {7, 1, 1, 0};
+	struct gather_req hg = gather_of(&nb.d, &hc.cursor, nb.count, 1, nb.host_x, nb.host_y);
+	backend_gather(&kc_host, &hg);
+	const float lr = 0.1f;
+	struct adamw_hyper h = {0.9f, 0.999f, 1e-8f, 0.0f};
+	for (int adamw = 0; adamw <= 1; adamw++)
+		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+			char what[160], gn[64];
+			kc_geom_name(gi, gn, sizeof(gn));
+			snprintf(what, sizeof(what), "%s_update of 0 parameters then a batch, %s",
+				 adamw ? "adamw" : "sgd", gn);
+			float *x = kc_guarded_f(nb.nx), *p = kc_guarded_f(0);
+			int32_t *y = kc_guarded_i((size_t)nb.count);
+			struct guarded_counters gc;
+			counters_init(&gc, 7, 1, 1);
+			struct gather_req kg = gather_of(&nb.d, &gc.c[1].cursor, nb.count, 1, x, y);
+			if (adamw)
+				kernels_adamw_update(NULL, kc_geom_at(gi), p, p, p, p, 0, &lr, &gc.c[1], h, &kg);
+			else
+				kernels_sgd_update(NULL, kc_geom_at(gi), p, p, p, 0, &lr, &gc.c[1], 0.9f, 0.0f,
+						   &kg);
+			kc_check_guards_f(p, 0, what);
+			next_batch_expect(&nb, x, y, what);
+			counters_expect(&gc, 7, 1, 1, what);
+			kc_free_guarded_f(x);
+			kc_free_guarded_f(p);
+			kc_free_guarded_i(y);
+		}
+	next_batch_free(&nb);
 }
 
-Test(kernels_host, scale)
+/* ---- what a GEMM's epilogue does, where cuBLASLt cannot --------------------------- */
+
+/*
+ * The host backend's GEMM epilogue on C as it stands: C = 0 * 0 + 1 * C (exact),
+ * then the epilogue over C (rows, cols), as cpu/backend_host.c applies it.
+ */
+static void host_epilogue(float *c, int rows, int cols, enum gemm_epilogue e, const float *bias,
+			  const float *act)
 {
-	const size_t sizes[] = {1, 100, 4096, 65537};
-	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-		size_t n = sizes[s];
-		struct rng r = rng_make(kc_seed, 800 + s);
-		float *x0 = malloc(n * sizeof(float));
+	float *za = calloc((size_t)rows, sizeof(float)), *zb = calloc((size_t)cols, sizeof(float));
+	cr_assert(za && zb);
+	struct gemm_req g = {.m = rows, .n = cols, .k = 1, .alpha = 1.0f, .a = za, .lda = 1,
+			     .b = zb, .ldb = cols, .beta = 1.0f, .c = c, .ldc = cols,
+			     .epilogue = e, .bias = bias, .act = act};
+	backend_gemm(&kc_host, &g);
+	free(za);
+	free(zb);
+}
+
+Test(kernels_host, bias_act)
+{
+	const int shapes[][2] = {{1, 1}, {3, 10}, {17, 33}, {64, 100}, {32, 512}};
+	for (size_t s = 0; s < N_OF(shapes); s++)
+		for (int relu = 0; relu <= 1; relu++) {
+			int rows = shapes[s][0], cols = shapes[s][1];
+			size_t n = (size_t)rows * cols;
+			struct rng r = rng_make(kc_seed, 200 + 2 * s + relu);
+			float *in = kc_rand_f(&r, n, -2.0, 2.0), *bias = kc_rand_f(&r, (size_t)cols, -1.0, 1.0);
+			double *ref = kc_dbuf(n);
+			ref_widen(in, ref, n);
+			ref_bias_act(ref, bias, rows, cols, relu);
+			float *host_y = malloc(n * sizeof(float));
+			cr_assert_not_null(host_y);
+			memcpy(host_y, in, n * sizeof(float));
+			host_epilogue(host_y, rows, cols, relu ? GEMM_EPILOGUE_BIAS_RELU : GEMM_EPILOGUE_BIAS,
+				      bias, NULL);
+			kc_expect_close("host GEMM bias epilogue", host_y, ref, n, 1e-6, 1e-6, kc_seed);
+
+			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+				char what[160], g[64];
+				kc_geom_name(gi, g, sizeof(g));
+				snprintf(what, sizeof(what), "bias_act %dx%d relu=%d, %s", rows, cols, relu, g);
+				float *y = kc_guarded_f(n);
+				memcpy(y, in, n * sizeof(float));
+				kernels_bias_act(NULL, kc_geom_at(gi), y, bias, rows, cols, relu);
+				kc_check_guards_f(y, n, what);
+				kc_expect_close(what, y, ref, n, 1e-6, 1e-6, kc_seed);
+				kc_expect_same_f(what, y, host_y, n, kc_seed);
+				kc_free_guarded_f(y);
+			}
+			free(in);
+			free(bias);
+			free(host_y);
+			free(ref);
+		}
+}
+
+Test(kernels_host, relu_backward)
+{
+	const int shapes[][2] = {{1, 1}, {1, 255}, {1, 256}, {1, 257}, {97, 103}};
+	for (size_t s = 0; s < N_OF(shapes); s++) {
+		int rows = shapes[s][0], cols = shapes[s][1];
+		size_t n = (size_t)rows * cols;
+		struct rng r = rng_make(kc_seed, 300 + s);
+		float *dy0 = kc_rand_f(&r, n, -1.0, 1.0), *act = kc_rand_f(&r, n, -1.0, 1.0);
+		for (size_t i = 0; i < n; i += 7)
+			act[i] = 0.0f; /* ReLU outputs are often exactly zero */
 		double *ref = kc_dbuf(n);
-		cr_assert_not_null(x0);
-		ref_fill_uniform(&r, x0, n, -3.0, 3.0);
-		for (size_t i = 0; i < n; i++)
-			ref[i] = (double)x0[i] * 0.5; /* exact in float too */
+		ref_widen(dy0, ref, n);
+		ref_relu_backward(ref, act, n);
+		float *host_dy = malloc(n * sizeof(float));
+		cr_assert_not_null(host_dy);
+		memcpy(host_dy, dy0, n * sizeof(float));
+		host_epilogue(host_dy, rows, cols, GEMM_EPILOGUE_DRELU, NULL, act);
+		kc_expect_close("host GEMM ReLU-gradient epilogue", host_dy, ref, n, 0.0, 0.0, kc_seed);
+
 		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
 			char what[160], g[64];
 			kc_geom_name(gi, g, sizeof(g));
-			snprintf(what, sizeof(what), "scale n=%zu, %s", n, g);
-			float *x = kc_guarded_f(n);
-			memcpy(x, x0, n * sizeof(float));
-			kernels_scale(NULL, kc_geom_at(gi), x, n, 0.5f);
-			kc_check_guards_f(x, n, what);
-			kc_expect_close(what, x, ref, n, 0.0, 0.0, kc_seed);
-			kc_free_guarded_f(x);
+			snprintf(what, sizeof(what), "relu_backward n=%zu, %s", n, g);
+			float *dy = kc_guarded_f(n);
+			memcpy(dy, dy0, n * sizeof(float));
+			kernels_relu_backward(NULL, kc_geom_at(gi), dy, act, n);
+			kc_check_guards_f(dy, n, what);
+			kc_expect_close(what, dy, ref, n, 0.0, 0.0, kc_seed);
+			kc_expect_same_f(what, dy, host_dy, n, kc_seed);
+			kc_free_guarded_f(dy);
 		}
-		free(x0);
+		free(dy0);
+		free(act);
+		free(host_dy);
 		free(ref);
 	}
 }
 
 /*
- * One training step's element work chained as the backend chains it, with
- * the cursor advanced in "device" memory between two steps: the second step
- * must gather the next batch.
+ * The bias gradient, op(A) stored (m, k), or (k, m) when trans_a, at a row
+ * stride wider than the matrix (the padding NaN: a stray read shows), against
+ * the sums in double and the host GEMM's bias gradient: to a tolerance on
+ * random inputs, exactly on whole numbers (every partial sum exact in float).
  */
-Test(kernels_host, cursor_drives_next_gather)
+Test(kernels_host, bias_grad)
 {
-	enum { N_IMG = 20, PIX = 5, B = 4 };
+	const int shapes[][2] = {{1, 1}, {10, 32}, {300, 7}, {16, 1000}, {257, 3}, {6, 0}};
+	for (size_t s = 0; s < N_OF(shapes); s++)
+		for (int trans = 0; trans <= 1; trans++)
+			for (int whole = 0; whole <= 1; whole++) {
+				int m = shapes[s][0], k = shapes[s][1];
+				int rows = trans ? k : m, cols = trans ? m : k, lda = cols + 3;
+				size_t na = (size_t)(rows ? rows : 1) * lda;
+				struct rng r = rng_make(kc_seed, 1000 + 4 * s + 2 * trans + whole);
+				float *a = whole ? kc_whole_f(&r, na, -9, 9) : kc_rand_f(&r, na, -1.0, 1.0);
+				for (int i = 0; i < rows; i++)
+					for (int j = cols; j < lda; j++)
+						a[(size_t)i * lda + j] = NAN;
+				double *ref = kc_dbuf((size_t)m);
+				ref_bias_grad(trans, m, k, a, lda, ref);
+				/* Largest error of a float sum of k terms of magnitude 1: k * eps. */
+				double tol = whole ? 0.0 : 1e-6 * (k + 1);
+				float *host = NULL;
+				if (k > 0) {
+					/* C (m, 1) = op(A) * 0, and the bias gradient of op(A). */
+					float *zb = calloc((size_t)k, sizeof(float)), *c = calloc((size_t)m, sizeof(float));
+					host = guard_filled_f((size_t)m);
+					cr_assert(zb && c);
+					struct gemm_req g = {.trans_a = trans, .m = m, .n = 1, .k = k, .alpha = 1.0f,
+							     .a = a, .lda = lda, .b = zb, .ldb = 1, .c = c, .ldc = 1,
+							     .bias_grad = host};
+					backend_gemm(&kc_host, &g);
+					kc_expect_close("host GEMM bias gradient", host, ref, (size_t)m, tol, 0.0,
+							kc_seed);
+					free(zb);
+					free(c);
+				}
+				for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+					char what[160], gn[64];
+					kc_geom_name(gi, gn, sizeof(gn));
+					snprintf(what, sizeof(what), "bias_grad m=%d k=%d lda=%d trans_a=%d%s, %s", m,
+						 k, lda, trans, whole ? " whole numbers" : "", gn);
+					float *out = kc_guarded_f((size_t)m);
+					kernels_bias_grad(NULL, kc_geom_at(gi), a, lda, trans, m, k, out);
+					kc_check_guards_f(out, (size_t)m, what);
+					kc_expect_close(what, out, ref, (size_t)m, tol, 0.0, kc_seed);
+					if (whole && host)
+						kc_expect_same_f(what, out, host, (size_t)m, kc_seed);
+					kc_free_guarded_f(out);
+				}
+				free(a);
+				free(ref);
+				free(host);
+			}
+}
+
+/* ---- a training step's element work, chained -------------------------------------- */
+
+/*
+ * The batch work of an epoch chained as the trainer chains it (host/train/
+ * train.c): the first batch gathered at the counters' cursor; then each step's
+ * loss moves the counters on, and the optimizer's launch updates at the
+ * step's rate and gathers the next batch at the moved cursor, the last batch
+ * clipped to what is left of the index. Each batch must be the index's next
+ * rows and the parameters must have taken each step's rate once.
+ */
+Test(kernels_host, step_chain)
+{
+	enum { N_IMG = 20, PIX = 5, B = 4, LEN = 3 * B + 2, STEPS = 4, NP = 300 };
 	struct rng r = rng_make(kc_seed, 900);
-	uint8_t images[N_IMG * PIX], labels[N_IMG];
-	int32_t index[3 * B], cursor = 0, y[B];
-	float x[B * PIX];
-	ref_fill_bytes(&r, images, sizeof(images));
-	ref_fill_bytes(&r, labels, sizeof(labels));
-	for (int i = 0; i < 3 * B; i++)
-		index[i] = (int32_t)rng_below(&r, N_IMG);
-	for (int step = 0; step < 3; step++) {
-		kernels_gather(NULL, NULL, images, labels, PIX, index, &cursor, B, x, y);
-		kernels_advance(NULL, NULL, &cursor, B);
-		for (int i = 0; i < B; i++) {
-			int32_t e = index[step * B + i];
-			cr_assert_eq(y[i], labels[e], "step %d row %d: label of image %d expected", step,
-				     i, e);
-			for (int p = 0; p < PIX; p++)
-				cr_assert(x[i * PIX + p] == normalize_pixel_elem(images[e * PIX + p]));
+	struct dataset d = dataset_make(&r, N_IMG, PIX, LEN);
+	const float lr[STEPS] = {0.5f, 0.25f, 0.125f, 0.0625f};
+	for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+		char gn[64];
+		kc_geom_name(gi, gn, sizeof(gn));
+		const struct kernel_geom *geom = kc_geom_at(gi);
+		struct guarded_counters gc;
+		counters_init(&gc, 0, 0, 0);
+		float x[B * PIX], logits[B * 3], dl[B * 3], loss[B], p[NP], grad[NP];
+		int32_t y[B];
+		for (int i = 0; i < NP; i++) {
+			p[i] = 0.0f;
+			grad[i] = 1.0f;
 		}
+		memset(logits, 0, sizeof(logits));
+		struct gather_req gr = gather_of(&d, &gc.c[1].cursor, B, 0, x, y);
+		kernels_gather(NULL, geom, &gr);
+		for (int step = 0; step < STEPS; step++) {
+			int rows = LEN - step * B < B ? LEN - step * B : B;
+			for (int i = 0; i < rows; i++) {
+				int32_t e = d.index[step * B + i];
+				cr_assert_eq(y[i], d.labels[e], "%s, step %d row %d: label of image %d expected",
+					     gn, step, i, e);
+				for (int q = 0; q < PIX; q++)
+					cr_assert(x[i * PIX + q] == normalize_pixel_elem(d.images[e * PIX + q]),
+						  "%s, step %d row %d pixel %d", gn, step, i, q);
+				logits[i * 3] = (float)y[i]; /* any numbers: only the counters matter here */
+			}
+			for (int i = 0; i < rows; i++)
+				y[i] %= 3;
+			struct xent_req xr = {.logits = logits, .labels = y, .rows = rows, .cols = 3,
+					      .scale = 1.0f, .row_loss = loss, .dlogits = dl,
+					      .counters = &gc.c[1]};
+			kernels_softmax_xent(NULL, geom, &xr);
+			char what[96];
+			snprintf(what, sizeof(what), "%s, after step %d's loss", gn, step);
+			counters_expect(&gc, step * B + rows, step + 1, step + 1, what);
+			kernels_sgd_update(NULL, geom, p, grad, NULL, NP, lr, &gc.c[1], 0.0f, 0.0f, &gr);
+		}
+		counters_expect(&gc, LEN, STEPS, STEPS, gn);
+		double want = 0.0;
+		for (int k = 0; k < STEPS; k++)
+			want -= lr[k];
+		for (int i = 0; i < NP; i++)
+			cr_assert(p[i] == (float)want, "%s: p[%d] = %g, expected %g (each step's rate once)",
+				  gn, i, (double)p[i], want);
 	}
-	cr_assert_eq(cursor, 3 * B);
+	dataset_free(&d);
 }

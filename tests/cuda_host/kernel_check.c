@@ -3,6 +3,7 @@
 
 #include <criterion/criterion.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,42 @@ void kc_geom_name(int gi, char *buf, size_t len)
 		snprintf(buf, len, "backend geometry");
 	else
 		snprintf(buf, len, "grid %u x block %u", kc_test_geoms[gi].grid, kc_test_geoms[gi].block);
+}
+
+int kc_boundary_geoms(size_t at, size_t total, struct kernel_geom *out, int max)
+{
+	size_t marks[2] = {at, total};
+	int n = 0;
+	for (int m = 0; m < 2; m++)
+		for (int d = -1; d <= 1; d++) {
+			if (marks[m] == 0 && d < 0)
+				continue;
+			size_t t = marks[m] + (size_t)(long)d;
+			if (t == 0 || t > 0x7fffffffu)
+				continue;
+			if (t <= 1024 && n < max)
+				out[n++] = (struct kernel_geom){1, (unsigned int)t};
+			if (n < max)
+				out[n++] = (struct kernel_geom){(unsigned int)t, 1};
+		}
+	return n;
+}
+
+float *kc_rand_f(struct rng *r, size_t n, double lo, double hi)
+{
+	float *p = malloc((n ? n : 1) * sizeof(*p));
+	cr_assert_not_null(p);
+	ref_fill_uniform(r, p, n, lo, hi);
+	return p;
+}
+
+float *kc_whole_f(struct rng *r, size_t n, int lo, int hi)
+{
+	float *p = malloc((n ? n : 1) * sizeof(*p));
+	cr_assert_not_null(p);
+	for (size_t i = 0; i < n; i++)
+		p[i] = (float)(lo + (int)rng_below(r, (uint64_t)(hi - lo + 1)));
+	return p;
 }
 
 /* ---- guarded buffers ---------------------------------------------------------- */
@@ -94,16 +131,59 @@ void kc_expect_close(const char *what, const float *got, const double *ref, size
 		     what, c.bad, n, c.max_err, (unsigned long long)seed);
 }
 
-/* Bit-for-bit equality with the host backend (same elem.h bodies, same order per item). */
-void kc_expect_same_f(const char *what, const float *got, const float *host, size_t n,
-			  uint64_t seed)
+void kc_expect_close_special(const char *what, const float *got, const double *ref, size_t n,
+			     double atol, double rtol, uint64_t seed)
 {
-	double *h = kc_dbuf(n);
-	ref_widen(host, h, n);
-	struct ref_cmp c = ref_compare_f(what, got, h, n, 0.0, 0.0, seed);
-	free(h);
-	cr_assert_eq(c.bad, 0, "%s: %zu of %zu elements differ from the host backend (seed %llu)",
-		     what, c.bad, n, (unsigned long long)seed);
+	size_t bad = 0;
+	double *plain = kc_dbuf(n);
+	float *plain_got = malloc((n ? n : 1) * sizeof(float));
+	cr_assert_not_null(plain_got);
+	for (size_t i = 0; i < n; i++) {
+		int ok = 1;
+		if (isnan(ref[i]))
+			ok = isnan(got[i]);
+		else if (isinf(ref[i]))
+			ok = (double)got[i] == ref[i];
+		/* Special entries are compared here; the others go to ref_compare_f. */
+		plain[i] = isfinite(ref[i]) ? ref[i] : 0.0;
+		plain_got[i] = isfinite(ref[i]) ? got[i] : 0.0f;
+		if (!ok) {
+			if (bad < 8)
+				fprintf(stderr, "%s: at [%zu] got %.9g, ref %.9g (seed %llu)\n", what, i,
+					(double)got[i], ref[i], (unsigned long long)seed);
+			bad++;
+		}
+	}
+	struct ref_cmp c = ref_compare_f(what, plain_got, plain, n, atol, rtol, seed);
+	free(plain);
+	free(plain_got);
+	cr_assert_eq(bad + c.bad, 0,
+		     "%s: %zu NaN or infinite and %zu finite elements of %zu off the reference (seed %llu)",
+		     what, bad, c.bad, n, (unsigned long long)seed);
+}
+
+/*
+ * Bit-for-bit equality with the host backend (same elem.h bodies, same order
+ * per item): the bit patterns, so that a NaN must match a NaN and -0 is not 0.
+ */
+void kc_expect_same_f(const char *what, const float *got, const float *host, size_t n,
+		      uint64_t seed)
+{
+	size_t bad = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t a, b;
+		memcpy(&a, &got[i], sizeof(a));
+		memcpy(&b, &host[i], sizeof(b));
+		if (a == b)
+			continue;
+		if (bad < 8)
+			fprintf(stderr, "%s: at [%zu] got %.9g (0x%08x), host %.9g (0x%08x) (seed %llu)\n",
+				what, i, (double)got[i], (unsigned)a, (double)host[i], (unsigned)b,
+				(unsigned long long)seed);
+		bad++;
+	}
+	cr_assert_eq(bad, 0, "%s: %zu of %zu elements differ from the host backend (seed %llu)",
+		     what, bad, n, (unsigned long long)seed);
 }
 
 void kc_expect_same_i(const char *what, const int32_t *got, const int32_t *ref, size_t n,

@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "kernels.h"
+#include "train/rng.h"
 
 #define KC_GUARD 16
 #define KC_GUARD_F -7777.25f
@@ -33,6 +34,19 @@ extern const struct kernel_geom kc_test_geoms[];
 const struct kernel_geom *kc_geom_at(int gi);
 void kc_geom_name(int gi, char *buf, size_t len);
 
+/*
+ * Geometries whose thread counts fall just before, on and just after item
+ * `at` and the end `total` of a launch's items (t - 1, t, t + 1 threads, as
+ * one block where t allows, and as t blocks of one thread), so that the
+ * first thread to wrap, and the boundary between two ranges of a fused
+ * kernel, land on every side of it. Returns how many were written (at most max).
+ */
+int kc_boundary_geoms(size_t at, size_t total, struct kernel_geom *out, int max);
+
+/* n random floats (malloc'd, free with free): uniform in [lo, hi), or whole numbers in [lo, hi]. */
+float *kc_rand_f(struct rng *r, size_t n, double lo, double hi);
+float *kc_whole_f(struct rng *r, size_t n, int lo, int hi);
+
 /* n elements between KC_GUARD guard words on each side (free with kc_free_guarded_*). */
 float *kc_guarded_f(size_t n);
 int32_t *kc_guarded_i(size_t n);
@@ -47,7 +61,13 @@ double *kc_dbuf(size_t n);
 /* got within atol + rtol |ref| of the double reference. */
 void kc_expect_close(const char *what, const float *got, const double *ref, size_t n, double atol,
 		     double rtol, uint64_t seed);
-/* Bit-for-bit equality with the host backend (same elem.h bodies, same order per item). */
+/*
+ * kc_expect_close where the reference may hold NaN or infinities: there got
+ * must be a NaN, or the same infinity.
+ */
+void kc_expect_close_special(const char *what, const float *got, const double *ref, size_t n,
+			     double atol, double rtol, uint64_t seed);
+/* Bit-for-bit equality with the host backend (same elem.h bodies, same order per item): NaN-aware. */
 void kc_expect_same_f(const char *what, const float *got, const float *host, size_t n,
 		      uint64_t seed);
 void kc_expect_same_i(const char *what, const int32_t *got, const int32_t *ref, size_t n,
