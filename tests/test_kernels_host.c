@@ -23,6 +23,7 @@
 #include <criterion/criterion.h>
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +154,18 @@ Test(kernels_host, empty_work_launches_nothing)
 	kernels_transpose(NULL, NULL, &x, 5, 0, &x);
 	cr_assert_eq(fake_cuda_stats.launches, 0);
 	cr_assert(x == 1.0f && lab == 0 && hits == 0 && loss == 0.0f);
+}
+
+/*
+ * A geometry CUDA refuses runs nothing; the check in KERNEL_LAUNCH stops the
+ * program (on a GPU: CUDA_CHECK_LAUNCH's cudaGetLastError, then MPI_Abort).
+ */
+Test(kernels_host, a_refused_launch_is_stopped_by_the_launch_check, .signal = SIGABRT)
+{
+	float x = 1.0f;
+	const struct kernel_geom zero_grid = {0, KERNEL_BLOCK};
+	kernels_scale(NULL, &zero_grid, &x, 1, 2.0f);
+	cr_log_error("kernels_scale returned after a launch with grid 0 (x = %g)", (double)x);
 }
 
 /* ---- the kernels ------------------------------------------------------------------ */

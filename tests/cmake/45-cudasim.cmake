@@ -145,6 +145,31 @@ foreach(_call sync free)
                    COMMAND $<TARGET_FILE:cudasim_nccl_rules> hang-${_call})
 endforeach()
 
+# Issue 22: a launch CUDA refuses ends the job through the product's own check (KERNEL_LAUNCH's
+# CUDA_CHECK_LAUNCH in cuda/kernels.cu, compiled unchanged), with the product's message.
+add_executable(cudasim_launch_check ${MNIST_CUDASIM_DIR}/launch_check.cc
+  ${MNIST_CUDASIM_DIR}/sim_kernels.cc ${MNIST_CUDASIM_DIR}/sim_cuda_check.cc)
+target_include_directories(cudasim_launch_check PRIVATE ${CMAKE_SOURCE_DIR}/include
+                           ${CMAKE_SOURCE_DIR}/cuda)
+target_compile_options(cudasim_launch_check PRIVATE ${MNIST_CUDASIM_CXX_WARNINGS})
+target_link_libraries(cudasim_launch_check PRIVATE cudasim mnist_core)
+set_target_properties(cudasim_launch_check PROPERTIES CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON
+                      CXX_EXTENSIONS OFF)
+add_cudasim_test(cudasim_launch_check_good_1 1 TIMEOUT 60 EXPECT 0 "^PASS launch_check"
+                 COMMAND $<TARGET_FILE:cudasim_launch_check> good)
+foreach(_case grid-0 block-2048 image)
+  set(_error "error 9 \\(cudaErrorInvalidConfiguration\\)")
+  set(_env)
+  if(_case STREQUAL image)
+    set(_error "error 209 \\(cudaErrorNoKernelImageForDevice\\)")
+    set(_env ENV CUDASIM_FAULT=no-kernel-image)
+  endif()
+  string(REPLACE "-" "_" _name cudasim_launch_check_${_case}_caught_1)
+  add_cudasim_test(${_name} 1 TIMEOUT 60 ${_env}
+                   EXPECT 1 "rank 0 on .*: launch of scale_kernel failed: ${_error}" "!FAIL"
+                   COMMAND $<TARGET_FILE:cudasim_launch_check> ${_case})
+endforeach()
+
 # The whole suite, on 1 and 2 ranks (3 for a mean that is not a power of two). The 1-rank
 # runs on a node of one GPU (CUDASIM_DEVICES=1): what a single-GPU node can check.
 set(_one_gpu ENV CUDASIM_DEVICES=1)

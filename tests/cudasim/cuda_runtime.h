@@ -13,10 +13,12 @@
  *
  * Kernels: __global__, __device__ and __host__ vanish; blockIdx, threadIdx,
  * blockDim and gridDim are globals the simulator sets. The project launches
- * every kernel through one macro, KERNEL_LAUNCH (cuda/kernels.cu); here it
- * checks the launch, takes the kernel's arguments by value (what a graph
- * captures) and queues the kernel on the stream, to run later as loops over
- * blocks and threads.
+ * every kernel through one macro, KERNEL_LAUNCH (cuda/kernels.cu): the raw
+ * launch, KERNEL_LAUNCH_ON, then its own check of cudaGetLastError. Here
+ * KERNEL_LAUNCH_ON is what <<<grid, block, 0, stream>>> is under nvcc: it
+ * takes the kernel's arguments by value (what a graph captures) and queues
+ * the kernel on the stream, to run later as loops over blocks and threads; a
+ * launch CUDA refuses is not queued and leaves its error for cudaGetLastError.
  */
 #ifndef MNIST_DDP_CUDASIM_CUDA_RUNTIME_H
 #define MNIST_DDP_CUDASIM_CUDA_RUNTIME_H
@@ -201,7 +203,10 @@ template <class T, class... Rest> void collect(launch_ptrs &l, T v, Rest... rest
 	collect(l, rest...);
 }
 
-/* Check one launch and queue body, to run once per (block, thread). */
+/*
+ * Check one launch and queue body, to run once per (block, thread); a launch
+ * CUDA refuses is not queued, and its error is the thread's last error.
+ */
 cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, unsigned int block,
 		   const launch_ptrs &ptrs, std::function<void()> body);
 
@@ -216,17 +221,18 @@ template <class T> inline cudaError_t cudaFuncGetAttributes(struct cudaFuncAttri
 }
 
 /*
- * The project's launch macro (cuda/kernels.cu): on the GPU a <<<grid, block, 0,
- * stream>>> launch followed by a check of cudaGetLastError, which ends the job
- * on a bad launch. Here a bad launch ends the test the same way, with the
- * simulator's message.
+ * The raw launch of the project's launch macro (cuda/kernels.cu), as nvcc's
+ * kernel<<<grid, block, 0, stream>>>(args) behaves: a launch CUDA refuses
+ * (geometry, no kernel image, no device, an invalidated capture) runs nothing
+ * and leaves its error for cudaGetLastError, which the product's
+ * CUDA_CHECK_LAUNCH reads next.
  */
-#define KERNEL_LAUNCH(kernel, geom, stream, ...)                                          \
+#define KERNEL_LAUNCH_ON(kernel, geom, stream, ...)                                       \
 	do {                                                                              \
 		cudasim::launch_ptrs cudasim_ptrs_ = {};                                  \
 		cudasim::collect(cudasim_ptrs_, __VA_ARGS__);                             \
-		cudasim::launch((stream), #kernel, (geom).grid, (geom).block, cudasim_ptrs_, \
-				[=]() { kernel(__VA_ARGS__); });                          \
+		(void)cudasim::launch((stream), #kernel, (geom).grid, (geom).block,       \
+				      cudasim_ptrs_, [=]() { kernel(__VA_ARGS__); });     \
 	} while (0)
 
 #endif /* MNIST_DDP_CUDASIM_CUDA_RUNTIME_H */

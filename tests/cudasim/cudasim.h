@@ -46,10 +46,22 @@
  *  4. Events: a record marks a point in its stream; query runs the stream up
  *     to it as far as it can and says cudaErrorNotReady while a collective
  *     ahead of it cannot complete; an event never recorded is complete.
- *  5. Kernels run through the project's launch macro as loops over blocks
- *     and threads (tests/cuda_host's model), with CUDA's geometry limits (1 to
- *     2^31-1 blocks, 1 to 1024 threads per block); arguments are taken by
- *     value at launch.
+ *  5. Kernels run through the raw launch of the project's launch macro
+ *     (KERNEL_LAUNCH_ON, which the stand-in cuda_runtime.h provides where nvcc
+ *     has <<<grid, block, 0, stream>>>) as loops over blocks and threads
+ *     (tests/cuda_host's model); arguments are taken by value at launch. A
+ *     launch CUDA refuses runs nothing and, as the programming guide says of
+ *     kernel launches (they return no error code; cudaGetLastError reports
+ *     it), leaves its error as the thread's last error:
+ *     cudaErrorInvalidConfiguration outside CUDA's geometry limits (1 to
+ *     2^31-1 blocks, 1 to 1024 threads per block),
+ *     cudaErrorNoKernelImageForDevice without a kernel image for the device
+ *     (CUDASIM_FAULT=no-kernel-image), the initialization error without a
+ *     usable device, cudaErrorStreamCaptureInvalidated on an invalidated
+ *     capture. Not sticky: reading it clears it. What stops the program is its
+ *     own check (the project's CUDA_CHECK_LAUNCH), never the simulator. A
+ *     pointer argument that is not device memory is fatal (an illegal address
+ *     on a GPU).
  *  6. Graph capture (cudaStreamCaptureModeGlobal and ThreadLocal): work
  *     queued on a capturing stream is recorded, not run. What CUDA forbids
  *     during capture fails with cudaErrorStreamCaptureUnsupported and
