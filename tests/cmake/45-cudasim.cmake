@@ -19,8 +19,9 @@ endif()
 
 add_library(cudasim STATIC
   ${MNIST_CUDASIM_DIR}/device.cc ${MNIST_CUDASIM_DIR}/memory.cc ${MNIST_CUDASIM_DIR}/stream.cc
-  ${MNIST_CUDASIM_DIR}/copy.cc ${MNIST_CUDASIM_DIR}/cublas.cc ${MNIST_CUDASIM_DIR}/nccl.cc)
-# The stand-in headers come before any other <cuda_runtime.h>, <cublas_v2.h>, <nccl.h>.
+  ${MNIST_CUDASIM_DIR}/copy.cc ${MNIST_CUDASIM_DIR}/cublas.cc ${MNIST_CUDASIM_DIR}/cublaslt.cc
+  ${MNIST_CUDASIM_DIR}/nccl.cc)
+# The stand-in headers come before any other <cuda_runtime.h>, <cublas_v2.h>, <cublasLt.h>, <nccl.h>.
 target_include_directories(cudasim BEFORE PUBLIC ${MNIST_CUDASIM_DIR})
 target_compile_options(cudasim PRIVATE ${MNIST_CUDASIM_CXX_WARNINGS})
 # The C API of MPI only (no C++ bindings to link).
@@ -110,7 +111,8 @@ endfunction()
 # ---- the simulator's own rules (cudasim.h), each broken by a wrong program -------
 # test_cudasim_rules is a Criterion program: not built with MNIST_DDP_TESTS=gpu.
 if(MNIST_TESTS_CRITERION)
-  add_executable(test_cudasim_rules ${MNIST_CUDASIM_DIR}/test_cudasim_rules.cc)
+  add_executable(test_cudasim_rules ${MNIST_CUDASIM_DIR}/test_cudasim_rules.cc
+                 ${MNIST_CUDASIM_DIR}/test_cudasim_cublaslt.cc)
   target_include_directories(test_cudasim_rules PRIVATE ${CRITERION_INCLUDE_DIR})
   target_compile_options(test_cudasim_rules PRIVATE ${MNIST_CUDASIM_CXX_WARNINGS})
   target_link_libraries(test_cudasim_rules PRIVATE mnist_gpu_test_util_sim cudasim ${CRITERION_LIBRARY})

@@ -89,6 +89,17 @@ enum cudaStreamCaptureStatus {
 	cudaStreamCaptureStatusInvalidated = 2,
 };
 
+/* Element types of library calls (the runtime's library_types.h): the ones cuBLAS names here. */
+enum cudaDataType_t {
+	CUDA_R_32F = 0,
+	CUDA_R_64F = 1,
+	CUDA_R_16F = 2,
+	CUDA_R_8I = 3,
+	CUDA_R_32I = 10,
+	CUDA_R_16BF = 14,
+};
+typedef enum cudaDataType_t cudaDataType;
+
 #define cudaStreamDefault 0x00u
 #define cudaStreamNonBlocking 0x01u
 #define cudaEventDefault 0x00u
@@ -98,6 +109,7 @@ enum cudaStreamCaptureStatus {
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
 typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphNode_st *cudaGraphNode_t;
 typedef struct CUgraphExec_st *cudaGraphExec_t;
 
 /* The legacy default stream, as a handle (0 means it too). */
@@ -173,6 +185,7 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
 				 unsigned long long flags);
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes);
 cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 

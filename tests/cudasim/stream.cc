@@ -47,8 +47,14 @@ struct CUevent_st {
 	uint64_t capture_id = 0;       /* non-zero: recorded into that capture */
 };
 
+/* A node of a graph: one recorded operation. */
+struct CUgraphNode_st {
+	size_t index;
+};
+
 struct CUgraph_st {
 	std::vector<cudasim::op> ops;
+	std::vector<std::unique_ptr<CUgraphNode_st>> nodes; /* one per op, in recording order */
 };
 
 struct CUgraphExec_st {
@@ -441,6 +447,8 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
 	CUgraph_st *g = new CUgraph_st;
 	g->ops = std::move(s->recorded);
 	s->recorded.clear();
+	for (size_t i = 0; i < g->ops.size(); i++)
+		g->nodes.emplace_back(new CUgraphNode_st{i});
 	*graph = g;
 	return cudaSuccess;
 }
@@ -474,6 +482,28 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
 		if (rc != cudaSuccess)
 			return rc;
 	}
+	return cudaSuccess;
+}
+
+/*
+ * The graph's nodes, one per operation recorded (a kernel, a copy, a memset,
+ * a library call's kernels, a collective). nodes NULL: their number in
+ * *numNodes; else up to *numNodes handles, the rest of the array NULL, and
+ * the number written in *numNodes (the runtime API reference's contract).
+ */
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes)
+{
+	if (!graph || !numNodes)
+		return set_error(cudaErrorInvalidValue);
+	size_t have = graph->nodes.size();
+	if (!nodes) {
+		*numNodes = have;
+		return cudaSuccess;
+	}
+	size_t room = *numNodes;
+	for (size_t i = 0; i < room; i++)
+		nodes[i] = i < have ? graph->nodes[i].get() : nullptr;
+	*numNodes = room < have ? room : have;
 	return cudaSuccess;
 }
 

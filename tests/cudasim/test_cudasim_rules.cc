@@ -351,6 +351,35 @@ Test(capture, a_graph_replays_what_it_baked_in_and_capture_runs_nothing)
 	cudaGraphDestroy(g);
 }
 
+/* One node per operation recorded; the array filled as the runtime API reference describes. */
+Test(capture, a_graph_has_one_node_per_recorded_operation)
+{
+	cudaStream_t s = new_stream();
+	float *d = dalloc(4);
+	cudaGraph_t g = NULL;
+	cudaEvent_t e;
+	cr_assert_eq(cudaEventCreate(&e), cudaSuccess);
+	cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+	cr_assert_eq(cudaMemsetAsync(d, 0, 4 * sizeof(float), s), cudaSuccess);
+	fill(s, d, 4, 1.0f);
+	cr_assert_eq(cudaEventRecord(e, s), cudaSuccess); /* a point in the capture, not a node */
+	count(s, d);
+	cr_assert_eq(cudaStreamEndCapture(s, &g), cudaSuccess);
+	size_t n = 0;
+	cr_assert_eq(cudaGraphGetNodes(g, NULL, &n), cudaSuccess);
+	cr_assert_eq(n, 3, "memset, fill, count: %zu nodes", n);
+	cudaGraphNode_t nodes[5];
+	n = 2;
+	cr_assert_eq(cudaGraphGetNodes(g, nodes, &n), cudaSuccess);
+	cr_assert(n == 2 && nodes[0] && nodes[1] && nodes[0] != nodes[1], "room for 2: %zu", n);
+	n = 5;
+	cr_assert_eq(cudaGraphGetNodes(g, nodes, &n), cudaSuccess);
+	cr_assert(n == 3 && nodes[2] && !nodes[3] && !nodes[4], "room for 5: %zu written, the rest NULL", n);
+	cr_assert_eq(cudaGraphGetNodes(g, nodes, NULL), cudaErrorInvalidValue);
+	cr_assert_eq(cudaGetLastError(), cudaErrorInvalidValue);
+	cudaGraphDestroy(g);
+}
+
 Test(capture, ending_a_capture_that_never_began_is_an_error)
 {
 	cudaGraph_t g;
