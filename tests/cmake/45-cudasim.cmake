@@ -136,6 +136,9 @@ add_cudasim_test(cudasim_nccl_capture_not_uniform_caught_2 2 TIMEOUT 60
 add_cudasim_test(cudasim_nccl_hang_then_abort_2 2 TIMEOUT 60 PASS "PASS hang"
                  ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=1
                  COMMAND $<TARGET_FILE:cudasim_nccl_rules> hang)
+add_cudasim_test(cudasim_nccl_hang_error_2 2 TIMEOUT 60 PASS "PASS hang-error"
+                 ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=1 CUDASIM_HANG_ERROR_AFTER=2
+                 COMMAND $<TARGET_FILE:cudasim_nccl_rules> hang-error)
 # Rule 2: a blocking wait behind a collective that never completes is stopped, named.
 foreach(_call sync free)
   set(_api cudaStreamSynchronize)
@@ -271,6 +274,15 @@ add_cudasim_test(mnist_train_sim_replay_hang_timeout_2 2 TIMEOUT 30
                  EXPECT 1 "collective #6 .*graph-captured\\) will never complete"
                  "rank [01] on .*: allreduce at epoch 0 step [0-9]+ not complete after 2 s"
                  COMMAND ${_train_sim} --backend cuda --timeout 2)
+
+# Issue 22: a peer that goes away while this rank waits (rank 1 hung in collective #6, its
+# loss reported to rank 0 as ncclRemoteError 2 s later) ends the job at once through the
+# wait's check of the asynchronous error, not at --timeout (300 s).
+add_cudasim_test(mnist_train_sim_peer_gone_async_error_2 2 TIMEOUT 30
+                 ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=6 CUDASIM_HANG_ERROR_AFTER=2
+                 EXPECT 1 "rank 0 on .*: NCCL communicator \\(asynchronous error\\) failed: error 6 \\(ncclRemoteError\\).*rank 1 went away during collective #6"
+                 "!not complete after"
+                 COMMAND ${_train_sim} --backend cuda --timeout 300)
 
 # mnist-train --backend cuda on the simulator, captured and not, against the host backend.
 foreach(_model seed mlp mlp_adamw)

@@ -167,7 +167,14 @@
  *     same result. ncclCommGetAsyncError, ncclCommAbort (pending collectives
  *     are dropped, and the other ranks' ncclCommGetAsyncError then reports
  *     ncclRemoteError, as for a peer that went away), ncclCommFinalize (waits
- *     for what is queued) and ncclCommDestroy.
+ *     for what is queued) and ncclCommDestroy. A peer that goes away
+ *     (CUDASIM_HANG_ERROR_AFTER, rule 9): S seconds after a rank reached the
+ *     collective the hung rank never completes, its ncclCommGetAsyncError
+ *     reports ncclRemoteError (NCCL's result for "a remote process exited or
+ *     there was a network error"), and the collective stays pending until
+ *     ncclCommAbort, so a blocking wait behind it is then fatal (rule 2); the
+ *     hung rank itself sees no error. The delay is the fault's: NCCL documents
+ *     none.
  *  9. Devices and faults, by environment variable:
  *       CUDASIM_DEVICES=N          GPUs in the simulated node (default 8; 0: none)
  *       CUDA_VISIBLE_DEVICES=...   as CUDA reads it: a list of indices, cut at the first invalid one
@@ -183,6 +190,8 @@
  *       CUDASIM_CAPTURE_FAIL_AT=W      W: begin, end (default) or instantiate
  *       CUDASIM_HANG_RANK=R        on rank R, the K-th collective of each communicator
  *       CUDASIM_HANG_AT=K          (default 1, counted in stream order) never completes
+ *       CUDASIM_HANG_ERROR_AFTER=S and the other ranks' communicators report it gone
+ *                                  (ncclRemoteError) S s after reaching that collective
  *       CUDASIM_LT_EPILOGUES=L     the cuBLASLt epilogues the simulated library offers: a
  *                                  comma list (BIAS,RELU_AUX_BIAS,DRELU_BGRAD,...), "default"
  *                                  for DEFAULT only (default: every modelled one, rule 7)

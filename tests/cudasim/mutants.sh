@@ -118,6 +118,10 @@ mutant every-rank-on-device-0 $P \
 mutant launch-unchecked $K \
 	$'\t\tCUDA_CHECK_LAUNCH(#kernel);' $'\t\t(void)0;' \
 	'cudasim_launch_check_grid_0_caught_1|cudasim_launch_check_block_2048_caught_1|cudasim_launch_check_image_caught_1'
+mutant wait-ignores-async-error $B \
+	$'\t\t\tcheck_nccl_async(c);\n\t\t\twaited = clock_seconds() - start;' \
+	$'\t\t\twaited = clock_seconds() - start;' \
+	'mnist_train_sim_peer_gone_async_error_2'
 mutant sum-scaled-as-mean $B \
 	'ncclAllReduce(buf, buf, n, ncclFloat, op == REDUCE_SUM' 'ncclAllReduce(buf, buf, n, ncclFloat, op != REDUCE_SUM' \
 	'gpu_allreduce_sim_2'
