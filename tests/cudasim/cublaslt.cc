@@ -129,6 +129,8 @@ static bool offered(uint32_t e)
 	while (at <= list.size()) {
 		size_t comma = list.find(',', at);
 		std::string tok = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+		tok.erase(0, tok.find_first_not_of(" \t"));
+		tok.erase(tok.find_last_not_of(" \t") + 1);
 		if (tok.rfind("CUBLASLT_EPILOGUE_", 0) == 0)
 			tok = tok.substr(strlen("CUBLASLT_EPILOGUE_"));
 		bool known = tok == "default";

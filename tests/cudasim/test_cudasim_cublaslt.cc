@@ -474,7 +474,7 @@ Test(cublaslt, an_epilogue_not_on_offer_gives_no_algorithm)
 		     CUBLAS_STATUS_NOT_SUPPORTED);
 	set_epilogue(c, CUBLASLT_EPILOGUE_DEFAULT);
 	cr_assert_eq(run(c, A, B, 0.0f, NULL, D), CUBLAS_STATUS_SUCCESS, "DEFAULT is always offered");
-	setenv("CUDASIM_LT_EPILOGUES", "BIAS,CUBLASLT_EPILOGUE_DRELU_BGRAD", 1);
+	setenv("CUDASIM_LT_EPILOGUES", "BIAS, CUBLASLT_EPILOGUE_DRELU_BGRAD", 1);
 	set_epilogue(c, CUBLASLT_EPILOGUE_BIAS, bias);
 	cr_assert_eq(heuristic(c, res, 3, &count), CUBLAS_STATUS_SUCCESS);
 	set_epilogue(c, CUBLASLT_EPILOGUE_RELU_BIAS, bias);
