@@ -13,9 +13,10 @@
  * a stand-in <cuda_runtime.h> (tests/cuda_host/), which runs each launch
  * as nested loops over blocks and threads, and with the host C++ compiler
  * against the CUDA simulator (tests/cudasim/), which queues each launch on
- * its stream. Every launch goes through
- * KERNEL_LAUNCH: here, a launch on the backend's stream followed by a check of
- * cudaGetLastError; in the tests, those loops.
+ * its stream. Every launch goes through KERNEL_LAUNCH, in every build: the
+ * raw launch (KERNEL_LAUNCH_ON: nvcc's <<<grid, block, 0, stream>>> here, the
+ * stand-in headers' loops or queue in the tests), then CUDA_CHECK_LAUNCH, the
+ * check of cudaGetLastError that ends the job on a bad launch.
  */
 #include "kernels.h"
 
@@ -23,15 +24,21 @@
 
 #include "elem.h"
 
-#if defined(__CUDACC__)
+/* The C harness (tests/cuda_host) brings a CUDA_CHECK_LAUNCH of its own. */
+#if defined(__CUDACC__) || defined(CUDASIM)
 #include "cuda_check.cuh"
+#endif
+
+#if defined(__CUDACC__)
+#define KERNEL_LAUNCH_ON(kernel, geom, stream, ...) \
+	kernel<<<(geom).grid, (geom).block, 0, (stream)>>>(__VA_ARGS__)
+#endif
 
 #define KERNEL_LAUNCH(kernel, geom, stream, ...)                                          \
 	do {                                                                              \
-		kernel<<<(geom).grid, (geom).block, 0, (stream)>>>(__VA_ARGS__);          \
+		KERNEL_LAUNCH_ON(kernel, geom, stream, __VA_ARGS__);                      \
 		CUDA_CHECK_LAUNCH(#kernel);                                               \
 	} while (0)
-#endif
 
 struct kernel_geom kernel_geom_for(size_t n)
 {

@@ -32,6 +32,7 @@
 #include <criterion/criterion.h>
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -352,6 +353,18 @@ Test(kernels_host, empty_work_launches_nothing)
 	kernels_conv_backward_data(NULL, NULL, &st, &f, &f, &st, &f, &i, &f);
 	cr_assert_eq(fake_cuda_stats.launches, 0);
 	cr_assert(f == 1.0f && i == 7 && cnt.cursor == 3 && cnt.step == 1 && cnt.updates == 1);
+}
+
+/*
+ * A geometry CUDA refuses runs nothing; the check in KERNEL_LAUNCH stops the
+ * program (on a GPU: CUDA_CHECK_LAUNCH's cudaGetLastError, then MPI_Abort).
+ */
+Test(kernels_host, a_refused_launch_is_stopped_by_the_launch_check, .signal = SIGABRT)
+{
+	float dy = 1.0f, y = 1.0f;
+	const struct kernel_geom zero_grid = {0, KERNEL_BLOCK};
+	kernels_relu_backward(NULL, &zero_grid, &dy, &y, 1);
+	cr_log_error("kernels_relu_backward returned after a launch with grid 0");
 }
 
 /* ---- the batch ------------------------------------------------------------------- */

@@ -19,8 +19,9 @@ endif()
 
 add_library(cudasim STATIC
   ${MNIST_CUDASIM_DIR}/device.cc ${MNIST_CUDASIM_DIR}/memory.cc ${MNIST_CUDASIM_DIR}/stream.cc
-  ${MNIST_CUDASIM_DIR}/copy.cc ${MNIST_CUDASIM_DIR}/cublas.cc ${MNIST_CUDASIM_DIR}/nccl.cc)
-# The stand-in headers come before any other <cuda_runtime.h>, <cublas_v2.h>, <nccl.h>.
+  ${MNIST_CUDASIM_DIR}/copy.cc ${MNIST_CUDASIM_DIR}/cublas.cc ${MNIST_CUDASIM_DIR}/cublaslt.cc
+  ${MNIST_CUDASIM_DIR}/nccl.cc)
+# The stand-in headers come before any other <cuda_runtime.h>, <cublas_v2.h>, <cublasLt.h>, <nccl.h>.
 target_include_directories(cudasim BEFORE PUBLIC ${MNIST_CUDASIM_DIR})
 target_compile_options(cudasim PRIVATE ${MNIST_CUDASIM_CXX_WARNINGS})
 # The C API of MPI only (no C++ bindings to link).
@@ -116,7 +117,8 @@ endfunction()
 # ---- the simulator's own rules (cudasim.h), each broken by a wrong program -------
 # test_cudasim_rules is a Criterion program: not built with MNIST_DDP_TESTS=gpu.
 if(MNIST_TESTS_CRITERION)
-  add_executable(test_cudasim_rules ${MNIST_CUDASIM_DIR}/test_cudasim_rules.cc)
+  add_executable(test_cudasim_rules ${MNIST_CUDASIM_DIR}/test_cudasim_rules.cc
+                 ${MNIST_CUDASIM_DIR}/test_cudasim_cublaslt.cc)
   target_include_directories(test_cudasim_rules PRIVATE ${CRITERION_INCLUDE_DIR})
   target_compile_options(test_cudasim_rules PRIVATE ${MNIST_CUDASIM_CXX_WARNINGS})
   target_link_libraries(test_cudasim_rules PRIVATE mnist_gpu_test_util_sim cudasim ${CRITERION_LIBRARY})
@@ -140,6 +142,9 @@ add_cudasim_test(cudasim_nccl_capture_not_uniform_caught_2 2 TIMEOUT 60
 add_cudasim_test(cudasim_nccl_hang_then_abort_2 2 TIMEOUT 60 PASS "PASS hang"
                  ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=1
                  COMMAND $<TARGET_FILE:cudasim_nccl_rules> hang)
+add_cudasim_test(cudasim_nccl_hang_error_2 2 TIMEOUT 60 PASS "PASS hang-error"
+                 ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=1 CUDASIM_HANG_ERROR_AFTER=2
+                 COMMAND $<TARGET_FILE:cudasim_nccl_rules> hang-error)
 # Rule 2: a blocking wait behind a collective that never completes is stopped, named.
 foreach(_call sync free)
   set(_api cudaStreamSynchronize)
@@ -149,6 +154,31 @@ foreach(_call sync free)
   add_cudasim_test(cudasim_nccl_hang_${_call}_caught_2 2 TIMEOUT 60 PASS "${_api} blocks forever"
                    ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=1
                    COMMAND $<TARGET_FILE:cudasim_nccl_rules> hang-${_call})
+endforeach()
+
+# Issue 22: a launch CUDA refuses ends the job through the product's own check (KERNEL_LAUNCH's
+# CUDA_CHECK_LAUNCH in cuda/kernels.cu, compiled unchanged), with the product's message.
+add_executable(cudasim_launch_check ${MNIST_CUDASIM_DIR}/launch_check.cc
+  ${MNIST_CUDASIM_DIR}/sim_kernels.cc ${MNIST_CUDASIM_DIR}/sim_cuda_check.cc)
+target_include_directories(cudasim_launch_check PRIVATE ${CMAKE_SOURCE_DIR}/include
+                           ${CMAKE_SOURCE_DIR}/cuda)
+target_compile_options(cudasim_launch_check PRIVATE ${MNIST_CUDASIM_CXX_WARNINGS})
+target_link_libraries(cudasim_launch_check PRIVATE cudasim mnist_core)
+set_target_properties(cudasim_launch_check PROPERTIES CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON
+                      CXX_EXTENSIONS OFF)
+add_cudasim_test(cudasim_launch_check_good_1 1 TIMEOUT 60 EXPECT 0 "^PASS launch_check"
+                 COMMAND $<TARGET_FILE:cudasim_launch_check> good)
+foreach(_case grid-0 block-2048 image)
+  set(_error "error 9 \\(cudaErrorInvalidConfiguration\\)")
+  set(_env)
+  if(_case STREQUAL image)
+    set(_error "error 209 \\(cudaErrorNoKernelImageForDevice\\)")
+    set(_env ENV CUDASIM_FAULT=no-kernel-image)
+  endif()
+  string(REPLACE "-" "_" _name cudasim_launch_check_${_case}_caught_1)
+  add_cudasim_test(${_name} 1 TIMEOUT 60 ${_env}
+                   EXPECT 1 "rank 0 on .*: launch of bias_act_kernel failed: ${_error}" "!FAIL"
+                   COMMAND $<TARGET_FILE:cudasim_launch_check> ${_case})
 endforeach()
 
 # The whole suite, on 1 and 2 ranks (3 for a mean that is not a power of two). The 1-rank
@@ -250,6 +280,15 @@ add_cudasim_test(mnist_train_sim_replay_hang_timeout_2 2 TIMEOUT 30
                  EXPECT 1 "collective #6 .*graph-captured\\) will never complete"
                  "rank [01] on .*: allreduce at epoch 0 step [0-9]+ not complete after 2 s"
                  COMMAND ${_train_sim} --backend cuda --timeout 2)
+
+# Issue 22: a peer that goes away while this rank waits (rank 1 hung in collective #6, its
+# loss reported to rank 0 as ncclRemoteError 2 s later) ends the job at once through the
+# wait's check of the asynchronous error, not at --timeout (300 s).
+add_cudasim_test(mnist_train_sim_peer_gone_async_error_2 2 TIMEOUT 30
+                 ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=6 CUDASIM_HANG_ERROR_AFTER=2
+                 EXPECT 1 "rank 0 on .*: NCCL communicator \\(asynchronous error\\) failed: error 6 \\(ncclRemoteError\\).*rank 1 went away during collective #6"
+                 "!not complete after"
+                 COMMAND ${_train_sim} --backend cuda --timeout 300)
 
 # mnist-train --backend cuda on the simulator, captured and not, against the host backend.
 foreach(_model seed mlp mlp_adamw)

@@ -4,16 +4,19 @@
  *
  * The kernel test puts tests/cuda_host/ first on its include path, so
  * cuda/kernels.h's #include <cuda_runtime.h> finds this header. The qualifiers vanish, blockIdx/threadIdx/blockDim/
- * gridDim become globals, and KERNEL_LAUNCH (on the GPU: a <<<grid, block,
- * 0, stream>>> launch plus a cudaGetLastError check) runs the kernel once per
- * (block, thread) as nested loops, in order. Kernels that are correct grid-
- * stride loops without shared memory or barriers give the same result in any
- * order, so this runs the kernels' own index arithmetic, bounds checks and
- * launch geometry on the CPU.
+ * gridDim become globals, and the raw launch of cuda/kernels.cu's KERNEL_LAUNCH,
+ * KERNEL_LAUNCH_ON (on the GPU: a <<<grid, block, 0, stream>>> launch), runs
+ * the kernel once per (block, thread) as nested loops, in order. Kernels that
+ * are correct grid-stride loops without shared memory or barriers give the
+ * same result in any order, so this runs the kernels' own index arithmetic,
+ * bounds checks and launch geometry on the CPU.
  *
  * A launch with a geometry CUDA would refuse (zero or more than 2^31-1
- * blocks, zero or more than 1024 threads per block) aborts the test, as the
- * launch would fail on a GPU. fake_cuda_stats counts what ran.
+ * blocks, zero or more than 1024 threads per block) runs nothing and is
+ * remembered, as a GPU leaves it for cudaGetLastError; KERNEL_LAUNCH's check
+ * that follows, CUDA_CHECK_LAUNCH (on the GPU: cuda/cuda_check.cuh's, which
+ * this C build cannot include), aborts the test on it. fake_cuda_stats counts
+ * what ran.
  *
  * The globals live in tests/cuda_host/fake_cuda.c.
  */
@@ -52,19 +55,28 @@ struct fake_cuda_stats {
 };
 extern struct fake_cuda_stats fake_cuda_stats;
 
-/* Validate the geometry as CUDA would, record it, set gridDim and blockDim. */
-void fake_cuda_begin(unsigned int grid, unsigned int block, const char *kernel);
+/*
+ * Validate the geometry as CUDA would: 1 with gridDim and blockDim set and the
+ * launch counted, or 0 with the refusal remembered for fake_cuda_check_launch.
+ */
+int fake_cuda_begin(unsigned int grid, unsigned int block, const char *kernel);
 
-/* Same arguments as the GPU version in cuda/kernels.cu. */
-#define KERNEL_LAUNCH(kernel, geom, stream, ...)                                          \
+/* After each launch: a refused one aborts the test, naming it (what the GPU build's check does). */
+void fake_cuda_check_launch(const char *kernel);
+
+/* Same arguments as nvcc's launch in cuda/kernels.cu. */
+#define KERNEL_LAUNCH_ON(kernel, geom, stream, ...)                                       \
 	do {                                                                              \
 		(void)(stream);                                                           \
-		fake_cuda_begin((geom).grid, (geom).block, #kernel);                      \
-		for (blockIdx.x = 0; blockIdx.x < gridDim.x; blockIdx.x++)                \
-			for (threadIdx.x = 0; threadIdx.x < blockDim.x; threadIdx.x++)    \
-				kernel(__VA_ARGS__);                                      \
-		fake_cuda_stats.threads += (unsigned long long)gridDim.x * blockDim.x;   \
+		if (fake_cuda_begin((geom).grid, (geom).block, #kernel)) {                \
+			for (blockIdx.x = 0; blockIdx.x < gridDim.x; blockIdx.x++)        \
+				for (threadIdx.x = 0; threadIdx.x < blockDim.x; threadIdx.x++) \
+					kernel(__VA_ARGS__);                              \
+			fake_cuda_stats.threads += (unsigned long long)gridDim.x * blockDim.x; \
+		}                                                                         \
 	} while (0)
+
+#define CUDA_CHECK_LAUNCH(kernel_name) fake_cuda_check_launch(kernel_name)
 
 #ifdef __cplusplus
 }

@@ -90,12 +90,17 @@ float tf32_round(float x)
 	return x;
 }
 
+bool tf32_disabled()
+{
+	const char *override_env = getenv("NVIDIA_TF32_OVERRIDE");
+	return override_env && !strcmp(override_env, "0");
+}
+
 /* Whether a GEMM on a handle in this math mode runs on TF32 tensor cores. */
 static bool uses_tf32(cublasMath_t mode)
 {
-	const char *override_env = getenv("NVIDIA_TF32_OVERRIDE");
 	int base = (int)mode & ~(int)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
-	return base == CUBLAS_TF32_TENSOR_OP_MATH && !(override_env && !strcmp(override_env, "0"));
+	return base == CUBLAS_TF32_TENSOR_OP_MATH && !tf32_disabled();
 }
 
 /* An operand element as the GEMM's multipliers see it. */

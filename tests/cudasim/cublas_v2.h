@@ -2,7 +2,8 @@
  * cublas_v2.h (tests/cudasim/) - the part of cuBLAS that cuda/ uses, as the
  * simulator provides it: a handle bound to a stream, a workspace and a math
  * mode, and single-precision GEMM and GEMV with cuBLAS's column-major
- * contract, computed by the simulator's own naive reference (cublas.cc).
+ * contract, computed by the simulator's own naive reference (cublas.cc); and
+ * the types of cublas_api.h that cuBLASLt (cublasLt.h beside this) shares.
  * What is modelled and what is not: cudasim.h.
  */
 #ifndef MNIST_DDP_CUDASIM_CUBLAS_V2_H
@@ -33,6 +34,23 @@ typedef enum {
 	CUBLAS_TF32_TENSOR_OP_MATH = 3,
 	CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16,
 } cublasMath_t;
+
+typedef enum { CUBLAS_POINTER_MODE_HOST = 0, CUBLAS_POINTER_MODE_DEVICE = 1 } cublasPointerMode_t;
+
+/* Compute types (cublas_api.h; cuBLASLt's matmul descriptors take them). */
+typedef enum {
+	CUBLAS_COMPUTE_16F = 64,
+	CUBLAS_COMPUTE_16F_PEDANTIC = 65,
+	CUBLAS_COMPUTE_32F = 68,
+	CUBLAS_COMPUTE_32F_PEDANTIC = 69,
+	CUBLAS_COMPUTE_64F = 70,
+	CUBLAS_COMPUTE_64F_PEDANTIC = 71,
+	CUBLAS_COMPUTE_32I = 72,
+	CUBLAS_COMPUTE_32I_PEDANTIC = 73,
+	CUBLAS_COMPUTE_32F_FAST_16F = 74,
+	CUBLAS_COMPUTE_32F_FAST_16BF = 75,
+	CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+} cublasComputeType_t;
 
 typedef struct cublasContext *cublasHandle_t;
 

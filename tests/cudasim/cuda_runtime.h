@@ -13,10 +13,12 @@
  *
  * Kernels: __global__, __device__ and __host__ vanish; blockIdx, threadIdx,
  * blockDim and gridDim are globals the simulator sets. The project launches
- * every kernel through one macro, KERNEL_LAUNCH (cuda/kernels.cu); here it
- * checks the launch, takes the kernel's arguments by value (what a graph
- * captures) and queues the kernel on the stream, to run later as loops over
- * blocks and threads.
+ * every kernel through one macro, KERNEL_LAUNCH (cuda/kernels.cu): the raw
+ * launch, KERNEL_LAUNCH_ON, then its own check of cudaGetLastError. Here
+ * KERNEL_LAUNCH_ON is what <<<grid, block, 0, stream>>> is under nvcc: it
+ * takes the kernel's arguments by value (what a graph captures) and queues
+ * the kernel on the stream, to run later as loops over blocks and threads; a
+ * launch CUDA refuses is not queued and leaves its error for cudaGetLastError.
  */
 #ifndef MNIST_DDP_CUDASIM_CUDA_RUNTIME_H
 #define MNIST_DDP_CUDASIM_CUDA_RUNTIME_H
@@ -87,6 +89,17 @@ enum cudaStreamCaptureStatus {
 	cudaStreamCaptureStatusInvalidated = 2,
 };
 
+/* Element types of library calls (the runtime's library_types.h): the ones cuBLAS names here. */
+enum cudaDataType_t {
+	CUDA_R_32F = 0,
+	CUDA_R_64F = 1,
+	CUDA_R_16F = 2,
+	CUDA_R_8I = 3,
+	CUDA_R_32I = 10,
+	CUDA_R_16BF = 14,
+};
+typedef enum cudaDataType_t cudaDataType;
+
 #define cudaStreamDefault 0x00u
 #define cudaStreamNonBlocking 0x01u
 #define cudaEventDefault 0x00u
@@ -96,6 +109,7 @@ enum cudaStreamCaptureStatus {
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
 typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphNode_st *cudaGraphNode_t;
 typedef struct CUgraphExec_st *cudaGraphExec_t;
 
 /* The legacy default stream, as a handle (0 means it too). */
@@ -171,6 +185,7 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
 				 unsigned long long flags);
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes);
 cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 
@@ -201,7 +216,10 @@ template <class T, class... Rest> void collect(launch_ptrs &l, T v, Rest... rest
 	collect(l, rest...);
 }
 
-/* Check one launch and queue body, to run once per (block, thread). */
+/*
+ * Check one launch and queue body, to run once per (block, thread); a launch
+ * CUDA refuses is not queued, and its error is the thread's last error.
+ */
 cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, unsigned int block,
 		   const launch_ptrs &ptrs, std::function<void()> body);
 
@@ -216,17 +234,18 @@ template <class T> inline cudaError_t cudaFuncGetAttributes(struct cudaFuncAttri
 }
 
 /*
- * The project's launch macro (cuda/kernels.cu): on the GPU a <<<grid, block, 0,
- * stream>>> launch followed by a check of cudaGetLastError, which ends the job
- * on a bad launch. Here a bad launch ends the test the same way, with the
- * simulator's message.
+ * The raw launch of the project's launch macro (cuda/kernels.cu), as nvcc's
+ * kernel<<<grid, block, 0, stream>>>(args) behaves: a launch CUDA refuses
+ * (geometry, no kernel image, no device, an invalidated capture) runs nothing
+ * and leaves its error for cudaGetLastError, which the product's
+ * CUDA_CHECK_LAUNCH reads next.
  */
-#define KERNEL_LAUNCH(kernel, geom, stream, ...)                                          \
+#define KERNEL_LAUNCH_ON(kernel, geom, stream, ...)                                       \
 	do {                                                                              \
 		cudasim::launch_ptrs cudasim_ptrs_ = {};                                  \
 		cudasim::collect(cudasim_ptrs_, __VA_ARGS__);                             \
-		cudasim::launch((stream), #kernel, (geom).grid, (geom).block, cudasim_ptrs_, \
-				[=]() { kernel(__VA_ARGS__); });                          \
+		(void)cudasim::launch((stream), #kernel, (geom).grid, (geom).block,       \
+				      cudasim_ptrs_, [=]() { kernel(__VA_ARGS__); });     \
 	} while (0)
 
 #endif /* MNIST_DDP_CUDASIM_CUDA_RUNTIME_H */

@@ -1,8 +1,8 @@
 /*
  * cudasim.h - a CUDA simulator for the tests: the parts of the CUDA runtime,
- * cuBLAS and NCCL that cuda/ uses, run on the CPU, under mpirun, so that the
- * unchanged .cu files of cuda/ (compiled by the host C++ compiler against the
- * stand-in headers beside this one) run end to end without a GPU. A test
+ * cuBLAS, cuBLASLt and NCCL that cuda/ uses, run on the CPU, under mpirun, so
+ * that the unchanged .cu files of cuda/ (compiled by the host C++ compiler
+ * against the stand-in headers beside this one) run end to end without a GPU. A test
  * tool only: the product always links the real libraries, and what runs here
  * is reported as simulated ("cudasim" in device names, test names, labels).
  *
@@ -46,10 +46,22 @@
  *  4. Events: a record marks a point in its stream; query runs the stream up
  *     to it as far as it can and says cudaErrorNotReady while a collective
  *     ahead of it cannot complete; an event never recorded is complete.
- *  5. Kernels run through the project's launch macro as loops over blocks
- *     and threads (tests/cuda_host's model), with CUDA's geometry limits (1 to
- *     2^31-1 blocks, 1 to 1024 threads per block); arguments are taken by
- *     value at launch.
+ *  5. Kernels run through the raw launch of the project's launch macro
+ *     (KERNEL_LAUNCH_ON, which the stand-in cuda_runtime.h provides where nvcc
+ *     has <<<grid, block, 0, stream>>>) as loops over blocks and threads
+ *     (tests/cuda_host's model); arguments are taken by value at launch. A
+ *     launch CUDA refuses runs nothing and, as the programming guide says of
+ *     kernel launches (they return no error code; cudaGetLastError reports
+ *     it), leaves its error as the thread's last error:
+ *     cudaErrorInvalidConfiguration outside CUDA's geometry limits (1 to
+ *     2^31-1 blocks, 1 to 1024 threads per block),
+ *     cudaErrorNoKernelImageForDevice without a kernel image for the device
+ *     (CUDASIM_FAULT=no-kernel-image), the initialization error without a
+ *     usable device, cudaErrorStreamCaptureInvalidated on an invalidated
+ *     capture. Not sticky: reading it clears it. What stops the program is its
+ *     own check (the project's CUDA_CHECK_LAUNCH), never the simulator. A
+ *     pointer argument that is not device memory is fatal (an illegal address
+ *     on a GPU).
  *  6. Graph capture (cudaStreamCaptureModeGlobal and ThreadLocal): work
  *     queued on a capturing stream is recorded, not run. What CUDA forbids
  *     during capture fails with cudaErrorStreamCaptureUnsupported and
@@ -60,6 +72,12 @@
  *     cudaErrorStreamCaptureInvalidated, and so does cudaStreamEndCapture,
  *     returning a NULL graph. cudaGraphInstantiate and cudaGraphLaunch replay
  *     exactly what was recorded: the pointers and scalars baked in at capture.
+ *     cudaGraphGetNodes gives one node per operation recorded (a kernel, a
+ *     copy, a memset, a cuBLAS call, a collective; two for a split-K cuBLASLt
+ *     matmul with a separate reduction, rule 7), filling the array as the
+ *     runtime API reference says (the rest NULL; nodes NULL: the count). How
+ *     many kernels a library call is on a GPU is undocumented; the count here
+ *     is what the simulator records.
  *  7. cuBLAS: a handle bound to a stream (the legacy stream until
  *     cublasSetStream), a workspace (device memory, 256-byte aligned) and a
  *     math mode. cublasSgemm and cublasSgemv check their arguments as cuBLAS
@@ -73,6 +91,62 @@
  *     to TF32 (10-bit mantissa, to nearest, ties away from zero, as Ampere
  *     and later GPUs convert) before a cublasSgemm multiplies them, unless
  *     NVIDIA_TF32_OVERRIDE=0 is set; cublasSgemv is float32 in every mode.
+ *     cuBLASLt (the cuBLAS guide's chapter "Using the cuBLASLt API"): handles,
+ *     matmul descriptors, layouts and preferences of the real sizes and enum
+ *     values (a destroyed or foreign one is fatal); float32 only (CUDA_R_32F
+ *     layouts and scale type; CUBLAS_COMPUTE_32F, _32F_PEDANTIC,
+ *     _32F_FAST_TF32), column-major, host pointer mode: anything else is
+ *     CUBLAS_STATUS_NOT_SUPPORTED. cublasLtMatmulAlgoGetHeuristic and
+ *     cublasLtMatmul refuse with CUBLAS_STATUS_INVALID_VALUE a leading
+ *     dimension below the rows, sizes that disagree with the transposes,
+ *     TRANSC other than N, C's shape not D's, and an epilogue without what it
+ *     needs: a bias pointer for BIAS, RELU_BIAS, RELU_AUX_BIAS (read, D's rows
+ *     long), DRELU_BGRAD, BGRADA (written, D's rows) and BGRADB (written, D's
+ *     columns); for RELU_AUX, RELU_AUX_BIAS, DRELU and DRELU_BGRAD an aux
+ *     pointer and an aux ld divisible by 128 and at least D's rows. The
+ *     heuristic needs requestedAlgoCount > 0 and returns algorithms best
+ *     first, none needing more workspace than CUBLASLT_MATMUL_PREF_MAX_-
+ *     WORKSPACE_BYTES allows (default 0) or using a reduction scheme the
+ *     preference's mask leaves out; none at all is CUBLAS_STATUS_NOT_SUPPORTED.
+ *     Which ones is the simulator's own rule (NVIDIA documents none), after
+ *     what cuBLAS chose on our H100 (split-K GEMMs followed by a separate
+ *     cublasLt::splitKreduce_kernel for the forward GEMMs, whose k is long:
+ *     shared/gpu-runs/2026-11-25-h100/ncu-*.csv): when k^2 > 4 m n, first
+ *     split-K into min(8, k) parts reduced in a separate step
+ *     (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE, workspace parts x m x n x 4
+ *     bytes), then split-K reduced in place (INPLACE, a workspace of counters,
+ *     4 bytes per 32 x 32 tile of D rounded up to 256), then no split-K;
+ *     otherwise no split-K only. cublasLtMatmul reads alpha and beta at the
+ *     call (a graph keeps them), takes no algorithm as the heuristic's first
+ *     that needs no workspace, and refuses (INVALID_VALUE) a workspace smaller
+ *     than the algorithm needs or not 256-byte aligned, and C == D with
+ *     another layout than D's (in place needs Cdesc == Ddesc; Cdesc NULL is
+ *     Ddesc); beta == 0 ignores C, NaN included. Operands, bias, mask and
+ *     workspace must lie inside live device allocations (fatal, as for
+ *     cublasSgemm). It is one operation on the stream, or two (the partial
+ *     products, then the "split-K reduction") when the algorithm's scheme is
+ *     COMPUTE_TYPE or OUTPUT_TYPE, so a captured graph holds the extra node
+ *     the H100 ran. The product comes from the definition, each part of k
+ *     accumulated in double; the parts meet as the scheme documents: stored
+ *     as float in the workspace and summed by the second operation
+ *     (COMPUTE_TYPE, OUTPUT_TYPE), or added into D in float one after another
+ *     (INPLACE). CUBLAS_COMPUTE_32F_FAST_TF32 rounds A and B to TF32 as above,
+ *     unless NVIDIA_TF32_OVERRIDE=0. Epilogues act on that float result v: BIAS
+ *     adds bias[i] in float; RELU gives max(v, 0), and 0 for NaN, as
+ *     cuBLASLt's does (NVIDIA's forum: https://forums.developer.nvidia.com/t/
+ *     incorrect-result-of-cublasltmatmul-with-cublaslt-epilogue-relu-when-
+ *     input-is-nan/329783); RELU_BIAS, bias then ReLU; RELU_AUX and
+ *     RELU_AUX_BIAS also store the ReLU bit-mask, bit i + j ld of the aux
+ *     buffer, least significant bit first (the simulator's own layout:
+ *     cuBLASLt's is undocumented and only cuBLASLt reads it; all ld x n bits
+ *     must be allocated); DRELU gives mask ? v : 0; DRELU_BGRAD also writes
+ *     bias[i] = sum over j of D[i, j]; BGRADA bias[i] = sum over l of
+ *     op(A)[i, l]; BGRADB bias[j] = sum over l of op(B)[l, j] (sums in double
+ *     from the unrounded inputs, unscaled, rounded once). All of these are
+ *     offered for float32 (cuBLASLt's datatype table restricts epilogues only
+ *     for row-major D and integer and complex types) unless
+ *     CUDASIM_LT_EPILOGUES (rule 9) lists fewer; the GELU family is not
+ *     modelled (CUBLAS_STATUS_NOT_SUPPORTED).
  *  8. NCCL on MPI. ncclGetUniqueId works without a device (as NCCL's does);
  *     ncclCommInitRank is collective, needs a usable device, and every rank
  *     must present the same id, distinct ranks and distinct GPUs (NCCL's
@@ -93,7 +167,14 @@
  *     same result. ncclCommGetAsyncError, ncclCommAbort (pending collectives
  *     are dropped, and the other ranks' ncclCommGetAsyncError then reports
  *     ncclRemoteError, as for a peer that went away), ncclCommFinalize (waits
- *     for what is queued) and ncclCommDestroy.
+ *     for what is queued) and ncclCommDestroy. A peer that goes away
+ *     (CUDASIM_HANG_ERROR_AFTER, rule 9): S seconds after a rank reached the
+ *     collective the hung rank never completes, its ncclCommGetAsyncError
+ *     reports ncclRemoteError (NCCL's result for "a remote process exited or
+ *     there was a network error"), and the collective stays pending until
+ *     ncclCommAbort, so a blocking wait behind it is then fatal (rule 2); the
+ *     hung rank itself sees no error. The delay is the fault's: NCCL documents
+ *     none.
  *  9. Devices and faults, by environment variable:
  *       CUDASIM_DEVICES=N          GPUs in the simulated node (default 8; 0: none)
  *       CUDA_VISIBLE_DEVICES=...   as CUDA reads it: a list of indices, cut at the first invalid one
@@ -109,6 +190,11 @@
  *       CUDASIM_CAPTURE_FAIL_AT=W      W: begin, end (default) or instantiate
  *       CUDASIM_HANG_RANK=R        on rank R, the K-th collective of each communicator
  *       CUDASIM_HANG_AT=K          (default 1, counted in stream order) never completes
+ *       CUDASIM_HANG_ERROR_AFTER=S and the other ranks' communicators report it gone
+ *                                  (ncclRemoteError) S s after reaching that collective
+ *       CUDASIM_LT_EPILOGUES=L     the cuBLASLt epilogues the simulated library offers: a
+ *                                  comma list (BIAS,RELU_AUX_BIAS,DRELU_BGRAD,...), "default"
+ *                                  for DEFAULT only (default: every modelled one, rule 7)
  *       CUDASIM_DEVICE_MEMORY=MiB  device memory per GPU (default 16384)
  *       CUDASIM_STUCK_NOTE=S       a host blocked this long in the simulator says on
  *                                  what (default 10 s; 0: never)
@@ -116,24 +202,28 @@
  *     cudaDriverGetVersion gives 0 (what these development machines show);
  *     too old a driver: the same error, with the driver's version.
  *
- * Not modelled: timing and performance; real concurrency (one host thread
- * runs everything, streams never overlap, so races between streams cannot
- * show); a GPU's progress on its own: queued work runs only when its own
- * process waits for it or polls it, so a rank that blocks elsewhere (in an
- * MPI call, say) while a peer waits for one of its queued collectives stalls
- * that peer here, where a GPU would have run the collective; the memory model beyond stream order (no caches, no weak ordering,
- * no atomics); reduced precision other than TF32 GEMM inputs (accumulation is
- * in double in every mode; FP16, BF16 and their math modes are not offered); transports (NVLink, PCIe,
- * InfiniBand, sockets: MPI carries everything); sticky errors after a fault
- * in a kernel; unified and managed memory, peer access, multiple devices per
- * process, stream priorities, implicit synchronization between the legacy
- * stream and blocking streams, cross-stream events, cudaStreamCaptureModeRelaxed
- * beyond accepting it, cuBLAS pointer mode device, NCCL groups, point-to-point
- * and communicator splitting, and communicators that do not span every rank of
- * the job.
+ * Not modelled: timing and performance; real concurrency (one host thread runs
+ * everything, streams never overlap, so races between streams cannot show); a
+ * GPU's progress on its own: queued work runs only when its own process waits
+ * for it or polls it, so a rank that blocks elsewhere (in an MPI call, say)
+ * while a peer waits for one of its queued collectives stalls that peer here,
+ * where a GPU would have run the collective; the memory model beyond stream
+ * order (no caches, no weak ordering, no atomics); reduced precision other than
+ * TF32 GEMM inputs (accumulation is in double in every mode, but for the float
+ * partial sums of a split-K cuBLASLt algorithm; FP16, BF16 and their math modes
+ * are not offered); transports (NVLink, PCIe, InfiniBand, sockets: MPI carries
+ * everything); sticky errors after a fault in a kernel; unified and managed
+ * memory, peer access, multiple devices per process, stream priorities,
+ * implicit synchronization between the legacy stream and blocking streams,
+ * cross-stream events, cudaStreamCaptureModeRelaxed beyond accepting it, cuBLAS
+ * pointer mode device, cuBLASLt beyond rule 7's subset (batches, other orders
+ * and types, layout attributes, setting an algorithm's configuration, GELU
+ * epilogues, a cublasHandle_t used as a cublasLtHandle_t), NCCL groups,
+ * point-to-point and communicator splitting, and communicators that do not span every
+ * rank of the job.
  *
  * This header is the simulator's own (the .cc files beside it); programs include
- * the stand-in cuda_runtime.h, cublas_v2.h and nccl.h.
+ * the stand-in cuda_runtime.h, cublas_v2.h, cublasLt.h and nccl.h.
  */
 #ifndef MNIST_DDP_CUDASIM_H
 #define MNIST_DDP_CUDASIM_H
@@ -241,10 +331,12 @@ void drain_all(const char *api);
 /* Run stream's queued work to the end, blocking. */
 cudaError_t drain(cudaStream_t stream, const char *api);
 
-/* ---- cuBLAS (cublas.cc) ------------------------------------------------------------ */
+/* ---- cuBLAS and cuBLASLt (cublas.cc, cublaslt.cc) ------------------------------------- */
 
 /* x rounded to TF32 as CUBLAS_TF32_TENSOR_OP_MATH rounds GEMM inputs (rule 7), for the tests. */
 float tf32_round(float x);
+/* NVIDIA_TF32_OVERRIDE=0: no TF32, whatever a handle or a compute type asks (rule 7). */
+bool tf32_disabled();
 
 /* ---- collectives (nccl.cc) --------------------------------------------------------- */
 

@@ -19,6 +19,11 @@
  *                  both ranks see cudaErrorNotReady for a second; then rank 1
  *                  aborts its communicator and rank 0 sees ncclRemoteError
  *                  from ncclCommGetAsyncError. Prints "PASS hang".
+ *   hang-error     with CUDASIM_HANG_RANK=1 and CUDASIM_HANG_ERROR_AFTER=2: rank 0
+ *                  sees ncclSuccess from ncclCommGetAsyncError for the first
+ *                  1.5 s it waits on the hung collective, then ncclRemoteError
+ *                  by 4 s, the collective still pending; rank 1, the hung
+ *                  one, sees no error. Prints "PASS hang-error".
  *   hang-sync      with CUDASIM_HANG_RANK=1, a cudaStreamSynchronize behind
  *   hang-free      the hung collective (hang-free: a cudaFree of another
  *                  buffer, which waits for the whole device): rank 1 is
@@ -252,6 +257,43 @@ static void mode_hang(cudaStream_t s, ncclComm_t comm)
 	_exit(0);
 }
 
+/* A peer that went away: its loss shows as ncclRemoteError, S seconds after the wait began. */
+static void mode_hang_error(cudaStream_t s, ncclComm_t comm)
+{
+	const size_t n = 16;
+	float *f = dev<float>(n);
+	cudaEvent_t e;
+	ncclResult_t async = ncclSuccess;
+	expect(cudaMemsetAsync(f, 0, n * sizeof(float), s) == cudaSuccess, "memset");
+	expect(cudaEventCreate(&e) == cudaSuccess, "event");
+	expect(ncclAllReduce(f, f, n, ncclFloat, ncclSum, comm, s) == ncclSuccess, "ncclAllReduce");
+	expect(cudaEventRecord(e, s) == cudaSuccess, "record");
+	double t0 = MPI_Wtime(), seen = -1.0;
+	while (MPI_Wtime() - t0 < 4.0) {
+		expect(cudaEventQuery(e) == cudaErrorNotReady, "a collective that cannot complete completed");
+		expect(ncclCommGetAsyncError(comm, &async) == ncclSuccess, "ncclCommGetAsyncError");
+		if (async != ncclSuccess) {
+			seen = MPI_Wtime() - t0;
+			break;
+		}
+		nap(0.01);
+	}
+	if (rank == 1) {
+		expect(async == ncclSuccess, "the hung rank itself saw an asynchronous error");
+	} else {
+		expect(async == ncclRemoteError, "no ncclRemoteError within 4 s of a peer going away");
+		expect(seen >= 1.5, "ncclRemoteError before CUDASIM_HANG_ERROR_AFTER had passed");
+		expect(cudaEventQuery(e) == cudaErrorNotReady, "the collective completed after all");
+		printf("PASS hang-error: ncclRemoteError %.1f s into the wait (CUDASIM_HANG_ERROR_AFTER=2); "
+		       "the collective still pending\n",
+		       seen);
+	}
+	fflush(stdout);
+	MPI_Barrier(MPI_COMM_WORLD);
+	/* Both ranks' collective requests can never complete: no MPI_Finalize. */
+	_exit(0);
+}
+
 /* A blocking wait behind the injected hang: the simulator ends rank 1 with a message. */
 static void mode_hang_blocking(cudaStream_t s, ncclComm_t comm, bool by_free)
 {
@@ -291,10 +333,12 @@ int main(int argc, char **argv)
 			mode_capture(s, comm);
 		else if (!strcmp(mode, "hang"))
 			mode_hang(s, comm);
+		else if (!strcmp(mode, "hang-error"))
+			mode_hang_error(s, comm);
 		else if (!strcmp(mode, "hang-sync") || !strcmp(mode, "hang-free"))
 			mode_hang_blocking(s, comm, !strcmp(mode, "hang-free"));
 		else
-			expect(false, "unknown mode (rules, count-in-bytes, capture, hang, hang-sync, hang-free)");
+			expect(false, "unknown mode (rules, count-in-bytes, capture, hang, hang-error, hang-sync, hang-free)");
 		fflush(stdout);
 		return 1; /* the modes above end the job themselves */
 	}

@@ -114,6 +114,14 @@ mutant gather-label-of-batch-row $K \
 mutant every-rank-on-device-0 $P \
 	'*device = count == 1 ? 0 : d->local_rank;' '*device = 0;' \
 	'gpu_graph_sim_2'
+# Issue 22: every launch checked, in the product and on the simulator alike.
+mutant launch-unchecked $K \
+	$'\t\tCUDA_CHECK_LAUNCH(#kernel);' $'\t\t(void)0;' \
+	'cudasim_launch_check_grid_0_caught_1|cudasim_launch_check_block_2048_caught_1|cudasim_launch_check_image_caught_1'
+mutant wait-ignores-async-error $B \
+	$'\t\t\tcheck_nccl_async(c);\n\t\t\twaited = clock_seconds() - start;' \
+	$'\t\t\twaited = clock_seconds() - start;' \
+	'mnist_train_sim_peer_gone_async_error_2'
 mutant sum-scaled-as-mean $B \
 	'ncclAllReduce(buf, buf, n, ncclFloat, op == REDUCE_SUM' 'ncclAllReduce(buf, buf, n, ncclFloat, op != REDUCE_SUM' \
 	'gpu_allreduce_sim_2'
@@ -140,8 +148,8 @@ start=$(date +%s)
 (cd "$ROOT" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) | tar -C "$SRC" -xf - ||
 	{ echo "mutants.sh: copying the source tree failed" >&2; exit 2; }
 mnist=$(readlink -f "$ROOT/MNIST_Data")
-SIM=(mnist-cuda-sim test_cudasim_rules cudasim_nccl_rules gpu_ops_sim gpu_train_parity_sim
-	gpu_graph_sim gpu_allreduce_sim gpu_deadline_sim gpu_train_step_sim)
+SIM=(mnist-cuda-sim test_cudasim_rules cudasim_nccl_rules cudasim_launch_check gpu_ops_sim
+	gpu_train_parity_sim gpu_graph_sim gpu_allreduce_sim gpu_deadline_sim gpu_train_step_sim)
 build() { # LOG [TARGET...]: the simulated module and the test programs, and the other targets
 	local log=$1
 	shift

@@ -36,6 +36,10 @@ struct comm_state {
 	bool connected = false, aborted = false, destroyed = false;
 	uint64_t executed = 0; /* collectives that have started running, in stream order */
 	long hang_at = 0;      /* CUDASIM_HANG_AT on CUDASIM_HANG_RANK; 0: none */
+	/* On the other ranks, with CUDASIM_HANG_ERROR_AFTER: the hung collective and the delay. */
+	long peer_hang_at = 0, peer_hang_rank = -1;
+	double peer_error_after = 0.0;
+	double reached_peer_hang = 0.0; /* when this rank's collective #peer_hang_at started */
 	ncclResult_t async_error = ncclSuccess;
 };
 
@@ -67,6 +71,27 @@ static ncclResult_t fail(ncclResult_t rc, const char *fmt, ...)
 	va_end(ap);
 	last_error = buf;
 	return rc;
+}
+
+/*
+ * CUDASIM_HANG_ERROR_AFTER: S seconds after this rank reached the collective
+ * a peer never completes, its communicator reports ncclRemoteError, as NCCL
+ * does when a peer goes away; true once it has. The collective itself still
+ * never completes (only ncclCommAbort ends it, as on a GPU).
+ */
+static bool peer_gone(comm_state &c)
+{
+	if (c.async_error == ncclRemoteError)
+		return true;
+	if (c.reached_peer_hang <= 0.0 || c.async_error != ncclSuccess ||
+	    now() - c.reached_peer_hang < c.peer_error_after)
+		return false;
+	c.async_error = ncclRemoteError;
+	fail(ncclRemoteError,
+	     "rank %ld went away during collective #%ld, %g s ago (CUDASIM_HANG_RANK, "
+	     "CUDASIM_HANG_ERROR_AFTER)",
+	     c.peer_hang_rank, c.peer_hang_at, now() - c.reached_peer_hang);
+	return true;
 }
 
 static size_t type_size(int t)
@@ -202,6 +227,8 @@ public:
 			buf->mine = spec->d;
 			buf->mine.seq = ++c.executed;
 			buf->mine.rank = c.rank;
+			if (c.peer_hang_at > 0 && (long)buf->mine.seq == c.peer_hang_at)
+				c.reached_peer_hang = now();
 			if (c.hang_at > 0 && (long)buf->mine.seq == c.hang_at) {
 				note("collective #%llu (%s) will never complete on this rank "
 				     "(CUDASIM_HANG_RANK, CUDASIM_HANG_AT)",
@@ -234,18 +261,24 @@ public:
 		}
 	}
 
+	/* The injected hang, or, on a peer, the collective it hangs in once its loss is reported. */
 	bool never_completes() const override
 	{
-		return phase == 9;
+		return phase == 9 || (phase == 1 && (long)buf->mine.seq == spec->comm->peer_hang_at &&
+				      peer_gone(*spec->comm));
 	}
 
 	std::string describe() const override
 	{
 		char head[96];
 		snprintf(head, sizeof(head), "NCCL collective #%llu, ", (unsigned long long)buf->mine.seq);
+		if (phase == 9)
+			return head + describe_desc(spec->d) + " (injected never to complete)";
+		if (phase == 1 && (long)buf->mine.seq == spec->comm->peer_hang_at &&
+		    spec->comm->async_error == ncclRemoteError)
+			return head + describe_desc(spec->d) + ", which a peer that went away never joins";
 		return head + describe_desc(spec->d) +
-		       (phase == 9 ? " (injected never to complete)"
-				   : ", which completes only once every rank has reached it");
+		       ", which completes only once every rank has reached it";
 	}
 
 private:
@@ -330,11 +363,16 @@ static void connect(comm_state &c, const char *call)
 	c.connected = true;
 }
 
-/* A peer's ncclCommAbort, seen as the asynchronous error NCCL reports when a peer goes away. */
+/*
+ * A peer's ncclCommAbort, or a peer gone (CUDASIM_HANG_ERROR_AFTER), seen as
+ * the asynchronous error NCCL reports when a peer goes away.
+ */
 static void poll_notify(comm_state &c)
 {
 	int flag = 0;
 	if (c.aborted || c.async_error != ncclSuccess || c.notify == MPI_COMM_NULL)
+		return;
+	if (peer_gone(c))
 		return;
 	MPI_Iprobe(MPI_ANY_SOURCE, 0, c.notify, &flag, MPI_STATUS_IGNORE);
 	if (flag) {
@@ -495,8 +533,14 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
 	MPI_Comm_dup(s->coll, &s->conn);
 	MPI_Comm_dup(s->coll, &s->notify);
 	MPI_Comm_free(&all_ranks);
-	if (env_long("CUDASIM_HANG_RANK", -1) == cudasim::rank())
+	long hang_rank = env_long("CUDASIM_HANG_RANK", -1);
+	if (hang_rank == cudasim::rank()) {
 		s->hang_at = env_long("CUDASIM_HANG_AT", 1);
+	} else if (hang_rank >= 0 && getenv("CUDASIM_HANG_ERROR_AFTER")) {
+		s->peer_hang_rank = hang_rank;
+		s->peer_hang_at = env_long("CUDASIM_HANG_AT", 1);
+		s->peer_error_after = (double)env_long("CUDASIM_HANG_ERROR_AFTER", 0);
+	}
 	const char *runtime_connect = getenv("NCCL_RUNTIME_CONNECT");
 	if (runtime_connect && !strcmp(runtime_connect, "0"))
 		connect(*s, "ncclCommInitRank");

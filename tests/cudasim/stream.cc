@@ -47,8 +47,14 @@ struct CUevent_st {
 	uint64_t capture_id = 0;       /* non-zero: recorded into that capture */
 };
 
+/* A node of a graph: one recorded operation. */
+struct CUgraphNode_st {
+	size_t index;
+};
+
 struct CUgraph_st {
 	std::vector<cudasim::op> ops;
+	std::vector<std::unique_ptr<CUgraphNode_st>> nodes; /* one per op, in recording order */
 };
 
 struct CUgraphExec_st {
@@ -199,22 +205,25 @@ static void check_kernel_pointers(const char *kernel, const launch_ptrs &ptrs)
 			      kernel, i + 1, describe(ptrs.p[i]).c_str());
 }
 
+/*
+ * A launch CUDA refuses runs nothing and reports through the thread's last
+ * error, as a <<<>>> launch does (it returns nothing): no usable device, a
+ * geometry outside CUDA's limits (cudaErrorInvalidConfiguration), no kernel
+ * image for the device (cudaErrorNoKernelImageForDevice), or a stream whose
+ * capture was invalidated. The program's own check of cudaGetLastError is what
+ * must stop it. A pointer argument that is not device memory is fatal: on a
+ * GPU the kernel would fault on it (an illegal address, and a dead context).
+ */
 cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, unsigned int block,
 		   const launch_ptrs &ptrs, std::function<void()> body)
 {
 	cudaError_t rc = init_error();
 	if (rc != cudaSuccess)
-		fatal("launch of %s: %s (no usable device); the backend's launch check ends the job "
-		      "here",
-		      kernel, cudaGetErrorName(rc));
+		return set_error(rc);
 	if (grid == 0 || grid > 0x7fffffffu || block == 0 || block > 1024)
-		fatal("launch of %s with grid %u, block %u: cudaErrorInvalidConfiguration (CUDA takes 1 "
-		      "to 2^31-1 blocks of 1 to 1024 threads); the backend's launch check ends the job "
-		      "here",
-		      kernel, grid, block);
+		return set_error(cudaErrorInvalidConfiguration);
 	if (fault("no-kernel-image"))
-		fatal("launch of %s: cudaErrorNoKernelImageForDevice (CUDASIM_FAULT=no-kernel-image)",
-		      kernel);
+		return set_error(cudaErrorNoKernelImageForDevice);
 	check_kernel_pointers(kernel, ptrs);
 	op o;
 	o.label = std::string("kernel ") + kernel;
@@ -229,11 +238,7 @@ cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, u
 			for (threadIdx.x = 0; threadIdx.x < block; threadIdx.x++)
 				body();
 	};
-	rc = submit(stream, std::move(o));
-	if (rc != cudaSuccess)
-		fatal("launch of %s: %s; the backend's launch check ends the job here", kernel,
-		      cudaGetErrorName(rc));
-	return cudaSuccess;
+	return submit(stream, std::move(o)); /* an unknown stream or an invalidated capture: set */
 }
 
 } /* namespace cudasim */
@@ -442,6 +447,8 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
 	CUgraph_st *g = new CUgraph_st;
 	g->ops = std::move(s->recorded);
 	s->recorded.clear();
+	for (size_t i = 0; i < g->ops.size(); i++)
+		g->nodes.emplace_back(new CUgraphNode_st{i});
 	*graph = g;
 	return cudaSuccess;
 }
@@ -475,6 +482,28 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
 		if (rc != cudaSuccess)
 			return rc;
 	}
+	return cudaSuccess;
+}
+
+/*
+ * The graph's nodes, one per operation recorded (a kernel, a copy, a memset,
+ * a library call's kernels, a collective). nodes NULL: their number in
+ * *numNodes; else up to *numNodes handles, the rest of the array NULL, and
+ * the number written in *numNodes (the runtime API reference's contract).
+ */
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes)
+{
+	if (!graph || !numNodes)
+		return set_error(cudaErrorInvalidValue);
+	size_t have = graph->nodes.size();
+	if (!nodes) {
+		*numNodes = have;
+		return cudaSuccess;
+	}
+	size_t room = *numNodes;
+	for (size_t i = 0; i < room; i++)
+		nodes[i] = i < have ? graph->nodes[i].get() : nullptr;
+	*numNodes = room < have ? room : have;
 	return cudaSuccess;
 }
 

@@ -6,8 +6,10 @@
  *   ctest --test-dir build -R test_cudasim_rules --output-on-failure
  *
  * Written against the stand-in headers as any CUDA program is; kernels are
- * launched through the project's KERNEL_LAUNCH. Criterion forks a process
- * per test, so the settings each test puts in the environment stay its own.
+ * launched through the raw launch the stand-in provides for the project's
+ * KERNEL_LAUNCH (KERNEL_LAUNCH_ON), each followed by a check of
+ * cudaGetLastError as the project's is. Criterion forks a process per test,
+ * so the settings each test puts in the environment stay its own.
  */
 #include <criterion/criterion.h>
 
@@ -32,6 +34,13 @@ struct geom {
 	unsigned int grid, block;
 };
 
+/* A launch and its check, as cuda/kernels.cu's KERNEL_LAUNCH does them. */
+#define LAUNCH(kernel, g, stream, ...)                                                    \
+	do {                                                                              \
+		KERNEL_LAUNCH_ON(kernel, g, stream, __VA_ARGS__);                         \
+		cr_assert_eq(cudaGetLastError(), cudaSuccess, "launch of %s", #kernel);  \
+	} while (0)
+
 static int kernel_runs; /* bumped by count_kernel, to see when work runs */
 
 static __global__ void fill_kernel(float *x, size_t n, float v)
@@ -51,13 +60,13 @@ static __global__ void count_kernel(float *x)
 
 static void fill(cudaStream_t s, float *x, size_t n, float v, struct geom g = {4, 64})
 {
-	KERNEL_LAUNCH(fill_kernel, g, s, x, n, v);
+	LAUNCH(fill_kernel, g, s, x, n, v);
 }
 
 static void count(cudaStream_t s, float *x)
 {
 	struct geom g = {1, 1};
-	KERNEL_LAUNCH(count_kernel, g, s, x);
+	LAUNCH(count_kernel, g, s, x);
 }
 
 static float *dalloc(size_t n)
@@ -209,10 +218,40 @@ Test(event, an_event_completes_at_its_record_point_and_no_later)
 
 /* ---- 5. kernels ------------------------------------------------------------------------ */
 
-Test(kernel, a_block_of_2048_threads_is_refused, .signal = SIGABRT)
+/* A launch CUDA refuses runs nothing and says why through cudaGetLastError, once. */
+static void refused_launch(struct geom g, cudaError_t want)
 {
-	float *d = dalloc(4);
-	fill(new_stream(), d, 4, 1.0f, {1, 2048});
+	cudaStream_t s = new_stream();
+	float *d = dalloc(1), h = 0.0f;
+	kernel_runs = 0;
+	cr_assert_eq(cudaMemsetAsync(d, 0, sizeof(float), s), cudaSuccess);
+	KERNEL_LAUNCH_ON(count_kernel, g, s, d);
+	cr_assert_eq(cudaPeekAtLastError(), want, "grid %u, block %u: %s", g.grid, g.block,
+		     cudaGetErrorName(cudaPeekAtLastError()));
+	cr_assert_eq(cudaGetLastError(), want);
+	cr_assert_eq(cudaGetLastError(), cudaSuccess, "a launch error is not sticky");
+	cr_assert_eq(cudaMemcpyAsync(&h, d, sizeof(h), cudaMemcpyDeviceToHost, s), cudaSuccess);
+	cr_assert(kernel_runs == 0 && h == 0.0f, "the refused launch ran");
+}
+
+Test(kernel, launches_outside_cudas_geometry_limits_are_refused)
+{
+	refused_launch({1, 2048}, cudaErrorInvalidConfiguration);
+	refused_launch({1, 0}, cudaErrorInvalidConfiguration);
+	refused_launch({0, 64}, cudaErrorInvalidConfiguration);
+	refused_launch({0x80000000u, 64}, cudaErrorInvalidConfiguration);
+	float *d = dalloc(1);
+	struct geom most = {1, 1024};
+	kernel_runs = 0;
+	LAUNCH(count_kernel, most, cudaStreamLegacy, d);
+	cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+	cr_assert_eq(kernel_runs, 1, "a block of 1024 threads is within the limits");
+}
+
+Test(kernel, a_launch_without_a_kernel_image_for_the_device_is_refused)
+{
+	setenv("CUDASIM_FAULT", "no-kernel-image", 1);
+	refused_launch({1, 1}, cudaErrorNoKernelImageForDevice);
 }
 
 Test(kernel, arguments_are_taken_at_launch)
@@ -221,7 +260,7 @@ Test(kernel, arguments_are_taken_at_launch)
 	float *d = dalloc(8), h[8];
 	float v = 3.0f;
 	struct geom g = {2, 3}; /* 6 threads for 8 items: the grid-stride loop wraps */
-	KERNEL_LAUNCH(fill_kernel, g, s, d, (size_t)8, v);
+	LAUNCH(fill_kernel, g, s, d, (size_t)8, v);
 	v = 4.0f;
 	cr_assert_eq(cudaMemcpyAsync(h, d, sizeof(h), cudaMemcpyDeviceToHost, s), cudaSuccess);
 	for (int i = 0; i < 8; i++)
@@ -309,6 +348,35 @@ Test(capture, a_graph_replays_what_it_baked_in_and_capture_runs_nothing)
 	cr_assert_eq(cudaMemcpyAsync(h, b, sizeof(h), cudaMemcpyDeviceToHost, s), cudaSuccess);
 	cr_assert(h[0] == 0.0f, "the replay wrote b, which it never captured");
 	cudaGraphExecDestroy(x);
+	cudaGraphDestroy(g);
+}
+
+/* One node per operation recorded; the array filled as the runtime API reference describes. */
+Test(capture, a_graph_has_one_node_per_recorded_operation)
+{
+	cudaStream_t s = new_stream();
+	float *d = dalloc(4);
+	cudaGraph_t g = NULL;
+	cudaEvent_t e;
+	cr_assert_eq(cudaEventCreate(&e), cudaSuccess);
+	cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+	cr_assert_eq(cudaMemsetAsync(d, 0, 4 * sizeof(float), s), cudaSuccess);
+	fill(s, d, 4, 1.0f);
+	cr_assert_eq(cudaEventRecord(e, s), cudaSuccess); /* a point in the capture, not a node */
+	count(s, d);
+	cr_assert_eq(cudaStreamEndCapture(s, &g), cudaSuccess);
+	size_t n = 0;
+	cr_assert_eq(cudaGraphGetNodes(g, NULL, &n), cudaSuccess);
+	cr_assert_eq(n, 3, "memset, fill, count: %zu nodes", n);
+	cudaGraphNode_t nodes[5];
+	n = 2;
+	cr_assert_eq(cudaGraphGetNodes(g, nodes, &n), cudaSuccess);
+	cr_assert(n == 2 && nodes[0] && nodes[1] && nodes[0] != nodes[1], "room for 2: %zu", n);
+	n = 5;
+	cr_assert_eq(cudaGraphGetNodes(g, nodes, &n), cudaSuccess);
+	cr_assert(n == 3 && nodes[2] && !nodes[3] && !nodes[4], "room for 5: %zu written, the rest NULL", n);
+	cr_assert_eq(cudaGraphGetNodes(g, nodes, NULL), cudaErrorInvalidValue);
+	cr_assert_eq(cudaGetLastError(), cudaErrorInvalidValue);
 	cudaGraphDestroy(g);
 }
 
