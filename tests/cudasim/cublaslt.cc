@@ -51,13 +51,20 @@ struct lt_desc {
 struct lt_pref {
 	uint32_t search_mode, reduction_mask;
 	uint64_t max_workspace;
+	uint32_t align[4]; /* CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES */
 };
-/* An algorithm as the heuristic returns it (the config attributes' values). */
+/*
+ * An algorithm as the heuristic returns it (the config attributes' values),
+ * and the alignments, in bytes, it was chosen for: A, B, C, D from the
+ * preference, the bias and the ReLU mask from the descriptor's pointers.
+ */
+enum { ALIGN_A, ALIGN_B, ALIGN_C, ALIGN_D, ALIGN_BIAS, ALIGN_AUX, ALIGNS };
 struct lt_algo {
 	uint64_t magic;
 	int32_t id, splitk;
 	uint32_t scheme, tile, swizzle, custom, stages;
 	uint16_t inner_shape, cluster_shape;
+	uint16_t align[ALIGNS];
 };
 static_assert(sizeof(lt_layout) <= sizeof(cublasLtMatrixLayoutOpaque_t), "layout fits");
 static_assert(sizeof(lt_desc) <= sizeof(cublasLtMatmulDescOpaque_t), "descriptor fits");
@@ -301,6 +308,24 @@ static lt_algo make_algo(int32_t splitk, uint32_t scheme)
 	return a;
 }
 
+/* The largest power of two dividing p's address, at most 256; 256 for NULL. */
+static unsigned alignment_of(const void *p)
+{
+	unsigned a = 256;
+	while (p && a > 1 && ((uintptr_t)p & (a - 1)))
+		a >>= 1;
+	return a;
+}
+
+/* A preference's alignment as a power of two, at most 256 (and at least 1). */
+static unsigned alignment_cap(uint32_t v)
+{
+	unsigned a = 1;
+	while (a < 256 && a * 2 <= v)
+		a *= 2;
+	return a;
+}
+
 /* The candidates for a problem, best first, before the preference filters them. */
 static std::vector<lt_algo> candidates(const lt_problem &p)
 {
@@ -520,12 +545,39 @@ static void check_vector(const char *name, const void *ptr, size_t bytes)
 		      describe(ptr).c_str());
 }
 
+/*
+ * An algorithm chosen for operands aligned to `want` bytes reads them with
+ * loads that wide: a less aligned pointer is a misaligned access on a GPU
+ * (the MIN_ALIGNMENT preferences say so: a smaller value excludes algorithms
+ * that need more; the bias and mask pointers' alignment the heuristic reads
+ * from the descriptor).
+ */
+static void check_alignment(const char *what, const void *ptr, unsigned want)
+{
+	if (ptr && alignment_of(ptr) < want)
+		fatal("cublasLtMatmul: %s at %p is %u-byte aligned, but the algorithm was chosen for "
+		      "%u-byte aligned operands (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, or the "
+		      "descriptor's pointer when the heuristic ran): a misaligned address on a GPU",
+		      what, ptr, alignment_of(ptr), want);
+}
+
 static void check_pointers(const lt_run &r)
 {
 	const lt_problem &p = r.p;
 	const lt_desc &q = p.desc;
 	if (p.m == 0 || p.n == 0)
 		return;
+	if (r.algo.magic == algo_magic) {
+		check_alignment("A", r.a, r.algo.align[ALIGN_A]);
+		check_alignment("B", r.b, r.algo.align[ALIGN_B]);
+		if (r.beta != 0.0)
+			check_alignment("C", r.c, r.algo.align[ALIGN_C]);
+		check_alignment("D", r.d, r.algo.align[ALIGN_D]);
+		if (has_bias_input(q.epilogue) || has_bias_output(q.epilogue))
+			check_alignment("the bias", q.bias, r.algo.align[ALIGN_BIAS]);
+		if (writes_mask(q.epilogue) || reads_mask(q.epilogue))
+			check_alignment("the ReLU bit-mask", q.aux, r.algo.align[ALIGN_AUX]);
+	}
 	if ((p.k > 0 && r.alpha != 0.0) || q.epilogue == CUBLASLT_EPILOGUE_BGRADA)
 		check_matrix("A", r.a, p.a);
 	if ((p.k > 0 && r.alpha != 0.0) || q.epilogue == CUBLASLT_EPILOGUE_BGRADB)
@@ -689,7 +741,8 @@ cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *pref)
 	if (!pref)
 		return CUBLAS_STATUS_INVALID_VALUE;
 	cublasLtMatmulPreference_t p = new cublasLtMatmulPreferenceOpaque_t();
-	put(p, lt_pref{CUBLASLT_SEARCH_BEST_FIT, CUBLASLT_REDUCTION_SCHEME_MASK, 0});
+	put(p, lt_pref{CUBLASLT_SEARCH_BEST_FIT, CUBLASLT_REDUCTION_SCHEME_MASK, 0,
+		       {256, 256, 256, 256}});
 	live.insert(p);
 	*pref = p;
 	return CUBLAS_STATUS_SUCCESS;
@@ -727,6 +780,17 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
 			return CUBLAS_STATUS_INVALID_VALUE;
 		memcpy(&p.reduction_mask, buf, sizeInBytes);
 		break;
+	case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+	case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+	case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+	case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: {
+		uint32_t v;
+		if (sizeInBytes != sizeof(v))
+			return CUBLAS_STATUS_INVALID_VALUE;
+		memcpy(&v, buf, sizeof(v));
+		p.align[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES] = v;
+		break;
+	}
 	default:
 		return CUBLAS_STATUS_INVALID_VALUE;
 	}
@@ -765,7 +829,12 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle,
 			continue;
 		cublasLtMatmulHeuristicResult_t &out = heuristicResultsArray[found++];
 		memset(&out, 0, sizeof(out));
-		put(&out.algo, a);
+		lt_algo chosen = a;
+		for (int i = ALIGN_A; i <= ALIGN_D; i++)
+			chosen.align[i] = (uint16_t)alignment_cap(pref.align[i]);
+		chosen.align[ALIGN_BIAS] = (uint16_t)alignment_of(p.desc.bias);
+		chosen.align[ALIGN_AUX] = (uint16_t)alignment_of(p.desc.aux);
+		put(&out.algo, chosen);
 		out.workspaceSize = need;
 		out.state = CUBLAS_STATUS_SUCCESS;
 		out.wavesCount = 1.0f;

@@ -30,6 +30,7 @@
 #include <stddef.h>
 
 #include <functional>
+#include <tuple>
 #include <type_traits>
 
 #define CUDART_VERSION 13000
@@ -240,12 +241,20 @@ template <class T> inline cudaError_t cudaFuncGetAttributes(struct cudaFuncAttri
  * and leaves its error for cudaGetLastError, which the product's
  * CUDA_CHECK_LAUNCH reads next.
  */
+/*
+ * The arguments are evaluated here, at the launch, into a tuple the queued
+ * work keeps: an argument such as *req (a struct the caller passes by value
+ * from its own stack) is read now, as <<<>>> reads it, never when the kernel
+ * runs.
+ */
 #define KERNEL_LAUNCH_ON(kernel, geom, stream, ...)                                       \
 	do {                                                                              \
 		cudasim::launch_ptrs cudasim_ptrs_ = {};                                  \
 		cudasim::collect(cudasim_ptrs_, __VA_ARGS__);                             \
+		auto cudasim_args_ = std::make_tuple(__VA_ARGS__);                        \
 		(void)cudasim::launch((stream), #kernel, (geom).grid, (geom).block,       \
-				      cudasim_ptrs_, [=]() { kernel(__VA_ARGS__); });     \
+				      cudasim_ptrs_,                                      \
+				      [cudasim_args_]() { std::apply(kernel, cudasim_args_); }); \
 	} while (0)
 
 #endif /* MNIST_DDP_CUDASIM_CUDA_RUNTIME_H */

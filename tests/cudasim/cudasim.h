@@ -108,6 +108,13 @@
  *     first, none needing more workspace than CUBLASLT_MATMUL_PREF_MAX_-
  *     WORKSPACE_BYTES allows (default 0) or using a reduction scheme the
  *     preference's mask leaves out; none at all is CUBLAS_STATUS_NOT_SUPPORTED.
+ *     An algorithm is chosen for operands aligned as the preference's
+ *     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES say (default 256: a
+ *     smaller value excludes algorithms that need more, as documented) and for
+ *     the alignment of the bias and mask pointers the descriptor holds when the
+ *     heuristic runs (the header: the heuristic reads them for that); a
+ *     cublasLtMatmul with that algorithm and a less aligned operand, bias or
+ *     mask is fatal (a misaligned access on a GPU).
  *     Which ones is the simulator's own rule (NVIDIA documents none), after
  *     what cuBLAS chose on our H100 (split-K GEMMs followed by a separate
  *     cublasLt::splitKreduce_kernel for the forward GEMMs, whose k is long:

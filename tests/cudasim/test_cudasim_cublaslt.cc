@@ -503,3 +503,35 @@ Test(cublaslt, fast_tf32_rounds_the_inputs_unless_nvidia_tf32_override_is_0)
 	setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
 	cr_assert_eq(lt_product(CUBLAS_COMPUTE_32F_FAST_TF32, a, b), a * b);
 }
+
+/*
+ * Alignment: an algorithm chosen with the default preference (256-byte
+ * operands) must not be given an operand that is only 4-byte aligned (a
+ * tensor at an odd offset into a flat buffer); chosen with
+ * CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 4, it runs.
+ */
+static void run_at_offset_a(uint32_t min_align_a)
+{
+	lt_case c = lt_make(2, 2, 3);
+	std::vector<float> padded = A23;
+	padded.insert(padded.begin(), 0.0f); /* A starts one float into its allocation */
+	float *base = lt_upload(padded), *B = lt_upload(B32), *D = lt_dalloc(4);
+	if (min_align_a)
+		cr_assert_eq(cublasLtMatmulPreferenceSetAttribute(
+				     c.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &min_align_a,
+				     sizeof(min_align_a)),
+			     CUBLAS_STATUS_SUCCESS);
+	cr_assert_eq(run(c, base + 1, B, 0.0f, NULL, D), CUBLAS_STATUS_SUCCESS);
+	expect_floats("A B with A at a 4-byte offset", lt_download(c.s, D, 4), {4, 10, 5, 11});
+}
+
+Test(cublaslt, an_operand_less_aligned_than_the_algorithm_was_chosen_for_is_stopped,
+     .signal = SIGABRT)
+{
+	run_at_offset_a(0);
+}
+
+Test(cublaslt, an_algorithm_chosen_for_4_byte_operands_takes_them)
+{
+	run_at_offset_a(4);
+}

@@ -49,7 +49,7 @@ void gpu_run_create(struct gpu_run *r, const struct backend *be, const struct mo
 		    const struct gpu_data *g, const float *params0, int batch, float lr,
 		    float momentum, enum reduce_op reduce)
 {
-	const int32_t zero = 0;
+	const struct step_counters zero = {0, 0, 0, 0};
 	size_t pbytes = m->n_params * sizeof(float);
 	memset(r, 0, sizeof(*r));
 	r->be = be;
@@ -63,8 +63,8 @@ void gpu_run_create(struct gpu_run *r, const struct backend *be, const struct mo
 	r->images = gpu_upload_new(be, g->images, (size_t)g->n_images * IDX_PIXELS);
 	r->labels = gpu_upload_new(be, g->labels, (size_t)g->n_images);
 	r->index = gpu_upload_new(be, g->index, (size_t)g->index_len * sizeof(int32_t));
-	r->cursor = gpu_upload_new(be, &zero, sizeof(zero));
-	r->step = gpu_upload_new(be, &zero, sizeof(zero));
+	r->index_len = g->index_len;
+	r->counters = gpu_upload_new(be, &zero, sizeof(zero));
 	int steps = g->index_len / batch > 0 ? g->index_len / batch : 1;
 	float *rates = xmalloc((size_t)steps * sizeof(float));
 	for (int i = 0; i < steps; i++)
@@ -74,6 +74,18 @@ void gpu_run_create(struct gpu_run *r, const struct backend *be, const struct mo
 	r->params = gpu_upload_new(be, params0, pbytes);
 	r->grads = gpu_upload_new(be, NULL, pbytes);
 	r->velocity = gpu_upload_new(be, NULL, pbytes);
+	/* The first batch; each step gathers the next one, as the trainer's does. */
+	struct gather_req first = gpu_run_gather(r);
+	backend_gather(be, &first);
+}
+
+struct gather_req gpu_run_gather(const struct gpu_run *r)
+{
+	struct gather_req g = {.images = r->images, .labels = r->labels, .pixels = IDX_PIXELS,
+			       .index = r->index, .len = r->index_len, .cursor = &r->counters->cursor,
+			       .count = r->batch, .batch_last = r->ws.plan.input_batch_last,
+			       .x = r->ws.act[0], .y = r->ws.labels};
+	return g;
 }
 
 void gpu_run_destroy(struct gpu_run *r)
@@ -83,8 +95,7 @@ void gpu_run_destroy(struct gpu_run *r)
 	backend_free(be, r->images);
 	backend_free(be, r->labels);
 	backend_free(be, r->index);
-	backend_free(be, r->cursor);
-	backend_free(be, r->step);
+	backend_free(be, r->counters);
 	backend_free(be, r->lr_table);
 	backend_free(be, r->params);
 	backend_free(be, r->grads);
@@ -95,15 +106,13 @@ void gpu_run_destroy(struct gpu_run *r)
 void gpu_run_step(struct gpu_run *r)
 {
 	const struct backend *be = r->be;
-	backend_gather(be, r->images, r->labels, IDX_PIXELS, r->index, r->cursor, r->batch,
-			r->ws.act[0], r->ws.labels);
-	backend_advance(be, r->cursor, r->batch);
-	model_forward(be, r->m, &r->ws, r->params, r->batch);
-	model_backward(be, r->m, &r->ws, r->params, r->grads, r->batch);
+	model_forward(be, r->m, &r->ws, r->params, r->batch, 1);
+	model_backward_scaled(be, r->m, &r->ws, r->params, r->grads, r->batch,
+			      1.0f / (float)r->batch, r->counters);
 	backend_allreduce(be, r->grads, r->m->n_params, r->reduce);
+	struct gather_req next = gpu_run_gather(r);
 	backend_sgd_update(be, r->params, r->grads, r->velocity, r->m->n_params, r->lr_table,
-			    r->step, r->momentum, 0.0f);
-	backend_advance(be, r->step, 1);
+			   r->counters, r->momentum, 0.0f, &next);
 }
 
 double gpu_run_loss(const struct gpu_run *r)
@@ -124,9 +133,9 @@ void gpu_run_params(const struct gpu_run *r, float *host)
 
 int32_t gpu_run_cursor(const struct gpu_run *r)
 {
-	int32_t c = 0;
-	gpu_download(r->be, &c, r->cursor, sizeof(c));
-	return c;
+	struct step_counters c;
+	gpu_download(r->be, &c, r->counters, sizeof(c));
+	return c.cursor;
 }
 
 void gpu_run_get_state(const struct gpu_run *r, float *params, float *velocity)

@@ -2,9 +2,11 @@
  * gpu_train.h - one data-parallel training step, run through the backend
  * interface with the project's model code (host/train/model.h), for the GPU
  * parity programs: the same ops in the same order as the trainer's step
- * (gather by a cursor in backend memory, advance, forward, backward, one
+ * (forward, backward with the loss op moving the step's counters on, one
  * allreduce of the flat gradient buffer, SGD over the flat parameter buffer
- * at the rate its step counter picks from a table in backend memory).
+ * at the rate its step counter picks from a table in backend memory, and in
+ * the same op the next batch's gather by the cursor; the first batch is
+ * gathered when the run is created).
  */
 #ifndef MNIST_DDP_TESTS_GPU_TRAIN_H
 #define MNIST_DDP_TESTS_GPU_TRAIN_H
@@ -39,8 +41,8 @@ struct gpu_run {
 	struct model_ws ws;
 	uint8_t *images, *labels; /* (n_images, IDX_PIXELS), (n_images) */
 	int32_t *index;           /* (index_len) */
-	int32_t *cursor;          /* (1) next position in index */
-	int32_t *step;            /* (1) steps taken: the entry of lr the next update uses */
+	int index_len;
+	struct step_counters *counters; /* (1) cursor, steps begun, updates begun */
 	float *lr_table;          /* (index_len / batch) the rate of each step: lr */
 	float *params, *grads, *velocity; /* (n_params) each */
 	int batch;
@@ -56,6 +58,9 @@ void gpu_run_destroy(struct gpu_run *r);
 
 /* Queue one step (nothing is waited for). */
 void gpu_run_step(struct gpu_run *r);
+
+/* The gather of the batch at the run's cursor into its workspace. */
+struct gather_req gpu_run_gather(const struct gpu_run *r);
 
 /* The mean per-example loss of the latest step (waits for it). */
 double gpu_run_loss(const struct gpu_run *r);
