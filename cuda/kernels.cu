@@ -160,7 +160,7 @@ static __global__ void sgd_update_kernel(float *p, const float *g, float *v, siz
 					 float momentum, float weight_decay, struct gather_req next)
 {
 	float rate = lr[counters->step - 1];
-	int32_t cursor = next.count > 0 ? counters->cursor : 0;
+	int32_t cursor = next.count > 0 ? *next.cursor : 0;
 	int rows = next.count > 0 ? gather_rows(&next, cursor) : 0;
 	size_t total = n + work_2d(next.count, next.pixels);
 	for (size_t i = grid_first(); i < total; i += grid_stride()) {
@@ -178,7 +178,7 @@ static __global__ void adamw_update_kernel(float *p, const float *g, float *m, f
 					   struct adamw_hyper h, struct gather_req next)
 {
 	struct adamw_step s = adamw_step_elem(lr[counters->step - 1], counters->updates, h);
-	int32_t cursor = next.count > 0 ? counters->cursor : 0;
+	int32_t cursor = next.count > 0 ? *next.cursor : 0;
 	int rows = next.count > 0 ? gather_rows(&next, cursor) : 0;
 	size_t total = n + work_2d(next.count, next.pixels);
 	for (size_t i = grid_first(); i < total; i += grid_stride()) {

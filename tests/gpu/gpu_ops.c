@@ -801,8 +801,10 @@ static void conv_stage_pair(struct gpu_test *t, int c0, int hw, int k0, int pad0
 	size_t live = 0;
 	for (size_t i = 0; i < ny1; i++)
 		live += y1.out[1][i] > 0.0f;
-	gpu_test_check(t, live > ny1 / 8 && live < ny1, "%s: %zu of %zu upper outputs positive "
-		       "(the ReLUs pass some and stop some)", what, live, ny1);
+	/* Large enough cases must exercise both sides of the ReLUs. */
+	gpu_test_check(t, live > ny1 / 8 && (ny1 < 200 || live < ny1),
+		       "%s: %zu of %zu upper outputs positive (the ReLUs pass some and stop some)",
+		       what, live, ny1);
 	char msg[200];
 	const struct {
 		const char *name;
