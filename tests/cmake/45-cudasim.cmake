@@ -259,6 +259,14 @@ add_cudasim_test(gpu_graph_sim_too_many_ranks_fails_3 3 ENV CUDASIM_DEVICES=3
 add_cudasim_test(gpu_graph_sim_two_gpus_skips_3 3 ENV CUDASIM_DEVICES=2
                  EXPECT 77 "^SKIP gpu_graph: needs 3 GPUs, 2 visible" COMMAND $<TARGET_FILE:gpu_graph_sim>)
 
+# Issue 21: what runs where cuBLASLt offers less, the CUDA backend's fallbacks: only the
+# plain product (our kernels for bias, ReLU, the ReLU's and the bias's gradients), and no
+# algorithm at all (cublasSgemm with those kernels). Same results, more launches.
+add_cudasim_test(gpu_ops_sim_lt_default_only 1 ENV CUDASIM_DEVICES=1 CUDASIM_LT_EPILOGUES=default
+                 COMMAND $<TARGET_FILE:gpu_ops_sim>)
+add_cudasim_test(gpu_ops_sim_no_cublaslt 1 ENV CUDASIM_DEVICES=1 CUDASIM_LT_EPILOGUES=none
+                 COMMAND $<TARGET_FILE:gpu_ops_sim>)
+
 # Defect 7: one visible device per rank (srun --gpus-per-task=1, or a wrapper): it is used.
 add_cudasim_test(gpu_ops_sim_one_visible_device_per_rank_2 2
                  COMMAND sh -c "CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK exec $<TARGET_FILE:gpu_ops_sim>")

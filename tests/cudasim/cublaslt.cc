@@ -120,15 +120,19 @@ static bool modelled_epilogue(uint32_t e)
 /*
  * Whether the simulated library has kernels for epilogue e: every modelled
  * one (NVIDIA documents no restriction for float32 in column-major order),
- * unless CUDASIM_LT_EPILOGUES lists those it offers ("default": DEFAULT only).
+ * unless CUDASIM_LT_EPILOGUES lists those it offers ("default": DEFAULT only;
+ * "none": not even that, a library with no algorithm for any problem, so a
+ * program must manage without cuBLASLt).
  */
 static bool offered(uint32_t e)
 {
 	if (!modelled_epilogue(e))
 		return false; /* the GELU family: not modelled */
+	const char *env = getenv("CUDASIM_LT_EPILOGUES");
+	if (env && !strcmp(env, "none"))
+		return false;
 	if (e == CUBLASLT_EPILOGUE_DEFAULT)
 		return true;
-	const char *env = getenv("CUDASIM_LT_EPILOGUES");
 	if (!env || !*env)
 		return true;
 	std::string list(env);
@@ -150,7 +154,7 @@ static bool offered(uint32_t e)
 		if (!known)
 			fatal("CUDASIM_LT_EPILOGUES=%s: '%s' is no epilogue the simulator models (%s)", env,
 			      tok.c_str(), "DEFAULT, RELU, RELU_AUX, BIAS, RELU_BIAS, RELU_AUX_BIAS, DRELU, "
-					   "DRELU_BGRAD, BGRADA, BGRADB, or default");
+					   "DRELU_BGRAD, BGRADA, BGRADB, default, or none alone");
 		if (comma == std::string::npos)
 			break;
 		at = comma + 1;

@@ -201,7 +201,8 @@
  *                                  (ncclRemoteError) S s after reaching that collective
  *       CUDASIM_LT_EPILOGUES=L     the cuBLASLt epilogues the simulated library offers: a
  *                                  comma list (BIAS,RELU_AUX_BIAS,DRELU_BGRAD,...), "default"
- *                                  for DEFAULT only (default: every modelled one, rule 7)
+ *                                  for DEFAULT only, "none" for no algorithm at all
+ *                                  (default: every modelled one, rule 7)
  *       CUDASIM_DEVICE_MEMORY=MiB  device memory per GPU (default 16384)
  *       CUDASIM_STUCK_NOTE=S       a host blocked this long in the simulator says on
  *                                  what (default 10 s; 0: never)
