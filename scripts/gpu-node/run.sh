@@ -66,6 +66,9 @@ ln -sf "$P/bin/mpicc.openmpi" "$prefix/bin/mpicc"
 ln -sf "$P/bin/mpiexec.openmpi" "$prefix/bin/mpiexec"
 export OPAL_PREFIX=$P PATH=$prefix/bin:$PATH
 export LD_LIBRARY_PATH=$A/openmpi/lib:$A/openblas-pthread:$A${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The kit's PMIx reads its own plugins and files, not the node's (pmix_env.sh).
+. "$root/scripts/gpu-node/pmix_env.sh"
+kit_pmix_env "$A/pmix2"
 
 tests=${MNIST_DDP_TESTS:-}
 if [ -z "$tests" ]; then
@@ -91,6 +94,10 @@ env_report() {
 	"$python" "$root/cmake/nvidia_wheels.py" nvidia.nccl nvidia.cu13 nvidia.cublas
 	command -v mpirun mpicc; mpirun --version
 	"$python" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), torch.cuda.get_device_name(0))'
+	local rc=$?
+	# Every later mpirun prints what this one does: PMIx complaining of its plugins fails the step.
+	mpirun_clean || rc=1
+	return $rc
 }
 build() {
 	cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DMNIST_DDP_CUDA=ON \
@@ -144,7 +151,7 @@ matrix() {
 		--data "$data/train" --out-dir "$out/bench-results" --models "$models" --tag "$models" "$@"
 }
 export P A data out jobs root build_dir python tests
-export -f env_report build gpu_suite train_runs bench_runs torch_ref matrix
+export -f env_report build gpu_suite train_runs bench_runs torch_ref matrix mpirun_clean
 for s in $steps; do
 	case $s in
 	env) step env 120 env_report ;;
