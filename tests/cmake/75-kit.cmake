@@ -1,5 +1,6 @@
 # The GPU-node kit (scripts/gpu-node/), what can be checked of it without a GPU node.
 #
+#   kit_ctest_summary  the summary of the kit's step all (below)
 #   kit_pmix_plugins   the kit's relocated PMIx (scripts/gpu-node/pmix_env.sh) loads its
 #                      own plugins where another PMIx's stand in Debian's place, as on the
 #                      node of 2026-11-25; with a control that trips without that
@@ -12,3 +13,10 @@ add_test(NAME kit_pmix_plugins
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/kit/test_pmix_plugins.sh
                  $<TARGET_FILE:broken_pmix_plugin> ${MPIEXEC_EXECUTABLE})
 set_tests_properties(kit_pmix_plugins PROPERTIES LABELS kit SKIP_RETURN_CODE 77 TIMEOUT 60)
+
+# scripts/gpu-node/ctest_summary.py (the kit's step all) on a small ctest project of known
+# outcome: the counts, the failure, each skip's reason, the labels not run.
+add_test(NAME kit_ctest_summary
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/kit/test_ctest_summary.sh ${CMAKE_COMMAND}
+                 ${CMAKE_CTEST_COMMAND})
+set_tests_properties(kit_ctest_summary PROPERTIES LABELS kit TIMEOUT 60)
