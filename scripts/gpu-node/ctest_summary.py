@@ -57,7 +57,8 @@ def main(argv):
         if status == "run":
             passed.append(name)
         elif status == "notrun" and skip is not None and "SKIP_" in (skip.get("message") or ""):
-            skipped.append((name, reason_of(out, "SKIP")))
+            why = reason_of(out, "SKIP")
+            skipped.append((name, re.sub(r"^SKIP(\s+" + re.escape(name) + r")?:?\s*", "", why)))
         else:  # failed, or could not be started (ctest's "Not Run")
             failed.append((name, status, reason_of(out, "FAIL")))
     total = len(passed) + len(failed) + len(skipped)

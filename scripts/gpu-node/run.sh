@@ -9,7 +9,10 @@
 # goes to RESULTS_DIR/STEP.log and SUMMARY.txt there lists each step's status and time.
 #
 #   RESULTS_DIR=/some/dir bash scripts/gpu-node/run.sh [steps...]
-#   steps: env build gpu train bench torch matrix-fc matrix-lenet (default: all, in that order)
+#   steps: env build gpu train bench torch matrix-fc matrix-lenet (default: these, in that
+#   order), and, by name only: all (the whole ctest suite, -j$(nproc), then a summary of
+#   passed, failed and skipped tests with the reasons and the labels not run) and sanitize
+#   (compute-sanitizer memcheck, initcheck, racecheck, synccheck: ctest -L gpu-sanitize)
 #   matrix-*: bench/train --backend cuda (the GPU matrix against PyTorch on CUDA, results
 #   file and charts under RESULTS_DIR/bench-results; docs/benchmarks.md "GPU")
 #
@@ -107,7 +110,32 @@ build() {
 		-DMNIST_DDP_TESTS="$tests" -DMNIST_DDP_PYTHON="$python" &&
 		cmake --build "$build_dir" -j"$jobs"
 }
-gpu_suite() { ctest --test-dir "$build_dir" -L gpu --output-on-failure --timeout 300; }
+# -L takes a regular expression: '^gpu$' is the GPU suite without gpu-sanitize.
+gpu_suite() { ctest --test-dir "$build_dir" -L '^gpu$' --output-on-failure --timeout 300; }
+# all: the whole suite from this build, then what passed, failed and was skipped, each
+# skip's reason and the labels not run (ctest_summary.py).
+all_suite() {
+	local junit rc=0
+	junit=$(cd "$out" && pwd)/ctest-all.xml
+	ctest --test-dir "$build_dir" -j"$jobs" --output-on-failure --timeout 600 --output-junit "$junit" || rc=$?
+	python3 "$root/scripts/gpu-node/ctest_summary.py" "$build_dir" "$junit" || rc=1
+	return $rc
+}
+# sanitize: compute-sanitizer's four tools over short runs of each model (ctest -L
+# gpu-sanitize, tests/sanitize/gpu_sanitize.sh); zero errors, and a skip fails the step.
+sanitize_runs() {
+	local junit rc=0
+	junit=$(cd "$out" && pwd)/ctest-sanitize.xml
+	ctest --test-dir "$build_dir" -L gpu-sanitize -j8 --output-on-failure --timeout 500 \
+		--output-junit "$junit" || rc=$?
+	python3 "$root/scripts/gpu-node/ctest_summary.py" "$build_dir" "$junit" >"$out/sanitize-summary.txt" || rc=1
+	cat "$out/sanitize-summary.txt"
+	if grep -q '^SKIPPED' "$out/sanitize-summary.txt"; then
+		echo "sanitize: tests skipped (above): nothing was sanitized there"
+		rc=1
+	fi
+	return $rc
+}
 train_runs() {
 	local m b args
 	for m in "seed" "mlp --hidden 512,256 --batch-size 64 --lr 0.05 --momentum 0.9" \
@@ -151,18 +179,21 @@ matrix() {
 		--data "$data/train" --out-dir "$out/bench-results" --models "$models" --tag "$models" "$@"
 }
 export P A data out jobs root build_dir python tests
-export -f env_report build gpu_suite train_runs bench_runs torch_ref matrix mpirun_clean
+export -f env_report build gpu_suite all_suite sanitize_runs train_runs bench_runs torch_ref matrix \
+	mpirun_clean
 for s in $steps; do
 	case $s in
 	env) step env 120 env_report ;;
 	build) step build 540 build ;;
 	gpu) step gpu 400 gpu_suite ;;
+	all) step all 560 all_suite ;;
+	sanitize) step sanitize 560 sanitize_runs ;;
 	train) step train 400 train_runs ;;
 	bench) step bench 400 bench_runs ;;
 	torch) step torch 400 torch_ref ;;
 	matrix-fc) step matrix-fc 560 matrix seed,mlp --no-tta --reps 3 ;;
 	matrix-lenet) step matrix-lenet 560 matrix lenet --no-allreduce --reps 3 ;;
-	*) say "unknown step $s (env build gpu train bench torch matrix-fc matrix-lenet)" ;;
+	*) say "unknown step $s (env build gpu all sanitize train bench torch matrix-fc matrix-lenet)" ;;
 	esac
 done
 grep -h 'summary:' "$out"/*.log >"$out/summaries.txt" 2>/dev/null

@@ -43,7 +43,7 @@ expect() {
 }
 expect "== summary: 4 tests: 1 passed, 1 failed, 2 skipped"
 expect "FAILED  fails (failed): FAIL: the widget broke"
-expect "SKIPPED skips: SKIP skips: no widget on this machine"
+expect "SKIPPED skips: no widget on this machine"
 expect "SKIPPED skips_too: nothing to do here"
 expect "labels not run at all: widget (2 skipped)"
 expect "labels run in part: core (1 of 3 skipped)"
