@@ -6,8 +6,10 @@
  *   mpirun -n 2 build/bench/allreduce -b 1K -e 1M -n 100
  *
  * Rank 0 prints one table per path: MPI_Allreduce on host buffers, and, when
- * built with CUDA (MNIST_DDP_HAVE_CUDA) and every rank has a device,
- * ncclAllReduce on device buffers. Each row: size, count, float/sum, then
+ * built with CUDA (MNIST_DDP_HAVE_CUDA) and every rank can run the CUDA
+ * backend as mnist-train decides it (its job probe: one GPU per rank, ...),
+ * ncclAllReduce on device buffers; otherwise one line says why not (two ranks
+ * on one GPU: "skipped (rank 1: local ranks 0 and 1 ... [shared-gpu])"). Each row: size, count, float/sum, then
  * out-of-place and in-place time (us), algbw = size / time and
  * busbw = algbw * 2(n-1)/n (GB/s), and #wrong, the elements that differ from
  * the exact sum. Inputs are small integers computed from (seed, rank, index),
@@ -278,21 +280,34 @@ static long long bench_step_op(const struct dist *d, const struct bench_opts *o)
 				   __FILE__, __LINE__, 1);                               \
 	} while (0)
 
+/*
+ * Can every rank run the NCCL tables? The trainer's own decision
+ * (backend_cuda_job_probe: the driver, the module, then the module's probe of
+ * the devices), so that what mnist-train refuses, two ranks on one GPU
+ * (shared-gpu), more ranks than GPUs, a driver too old, is skipped here with
+ * the same reason instead of aborting in ncclCommInitRank. Collective; *m is
+ * the module when usable. Rank 0 prints the one-line reason otherwise.
+ */
+static int bench_cuda_usable(const struct dist *d, const struct backend_module **m)
+{
+	struct cuda_probe mine, worst;
+	int bad_rank = -1;
+	if (backend_cuda_job_probe(d, MNIST_BENCH_CUDA_MODULE, m, &mine, &worst, &bad_rank) ==
+	    CUDA_USABLE)
+		return 1;
+	if (d->rank == 0)
+		printf("#\n# ncclAllReduce: skipped (rank %d: %s [%s])\n", bad_rank, worst.why,
+		       worst.reason);
+	return 0;
+}
+
 static long long bench_nccl(const struct dist *d, const struct bench_opts *o, double *bus_sum,
 			    int *rows, ncclComm_t *comm_out)
 {
-	int count = 0; /* left unwritten when there is no driver */
-	cudaError_t err = cudaGetDeviceCount(&count);
-	int usable = err == cudaSuccess && count > 0;
-	int all = 0;
-	MPI_CHECK(MPI_Allreduce(&usable, &all, 1, MPI_INT, MPI_MIN, d->comm));
-	if (!all) {
-		if (d->rank == 0)
-			printf("#\n# ncclAllReduce: skipped (%s)\n",
-			       usable ? "a rank has no usable CUDA device" : cudaGetErrorString(err));
-		return 0;
-	}
-	BENCH_CUDA_CHECK(cudaSetDevice(d->local_rank % count));
+	int count = 0;
+	BENCH_CUDA_CHECK(cudaGetDeviceCount(&count));
+	/* The probe's device: the local rank's, or the one GPU a rank sees. */
+	BENCH_CUDA_CHECK(cudaSetDevice(count == 1 ? 0 : d->local_rank));
 	ncclUniqueId id;
 	if (d->rank == 0)
 		BENCH_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -321,7 +336,7 @@ static long long bench_nccl(const struct dist *d, const struct bench_opts *o, do
 		for (int inplace = 0; inplace < 2; inplace++) {
 			const float *src = inplace ? recv : send;
 			if (inplace)
-				BENCH_CUDA_CHECK(cudaMemset(recv, 0, n * sizeof(float)));
+				BENCH_CUDA_CHECK(cudaMemsetAsync(recv, 0, n * sizeof(float), stream));
 			for (int i = 0; i < o->warmup; i++)
 				BENCH_NCCL_CHECK(ncclAllReduce(src, recv, n, ncclFloat, ncclSum, comm, stream));
 			BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -379,7 +394,7 @@ static double median_of(double *v, int n)
  * then checked on the pattern.
  */
 static long long bench_cuda_step_op(const struct dist *d, const struct bench_opts *o,
-				    ncclComm_t comm)
+				    const struct backend_module *m, ncclComm_t comm)
 {
 	/* Parameter counts: seed and linear 7850; lenet 156+2416+48120+10164+850; mlp 512,256. */
 	static const struct {
@@ -387,19 +402,9 @@ static long long bench_cuda_step_op(const struct dist *d, const struct bench_opt
 		size_t count;
 	} sizes[] = {{"seed/linear", 7850}, {"lenet", 61706}, {"mlp 512,256", 535818}};
 	enum { ROUNDS = 9 };
-	const struct backend_module *m = NULL;
-	struct cuda_probe mine, worst;
 	struct train_config defaults;
 	struct backend be;
 	char why[512];
-	int bad_rank = -1;
-	if (backend_cuda_job_probe(d, MNIST_BENCH_CUDA_MODULE, &m, &mine, &worst, &bad_rank) !=
-	    CUDA_USABLE) {
-		if (d->rank == 0)
-			printf("#\n# CUDA backend's allreduce op: skipped (rank %d: %s)\n", bad_rank,
-			       worst.why);
-		return 0;
-	}
 	if (m->create(d, &be, why, sizeof(why))) { /* the same outcome on every rank */
 		if (d->rank == 0)
 			printf("#\n# CUDA backend's allreduce op: skipped (%s)\n", why);
@@ -416,7 +421,8 @@ static long long bench_cuda_step_op(const struct dist *d, const struct bench_opt
 		die(1, "allreduce: the CUDA backend cannot allocate %zu floats", max_count);
 	BENCH_CUDA_CHECK(cudaStreamCreate(&stream));
 	BENCH_CUDA_CHECK(cudaMalloc((void **)&bare_buf, max_count * sizeof(float)));
-	BENCH_CUDA_CHECK(cudaMemset(bare_buf, 0, max_count * sizeof(float)));
+	BENCH_CUDA_CHECK(cudaMemsetAsync(bare_buf, 0, max_count * sizeof(float), stream));
+	BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
 	if (d->rank == 0) {
 		printf("#\n# CUDA backend's gradient allreduce against a bare ncclAllReduce in place, device buffers.\n");
 		printf("# step op: the module's allreduce with REDUCE_SUM, as the trainer calls it (its stream and\n");
@@ -630,17 +636,17 @@ int main(int argc, char **argv)
 			wrong += bench_step_op(&d, &o);
 	}
 #ifdef MNIST_DDP_HAVE_CUDA
-	if (o.cuda) {
+	const struct backend_module *m = NULL;
+	if (o.cuda && bench_cuda_usable(&d, &m)) {
 		double bus = 0.0;
 		int rows = 0;
 		ncclComm_t comm = NULL;
 		wrong += bench_nccl(&d, &o, &bus, &rows, &comm);
 		if (d.rank == 0 && rows)
 			printf("# Avg bus bandwidth (in place) : %.3f GB/s\n", bus / rows);
-		if (comm && o.step_op)
-			wrong += bench_cuda_step_op(&d, &o, comm);
-		if (comm)
-			ncclCommDestroy(comm);
+		if (o.step_op)
+			wrong += bench_cuda_step_op(&d, &o, m, comm);
+		ncclCommDestroy(comm);
 	}
 #else
 	if (o.cuda && d.rank == 0)

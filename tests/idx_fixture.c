@@ -147,6 +147,42 @@ uint8_t *slurp(const char *path, size_t *len)
 	return b;
 }
 
+/*
+ * The bytes of <dir>/<name>, or of <dir>/<name>.gz decompressed when there is
+ * no raw file (the data set's two layouts), read by zlib, not by the reader
+ * under test. Fails the test, naming both paths, when neither is readable.
+ */
+uint8_t *slurp_raw_or_gz(const char *dir, const char *name, size_t *len)
+{
+	char path[1024], gz_path[1040];
+	size_t cap = 1 << 20, n = 0;
+	uint8_t *b;
+	gzFile f;
+	int got;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(gz_path, sizeof(gz_path), "%s.gz", path);
+	if (access(path, R_OK) == 0)
+		return slurp(path, len);
+	f = gzopen(gz_path, "rb");
+	cr_assert_not_null(f, "neither %s nor %s can be read: run scripts/get-mnist.sh", path,
+			   gz_path);
+	b = malloc(cap);
+	cr_assert_not_null(b);
+	while ((got = gzread(f, b + n, (unsigned)(cap - n))) > 0) {
+		n += (size_t)got;
+		if (n == cap) {
+			cap *= 2;
+			b = realloc(b, cap);
+			cr_assert_not_null(b);
+		}
+	}
+	cr_assert_eq(got, 0, "%s: gzread failed", gz_path);
+	cr_assert_eq(gzclose(f), Z_OK, "%s: gzclose failed (a damaged .gz?)", gz_path);
+	*len = n;
+	return b;
+}
+
 void write_good_set(const char *prefix, uint32_t n)
 {
 	char name[256];

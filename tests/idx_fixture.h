@@ -33,6 +33,8 @@ void tmp_path(char *dst, size_t cap, const char *name);
 void write_file(const char *name, const void *buf, size_t len);
 void write_gz(const char *name, const void *buf, size_t len, int level);
 uint8_t *slurp(const char *path, size_t *len);
+/* <dir>/<name>, or <dir>/<name>.gz decompressed where there is no raw file. */
+uint8_t *slurp_raw_or_gz(const char *dir, const char *name, size_t *len);
 void write_good_set(const char *prefix, uint32_t n);
 void expect_load_fail(int want_rc, const char *file, const char *problem,
 		      const char *problem2);

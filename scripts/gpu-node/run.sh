@@ -9,7 +9,10 @@
 # goes to RESULTS_DIR/STEP.log and SUMMARY.txt there lists each step's status and time.
 #
 #   RESULTS_DIR=/some/dir bash scripts/gpu-node/run.sh [steps...]
-#   steps: env build gpu train bench torch matrix-fc matrix-lenet (default: all, in that order)
+#   steps: env build gpu train bench torch matrix-fc matrix-lenet (default: these, in that
+#   order), and, by name only: all (the whole ctest suite, -j$(nproc), then a summary of
+#   passed, failed and skipped tests with the reasons and the labels not run) and sanitize
+#   (compute-sanitizer memcheck, initcheck, racecheck, synccheck: ctest -L gpu-sanitize)
 #   matrix-*: bench/train --backend cuda (the GPU matrix against PyTorch on CUDA: 500 steps a
 #   cell, PyTorch's cells served by one process; results file and charts under
 #   RESULTS_DIR/bench-results, written even when --time-limit cuts the run short;
@@ -68,6 +71,9 @@ ln -sf "$P/bin/mpicc.openmpi" "$prefix/bin/mpicc"
 ln -sf "$P/bin/mpiexec.openmpi" "$prefix/bin/mpiexec"
 export OPAL_PREFIX=$P PATH=$prefix/bin:$PATH
 export LD_LIBRARY_PATH=$A/openmpi/lib:$A/openblas-pthread:$A${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The kit's PMIx reads its own plugins and files, not the node's (pmix_env.sh).
+. "$root/scripts/gpu-node/pmix_env.sh"
+kit_pmix_env "$A/pmix2"
 
 tests=${MNIST_DDP_TESTS:-}
 if [ -z "$tests" ]; then
@@ -93,6 +99,10 @@ env_report() {
 	"$python" "$root/cmake/nvidia_wheels.py" nvidia.nccl nvidia.cu13 nvidia.cublas
 	command -v mpirun mpicc; mpirun --version
 	"$python" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), torch.cuda.get_device_name(0))'
+	local rc=$?
+	# Every later mpirun prints what this one does: PMIx complaining of its plugins fails the step.
+	mpirun_clean || rc=1
+	return $rc
 }
 build() {
 	cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DMNIST_DDP_CUDA=ON \
@@ -102,7 +112,32 @@ build() {
 		-DMNIST_DDP_TESTS="$tests" -DMNIST_DDP_PYTHON="$python" &&
 		cmake --build "$build_dir" -j"$jobs"
 }
-gpu_suite() { ctest --test-dir "$build_dir" -L gpu --output-on-failure --timeout 300; }
+# -L takes a regular expression: '^gpu$' is the GPU suite without gpu-sanitize.
+gpu_suite() { ctest --test-dir "$build_dir" -L '^gpu$' --output-on-failure --timeout 300; }
+# all: the whole suite from this build, then what passed, failed and was skipped, each
+# skip's reason and the labels not run (ctest_summary.py).
+all_suite() {
+	local junit rc=0
+	junit=$(cd "$out" && pwd)/ctest-all.xml
+	ctest --test-dir "$build_dir" -j"$jobs" --output-on-failure --timeout 600 --output-junit "$junit" || rc=$?
+	python3 "$root/scripts/gpu-node/ctest_summary.py" "$build_dir" "$junit" || rc=1
+	return $rc
+}
+# sanitize: compute-sanitizer's four tools over short runs of each model (ctest -L
+# gpu-sanitize, tests/sanitize/gpu_sanitize.sh); zero errors, and a skip fails the step.
+sanitize_runs() {
+	local junit rc=0
+	junit=$(cd "$out" && pwd)/ctest-sanitize.xml
+	ctest --test-dir "$build_dir" -L gpu-sanitize -j8 --output-on-failure --timeout 500 \
+		--output-junit "$junit" || rc=$?
+	python3 "$root/scripts/gpu-node/ctest_summary.py" "$build_dir" "$junit" >"$out/sanitize-summary.txt" || rc=1
+	cat "$out/sanitize-summary.txt"
+	if grep -q '^SKIPPED' "$out/sanitize-summary.txt"; then
+		echo "sanitize: tests skipped (above): nothing was sanitized there"
+		rc=1
+	fi
+	return $rc
+}
 train_runs() {
 	local m b args
 	for m in "seed" "mlp --hidden 512,256 --batch-size 64 --lr 0.05 --momentum 0.9" \
@@ -146,12 +181,15 @@ matrix() {
 		--data "$data/train" --out-dir "$out/bench-results" --models "$models" --tag "$models" "$@"
 }
 export P A data out jobs root build_dir python tests
-export -f env_report build gpu_suite train_runs bench_runs torch_ref matrix
+export -f env_report build gpu_suite all_suite sanitize_runs train_runs bench_runs torch_ref matrix \
+	mpirun_clean
 for s in $steps; do
 	case $s in
 	env) step env 120 env_report ;;
 	build) step build 540 build ;;
 	gpu) step gpu 400 gpu_suite ;;
+	all) step all 560 all_suite ;;
+	sanitize) step sanitize 560 sanitize_runs ;;
 	train) step train 400 train_runs ;;
 	bench) step bench 400 bench_runs ;;
 	torch) step torch 400 torch_ref ;;
@@ -159,7 +197,7 @@ for s in $steps; do
 	# writes its results file: 480 s leaves the step's 560 s room for both.
 	matrix-fc) step matrix-fc 560 matrix seed,mlp --no-tta --reps 3 --steps 500 --time-limit 480 ;;
 	matrix-lenet) step matrix-lenet 560 matrix lenet --no-allreduce --reps 3 --steps 500 --time-limit 480 ;;
-	*) say "unknown step $s (env build gpu train bench torch matrix-fc matrix-lenet)" ;;
+	*) say "unknown step $s (env build gpu all sanitize train bench torch matrix-fc matrix-lenet)" ;;
 	esac
 done
 grep -h 'summary:' "$out"/*.log >"$out/summaries.txt" 2>/dev/null

@@ -21,7 +21,7 @@
 #                              exports backend_module_entry only
 #   cuda_module_<case>         2 ranks under mpirun (tests/module/test_module_load.sh
 #                              says what each case proves): host, auto_no_driver, missing_with_driver,
-#                              missing, beside_binary, libs_hidden, other_build
+#                              missing, missing_driver_node, beside_binary, libs_hidden, other_build
 #
 # Some cases need the toolkit's stub libcuda.so (a driver that loads and refuses
 # to run: the module is then opened and probed without a GPU), one needs no
@@ -82,7 +82,8 @@ if(MNIST_DDP_HAVE_CUDA)
   if(NOT MNIST_CUDA_STUB_DRIVER)
     set(MNIST_CUDA_STUB_DRIVER "")
   endif()
-  foreach(case host auto_no_driver missing missing_with_driver beside_binary libs_hidden other_build)
+  foreach(case host auto_no_driver missing missing_driver_node missing_with_driver beside_binary
+               libs_hidden other_build)
     add_test(NAME cuda_module_${case}
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/module/test_module_load.sh ${case}
                      $<TARGET_FILE:mnist-train> $<TARGET_FILE:mnist-cuda>

@@ -5,7 +5,8 @@
 #   reliability_* (reliability)   mnist-train under a real mpirun: bitwise resume, rank-count
 #                                 change, corrupt-newest fallback, Python reader accuracy,
 #                                 kill -9 of a rank, SIGSTOP with --timeout, diverging loss
-#   reliability_valgrind (valgrind) a short 2-rank run under memcheck, MPI's reports suppressed
+#   reliability_valgrind (valgrind) a short 2-rank run under memcheck, MPI's reports suppressed;
+#                                 skipped (77, "valgrind not installed") where there is no valgrind
 # Every script bounds each mpirun with timeout(1), and ctest's TIMEOUT bounds the
 # script, so a hang fails the test instead of stalling the suite.
 add_unit_test(test_checkpoint ${CMAKE_CURRENT_SOURCE_DIR}/test_checkpoint.c
@@ -58,7 +59,15 @@ if(NOT MNIST_DDP_SANITIZE)
            COMMAND bash ${_rel}/test_valgrind.sh $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR}
                    $<TARGET_FILE:leak_control> ${MNIST_MPIRUN})
   set_tests_properties(reliability_valgrind PROPERTIES LABELS "reliability;valgrind" TIMEOUT 600
-                       PROCESSORS 2)
+                       PROCESSORS 2 SKIP_RETURN_CODE 77)
+  # Without valgrind it skips (77) and says so; never a pass.
+  add_test(NAME reliability_valgrind_missing_skips
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cudasim/expect.sh 77
+                   "^SKIP reliability_valgrind: valgrind not installed" "!^ok:"
+                   -- bash ${_rel}/test_valgrind.sh $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR}
+                   $<TARGET_FILE:leak_control> ${MNIST_MPIRUN})
+  set_tests_properties(reliability_valgrind_missing_skips PROPERTIES LABELS reliability TIMEOUT 60
+                       ENVIRONMENT "VALGRIND=/nonexistent/valgrind")
 endif()
 
 # The host backend's collective deadline (host/dist/deadline.c) on its own, without MPI.

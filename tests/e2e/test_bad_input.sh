@@ -29,12 +29,15 @@ set -uo pipefail
 . "$(dirname "$0")/../script_args.sh"
 CASE_TIMEOUT=${MNIST_CASE_TIMEOUT:-60} # seconds per case; a hung rank fails the case
 
-IMAGES=$DATA/train/train-images-idx3-ubyte
-LABELS=$DATA/train/train-labels-idx1-ubyte
-if [ ! -f "$IMAGES" ] || [ ! -f "$LABELS" ] ||
-	{ [ ! -e "$DATA/test/t10k-images-idx3-ubyte" ] && [ ! -e "$DATA/test/t10k-images-idx3-ubyte.gz" ]; }; then
-	echo "FAIL: real MNIST (raw IDX files) not found under $DATA/{train,test}: run" \
-		"scripts/get-mnist.sh (or configure with -DMNIST_DATA_DIR=DIR); this test does not skip" >&2
+# The data set as mnist-train reads it: each file raw or .gz (the kit of
+# scripts/gpu-node carries .gz only). raw_or_gz PATH: PATH, or PATH.gz when only that exists.
+raw_or_gz() { if [ -f "$1" ]; then echo "$1"; elif [ -f "$1.gz" ]; then echo "$1.gz"; fi; }
+IMAGES=$(raw_or_gz "$DATA/train/train-images-idx3-ubyte")
+LABELS=$(raw_or_gz "$DATA/train/train-labels-idx1-ubyte")
+if [ -z "$IMAGES" ] || [ -z "$LABELS" ] || [ -z "$(raw_or_gz "$DATA/test/t10k-images-idx3-ubyte")" ]; then
+	echo "FAIL: real MNIST (train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte," \
+		"raw or .gz) not found under $DATA/{train,test}: run scripts/get-mnist.sh (or configure" \
+		"with -DMNIST_DATA_DIR=DIR); this test does not skip" >&2
 	exit 1
 fi
 if [ ! -x "$TRAIN" ]; then
@@ -59,8 +62,17 @@ write_labels() { # FILE MAGIC COUNT
 	{ be32 "$2"; be32 "$3"; head -c "$3" /dev/zero; } >"$1"
 }
 mkdir -p "$TMP/trunc" "$TMP/magic" "$TMP/count"
-head -c 3000000 "$IMAGES" >"$TMP/trunc/train-images-idx3-ubyte" # 3 MB of the real 47 MB file
-cp "$LABELS" "$TMP/trunc/"
+# A raw copy where one is needed (gzip -dcf passes a raw file through as it is):
+# 3 MB of the real 47 MB image file, and the labels whole.
+gzip -dcf "$LABELS" >"$TMP/trunc/train-labels-idx1-ubyte"
+gzip -dcf "$IMAGES" >"$TMP/images-raw"
+head -c 3000000 "$TMP/images-raw" >"$TMP/trunc/train-images-idx3-ubyte"
+rm -f "$TMP/images-raw"
+if [ "$(wc -c <"$TMP/trunc/train-images-idx3-ubyte")" -ne 3000000 ] ||
+	[ "$(wc -c <"$TMP/trunc/train-labels-idx1-ubyte")" -ne 60008 ]; then
+	echo "FAIL: cannot make the truncated copy of $IMAGES and $LABELS in $TMP/trunc" >&2
+	exit 1
+fi
 write_images "$TMP/magic/train-images-idx3-ubyte" 0x00000804 10 # dtype 0x08 but 4 dimensions
 write_labels "$TMP/magic/train-labels-idx1-ubyte" 0x00000801 10
 write_images "$TMP/count/train-images-idx3-ubyte" 0x00000803 10

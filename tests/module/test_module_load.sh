@@ -22,8 +22,13 @@
 #                   status 1 and the reason on every rank (skips where a
 #                   driver loads)
 #   missing         mnist-train copied alone to another directory: auto
-#                   trains on the host saying which file is missing; cuda
-#                   fails on every rank
+#                   trains on the host saying which file is missing (quietly
+#                   where no driver loads, with the warning and
+#                   backend_fallback=module-not-loaded where one does: which,
+#                   the test decides from whether libcuda.so.1 loads here);
+#                   cuda fails on every rank
+#   missing_driver_node  the same on this machine made a GPU node: the stub
+#                   driver on LD_LIBRARY_PATH for the test and the ranks
 #   missing_with_driver  the same with the stub driver loadable: GPUs are there
 #                   and the install is broken, so auto warns loudly (WARNING,
 #                   backend_fallback= in the summary) and cuda fails
@@ -211,10 +216,31 @@ auto_no_driver)
 	opened_none auto
 	opened_none cuda
 	;;
-missing)
+missing | missing_driver_node)
+	if [ "$CASE" = missing_driver_node ]; then
+		# This machine as a GPU node: its driver on the loader's path, for the test
+		# and every rank alike (the stub stands in for it).
+		need_stub
+		export LD_LIBRARY_PATH=$TMP/driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+		driver_loads || { fail "$CASE: the stub driver does not load from $TMP/driver"; exit 1; }
+	fi
 	install_copy "$TMP/bin" "$TRAIN"
-	both "$TMP/bin/mnist-train" "" \
-		"no CUDA backend module: $TMP/bin/libmnist-cuda.so: No such file or directory"
+	missing_line="no CUDA backend module: $TMP/bin/libmnist-cuda.so: No such file or directory"
+	# What rank 0 owes depends on the machine: where no driver loads, a CPU machine,
+	# the quiet line; where one does, GPUs are there and the install is broken, so
+	# the warning and backend_fallback=module-not-loaded.
+	if driver_loads; then
+		ok "$CASE: libcuda.so.1 loads on this machine: expecting the warning [module-not-loaded]"
+		both "$TMP/bin/mnist-train" "" "$missing_line" loud
+		grep -q "WARNING: GPUs are present but unusable.*$missing_line \\[module-not-loaded\\]" \
+			"$(rank_file auto 0 stderr)" ||
+			fail "$CASE: rank 0's warning does not give the reason [module-not-loaded]"
+		grep -q '^summary: .* backend_fallback=module-not-loaded' "$(rank_file auto 0 stdout)" ||
+			fail "$CASE: rank 0's summary lacks backend_fallback=module-not-loaded"
+	else
+		ok "$CASE: no libcuda.so.1 loads on this machine: expecting the quiet line"
+		both "$TMP/bin/mnist-train" "" "$missing_line"
+	fi
 	;;
 missing_with_driver)
 	# A driver but no module: GPUs are there and the install is broken, so auto says it loudly.

@@ -28,10 +28,12 @@
 #              message and the job ends within 15 s, the stopped task gone.
 #   cudasim    TRAINER is the CUDA simulator's mnist-train (tests/cudasim; its
 #              driver stand-in in TRAINER's directory's driver/): the CUDA backend
-#              under srun, where tasks have SLURM_* variables and no OMPI_*
-#              ones. Two nodes x 2 tasks, every GPU visible: each task trains on
-#              its local rank's device (SLURM_LOCALID), rank 0's NCCL id reaches
-#              every rank, and the result equals mpirun -n 4's; one node with
+#              under srun, where tasks have SLURM_* variables and none of the
+#              OMPI_* ones mpirun gives its ranks (only those of the caller's
+#              own environment, which srun passes on). Two nodes x 2 tasks,
+#              every GPU visible: each task trains on its local rank's device
+#              (SLURM_LOCALID), rank 0's NCCL id reaches every rank, and the
+#              result equals mpirun -n 4's; one node with
 #              --gpus-per-task=1: each task sees the one GPU Slurm gave it
 #              (CUDA_VISIBLE_DEVICES) and uses it; two tasks on one visible GPU
 #              are refused (shared-gpu), as under mpirun. Simulated, not a GPU.
@@ -395,17 +397,39 @@ case_cudasim() {
 	reference ref 4 -x LD_LIBRARY_PATH -x CUDASIM_DEVICES "$trainer" "${args[@]}"
 	launch "$tmp/all.out" srun -N 2 --ntasks-per-node=2 --mpi=pmix "$tmp/task" "${args[@]}"
 	((rc == 0)) || fail "cudasim, srun -N 2 --ntasks-per-node=2: status $rc"
-	local env_bad="" e
+	# What Open MPI's launcher gives each rank (OMPI_COMM_WORLD_*, OMPI_MCA_* of its
+	# daemon) must be absent. srun passes on the caller's own environment, so OMPI_*
+	# variables exported where the test runs (OMPI_ALLOW_RUN_AS_ROOT, say) reach the
+	# tasks too: those are allowed, any other OMPI_* variable is not.
+	local env_bad="" e own extra
+	own=$(env | grep '^OMPI_' | sort)
+	# launcher_vars FILE: the OMPI_* names in FILE (an `env` output) that are not the caller's.
+	launcher_vars() {
+		comm -23 <(grep '^OMPI_' "$1" | sort) <(printf '%s\n' "$own") | cut -d= -f1 | tr '\n' ' '
+	}
+	# The control: a rank of mpirun's has such variables, and the check sees them.
+	on1 "$mpirun_bin" --allow-run-as-root -n 1 env >"$tmp/mpirun-env" 2>&1
+	extra=$(launcher_vars "$tmp/mpirun-env")
+	if [[ $extra == *OMPI_COMM_WORLD_LOCAL_RANK* ]]; then
+		pass "cudasim: the control, a rank started by mpirun, has launcher variables ($(wc -w <<<"$extra") OMPI_*, OMPI_COMM_WORLD_LOCAL_RANK among them)"
+	else
+		fail "cudasim: the control, a rank started by mpirun, shows no OMPI_COMM_WORLD_LOCAL_RANK: '$extra'"
+	fi
 	for r in 0 1 2 3; do
 		e=$(compgen -G "$tmp/env.*.$r" | head -n 1)
-		if [[ -z $e ]] || ! grep -qx "SLURM_LOCALID=$((r % 2))" "$e" || grep -q '^OMPI_' "$e"; then
-			env_bad+=" $r"
+		if [[ -z $e ]]; then
+			env_bad+=" $r (no environment recorded)"
+			continue
 		fi
+		grep -qx "SLURM_LOCALID=$((r % 2))" "$e" ||
+			env_bad+=" $r ($(grep '^SLURM_LOCALID=' "$e" || echo 'no SLURM_LOCALID'), want $((r % 2)))"
+		extra=$(launcher_vars "$e")
+		[[ -z $extra ]] || env_bad+=" $r (${extra% })"
 	done
 	if [[ -z $env_bad ]]; then
-		pass "cudasim, srun: every task had SLURM_LOCALID (0, 1 on each node) and no OMPI_* variable"
+		pass "cudasim, srun: every task had SLURM_LOCALID (0, 1 on each node) and no OMPI_* variable but the $(grep -c . <<<"$own") of the caller's environment"
 	else
-		fail "cudasim, srun: task(s)$env_bad had no SLURM_LOCALID, the wrong one, or OMPI_* variables"
+		fail "cudasim, srun: task(s)$env_bad: want SLURM_LOCALID = local rank and no OMPI_* variable an Open MPI launcher sets"
 	fi
 	if grep -q 'placement: mn-node1: ranks 0-1; rank 0 on cuda:0 cudasim device 0 .*, rank 1 on cuda:1 cudasim device 1 ' "$tmp/all.out" &&
 		grep -q 'placement: mn-node2: ranks 2-3; rank 2 on cuda:0 cudasim device 0 .*, rank 3 on cuda:1 cudasim device 1 ' "$tmp/all.out" &&

@@ -1,0 +1,22 @@
+# The GPU-node kit (scripts/gpu-node/), what can be checked of it without a GPU node.
+#
+#   kit_ctest_summary  the summary of the kit's step all (below)
+#   kit_pmix_plugins   the kit's relocated PMIx (scripts/gpu-node/pmix_env.sh) loads its
+#                      own plugins where another PMIx's stand in Debian's place, as on the
+#                      node of 2026-11-25; with a control that trips without that
+#                      environment. Skipped (77, with the reason) without root, a mount
+#                      namespace or Debian's libpmix2. Label kit.
+add_library(broken_pmix_plugin MODULE ${CMAKE_CURRENT_SOURCE_DIR}/kit/broken_pmix_plugin.c)
+set_target_properties(broken_pmix_plugin PROPERTIES PREFIX "" OUTPUT_NAME pmix_mca_pcompress_zlib
+                      LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/kit)
+add_test(NAME kit_pmix_plugins
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/kit/test_pmix_plugins.sh
+                 $<TARGET_FILE:broken_pmix_plugin> ${MPIEXEC_EXECUTABLE})
+set_tests_properties(kit_pmix_plugins PROPERTIES LABELS kit SKIP_RETURN_CODE 77 TIMEOUT 60)
+
+# scripts/gpu-node/ctest_summary.py (the kit's step all) on a small ctest project of known
+# outcome: the counts, the failure, each skip's reason, the labels not run.
+add_test(NAME kit_ctest_summary
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/kit/test_ctest_summary.sh ${CMAKE_COMMAND}
+                 ${CMAKE_CTEST_COMMAND})
+set_tests_properties(kit_ctest_summary PROPERTIES LABELS kit TIMEOUT 60)
