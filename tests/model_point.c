@@ -15,6 +15,21 @@ static void *need(void *p)
 	return p;
 }
 
+void model_point_upload_input(struct model_point *p, const float *x)
+{
+	if (!p->ws.plan.input_batch_last) {
+		backend_upload(&p->be, p->ws.act[0], x, p->nx * sizeof(float));
+		return;
+	}
+	/* The model reads (784, rows), as the gather's batch_last layout writes it. */
+	float *t = need(malloc(p->nx * sizeof(float)));
+	for (int r = 0; r < p->rows; r++)
+		for (int i = 0; i < IDX_PIXELS; i++)
+			t[(size_t)i * p->rows + r] = x[(size_t)r * IDX_PIXELS + i];
+	backend_upload(&p->be, p->ws.act[0], t, p->nx * sizeof(float));
+	free(t);
+}
+
 void model_point_make(struct model_point *p, enum model_kind kind, const int *hidden,
 		      int n_hidden, int rows, uint64_t seed, uint64_t stream, float scale)
 {
@@ -42,13 +57,13 @@ void model_point_make(struct model_point *p, enum model_kind kind, const int *hi
 	p->params_d = need(backend_alloc(&p->be, p->np * sizeof(float)));
 	p->grads_d = need(backend_alloc(&p->be, p->np * sizeof(float)));
 	backend_upload(&p->be, p->params_d, p->params, p->np * sizeof(float));
-	backend_upload(&p->be, p->ws.act[0], p->x, p->nx * sizeof(float));
+	model_point_upload_input(p, p->x);
 	backend_upload(&p->be, p->ws.labels, p->labels, (size_t)rows * sizeof(int32_t));
 }
 
 void model_point_run(struct model_point *p)
 {
-	model_forward(&p->be, &p->m, &p->ws, p->params_d, p->rows);
+	model_forward(&p->be, &p->m, &p->ws, p->params_d, p->rows, 1);
 	model_backward(&p->be, &p->m, &p->ws, p->params_d, p->grads_d, p->rows);
 	backend_synchronize(&p->be);
 }

@@ -20,7 +20,7 @@ struct model_point {
 	size_t np, nx;
 	float *params;   /* (np) model_init_params(seed) times scale */
 	double *pd;      /* (np) the same, widened */
-	float *x;        /* (rows, 784) normalised random pixels */
+	float *x;        /* (rows, 784) normalised random pixels (ws.act[0]: model_point_upload_input) */
 	int32_t *labels; /* (rows) */
 	float *params_d, *grads_d; /* backend copies */
 };
@@ -29,7 +29,13 @@ struct model_point {
 void model_point_make(struct model_point *p, enum model_kind kind, const int *hidden,
 		      int n_hidden, int rows, uint64_t seed, uint64_t stream, float scale);
 
-/* model_forward then model_backward (mean loss) at the point, waited for. */
+/*
+ * x (rows, 784) into the model's input ws.act[0], in the layout the model
+ * reads: transposed to (784, rows) where ws.plan.input_batch_last (LeNet-5).
+ */
+void model_point_upload_input(struct model_point *p, const float *x);
+
+/* model_forward (keeping what the backward pass needs) then model_backward (mean loss), waited for. */
 void model_point_run(struct model_point *p);
 
 void model_point_free(struct model_point *p);

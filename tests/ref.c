@@ -407,6 +407,66 @@ void ref_bias_grad(int trans_a, int m, int k, const float *a, int lda, double *o
 	}
 }
 
+size_t ref_conv_stage_pattern_len(const struct conv_shape *s, const struct pool_shape *p, int oc,
+				  int batch)
+{
+	return (size_t)oc * batch * ((size_t)s->oh * s->ow + (size_t)p->oh * p->ow);
+}
+
+void ref_conv_stage(const double *x, const double *w, const double *b,
+		    const struct conv_shape *s, const struct pool_shape *p, int oc, int batch,
+		    double *y, int32_t *arg, double *gap, uint8_t *pattern)
+{
+	size_t plane = (size_t)s->oh * s->ow * batch, fan = (size_t)s->c * s->k * s->k;
+	double *r = malloc((size_t)oc * plane * sizeof(double));
+	if (!r)
+		abort();
+	/* r = max(conv + bias, 0), (oc, oh, ow, batch) */
+	for (int o = 0; o < oc; o++)
+		for (int oy = 0; oy < s->oh; oy++)
+			for (int ox = 0; ox < s->ow; ox++)
+				for (int bi = 0; bi < batch; bi++) {
+					double sum = b[o];
+					for (int ci = 0; ci < s->c; ci++)
+						for (int ky = 0; ky < s->k; ky++)
+							for (int kx = 0; kx < s->k; kx++) {
+								int iy = oy + ky - s->pad, ix = ox + kx - s->pad;
+								if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w)
+									continue;
+								sum += w[o * fan + ((size_t)ci * s->k + ky) * s->k + kx] *
+								       x[(((size_t)ci * s->h + iy) * s->w + ix) * batch + bi];
+							}
+					size_t at = ref_out_at(s, batch, o, oy, ox, bi);
+					if (pattern)
+						pattern[at] = sum > 0.0;
+					r[at] = sum > 0.0 ? sum : 0.0;
+				}
+	/* The pool over r: windows of k x k tiling (oh, ow). */
+	for (int o = 0; o < oc; o++)
+		for (int py = 0; py < p->oh; py++)
+			for (int px = 0; px < p->ow; px++)
+				for (int bi = 0; bi < batch; bi++) {
+#define REF_WIN(q) r[ref_out_at(s, batch, o, py * p->k + (q) / p->k, px * p->k + (q) % p->k, bi)]
+					int best = 0;
+					for (int q = 1; q < p->k * p->k; q++)
+						if (REF_WIN(q) > REF_WIN(best))
+							best = q;
+					double next = -INFINITY;
+					for (int q = 0; q < p->k * p->k; q++)
+						if (q != best && REF_WIN(q) > next)
+							next = REF_WIN(q);
+					size_t at = (((size_t)o * p->oh + py) * p->ow + px) * batch + bi;
+					y[at] = REF_WIN(best);
+					arg[at] = best;
+					if (gap)
+						gap[at] = REF_WIN(best) - next;
+					if (pattern)
+						pattern[(size_t)oc * plane + at] = (uint8_t)best;
+#undef REF_WIN
+				}
+	free(r);
+}
+
 size_t ref_net_pattern_len(const struct model *m, int rows)
 {
 	size_t n = 0;

@@ -165,6 +165,25 @@ void ref_conv_backward_data(const float *w, const float *dz, const struct conv_s
 void ref_bias_grad(int trans_a, int m, int k, const float *a, int lda, double *out);
 
 /*
+ * A convolution stage (include/backend.h, struct conv_stage) in double
+ * throughout, parameters included (for central differences), finite values
+ * only: z = conv(x, w) + b (oc, oh, ow, batch), then each pool
+ * window's largest max(z, 0) into y (oc, ph, pw, batch) and the offset
+ * ky*k + kx of its first maximum in row order into arg. x (c, h, w, batch),
+ * w (oc, c*k*k), b (oc), all double; p tiles the convolution's output
+ * (p->h == s->oh, p->w == s->ow). gap, unless NULL: per window, its largest
+ * value less the next largest (0 on a tie, INFINITY for a 1 x 1 window), so a
+ * caller comparing float results can tell which argmaxes rounding decides.
+ * pattern, unless NULL, gets ref_conv_stage_pattern_len bytes: each
+ * pre-activation's sign (z > 0), then each window's argmax.
+ */
+void ref_conv_stage(const double *x, const double *w, const double *b,
+		    const struct conv_shape *s, const struct pool_shape *p, int oc, int batch,
+		    double *y, int32_t *arg, double *gap, uint8_t *pattern);
+size_t ref_conv_stage_pattern_len(const struct conv_shape *s, const struct pool_shape *p, int oc,
+				  int batch);
+
+/*
  * A whole network in double, from PyTorch's definitions with each example's
  * activations in PyTorch's (c, h, w) order, one example at a time (it reads
  * only the model's layer list: kinds, shapes, offsets; transposes change

@@ -1,7 +1,9 @@
 /*
  * test_gradcheck.c - the gradients by central differences: every model's
  * (seed, linear, mlp with hidden 7,5 and with one hidden layer of 6, LeNet-5)
- * and every layer's (conv: weights, bias and input through col2im; max-pool).
+ * through model_forward / model_backward, and two convolution stages' on
+ * their own (conv, ReLU and max-pool each: weights and biases of both, the
+ * lower one's through conv_backward_data and its pool).
  *
  *   ctest --test-dir build -R test_gradcheck --output-on-failure
  *
@@ -20,7 +22,7 @@
  * one at p for every component, and it requires that most checked
  * components are far from zero, so it cannot pass by checking nothing.
  *
- * LeNet-5 and the single layers: see their sections below.
+ * LeNet-5 and the convolution stages: see their sections below.
  */
 #include <criterion/criterion.h>
 
@@ -175,11 +177,12 @@ static void gc_teardown(struct gc *g)
  */
 static double gc_loss(struct gc *g, uint8_t *pattern)
 {
-	const struct model *m = &g->m;
-	int top = m->n_layers;
-	model_forward(&g->be, m, &g->ws, g->params_d, g->rows);
-	backend_softmax_xent(&g->be, g->ws.act[top], g->ws.labels, g->rows, IDX_CLASSES, 1.0f,
-				g->ws.row_loss, NULL);
+	const struct model_plan *plan = &g->ws.plan;
+	model_forward(&g->be, &g->m, &g->ws, g->params_d, g->rows, 0);
+	struct xent_req x = {.logits = model_logits(&g->ws), .labels = g->ws.labels,
+			     .rows = g->rows, .cols = IDX_CLASSES, .scale = 1.0f,
+			     .row_loss = g->ws.row_loss};
+	backend_softmax_xent(&g->be, &x);
 	backend_download(&g->be, g->loss, g->ws.row_loss, (size_t)g->rows * sizeof(float));
 	backend_synchronize(&g->be);
 	double sum = 0.0;
@@ -187,11 +190,11 @@ static double gc_loss(struct gc *g, uint8_t *pattern)
 		sum += g->loss[i];
 	if (pattern) {
 		size_t at = 0;
-		for (int l = 0; l < m->n_layers; l++) {
-			if (!m->layer[l].relu)
+		for (int s = 0; s < plan->n; s++) {
+			if (!plan->stage[s].relu)
 				continue;
-			size_t n = (size_t)g->rows * m->layer[l].out;
-			backend_download(&g->be, g->act, g->ws.act[l + 1], n * sizeof(float));
+			size_t n = (size_t)g->rows * plan->stage[s].out;
+			backend_download(&g->be, g->act, g->ws.act[s + 1], n * sizeof(float));
 			backend_synchronize(&g->be);
 			for (size_t i = 0; i < n; i++)
 				pattern[at++] = g->act[i] > 0.0f;
@@ -200,12 +203,12 @@ static double gc_loss(struct gc *g, uint8_t *pattern)
 	return sum / g->rows;
 }
 
-static size_t gc_pattern_len(const struct model *m, int rows)
+static size_t gc_pattern_len(const struct model_plan *plan, int rows)
 {
 	size_t n = 0;
-	for (int l = 0; l < m->n_layers; l++)
-		if (m->layer[l].relu)
-			n += (size_t)rows * m->layer[l].out;
+	for (int s = 0; s < plan->n; s++)
+		if (plan->stage[s].relu)
+			n += (size_t)rows * plan->stage[s].out;
 	return n ? n : 1;
 }
 
@@ -222,14 +225,14 @@ static void gradcheck_model(enum model_kind kind, const int *hidden, int n_hidde
 	size_t np = g.m.n_params;
 
 	/* Analytic gradient of the mean loss. */
-	model_forward(&g.be, &g.m, &g.ws, g.params_d, g.rows);
+	model_forward(&g.be, &g.m, &g.ws, g.params_d, g.rows, 1);
 	model_backward(&g.be, &g.m, &g.ws, g.params_d, g.grads_d, g.rows);
 	float *grads = calloc(np, sizeof(float));
 	cr_assert_not_null(grads);
 	backend_download(&g.be, grads, g.grads_d, np * sizeof(float));
 	backend_synchronize(&g.be);
 
-	size_t plen = gc_pattern_len(&g.m, g.rows);
+	size_t plen = gc_pattern_len(&g.ws.plan, g.rows);
 	uint8_t *p0 = calloc(plen, 1), *pp = calloc(plen, 1), *pm = calloc(plen, 1);
 	cr_assert(p0 && pp && pm);
 	double l0 = gc_loss(&g, p0);
@@ -403,76 +406,6 @@ Test(gradcheck, lenet_against_double_differences)
 	free(pm);
 }
 
-/* ---- single layers: conv (weights, bias, input through col2im) and max-pool ---------- */
-
-/*
- * L = sum(r * y) of one layer's output y for fixed random r. Without ReLU a
- * conv is linear in each of W, b and x, so the central difference is exact
- * but for float rounding whatever the step: h = 1 keeps the rounding small
- * against it. A max-pool is linear while no window changes its argmax: its
- * inputs are a shuffled grid with spacing 1, and h = 0.25 moves none past a
- * neighbour.
- */
-struct op_check {
-	struct backend be;
-	struct layer l;
-	int rows;
-	size_t np, nx, ny;
-	float *params, *x, *r;          /* host copies */
-	float *params_d, *x_d, *y_d, *dy_d, *grads_d, *dx_d, *cols_d, *ones_d;
-	int32_t *arg_d;
-};
-
-static double op_loss(struct op_check *o)
-{
-	backend_upload(&o->be, o->params_d, o->params, o->np * sizeof(float));
-	backend_upload(&o->be, o->x_d, o->x, o->nx * sizeof(float));
-	layer_forward(&o->be, &o->l, o->params_d, o->x_d, o->y_d, o->cols_d, o->arg_d, o->rows);
-	float *y = malloc(o->ny * sizeof(float));
-	cr_assert_not_null(y);
-	backend_download(&o->be, y, o->y_d, o->ny * sizeof(float));
-	backend_synchronize(&o->be);
-	double s = 0.0;
-	for (size_t i = 0; i < o->ny; i++)
-		s += (double)o->r[i] * y[i];
-	free(y);
-	return s;
-}
-
-/*
- * Central differences of every entry of v (n) against the analytic gradient;
- * at least min_large of them must be far from zero.
- */
-static void op_check_vector(struct op_check *o, float *v, size_t n, const float *analytic,
-			    double h, size_t min_large, const char *what, uint64_t seed)
-{
-	float *got = calloc(n, sizeof(float));
-	double *fd = calloc(n, sizeof(double));
-	cr_assert(got && fd);
-	size_t large = 0;
-	for (size_t i = 0; i < n; i++) {
-		float orig = v[i];
-		float plus = (float)(orig + h), minus = (float)(orig - h);
-		v[i] = plus;
-		double lp = op_loss(o);
-		v[i] = minus;
-		double lm = op_loss(o);
-		v[i] = orig;
-		fd[i] = (lp - lm) / ((double)plus - (double)minus);
-		got[i] = analytic[i];
-		large += fabs(fd[i]) > 1e-2;
-	}
-	struct ref_cmp c = ref_compare_f(what, got, fd, n, 2e-3, 1e-4, seed);
-	fprintf(stderr, "%s: %zu checked, %zu far from zero, largest error %.3g\n", what, n, large,
-		c.max_err);
-	cr_assert_eq(c.bad, 0, "%s: %zu of %zu disagree (seed %llu)", what, c.bad, n,
-		     (unsigned long long)seed);
-	cr_assert(large >= min_large, "%s: only %zu of %zu far from zero (want %zu)", what, large, n,
-		  min_large);
-	free(got);
-	free(fd);
-}
-
 static float *op_upload(const struct backend *be, const float *h, size_t n)
 {
 	float *d = backend_alloc(be, (n ? n : 1) * sizeof(float));
@@ -482,136 +415,222 @@ static float *op_upload(const struct backend *be, const float *h, size_t n)
 	return d;
 }
 
-/* Builds the buffers around o->l (set by the caller) and checks dW, db (conv) and dx. */
-static void op_check_run(struct op_check *o, const char *name, uint64_t seed, double h_params,
-			 double h_x)
+/* ---- convolution stages: conv, ReLU and max-pool, two of them ------------------------- */
+
+/*
+ * Two stages, A under B as LeNet-5's conv1 and conv2, run by the backend's
+ * ops as model_backward runs them: L = sum(r * y) of B's output y (in B's
+ * layout, batch-innermost or (rows, features)) for fixed random r; its
+ * gradient from ->pool_backward, the weight GEMMs with their bias gradients
+ * and ->conv_backward_data through A's pool and ReLU. The differences are
+ * those of the same stages in double (ref_conv_stage), h = 1e-6, shrunk
+ * tenfold down to 1e-9 while a step changes a ReLU decision or an argmax,
+ * as for LeNet-5 above; the analytic gradient is float, so the tolerance is
+ * float's. Every weight and bias of A and every bias of B is checked, and B's
+ * weights, or 300 of them at random where B has more.
+ */
+#define ST_ATOL 2e-6
+#define ST_RTOL 1e-3
+
+struct stage_pair {
+	struct conv_shape sa, sb;
+	struct pool_shape pa, pb;
+	int oc_a, oc_b, rows, batch_first;
+	size_t nx, nya, nyb, wa, ba, wb, bb, np, plen_a;
+	double *xd, *ya, *yb, *r; /* r in B's output layout */
+	int32_t *arga, *argb;
+};
+
+/*
+ * L at parameters pd (double), and the pattern of both stages. b_only: A's
+ * output (and its part of pattern) as the last call left them, for a step in
+ * B's parameters.
+ */
+static double pair_loss(struct stage_pair *q, const double *pd, uint8_t *pattern, int b_only)
 {
-	size_t cols = 0, pixels = 0;
-	o->np = o->l.kind == LAYER_CONV ? o->l.b_off + (size_t)o->l.units : 0;
-	o->nx = (size_t)o->rows * o->l.in;
-	o->ny = (size_t)o->rows * o->l.out;
-	if (o->l.kind == LAYER_CONV) {
-		pixels = (size_t)o->rows * o->l.conv.oh * o->l.conv.ow;
-		cols = pixels * (size_t)o->l.fan_in;
-	}
-	o->params_d = op_upload(&o->be, o->params, o->np);
-	o->x_d = op_upload(&o->be, o->x, o->nx);
-	o->y_d = op_upload(&o->be, NULL, o->ny);
-	o->dy_d = op_upload(&o->be, o->r, o->ny);
-	o->grads_d = op_upload(&o->be, NULL, o->np);
-	o->dx_d = op_upload(&o->be, NULL, o->nx);
-	o->cols_d = op_upload(&o->be, NULL, cols);
-	o->ones_d = op_upload(&o->be, NULL, pixels);
-	o->arg_d = backend_alloc(&o->be, (o->ny ? o->ny : 1) * sizeof(int32_t));
-	cr_assert_not_null(o->arg_d);
-	float *ones = malloc((pixels ? pixels : 1) * sizeof(float));
-	for (size_t i = 0; i < pixels; i++)
-		ones[i] = 1.0f;
-	backend_upload(&o->be, o->ones_d, ones, pixels * sizeof(float));
-	free(ones);
-
-	op_loss(o);
-	layer_backward(&o->be, &o->l, o->params_d, o->x_d, o->y_d, o->dy_d, o->grads_d, o->dx_d,
-		       o->cols_d, o->arg_d, o->ones_d, o->rows);
-	float *grads = malloc((o->np ? o->np : 1) * sizeof(float)), *dx = malloc(o->nx * sizeof(float));
-	cr_assert(grads && dx);
-	backend_download(&o->be, grads, o->grads_d, o->np * sizeof(float));
-	backend_download(&o->be, dx, o->dx_d, o->nx * sizeof(float));
-	backend_synchronize(&o->be);
-
-	char what[160];
-	if (o->l.kind == LAYER_CONV) {
-		snprintf(what, sizeof(what), "%s: dW", name);
-		op_check_vector(o, o->params, o->l.b_off, grads, h_params, o->l.b_off / 2, what, seed);
-		snprintf(what, sizeof(what), "%s: db", name);
-		op_check_vector(o, o->params + o->l.b_off, (size_t)o->l.units, grads + o->l.b_off,
-				h_params, (size_t)o->l.units / 2, what, seed);
-	}
-	/* A pool sends gradient to one input per window; a conv to nearly every input. */
-	snprintf(what, sizeof(what), "%s: dx", name);
-	op_check_vector(o, o->x, o->nx, dx, h_x, o->l.kind == LAYER_POOL ? o->ny : o->nx / 2, what,
-			seed);
-
-	free(grads);
-	free(dx);
-	backend_free(&o->be, o->params_d);
-	backend_free(&o->be, o->x_d);
-	backend_free(&o->be, o->y_d);
-	backend_free(&o->be, o->dy_d);
-	backend_free(&o->be, o->grads_d);
-	backend_free(&o->be, o->dx_d);
-	backend_free(&o->be, o->cols_d);
-	backend_free(&o->be, o->ones_d);
-	backend_free(&o->be, o->arg_d);
+	if (!b_only)
+		ref_conv_stage(q->xd, pd + q->wa, pd + q->ba, &q->sa, &q->pa, q->oc_a, q->rows,
+			       q->ya, q->arga, NULL, pattern);
+	ref_conv_stage(q->ya, pd + q->wb, pd + q->bb, &q->sb, &q->pb, q->oc_b, q->rows, q->yb,
+		       q->argb, NULL, pattern ? pattern + q->plen_a : NULL);
+	size_t features = q->nyb / (size_t)q->rows;
+	double sum = 0.0;
+	for (size_t f = 0; f < features; f++)
+		for (int b = 0; b < q->rows; b++)
+			sum += q->yb[f * q->rows + b] *
+			       q->r[q->batch_first ? (size_t)b * features + f : f * q->rows + b];
+	return sum;
 }
 
-Test(gradcheck, conv_layer)
+/* c, h, w; A's oc, k, pad, pool; B's oc, k, pad, pool; rows, batch_first */
+static void gradcheck_stages(const int *c, uint64_t seed, uint64_t stream)
 {
-	/* c, h, w, oc, k, pad, rows: LeNet's second layer, padding, odd sizes, more taps than pixels */
-	const int cases[][7] = {{6, 14, 14, 4, 5, 0, 1}, {1, 8, 8, 3, 5, 2, 2}, {2, 5, 4, 3, 3, 1, 2},
-				{2, 3, 3, 2, 5, 2, 1}};
-	uint64_t seed = ref_seed(207);
-	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
-		const int *q = cases[k];
-		struct op_check o;
-		memset(&o, 0, sizeof(o));
-		cr_assert_eq(backend_host_create(NULL, 1, &o.be), 0);
-		model_conv_layer(&o.l, q[0], q[1], q[2], q[3], q[4], q[5], 0, 0);
-		o.rows = q[6];
-		struct rng r = rng_make(seed, 300 + k);
-		size_t np = o.l.b_off + (size_t)o.l.units, nx = (size_t)o.rows * o.l.in;
-		size_t ny = (size_t)o.rows * o.l.out;
-		o.params = malloc(np * sizeof(float));
-		o.x = malloc(nx * sizeof(float));
-		o.r = malloc(ny * sizeof(float));
-		cr_assert(o.params && o.x && o.r);
-		ref_fill_uniform(&r, o.params, np, -0.5, 0.5);
-		ref_fill_uniform(&r, o.x, nx, -1.0, 1.0);
-		ref_fill_uniform(&r, o.r, ny, -1.0, 1.0);
-		char name[128];
-		snprintf(name, sizeof(name), "conv c%d %dx%d -> %d, k%d pad%d, %d rows", q[0], q[1], q[2],
-			 q[3], q[4], q[5], q[6]);
-		op_check_run(&o, name, seed, 1.0, 1.0);
-		backend_destroy(&o.be);
-		free(o.params);
-		free(o.x);
-		free(o.r);
-	}
-}
+	struct stage_pair q;
+	memset(&q, 0, sizeof(q));
+	q.sa = conv_shape_make(c[0], c[1], c[2], c[4], c[5]);
+	q.pa = pool_shape_make(c[3], q.sa.oh, q.sa.ow, c[6]);
+	q.sb = conv_shape_make(c[3], q.pa.oh, q.pa.ow, c[8], c[9]);
+	q.pb = pool_shape_make(c[7], q.sb.oh, q.sb.ow, c[10]);
+	cr_assert(q.sa.oh % c[6] == 0 && q.sa.ow % c[6] == 0 && q.sb.oh % c[10] == 0 &&
+			  q.sb.ow % c[10] == 0 && q.pb.oh > 0 && q.pb.ow > 0,
+		  "a case whose pools do not tile the convolutions");
+	q.oc_a = c[3];
+	q.oc_b = c[7];
+	q.rows = c[11];
+	q.batch_first = c[12];
+	int fan_a = q.sa.c * q.sa.k * q.sa.k, fan_b = q.sb.c * q.sb.k * q.sb.k;
+	int p_a = q.rows * q.sa.oh * q.sa.ow, p_b = q.rows * q.sb.oh * q.sb.ow;
+	q.nx = (size_t)q.sa.c * q.sa.h * q.sa.w * q.rows;
+	q.nya = (size_t)q.oc_a * q.pa.oh * q.pa.ow * q.rows;
+	q.nyb = (size_t)q.oc_b * q.pb.oh * q.pb.ow * q.rows;
+	q.wa = 0;
+	q.ba = (size_t)q.oc_a * fan_a;
+	q.wb = q.ba + (size_t)q.oc_a;
+	q.bb = q.wb + (size_t)q.oc_b * fan_b;
+	q.np = q.bb + (size_t)q.oc_b;
+	q.plen_a = ref_conv_stage_pattern_len(&q.sa, &q.pa, q.oc_a, q.rows);
+	size_t plen = q.plen_a + ref_conv_stage_pattern_len(&q.sb, &q.pb, q.oc_b, q.rows);
+	char name[160];
+	snprintf(name, sizeof(name),
+		 "gradcheck stages c%d %dx%d -> %d k%d pad%d pool%d -> %d k%d pad%d pool%d, %d rows%s",
+		 c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11],
+		 c[12] ? ", batch_first" : "");
 
-Test(gradcheck, maxpool_layer)
-{
-	/* c, h, w, k, rows: LeNet's pools and a ragged one */
-	const int cases[][5] = {{6, 28, 28, 2, 1}, {16, 10, 10, 2, 2}, {3, 5, 7, 2, 2}, {2, 6, 6, 3, 1}};
-	uint64_t seed = ref_seed(208);
-	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
-		const int *q = cases[k];
-		struct op_check o;
-		memset(&o, 0, sizeof(o));
-		cr_assert_eq(backend_host_create(NULL, 1, &o.be), 0);
-		model_pool_layer(&o.l, q[0], q[1], q[2], q[3]);
-		o.rows = q[4];
-		struct rng r = rng_make(seed, 400 + k);
-		size_t nx = (size_t)o.rows * o.l.in, ny = (size_t)o.rows * o.l.out;
-		o.x = malloc(nx * sizeof(float));
-		o.r = malloc(ny * sizeof(float));
-		cr_assert(o.x && o.r);
-		/* A shuffled grid 0, 1, 2, ...: every window's values differ by 1 or more. */
-		for (size_t i = 0; i < nx; i++)
-			o.x[i] = (float)i;
-		for (size_t i = nx - 1; i > 0; i--) {
-			size_t j = (size_t)rng_below(&r, i + 1);
-			float t = o.x[i];
-			o.x[i] = o.x[j];
-			o.x[j] = t;
+	/* The test point: PyTorch's initial weights twice as wide, biases mostly positive (fewer dead units). */
+	struct rng r = rng_make(seed, stream);
+	float *x = calloc(q.nx, sizeof(float)), *params = calloc(q.np, sizeof(float));
+	float *rf = calloc(q.nyb, sizeof(float)), *grads = calloc(q.np, sizeof(float));
+	double *pd = calloc(q.np, sizeof(double)), *fd = calloc(q.np, sizeof(double));
+	float *got = calloc(q.np, sizeof(float));
+	q.xd = calloc(q.nx, sizeof(double));
+	q.ya = calloc(q.nya, sizeof(double));
+	q.yb = calloc(q.nyb, sizeof(double));
+	q.r = calloc(q.nyb, sizeof(double));
+	q.arga = calloc(q.nya, sizeof(int32_t));
+	q.argb = calloc(q.nyb, sizeof(int32_t));
+	uint8_t *p0 = calloc(plen, 1), *pp = calloc(plen, 1), *pm = calloc(plen, 1);
+	cr_assert(x && params && rf && grads && pd && fd && got && q.xd && q.ya && q.yb && q.r &&
+		  q.arga && q.argb && p0 && pp && pm);
+	ref_fill_uniform(&r, x, q.nx, -1.0, 1.0);
+	ref_fill_uniform(&r, params + q.wa, q.ba - q.wa, -2.0 / sqrt(fan_a), 2.0 / sqrt(fan_a));
+	ref_fill_uniform(&r, params + q.ba, q.wb - q.ba, -0.1, 0.5);
+	ref_fill_uniform(&r, params + q.wb, q.bb - q.wb, -2.0 / sqrt(fan_b), 2.0 / sqrt(fan_b));
+	ref_fill_uniform(&r, params + q.bb, q.np - q.bb, -0.1, 0.5);
+	ref_fill_uniform(&r, rf, q.nyb, -1.0, 1.0);
+	ref_widen(x, q.xd, q.nx);
+	ref_widen(params, pd, q.np);
+	ref_widen(rf, q.r, q.nyb);
+
+	/* The analytic gradient: the backend's ops, as model_backward calls them. */
+	struct backend be;
+	cr_assert_eq(backend_host_create(NULL, 1, &be), 0);
+	struct conv_stage A = {&q.sa, &q.pa, q.oc_a, q.rows, 0};
+	struct conv_stage B = {&q.sb, &q.pb, q.oc_b, q.rows, q.batch_first};
+	float *params_d = op_upload(&be, params, q.np), *x_d = op_upload(&be, x, q.nx);
+	float *dy_d = op_upload(&be, rf, q.nyb), *grads_d = op_upload(&be, NULL, q.np);
+	float *ya_d = op_upload(&be, NULL, q.nya), *yb_d = op_upload(&be, NULL, q.nyb);
+	float *colsa_d = op_upload(&be, NULL, (size_t)fan_a * p_a);
+	float *colsb_d = op_upload(&be, NULL, (size_t)fan_b * p_b);
+	float *dza_d = op_upload(&be, NULL, (size_t)q.oc_a * p_a);
+	float *dzb_d = op_upload(&be, NULL, (size_t)q.oc_b * p_b);
+	int32_t *arga_d = backend_alloc(&be, q.nya * sizeof(int32_t));
+	int32_t *argb_d = backend_alloc(&be, q.nyb * sizeof(int32_t));
+	cr_assert(arga_d && argb_d);
+	backend_conv_forward(&be, &A, x_d, params_d + q.wa, params_d + q.ba, ya_d, arga_d, colsa_d);
+	backend_conv_forward(&be, &B, ya_d, params_d + q.wb, params_d + q.bb, yb_d, argb_d, colsb_d);
+	backend_pool_backward(&be, &B, dy_d, yb_d, argb_d, dzb_d);
+	struct gemm_req g = {.trans_b = 1, .m = q.oc_b, .n = fan_b, .k = p_b, .alpha = 1.0f,
+			     .a = dzb_d, .lda = p_b, .b = colsb_d, .ldb = p_b, .c = grads_d + q.wb,
+			     .ldc = fan_b, .bias_grad = grads_d + q.bb};
+	backend_gemm(&be, &g);
+	backend_conv_backward_data(&be, &B, params_d + q.wb, dzb_d, &A, ya_d, arga_d, dza_d);
+	g = (struct gemm_req){.trans_b = 1, .m = q.oc_a, .n = fan_a, .k = p_a, .alpha = 1.0f,
+			      .a = dza_d, .lda = p_a, .b = colsa_d, .ldb = p_a, .c = grads_d + q.wa,
+			      .ldc = fan_a, .bias_grad = grads_d + q.ba};
+	backend_gemm(&be, &g);
+	backend_download(&be, grads, grads_d, q.np * sizeof(float));
+	backend_synchronize(&be);
+
+	double l0 = pair_loss(&q, pd, p0, 0);
+	cr_assert(isfinite(l0), "%s: loss %g at the test point", name, l0);
+	/* All of A's parameters and B's biases; B's weights (a GEMM's gradient) all, or 300 of them. */
+	size_t nw_b = q.bb - q.wb, picks = nw_b <= 300 ? nw_b : 300;
+	size_t n_check = q.wb + picks + (size_t)q.oc_b;
+	size_t checked = 0, skipped = 0, large = 0, shrunk = 0;
+	for (size_t k = 0; k < n_check; k++) {
+		size_t i = k < q.wb ? k
+			   : k < q.wb + picks ? q.wb + (picks == nw_b ? k - q.wb : rng_below(&r, nw_b))
+					       : q.bb + (k - q.wb - picks);
+		int b_only = i >= q.wb;
+		if (k == q.wb) { /* A's output at the test point again, for the steps in B */
+			pair_loss(&q, pd, NULL, 0);
+			memcpy(pp, p0, plen);
+			memcpy(pm, p0, plen);
 		}
-		ref_fill_uniform(&r, o.r, ny, 0.5, 1.5);
-		char name[128];
-		snprintf(name, sizeof(name), "maxpool c%d %dx%d k%d, %d rows", q[0], q[1], q[2], q[3], q[4]);
-		/* Input layout (c, rows, h, w): as the conv before it writes. */
-		op_check_run(&o, name, seed, 0.0, 0.25);
-		backend_destroy(&o.be);
-		free(o.x);
-		free(o.r);
+		double h = 1e-6, orig = pd[i], d = 0.0;
+		int same = 0;
+		for (; h >= 1e-9 && !same; h *= 0.1) {
+			pd[i] = orig + h;
+			double lp = pair_loss(&q, pd, pp, b_only);
+			pd[i] = orig - h;
+			double lm = pair_loss(&q, pd, pm, b_only);
+			same = !memcmp(pp, p0, plen) && !memcmp(pm, p0, plen);
+			d = (lp - lm) / (2.0 * h);
+			shrunk += !same;
+		}
+		pd[i] = orig;
+		if (!same) {
+			skipped++;
+			continue;
+		}
+		got[checked] = grads[i];
+		fd[checked] = d;
+		large += fabs(d) > 10.0 * ST_ATOL;
+		checked++;
 	}
+	char what[256];
+	snprintf(what, sizeof(what), "%s (%zu params, %zu checked, %zu steps shrunk, %zu straddle a kink)",
+		 name, q.np, checked, shrunk, skipped);
+	cr_assert_eq(checked + skipped, n_check);
+	struct ref_cmp cmp = ref_compare_f(what, got, fd, checked, ST_ATOL, ST_RTOL, seed);
+	fprintf(stderr, "%s: %zu far from zero, largest |analytic - difference quotient| %.3g\n", what,
+		large, cmp.max_err);
+	cr_assert_eq(cmp.bad, 0, "%s: %zu components disagree, largest |err| %g (seed %llu)", what,
+		     cmp.bad, cmp.max_err, (unsigned long long)seed);
+	cr_assert(skipped * 50 <= checked, "%s: too many components straddle a kink", what);
+	/* Zeros are checked too (taps that read only padding, units off in every row), but not only them. */
+	cr_assert(large * 5 >= checked, "%s: only %zu of %zu far from zero", what, large, checked);
+
+	void *bufs[] = {params_d, x_d, dy_d, grads_d, ya_d, yb_d, colsa_d, colsb_d, dza_d, dzb_d,
+			arga_d, argb_d};
+	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+		backend_free(&be, bufs[i]);
+	backend_destroy(&be);
+	void *hbufs[] = {x, params, rf, grads, pd, fd, got, q.xd, q.ya, q.yb, q.r, q.arga, q.argb,
+			 p0, pp, pm};
+	for (size_t i = 0; i < sizeof(hbufs) / sizeof(hbufs[0]); i++)
+		free(hbufs[i]);
+}
+
+Test(gradcheck, conv_stages_lenet_shapes)
+{
+	/* conv1 under conv2, one image, conv2 writing (rows, 400) for the dense layers */
+	const int c[13] = {1, 28, 28, 6, 5, 2, 2, 16, 5, 0, 2, 1, 1};
+	gradcheck_stages(c, ref_seed(207), 300);
+}
+
+Test(gradcheck, conv_stages_odd_shapes)
+{
+	/* c, h, w; A's oc, k, pad, pool; B's oc, k, pad, pool; rows, batch_first */
+	const int cases[][13] = {
+		{2, 6, 9, 3, 3, 1, 3, 4, 2, 1, 1, 2, 0},  /* pool 3 of 6x9; B through a 1x1 pool */
+		{2, 6, 9, 3, 3, 1, 3, 4, 2, 1, 1, 3, 1},
+		{3, 8, 8, 2, 3, 1, 2, 5, 4, 0, 1, 2, 1},  /* B's taps cover its whole input */
+		{2, 3, 3, 2, 5, 2, 3, 3, 3, 1, 1, 2, 0},  /* taps wider than the image */
+		{4, 6, 6, 1, 1, 0, 2, 3, 3, 0, 1, 5, 1},  /* 1x1 convolution to one channel */
+		{1, 8, 4, 2, 3, 1, 4, 3, 2, 1, 1, 2, 0},  /* pool 4 of 8x4 */
+	};
+	uint64_t seed = ref_seed(208);
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
+		gradcheck_stages(cases[k], seed, 400 + k);
 }

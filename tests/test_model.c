@@ -34,7 +34,7 @@ static void forward_check(enum model_kind kind, const int *hidden, int n_hidden,
 	model_point_make(&p, kind, hidden, n_hidden, FWD_ROWS, seed, 31, 2.0f);
 	model_point_run(&p);
 	float logits[FWD_ROWS * IDX_CLASSES], loss[FWD_ROWS];
-	backend_download(&p.be, logits, p.ws.act[p.m.n_layers], sizeof(logits));
+	backend_download(&p.be, logits, model_logits(&p.ws), sizeof(logits));
 	backend_download(&p.be, loss, p.ws.row_loss, sizeof(loss));
 	backend_synchronize(&p.be);
 
@@ -268,39 +268,300 @@ Test(model, init_params_depend_on_seed_only)
 	}
 }
 
+/* ---- stages ------------------------------------------------------------------------- */
+
+/* LeNet-5 runs as two convolution stages (conv, ReLU, pool) and three dense ones. */
+Test(model, plan_groups_layers_into_stages)
+{
+	struct model m;
+	struct model_plan plan;
+	model_init(&m, MODEL_LENET, NULL, 0);
+	model_plan_make(&m, &plan);
+	cr_assert_eq(plan.n, 5, "lenet: %d stages, want 5", plan.n);
+	cr_assert_eq(plan.input_batch_last, 1, "lenet reads its images as (784, rows)");
+	const struct {
+		enum stage_kind kind;
+		int layer, pool, batch_first, relu, out;
+	} want[] = {
+		{STAGE_CONV, 1, 2, 0, 1, 6 * 14 * 14},
+		{STAGE_CONV, 3, 4, 1, 1, 16 * 5 * 5},
+		{STAGE_DENSE, 6, 0, 0, 1, 120},
+		{STAGE_DENSE, 7, 0, 0, 1, 84},
+		{STAGE_DENSE, 8, 0, 0, 0, 10},
+	};
+	for (int s = 0; s < 5; s++) {
+		const struct stage *st = &plan.stage[s];
+		cr_assert(st->kind == want[s].kind && st->layer == want[s].layer &&
+				  (st->kind != STAGE_CONV || st->pool == want[s].pool) &&
+				  st->batch_first == want[s].batch_first && st->relu == want[s].relu &&
+				  st->out == want[s].out,
+			  "lenet stage %d: kind %d layer %d pool %d batch_first %d relu %d out %d", s,
+			  st->kind, st->layer, st->pool, st->batch_first, st->relu, st->out);
+	}
+	struct conv_stage cs = model_conv_stage(&m, &plan.stage[1], 37);
+	cr_assert(cs.conv == &m.layer[3].conv && cs.pool == &m.layer[4].pool && cs.oc == 16 &&
+			  cs.rows == 37 && cs.batch_first == 1,
+		  "conv2's stage: oc %d rows %d batch_first %d", cs.oc, cs.rows, cs.batch_first);
+
+	const int hidden[] = {7, 5};
+	model_init(&m, MODEL_MLP, hidden, 2);
+	model_plan_make(&m, &plan);
+	cr_assert(plan.n == 3 && !plan.input_batch_last, "mlp: %d stages, batch_last %d", plan.n,
+		  plan.input_batch_last);
+	for (int s = 0; s < 3; s++)
+		cr_assert(plan.stage[s].kind == STAGE_DENSE && plan.stage[s].layer == s &&
+				  plan.stage[s].relu == (s < 2) && plan.stage[s].out == (s ? s == 1 ? 5 : 10 : 7),
+			  "mlp stage %d", s);
+	model_init(&m, MODEL_SEED, NULL, 0);
+	model_plan_make(&m, &plan);
+	cr_assert(plan.n == 1 && plan.stage[0].relu == 1 && plan.stage[0].out == 10,
+		  "seed: one dense stage with its ReLU on the logits");
+}
+
+/*
+ * keep = 0 (scoring) keeps nothing for a backward pass: the im2col matrices
+ * are left alone, and the logits are the same bits as with keep = 1.
+ */
+Test(model, forward_keeps_cols_only_when_asked)
+{
+	struct model_point p;
+	model_point_make(&p, MODEL_LENET, NULL, 0, 3, ref_seed(209), 5, 1.0f);
+	size_t n0 = (size_t)p.rows * 28 * 28 * 25, n1 = (size_t)p.rows * 10 * 10 * 150;
+	size_t n = n0 > n1 ? n0 : n1;
+	float *sentinel = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+	float a[3 * IDX_CLASSES], b[3 * IDX_CLASSES];
+	cr_assert(sentinel && got);
+	for (size_t i = 0; i < n; i++)
+		sentinel[i] = 12345.0f;
+	backend_upload(&p.be, p.ws.cols[0], sentinel, n0 * sizeof(float));
+	backend_upload(&p.be, p.ws.cols[1], sentinel, n1 * sizeof(float));
+	model_forward(&p.be, &p.m, &p.ws, p.params_d, p.rows, 0);
+	backend_download(&p.be, a, model_logits(&p.ws), sizeof(a));
+	backend_download(&p.be, got, p.ws.cols[0], n0 * sizeof(float));
+	cr_expect(!memcmp(got, sentinel, n0 * sizeof(float)), "keep = 0 wrote conv1's cols");
+	backend_download(&p.be, got, p.ws.cols[1], n1 * sizeof(float));
+	cr_expect(!memcmp(got, sentinel, n1 * sizeof(float)), "keep = 0 wrote conv2's cols");
+
+	model_forward(&p.be, &p.m, &p.ws, p.params_d, p.rows, 1);
+	backend_download(&p.be, b, model_logits(&p.ws), sizeof(b));
+	cr_expect(!memcmp(a, b, sizeof(a)), "the logits differ with keep = 1");
+	size_t written = 0;
+	backend_download(&p.be, got, p.ws.cols[1], n1 * sizeof(float));
+	for (size_t i = 0; i < n1; i++)
+		written += got[i] != 12345.0f;
+	cr_expect(written > n1 / 2, "keep = 1: %zu of conv2's %zu cols written", written, n1);
+	free(sentinel);
+	free(got);
+	model_point_free(&p);
+}
+
+/*
+ * model_backward_scaled: the gradient of scale * (sum of the row losses), so
+ * scale * rows times model_backward's; the loss op moves the step counters on
+ * once (backend.h), and model_backward, with none, moves nothing.
+ */
+Test(model, backward_scaled_scales_and_moves_the_counters_once)
+{
+	const int hidden[] = {7, 5};
+	const enum model_kind kinds[] = {MODEL_SEED, MODEL_MLP, MODEL_LENET};
+	uint64_t seed = ref_seed(210);
+	for (int k = 0; k < 3; k++) {
+		struct model_point p;
+		model_point_make(&p, kinds[k], hidden, 2, 5, seed, 6, 2.0f);
+		model_point_run(&p);
+		float *mean = malloc(p.np * sizeof(float)), *got = malloc(p.np * sizeof(float));
+		double *want = malloc(p.np * sizeof(double));
+		cr_assert(mean && got && want);
+		backend_download(&p.be, mean, p.grads_d, p.np * sizeof(float));
+		const struct step_counters start = {.cursor = 40, .step = 3, .updates = 1003, .spare = -9};
+		struct step_counters *c_d = backend_alloc(&p.be, sizeof(start)), c;
+		cr_assert_not_null(c_d);
+		backend_upload(&p.be, c_d, &start, sizeof(start));
+		const float scale = 0.125f;
+		model_backward_scaled(&p.be, &p.m, &p.ws, p.params_d, p.grads_d, p.rows, scale, c_d);
+		backend_download(&p.be, got, p.grads_d, p.np * sizeof(float));
+		backend_download(&p.be, &c, c_d, sizeof(c));
+		backend_synchronize(&p.be);
+		cr_assert(c.cursor == 45 && c.step == 4 && c.updates == 1004 && c.spare == -9,
+			  "kind %d: counters {40, 3, 1003, -9} after a backward pass of 5 rows: "
+			  "{%d, %d, %d, %d}, want {45, 4, 1004, -9}",
+			  k, c.cursor, c.step, c.updates, c.spare);
+		for (size_t i = 0; i < p.np; i++)
+			want[i] = (double)mean[i] * scale * p.rows;
+		char what[64];
+		snprintf(what, sizeof(what), "model_backward_scaled kind %d", k);
+		struct ref_cmp cmp = ref_compare_f(what, got, want, p.np, 1e-6, 1e-4, seed);
+		cr_assert_eq(cmp.bad, 0, "%s: %zu of %zu off (seed %llu)", what, cmp.bad, p.np,
+			     (unsigned long long)seed);
+		backend_free(&p.be, c_d);
+		free(mean);
+		free(got);
+		free(want);
+		model_point_free(&p);
+	}
+}
+
 /* ---- what the backward pass computes -------------------------------------------------- */
 
 /*
- * The backward pass computes a layer's input gradient only where a layer
- * below it holds parameters. LeNet-5's first convolution sits on the input's
- * transpose alone: its input gradient (a GEMM and a col2im, about a sixth of
- * the step's time) must not be computed, and the second convolution's must.
+ * A backend that runs the host backend's ops and records those a backward
+ * pass asks for: which buffers its GEMMs write, which stages its convolution
+ * ops run for and where they write.
+ */
+#define SPY_MAX 32
+static struct spy {
+	const struct backend_ops *real;
+	int gemms, pool_backwards, conv_backward_datas;
+	const float *gemm_c[SPY_MAX], *gemm_bias_grad[SPY_MAX];
+	enum gemm_epilogue gemm_epilogue[SPY_MAX];
+	const struct conv_shape *pool_conv[SPY_MAX], *cbd_conv[SPY_MAX];
+	const float *pool_dz[SPY_MAX], *cbd_out[SPY_MAX];
+} spy;
+
+static void spy_gemm(void *ctx, const struct gemm_req *r)
+{
+	cr_assert_lt(spy.gemms, SPY_MAX);
+	spy.gemm_c[spy.gemms] = r->c;
+	spy.gemm_bias_grad[spy.gemms] = r->bias_grad;
+	spy.gemm_epilogue[spy.gemms++] = r->epilogue;
+	spy.real->gemm(ctx, r);
+}
+
+static void spy_pool_backward(void *ctx, const struct conv_stage *s, const float *dy,
+			      const float *y, const int32_t *arg, float *dz)
+{
+	cr_assert_lt(spy.pool_backwards, SPY_MAX);
+	spy.pool_conv[spy.pool_backwards] = s->conv;
+	spy.pool_dz[spy.pool_backwards++] = dz;
+	spy.real->pool_backward(ctx, s, dy, y, arg, dz);
+}
+
+static void spy_conv_backward_data(void *ctx, const struct conv_stage *s, const float *w,
+				   const float *dz, const struct conv_stage *below,
+				   const float *below_y, const int32_t *below_arg, float *dz_below)
+{
+	cr_assert_lt(spy.conv_backward_datas, SPY_MAX);
+	spy.cbd_conv[spy.conv_backward_datas] = s->conv;
+	spy.cbd_out[spy.conv_backward_datas++] = dz_below;
+	spy.real->conv_backward_data(ctx, s, w, dz, below, below_y, below_arg, dz_below);
+}
+
+/* be, its ops recorded into spy (reset) from now on. */
+static struct backend spy_on(const struct backend *be, struct backend_ops *ops)
+{
+	memset(&spy, 0, sizeof(spy));
+	spy.real = be->ops;
+	*ops = *be->ops;
+	ops->gemm = spy_gemm;
+	ops->pool_backward = spy_pool_backward;
+	ops->conv_backward_data = spy_conv_backward_data;
+	struct backend s = *be;
+	s.ops = ops;
+	return s;
+}
+
+/* The index of the backward GEMM that writes c, or -1. */
+static int spy_gemm_writing(const float *c)
+{
+	for (int i = 0; i < spy.gemms; i++)
+		if (spy.gemm_c[i] == c)
+			return i;
+	return -1;
+}
+
+/*
+ * The backward pass computes a stage's input gradient only where a stage
+ * below it holds parameters: the lowest stage computes none (for LeNet-5 its
+ * convolution's would be a fifth of the step's work, thrown away). Every
+ * other stage's is computed, into the stage below's dz (through its ReLU) or,
+ * for the convolution stage under the dense ones, its dy.
  */
 Test(model, backward_skips_the_input_gradient_of_the_lowest_parameters)
 {
 	struct model_point p;
 	model_point_make(&p, MODEL_LENET, NULL, 0, 4, 7, 0, 1.0f);
-	size_t n1 = (size_t)p.rows * (size_t)p.m.layer[1].in;
-	size_t n2 = (size_t)p.rows * (size_t)p.m.layer[2].in;
-	float *sentinel = malloc((n1 > n2 ? n1 : n2) * sizeof(float));
-	float *got = malloc((n1 > n2 ? n1 : n2) * sizeof(float));
+	const struct model_ws *ws = &p.ws;
+	size_t n_dz0 = (size_t)p.rows * p.m.layer[1].out, n_dy0 = (size_t)p.rows * ws->plan.stage[0].out;
+	size_t n = n_dz0 > n_dy0 ? n_dz0 : n_dy0;
+	float *sentinel = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
 	cr_assert(sentinel && got);
-	for (size_t i = 0; i < (n1 > n2 ? n1 : n2); i++)
+	for (size_t i = 0; i < n; i++)
 		sentinel[i] = 12345.0f;
-	backend_upload(&p.be, p.ws.dact[1], sentinel, n1 * sizeof(float));
-	backend_upload(&p.be, p.ws.dact[2], sentinel, n2 * sizeof(float));
-	model_point_run(&p);
+	backend_upload(&p.be, ws->dz[0], sentinel, n_dz0 * sizeof(float));
+	backend_upload(&p.be, ws->dy[0], sentinel, n_dy0 * sizeof(float));
+	model_forward(&p.be, &p.m, &p.ws, p.params_d, p.rows, 1);
+	struct backend_ops ops;
+	struct backend be = spy_on(&p.be, &ops);
+	model_backward(&be, &p.m, &p.ws, p.params_d, p.grads_d, p.rows);
+	backend_synchronize(&p.be);
 
-	backend_download(&p.be, got, p.ws.dact[1], n1 * sizeof(float));
-	cr_expect(!memcmp(got, sentinel, n1 * sizeof(float)),
-		  "conv1's input gradient (dact[1]) was computed though nothing below it learns");
-	backend_download(&p.be, got, p.ws.dact[2], n2 * sizeof(float));
+	/* conv2 (stage 1) alone goes back through a convolution, into conv1's dz; conv1 does not. */
+	cr_expect_eq(spy.conv_backward_datas, 1, "%d conv_backward_data calls, want 1 (conv2's)",
+		     spy.conv_backward_datas);
+	cr_expect(spy.conv_backward_datas < 1 ||
+			  (spy.cbd_conv[0] == &p.m.layer[3].conv && spy.cbd_out[0] == ws->dz[0]),
+		  "conv_backward_data did not run for conv2 into conv1's dz");
+	cr_expect(spy.pool_backwards == 1 && spy.pool_conv[0] == &p.m.layer[3].conv &&
+			  spy.pool_dz[0] == ws->dz[1],
+		  "%d pool_backward calls, want 1: conv2's, under fc1, into dz[1]", spy.pool_backwards);
+	/* Five weight GEMMs (each with its bias gradient) and three input gradients (fc3, fc2, fc1). */
+	cr_expect_eq(spy.gemms, 8, "%d GEMMs in the backward pass, want 8", spy.gemms);
+	for (int s = 0; s < 5; s++) {
+		const struct layer *l = &p.m.layer[ws->plan.stage[s].layer];
+		int g = spy_gemm_writing(p.grads_d + l->w_off);
+		cr_expect(g >= 0 && spy.gemm_bias_grad[g] == p.grads_d + l->b_off &&
+				  spy.gemm_epilogue[g] == GEMM_EPILOGUE_NONE,
+			  "stage %d: no GEMM for its dW with db as its bias gradient", s);
+	}
+	for (int s = 2; s < 4; s++)
+		cr_expect(spy_gemm_writing(ws->dz[s]) >= 0 &&
+				  spy.gemm_epilogue[spy_gemm_writing(ws->dz[s])] == GEMM_EPILOGUE_DRELU,
+			  "fc%d's input gradient: no GEMM into dz[%d] through the ReLU", s + 1, s);
+	cr_expect(spy_gemm_writing(ws->dy[1]) >= 0, "fc1's input gradient: no GEMM into conv2's dy");
+
+	backend_download(&p.be, got, ws->dz[0], n_dz0 * sizeof(float));
 	size_t written = 0;
-	for (size_t i = 0; i < n2; i++)
+	for (size_t i = 0; i < n_dz0; i++)
 		written += got[i] != 12345.0f;
-	cr_expect(written > n2 / 2, "conv2's input gradient (dact[2]): %zu of %zu values written",
-		  written, n2);
+	cr_expect_eq(written, n_dz0, "conv1's dz: %zu of %zu values written by conv2's backward pass",
+		     written, n_dz0);
+	backend_download(&p.be, got, ws->dy[0], n_dy0 * sizeof(float));
+	cr_expect(!memcmp(got, sentinel, n_dy0 * sizeof(float)),
+		  "conv1's dy was written: the stage above it is a convolution, which writes dz[0]");
 	free(sentinel);
 	free(got);
 	model_point_free(&p);
+}
+
+/* The same for the dense models: one GEMM per stage for dW and db, one per stage above the lowest for dx. */
+Test(model, dense_backward_skips_the_input_gradient_of_the_lowest_stage)
+{
+	const int hidden[] = {7, 5};
+	const enum model_kind kinds[] = {MODEL_SEED, MODEL_LINEAR, MODEL_MLP};
+	for (int k = 0; k < 3; k++) {
+		struct model_point p;
+		model_point_make(&p, kinds[k], hidden, 2, 3, 8, 0, 1.0f);
+		const struct model_ws *ws = &p.ws;
+		int n = ws->plan.n;
+		model_forward(&p.be, &p.m, &p.ws, p.params_d, p.rows, 1);
+		struct backend_ops ops;
+		struct backend be = spy_on(&p.be, &ops);
+		model_backward(&be, &p.m, &p.ws, p.params_d, p.grads_d, p.rows);
+		backend_synchronize(&p.be);
+		cr_expect_eq(spy.gemms, 2 * n - 1, "kind %d: %d GEMMs, want %d", k, spy.gemms, 2 * n - 1);
+		for (int s = 0; s < n; s++) {
+			const struct layer *l = &p.m.layer[ws->plan.stage[s].layer];
+			int g = spy_gemm_writing(p.grads_d + l->w_off);
+			cr_expect(g >= 0 && spy.gemm_bias_grad[g] == p.grads_d + l->b_off,
+				  "kind %d stage %d: no GEMM for its dW with db", k, s);
+			if (s + 1 < n)
+				cr_expect(spy_gemm_writing(ws->dz[s]) >= 0 &&
+						  spy.gemm_epilogue[spy_gemm_writing(ws->dz[s])] ==
+							  GEMM_EPILOGUE_DRELU,
+					  "kind %d: no GEMM into dz[%d] through the ReLU", k, s);
+		}
+		cr_expect(spy.pool_backwards == 0 && spy.conv_backward_datas == 0,
+			  "kind %d: convolution ops in a dense model's backward pass", k);
+		model_point_free(&p);
+	}
 }
