@@ -57,7 +57,7 @@ names=() files=() olds=() news=() killers=()
 mutant() {
 	names+=("$1") files+=("$2") olds+=("$3") news+=("$4") killers+=("$5")
 }
-B=cuda/backend_cuda.cu K=cuda/kernels.cu P=cuda/probe.cu
+B=cuda/backend_cuda.cu K=cuda/kernels.cu P=cuda/probe.cu L=cuda/gemm_lt.cu
 
 mutant mean-as-sum $B \
 	'op == REDUCE_SUM ? ncclSum : ncclAvg' 'op == REDUCE_SUM ? ncclSum : ncclSum' \
@@ -66,11 +66,12 @@ mutant pageable-copy-before-deadline-wait $B \
 	$'\tcuda_wait(c);\n\tif (bytes == 0)\n\t\treturn;\n\tCUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, c->stream));\n\tCUDA_CHECK(cudaStreamSynchronize(c->stream));' \
 	$'\tif (bytes == 0)\n\t\treturn;\n\tCUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, c->stream));\n\tcuda_wait(c);' \
 	'gpu_deadline_sim_hung_peer_2|gpu_deadline_sim_2'
-mutant a-transpose-inverted $B \
-	'g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N' 'g.trans_a ? CUBLAS_OP_N : CUBLAS_OP_T' \
+mutant a-transpose-inverted $L \
+	'cublasOperation_t ta = c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;' \
+	'cublasOperation_t ta = c.trans_a ? CUBLAS_OP_N : CUBLAS_OP_T;' \
 	'gpu_ops_sim'
-mutant wrong-lda $B \
-	'g.lda, g.b, g.ldb' 'g.m, g.b, g.ldb' \
+mutant wrong-lda $L \
+	'c.trans_a ? c.m : c.k, c.lda)' 'c.trans_a ? c.m : c.k, c.lda + 1)' \
 	'gpu_ops_sim'
 mutant alloc-not-zeroed $B \
 	$'\tCUDA_CHECK(cudaMemsetAsync(p, 0, bytes, c->stream));\n\treturn p;' \
@@ -80,14 +81,17 @@ mutant capture-outcome-not-agreed $B \
 	$'\treturn bad < 0;\n}' $'\treturn ok;\n}' \
 	'gpu_graph_sim_capture_fails_on_rank1_2|gpu_graph_sim_capture_begin_fails_on_rank1_2'
 mutant cublas-on-legacy-stream $B \
-	'brc = cublasSetStream(c->blas, c->stream);' 'brc = CUBLAS_STATUS_SUCCESS;' \
+	'brc = cublasSetStream(c->gemm.blas, c->stream);' 'brc = CUBLAS_STATUS_SUCCESS;' \
+	'gpu_ops_sim_no_cublaslt'
+mutant cublaslt-on-legacy-stream $L \
+	'g->workspace_bytes, g->stream));' 'g->workspace_bytes, NULL));' \
 	'gpu_ops_sim'
 mutant deadline-never-fires $B \
 	'if (waited >= c->timeout)' 'if (waited < 0.0)' \
 	'gpu_deadline_sim_hung_peer_2'
 mutant sgd-skips-last-element $K \
-	$'for (size_t i = grid_first(); i < n; i += grid_stride()) {\n\t\tfloat unused = 0.0f;' \
-	$'for (size_t i = grid_first(); i + 1 < n; i += grid_stride()) {\n\t\tfloat unused = 0.0f;' \
+	$'\t\tif (i >= n) {\n\t\t\tgather_item(&next, rows, (size_t)cursor, i - n);\n\t\t\tcontinue;' \
+	$'\t\tif (i + 1 >= n) {\n\t\t\tgather_item(&next, rows, (size_t)cursor, i - n);\n\t\t\tcontinue;' \
 	'gpu_ops_sim'
 mutant block-of-2048-threads cuda/kernels.h \
 	'#define KERNEL_BLOCK 256u' '#define KERNEL_BLOCK 2048u' \
@@ -102,14 +106,17 @@ mutant free-without-deadline-wait $B \
 	$'\tif (c->pending.what)\n\t\tcuda_wait(c);\n\tCUDA_CHECK(cudaFree(p));' $'\tCUDA_CHECK(cudaFree(p));' \
 	'gpu_deadline_sim_free_2'
 mutant tf32-math $B \
-	'cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH)' 'cublasSetMathMode(c->blas, CUBLAS_TF32_TENSOR_OP_MATH)' \
+	'cublasSetMathMode(c->gemm.blas, CUBLAS_DEFAULT_MATH)' 'cublasSetMathMode(c->gemm.blas, CUBLAS_TF32_TENSOR_OP_MATH)' \
+	'gpu_ops_sim_no_cublaslt'
+mutant tf32-compute-type $L \
+	'g->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F' 'CUBLAS_COMPUTE_32F_FAST_TF32' \
 	'gpu_ops_sim'
 # More, cheap to plant.
 mutant no-warm-up $B \
 	$'\twarm_up(c);\n' $'\n' \
 	'gpu_deadline_sim_no_warm_up_2'
 mutant gather-label-of-batch-row $K \
-	'y[row] = (int32_t)labels[e];' 'y[row] = (int32_t)labels[row];' \
+	'g->y[row] = (int32_t)g->labels[e];' 'g->y[row] = (int32_t)g->labels[row];' \
 	'gpu_ops_sim'
 mutant every-rank-on-device-0 $P \
 	'*device = count == 1 ? 0 : d->local_rank;' '*device = 0;' \
@@ -122,6 +129,29 @@ mutant wait-ignores-async-error $B \
 	$'\t\t\tcheck_nccl_async(c);\n\t\t\twaited = clock_seconds() - start;' \
 	$'\t\t\twaited = clock_seconds() - start;' \
 	'mnist_train_sim_peer_gone_async_error_2'
+# Issue 21: the fused step.
+mutant counters-not-moved $K \
+	$'\t\t\tx.counters->step += 1;\n' $'\n' \
+	'gpu_ops_sim|mnist_train_sim_graph_nodes_seed'
+mutant loss-relu-gate-dropped $K \
+	'if (d && x.relu)' 'if (d && 0)' \
+	'gpu_ops_sim'
+mutant split-k-with-a-reduction-kernel-chosen $L \
+	'return splitk <= 1 || scheme == CUBLASLT_REDUCTION_SCHEME_INPLACE;' 'return 1;' \
+	'mnist_train_sim_graph_nodes_seed|mnist_train_sim_graph_nodes_mlp'
+mutant bias-gradient-fallback-forgotten $L \
+	'p->then_bias_grad = r->bias_grad && e != CUBLASLT_EPILOGUE_BGRADB;' 'p->then_bias_grad = 0;' \
+	'gpu_ops_sim_lt_default_only'
+mutant relu-gradient-without-its-mask $L \
+	'return mask_written(g, r->relu_mask) ? CUBLASLT_EPILOGUE_DRELU' 'return 1 ? CUBLASLT_EPILOGUE_DEFAULT' \
+	'mnist_train_sim_graph_nodes_mlp'
+mutant conv-cols-not-written $K \
+	'size_t n_cols = cols ? work_2d' 'size_t n_cols = 0 ? work_2d' \
+	'gpu_ops_sim'
+mutant nccl-at-one-rank $B \
+	$'\tif (n == 0 || c->dist->size == 1)\n\t\treturn;\n\tNCCL_CHECK(ncclAllReduce(' \
+	$'\tif (n == 0)\n\t\treturn;\n\tNCCL_CHECK(ncclAllReduce(' \
+	'mnist_train_sim_graph_nodes_seed'
 mutant sum-scaled-as-mean $B \
 	'ncclAllReduce(buf, buf, n, ncclFloat, op == REDUCE_SUM' 'ncclAllReduce(buf, buf, n, ncclFloat, op != REDUCE_SUM' \
 	'gpu_allreduce_sim_2'
