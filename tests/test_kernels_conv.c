@@ -91,41 +91,6 @@ static void stage_make(struct kstage *s, const struct stage_case *c, int batch_f
 		 batch_first ? ", batch-first" : "");
 }
 
-/* The harness's geometries and those around item `at` and the end `total`; -1: the backend's. */
-static int stage_geoms(size_t at, size_t total, struct kernel_geom *out, int max)
-{
-	int k = 0;
-	for (int gi = 0; gi < KC_N_GEOMS && k < max; gi++)
-		out[k++] = kc_test_geoms[gi];
-	return k + kc_boundary_geoms(at, total, out + k, max - k);
-}
-
-static void geom_name(int gi, const struct kernel_geom *geoms, char *buf, size_t len)
-{
-	if (gi < 0)
-		snprintf(buf, len, "backend geometry");
-	else
-		snprintf(buf, len, "grid %u x block %u", geoms[gi].grid, geoms[gi].block);
-}
-
-static float *guard_filled_f(size_t n)
-{
-	float *p = malloc((n ? n : 1) * sizeof(float));
-	cr_assert_not_null(p);
-	for (size_t i = 0; i < n; i++)
-		p[i] = KC_GUARD_F;
-	return p;
-}
-
-static int32_t *guard_filled_i(size_t n)
-{
-	int32_t *p = malloc((n ? n : 1) * sizeof(int32_t));
-	cr_assert_not_null(p);
-	for (size_t i = 0; i < n; i++)
-		p[i] = KC_GUARD_I;
-	return p;
-}
-
 /* Weights at the scale of PyTorch's default initialisation, or whole numbers. */
 static float *stage_weights(struct rng *r, const struct kstage *s, int whole)
 {
@@ -219,8 +184,8 @@ Test(kernels_conv, conv_forward)
 				cr_assert(n_decided * 4 >= s.ny * 3, "%s: only %zu of %zu windows decided",
 					  s.name, n_decided, s.ny);
 
-				float *host_y = guard_filled_f(s.ny), *host_cols = guard_filled_f(s.ncols);
-				int32_t *host_arg = guard_filled_i(s.ny);
+				float *host_y = kc_guard_filled_f(s.ny), *host_cols = kc_guard_filled_f(s.ncols);
+				int32_t *host_arg = kc_guard_filled_i(s.ny);
 				backend_conv_forward(&kc_host, &s.st, x, w, b, host_y, host_arg, host_cols);
 				char what[320], gn[64];
 				snprintf(what, sizeof(what), "host conv_forward %s%s", s.name,
@@ -232,10 +197,10 @@ Test(kernels_conv, conv_forward)
 				size_t windows = s.ny;
 				for (int with_cols = 0; with_cols <= 1; with_cols++) {
 					struct kernel_geom geoms[KC_N_GEOMS + 12];
-					int n_geoms = stage_geoms(windows, windows + (with_cols ? s.ncols : 0), geoms,
+					int n_geoms = kc_fused_geoms(windows, windows + (with_cols ? s.ncols : 0), geoms,
 								  (int)N_OF(geoms));
 					for (int gi = -1; gi < n_geoms; gi++) {
-						geom_name(gi, geoms, gn, sizeof(gn));
+						kc_geoms_name(gi, geoms, gn, sizeof(gn));
 						snprintf(what, sizeof(what), "conv_forward %s%s%s, %s", s.name,
 							 with_cols ? " with cols" : "",
 							 whole ? " whole numbers" : "", gn);
@@ -269,8 +234,8 @@ Test(kernels_conv, conv_forward)
 				}
 				if (!whole) {
 					/* Kernel against host directly, to both their tolerances. */
-					float *y = guard_filled_f(s.ny);
-					int32_t *arg = guard_filled_i(s.ny);
+					float *y = kc_guard_filled_f(s.ny);
+					int32_t *arg = kc_guard_filled_i(s.ny);
 					kernels_conv_forward(NULL, NULL, &s.st, x, w, b, y, arg, NULL);
 					double *h = kc_dbuf(s.ny);
 					ref_widen(host_y, h, s.ny);
@@ -332,8 +297,8 @@ Test(kernels_conv, conv_forward_nan_and_inf)
 		}
 		cr_assert(n_nan > s.ny / 3 && n_inf > 0, "%s: %zu NaN and %zu infinite windows", s.name,
 			  n_nan, n_inf);
-		float *host_y = guard_filled_f(s.ny), *host_cols = guard_filled_f(s.ncols);
-		int32_t *host_arg = guard_filled_i(s.ny);
+		float *host_y = kc_guard_filled_f(s.ny), *host_cols = kc_guard_filled_f(s.ncols);
+		int32_t *host_arg = kc_guard_filled_i(s.ny);
 		backend_conv_forward(&kc_host, &s.st, x, w, b, host_y, host_arg, host_cols);
 		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
 			char what[240], gn[64];
@@ -413,15 +378,15 @@ Test(kernels_conv, pool_backward)
 			dy[s.ny - 1] = -INFINITY;
 			double *ref = kc_dbuf(s.nz);
 			ref_pool_relu_backward(dy, y, arg, &s.pool, s.st.rows, bf, ref);
-			float *host = guard_filled_f(s.nz);
+			float *host = kc_guard_filled_f(s.nz);
 			backend_pool_backward(&kc_host, &s.st, dy, y, arg, host);
 			char what[240], gn[64];
 			snprintf(what, sizeof(what), "host pool_backward %s", s.name);
 			kc_expect_close_special(what, host, ref, s.nz, 0.0, 0.0, kc_seed);
 			struct kernel_geom geoms[KC_N_GEOMS + 12];
-			int n_geoms = stage_geoms(s.nz / 2, s.nz, geoms, (int)N_OF(geoms));
+			int n_geoms = kc_fused_geoms(s.nz / 2, s.nz, geoms, (int)N_OF(geoms));
 			for (int gi = -1; gi < n_geoms; gi++) {
-				geom_name(gi, geoms, gn, sizeof(gn));
+				kc_geoms_name(gi, geoms, gn, sizeof(gn));
 				snprintf(what, sizeof(what), "pool_backward %s, %s", s.name, gn);
 				float *dz = kc_guarded_f(s.nz);
 				kernels_pool_backward(NULL, gi < 0 ? NULL : &geoms[gi], &s.st, dy, y, arg, dz);
@@ -488,7 +453,7 @@ Test(kernels_conv, conv_backward_data)
 					       below_arg, ref);
 			/* Sums of up to k*k*oc products of magnitude 1 / sqrt(fan-in). */
 			double atol = whole ? 0.0 : 5e-5, rtol = whole ? 0.0 : 1e-5;
-			float *host = guard_filled_f(below.nz);
+			float *host = kc_guard_filled_f(below.nz);
 			backend_conv_backward_data(&kc_host, &s.st, w, dz, &below.st, below_y, below_arg,
 						   host);
 			char what[400], gn[64];
@@ -498,9 +463,9 @@ Test(kernels_conv, conv_backward_data)
 			double *h = kc_dbuf(below.nz);
 			ref_widen(host, h, below.nz);
 			struct kernel_geom geoms[KC_N_GEOMS + 12];
-			int n_geoms = stage_geoms(below.nz / 3, below.nz, geoms, (int)N_OF(geoms));
+			int n_geoms = kc_fused_geoms(below.nz / 3, below.nz, geoms, (int)N_OF(geoms));
 			for (int gi = -1; gi < n_geoms; gi++) {
-				geom_name(gi, geoms, gn, sizeof(gn));
+				kc_geoms_name(gi, geoms, gn, sizeof(gn));
 				snprintf(what, sizeof(what), "conv_backward_data k%d pad%d -> %d over %s%s, %s",
 					 s.conv.k, s.conv.pad, s.st.oc, below.name, whole ? " whole numbers" : "",
 					 gn);
@@ -567,10 +532,10 @@ Test(kernels_conv, lenet_stages_chained)
 	ref_conv_backward_data(w2, dz2, &s2.conv, 16, 4, &s1.pool, y1, rarg1, rdz1);
 
 	/* The host backend, the same ops on the same inputs. */
-	float *hy1 = guard_filled_f(s1.ny), *hcols1 = guard_filled_f(s1.ncols);
-	float *hy2 = guard_filled_f(s2.ny), *hcols2 = guard_filled_f(s2.ncols);
-	float *hdz2 = guard_filled_f(s2.nz), *hdz1 = guard_filled_f(s1.nz);
-	int32_t *harg1 = guard_filled_i(s1.ny), *harg2 = guard_filled_i(s2.ny);
+	float *hy1 = kc_guard_filled_f(s1.ny), *hcols1 = kc_guard_filled_f(s1.ncols);
+	float *hy2 = kc_guard_filled_f(s2.ny), *hcols2 = kc_guard_filled_f(s2.ncols);
+	float *hdz2 = kc_guard_filled_f(s2.nz), *hdz1 = kc_guard_filled_f(s1.nz);
+	int32_t *harg1 = kc_guard_filled_i(s1.ny), *harg2 = kc_guard_filled_i(s2.ny);
 	backend_conv_forward(&kc_host, &s1.st, x, w1, b1, hy1, harg1, hcols1);
 	backend_conv_forward(&kc_host, &s2.st, y1, w2, b2, hy2, harg2, hcols2);
 	backend_pool_backward(&kc_host, &s2.st, dy2, y2, rarg2, hdz2);

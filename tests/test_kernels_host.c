@@ -109,25 +109,6 @@ static int ref_gather(const struct dataset *d, int cursor, int count, int batch_
 	return rows;
 }
 
-/* Buffers filled with the guard values, as the guarded ones start: for the host backend's outputs. */
-static float *guard_filled_f(size_t n)
-{
-	float *p = malloc((n ? n : 1) * sizeof(float));
-	cr_assert_not_null(p);
-	for (size_t i = 0; i < n; i++)
-		p[i] = KC_GUARD_F;
-	return p;
-}
-
-static int32_t *guard_filled_i(size_t n)
-{
-	int32_t *p = malloc((n ? n : 1) * sizeof(int32_t));
-	cr_assert_not_null(p);
-	for (size_t i = 0; i < n; i++)
-		p[i] = KC_GUARD_I;
-	return p;
-}
-
 /* ---- step counters between guards -------------------------------------------------- */
 
 /* Three counter blocks: the middle one is used, the outer two must keep the guard. */
@@ -391,10 +372,10 @@ Test(kernels_host, gather)
 			for (int last = 0; last <= 1; last++) {
 				int32_t cursor = cursors[ci];
 				double *ref_x = kc_dbuf(nx);
-				int32_t *ref_y = guard_filled_i((size_t)count);
+				int32_t *ref_y = kc_guard_filled_i((size_t)count);
 				int rows = ref_gather(&d, cursor, count, last, ref_x, ref_y);
-				float *host_x = guard_filled_f(nx);
-				int32_t *host_y = guard_filled_i((size_t)count);
+				float *host_x = kc_guard_filled_f(nx);
+				int32_t *host_y = kc_guard_filled_i((size_t)count);
 				struct gather_req hg = gather_of(&d, &cursor, count, last, host_x, host_y);
 				backend_gather(&kc_host, &hg);
 
@@ -474,7 +455,7 @@ Test(kernels_host, softmax_xent)
 								   scale, ref_d + (size_t)i * cols);
 			if (relu)
 				ref_relu_backward(ref_d, logits, n);
-			float *host_loss = guard_filled_f((size_t)rows), *host_d = guard_filled_f(n);
+			float *host_loss = kc_guard_filled_f((size_t)rows), *host_d = kc_guard_filled_f(n);
 			struct step_counters host_cnt = {11, 4, 9, 0};
 			struct xent_req hr = {.logits = logits, .labels = labels, .rows = rows,
 					      .cols = cols, .scale = scale, .row_loss = host_loss,
@@ -597,10 +578,10 @@ static void next_batch_make(struct next_batch *nb, struct rng *r, int count, int
 	nb->batch_last = batch_last;
 	nb->nx = (size_t)count * pixels;
 	nb->ref_x = kc_dbuf(nb->nx);
-	nb->ref_y = guard_filled_i((size_t)count);
+	nb->ref_y = kc_guard_filled_i((size_t)count);
 	nb->rows = ref_gather(&nb->d, cursor, count, batch_last, nb->ref_x, nb->ref_y);
-	nb->host_x = guard_filled_f(nb->nx);
-	nb->host_y = guard_filled_i((size_t)count);
+	nb->host_x = kc_guard_filled_f(nb->nx);
+	nb->host_y = kc_guard_filled_i((size_t)count);
 }
 
 static void next_batch_free(struct next_batch *nb)
@@ -622,26 +603,6 @@ static void next_batch_expect(const struct next_batch *nb, const float *x, const
 	kc_expect_same_i(what, y, nb->ref_y, (size_t)nb->count, kc_seed);
 	kc_expect_same_f(what, x, nb->host_x, nb->nx, kc_seed);
 	kc_expect_same_i(what, y, nb->host_y, (size_t)nb->count, kc_seed);
-}
-
-/*
- * The geometries of a fused launch: the harness's, the backend's (index -1),
- * and those around the boundary between the n update items and the gather's.
- */
-static int fused_geoms(size_t n, size_t total, struct kernel_geom *out, int max)
-{
-	int k = 0;
-	for (int gi = 0; gi < KC_N_GEOMS && k < max; gi++)
-		out[k++] = kc_test_geoms[gi];
-	return k + kc_boundary_geoms(n, total, out + k, max - k);
-}
-
-static void fused_geom_name(int gi, const struct kernel_geom *geoms, char *buf, size_t len)
-{
-	if (gi < 0)
-		snprintf(buf, len, "backend geometry");
-	else
-		snprintf(buf, len, "grid %u x block %u", geoms[gi].grid, geoms[gi].block);
 }
 
 /*
@@ -682,10 +643,10 @@ Test(kernels_host, sgd_update)
 						   &host_cnt, mom, wd, fused ? &hg : NULL);
 
 				struct kernel_geom geoms[KC_N_GEOMS + 12];
-				int n_geoms = fused_geoms(n, n + (fused ? nb.nx : 0), geoms, (int)N_OF(geoms));
+				int n_geoms = kc_fused_geoms(n, n + (fused ? nb.nx : 0), geoms, (int)N_OF(geoms));
 				for (int gi = -1; gi < n_geoms; gi++) {
 					char what[200], gn[64];
-					fused_geom_name(gi, geoms, gn, sizeof(gn));
+					kc_geoms_name(gi, geoms, gn, sizeof(gn));
 					snprintf(what, sizeof(what), "sgd_update n=%zu momentum=%g wd=%g%s, %s", n,
 						 (double)mom, (double)wd,
 						 fused ? (nb.rows < nb.count ? " then a clipped batch"
@@ -775,10 +736,10 @@ Test(kernels_host, adamw_update)
 						     k == 3 ? &hg : NULL);
 			}
 			struct kernel_geom geoms[KC_N_GEOMS + 12];
-			int n_geoms = fused_geoms(n, n + nb.nx, geoms, (int)N_OF(geoms));
+			int n_geoms = kc_fused_geoms(n, n + nb.nx, geoms, (int)N_OF(geoms));
 			for (int gi = -1; gi < n_geoms; gi++) {
 				char what[200], gn[64];
-				fused_geom_name(gi, geoms, gn, sizeof(gn));
+				kc_geoms_name(gi, geoms, gn, sizeof(gn));
 				snprintf(what, sizeof(what), "adamw_update n=%zu wd=%g, %s", n,
 					 (double)h.weight_decay, gn);
 				float *p = kc_guarded_f(n), *mv = kc_guarded_f(2 * n);
@@ -983,7 +944,7 @@ Test(kernels_host, bias_grad)
 				if (k > 0) {
 					/* C (m, 1) = op(A) * 0, and the bias gradient of op(A). */
 					float *zb = calloc((size_t)k, sizeof(float)), *c = calloc((size_t)m, sizeof(float));
-					host = guard_filled_f((size_t)m);
+					host = kc_guard_filled_f((size_t)m);
 					cr_assert(zb && c);
 					struct gemm_req g = {.trans_a = trans, .m = m, .n = 1, .k = k, .alpha = 1.0f,
 							     .a = a, .lda = lda, .b = zb, .ldb = 1, .c = c, .ldc = 1,

@@ -49,6 +49,40 @@ int kc_boundary_geoms(size_t at, size_t total, struct kernel_geom *out, int max)
 	return n;
 }
 
+int kc_fused_geoms(size_t at, size_t total, struct kernel_geom *out, int max)
+{
+	int k = 0;
+	for (int gi = 0; gi < KC_N_GEOMS && k < max; gi++)
+		out[k++] = kc_test_geoms[gi];
+	return k + kc_boundary_geoms(at, total, out + k, max - k);
+}
+
+void kc_geoms_name(int gi, const struct kernel_geom *geoms, char *buf, size_t len)
+{
+	if (gi < 0)
+		snprintf(buf, len, "backend geometry");
+	else
+		snprintf(buf, len, "grid %u x block %u", geoms[gi].grid, geoms[gi].block);
+}
+
+float *kc_guard_filled_f(size_t n)
+{
+	float *p = malloc((n ? n : 1) * sizeof(float));
+	cr_assert_not_null(p);
+	for (size_t i = 0; i < n; i++)
+		p[i] = KC_GUARD_F;
+	return p;
+}
+
+int32_t *kc_guard_filled_i(size_t n)
+{
+	int32_t *p = malloc((n ? n : 1) * sizeof(int32_t));
+	cr_assert_not_null(p);
+	for (size_t i = 0; i < n; i++)
+		p[i] = KC_GUARD_I;
+	return p;
+}
+
 float *kc_rand_f(struct rng *r, size_t n, double lo, double hi)
 {
 	float *p = malloc((n ? n : 1) * sizeof(*p));

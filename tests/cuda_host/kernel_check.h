@@ -43,6 +43,19 @@ void kc_geom_name(int gi, char *buf, size_t len);
  */
 int kc_boundary_geoms(size_t at, size_t total, struct kernel_geom *out, int max);
 
+/*
+ * The geometries of a launch with two ranges of items (a fused kernel): the
+ * harness's (kc_test_geoms) then those kc_boundary_geoms gives around item
+ * `at` and the end `total`. Returns how many (at most max); index -1 stands
+ * for the backend's own, as in kc_geoms_name.
+ */
+int kc_fused_geoms(size_t at, size_t total, struct kernel_geom *out, int max);
+void kc_geoms_name(int gi, const struct kernel_geom *geoms, char *buf, size_t len);
+
+/* Buffers filled with the guard values, as the guarded ones start: for the host backend's outputs. */
+float *kc_guard_filled_f(size_t n);
+int32_t *kc_guard_filled_i(size_t n);
+
 /* n random floats (malloc'd, free with free): uniform in [lo, hi), or whole numbers in [lo, hi]. */
 float *kc_rand_f(struct rng *r, size_t n, double lo, double hi);
 float *kc_whole_f(struct rng *r, size_t n, int lo, int hi);
