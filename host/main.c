@@ -169,6 +169,15 @@ int main(int argc, char **argv)
 		dist_finalize(&d);
 		return STATUS_RUNTIME;
 	}
+	/* --tf32 asks for what only a backend with tensor cores has (the choice is every rank's). */
+	if (cfg.tf32 && !backend_has_tf32(&be)) {
+		snprintf(msg, sizeof(msg),
+			 "--tf32: the %s backend has no TF32 mode (it is the CUDA backend's; "
+			 "run with --backend cuda, or without --tf32)",
+			 backend_name(&be));
+		agree_or_exit(&d, STATUS_BAD_INPUT, msg);
+	}
+	backend_set_tf32(&be, cfg.tf32);
 	if (d.rank == 0) {
 		if (msg[0])
 			fprintf(stderr, "mnist-train: %s\n", msg);
@@ -181,18 +190,6 @@ int main(int argc, char **argv)
 			have_test ? "test set found" : "no test set (test_accuracy=nan)");
 		fflush(stderr);
 	}
-
-	/* --tf32 asks for what only a backend with tensor cores has (the choice is every rank's). */
-	rc = STATUS_OK;
-	if (cfg.tf32 && !backend_has_tf32(&be)) {
-		snprintf(msg, sizeof(msg),
-			 "--tf32: the %s backend has no TF32 mode (it is the CUDA backend's; "
-			 "run with --backend cuda, or without --tf32)",
-			 backend_name(&be));
-		rc = STATUS_BAD_INPUT;
-	}
-	agree_or_exit(&d, rc, msg);
-	backend_set_tf32(&be, cfg.tf32);
 
 	/* Every rank runs the same configuration on the same data and build, or none runs. */
 	rc = agree_check(&d, &cfg, &train, have_test ? &test : NULL, &be, msg, sizeof(msg));

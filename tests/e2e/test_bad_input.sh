@@ -18,7 +18,7 @@
 # than the data set, --drop-last leaving no full batch, --threads above the
 # node's cores (once silently capped by OpenBLAS), an unknown --lr-schedule, a
 # negative --warmup-steps, --beta1 1, --eps 0, a negative --weight-decay,
-# --beta2 without --optimizer adamw, --eval-every without a test set (a data
+# --beta2 without --optimizer adamw, --tf32 on the host backend, --eval-every without a test set (a data
 # directory with no test/ beside it), a warm-up longer than the run (with a control: a
 # warm-up exactly as long trains), MPMD launches where
 # only one rank has a bad flag or a bad file, and a --metrics file in a
@@ -178,6 +178,7 @@ bad beta1-one "0 1" "--beta1" "'1'.*in \[0, 1\)" -n 2 "$T" --optimizer adamw --b
 bad eps-zero "0 1" "--eps" "'0'.*positive" -n 2 "$T" --optimizer adamw --eps 0 --limit 100
 bad weight-decay-negative "0 1" "--weight-decay" "'-0.01'.*>= 0" -n 2 "$T" --weight-decay -0.01 --limit 100
 bad beta2-with-sgd "0 1" "--beta2" "only applies with --optimizer adamw" -n 2 "$T" --beta2 0.99 --limit 100
+bad tf32-on-host "0 1" "--tf32" "host backend has no TF32 mode" -n 2 "$T" --backend host --tf32 --limit 100
 bad eval-every-without-test-set "0 1" "--eval-every" "no test set" -n 2 "$T" --data "$TMP/good/train" \
 	--eval-every 1
 # 640 examples over 2 ranks of batch 32: 10 steps per epoch, 20 in 2 epochs.
