@@ -20,7 +20,8 @@ ctest --test-dir build --output-on-failure --timeout 600
 [ "${MNIST_DDP_QUICK:-0}" = 1 ] && exit 0
 
 # The unit suite again, every object built with AddressSanitizer and
-# UndefinedBehaviorSanitizer (host backend only: nvcc objects carry no ASan).
+# UndefinedBehaviorSanitizer (host backend only: nvcc objects carry no ASan); its
+# tests are single processes that share nothing, so they run side by side.
 echo "== ctest -L unit under ASan + UBSan (build-asan/)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMNIST_DDP_SANITIZE=ON \
 	-DMNIST_DDP_CUDA=OFF -DMNIST_DDP_WERROR=ON >/dev/null
@@ -33,7 +34,7 @@ if [ "$(nm build-asan/tests/test_idx | grep -c __asan_init)" -eq 0 ]; then
 fi
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-	ctest --test-dir build-asan -L unit --output-on-failure --timeout 600
+	ctest --test-dir build-asan -L unit -j"$(nproc)" --output-on-failure --timeout 600
 
 # libFuzzer on the two readers of untrusted files, 20 s each (clang).
 echo "== fuzzing: the IDX and checkpoint readers (build-fuzz/)"
