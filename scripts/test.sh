@@ -15,8 +15,10 @@ export MNIST_DDP_SETUP=test # the tests' packages too (Slurm, munge, PyTorch)
 bash scripts/setup.sh
 
 export OPENBLAS_NUM_THREADS=1
+# Tests that start several processes declare them (PROCESSORS), so ctest runs a
+# single-process test beside another one but never oversubscribes the cores.
 echo "== ctest: the whole suite (build/)"
-ctest --test-dir build --output-on-failure --timeout 600
+ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 600
 [ "${MNIST_DDP_QUICK:-0}" = 1 ] && exit 0
 
 # The unit suite again, every object built with AddressSanitizer and
