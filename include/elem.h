@@ -268,13 +268,27 @@ ELEM_FN float pool_relu_backward_elem(float dy, float y, int32_t arg, int ky, in
 ELEM_FN float conv_pixel_elem(const float *x, const struct conv_shape *s, int batch,
 			      const float *w_row, int oy, int ox, int b)
 {
-	size_t plane = (size_t)s->h * s->w * batch;
+	size_t plane = (size_t)s->h * s->w * batch, nb = (size_t)batch;
+	int iy0 = oy - s->pad, ix0 = ox - s->pad, k = s->k;
 	float sum = 0.0f;
+	if (iy0 < 0 || ix0 < 0 || iy0 + k > s->h || ix0 + k > s->w) {
+		/* A window reaching into the padding: im2col_elem's zeros, tap by tap. */
+		for (int ci = 0; ci < s->c; ci++)
+			for (int ky = 0; ky < k; ky++)
+				for (int kx = 0; kx < k; kx++)
+					sum += w_row[(ci * k + ky) * k + kx] *
+					       im2col_elem(x + (size_t)ci * plane, s, batch, oy, ox, ky, kx, b);
+		return sum;
+	}
+	/* Inside the image: the same products in the same order, without the bounds checks. */
+	const float *corner = x + ((size_t)iy0 * s->w + (size_t)ix0) * nb + (size_t)b;
 	for (int ci = 0; ci < s->c; ci++)
-		for (int ky = 0; ky < s->k; ky++)
-			for (int kx = 0; kx < s->k; kx++)
-				sum += w_row[(ci * s->k + ky) * s->k + kx] *
-				       im2col_elem(x + (size_t)ci * plane, s, batch, oy, ox, ky, kx, b);
+		for (int ky = 0; ky < k; ky++) {
+			const float *row = corner + (size_t)ci * plane + (size_t)ky * s->w * nb;
+			const float *wt = w_row + (ci * k + ky) * k;
+			for (int kx = 0; kx < k; kx++)
+				sum += wt[kx] * row[(size_t)kx * nb];
+		}
 	return sum;
 }
 
