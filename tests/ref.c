@@ -188,35 +188,6 @@ void ref_im2col(const float *x, const struct conv_shape *s, int batch, double *c
 						}
 }
 
-void ref_col2im(const float *dcols, const struct conv_shape *s, int batch, double *dx)
-{
-	size_t ld = (size_t)s->oh * s->ow * batch;
-	memset(dx, 0, (size_t)batch * s->c * s->h * s->w * sizeof(double));
-	for (int ci = 0; ci < s->c; ci++)
-		for (int ky = 0; ky < s->k; ky++)
-			for (int kx = 0; kx < s->k; kx++)
-				for (int oy = 0; oy < s->oh; oy++)
-					for (int ox = 0; ox < s->ow; ox++)
-						for (int b = 0; b < batch; b++) {
-							int iy = oy + ky - s->pad, ix = ox + kx - s->pad;
-							if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w)
-								continue;
-							size_t r = (size_t)(ci * s->k + ky) * s->k + kx;
-							size_t col = ((size_t)oy * s->ow + ox) * batch + b;
-							dx[(((size_t)ci * s->h + iy) * s->w + ix) * batch + b] +=
-								dcols[r * ld + col];
-						}
-}
-
-void ref_channel_bias_act(double *y, const float *bias, int channels, size_t n, int relu)
-{
-	for (int c = 0; c < channels; c++)
-		for (size_t i = 0; i < n; i++) {
-			double v = y[(size_t)c * n + i] + (double)bias[c];
-			y[(size_t)c * n + i] = relu && v < 0.0 ? 0.0 : v;
-		}
-}
-
 void ref_conv_forward(const float *x, const float *w, const float *bias,
 		      const struct conv_shape *s, int oc, int batch, double *y)
 {
@@ -260,40 +231,6 @@ void ref_conv_backward(const float *x, const float *w, const float *dy,
 									dx[(((size_t)ci * s->h + iy) * s->w + ix) * batch + b] +=
 										g * (double)w[wi];
 							}
-				}
-}
-
-void ref_maxpool(const float *x, const struct pool_shape *s, int batch, double *y, int32_t *arg)
-{
-	for (int c = 0; c < s->c; c++)
-		for (int py = 0; py < s->oh; py++)
-			for (int px = 0; px < s->ow; px++)
-				for (int b = 0; b < batch; b++) {
-					/* Value of tap q of the window, image b. */
-#define REF_TAP(q) x[(((size_t)c * s->h + py * s->k + (q) / s->k) * s->w + px * s->k + (q) % s->k) * batch + b]
-					int best = 0;
-					for (int q = 1; q < s->k * s->k; q++)
-						if (REF_TAP(q) > REF_TAP(best))
-							best = q;
-					size_t o = (((size_t)c * s->oh + py) * s->ow + px) * batch + b;
-					y[o] = REF_TAP(best);
-					arg[o] = best;
-#undef REF_TAP
-				}
-}
-
-void ref_maxpool_backward(const float *dy, const int32_t *arg, const struct pool_shape *s,
-			  int batch, double *dx)
-{
-	memset(dx, 0, (size_t)s->c * batch * s->h * s->w * sizeof(double));
-	for (int c = 0; c < s->c; c++)
-		for (int py = 0; py < s->oh; py++)
-			for (int px = 0; px < s->ow; px++)
-				for (int b = 0; b < batch; b++) {
-					size_t o = (((size_t)c * s->oh + py) * s->ow + px) * batch + b;
-					int ky = arg[o] / s->k, kx = arg[o] % s->k;
-					dx[(((size_t)c * s->h + py * s->k + ky) * s->w + px * s->k + kx) * batch + b] =
-						dy[o];
 				}
 }
 

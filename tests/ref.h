@@ -90,12 +90,6 @@ void ref_adamw_update(double *p, const float *g, double *m, double *v, size_t n,
 /* cols (c*k*k, oh*ow*batch): cols[(ci, ky, kx), (oy, ox, b)] = pixel (ci, oy+ky-pad, ox+kx-pad) of image b, or 0. */
 void ref_im2col(const float *x, const struct conv_shape *s, int batch, double *cols);
 
-/* dx (c, h, w, batch) = the adjoint of im2col: every entry of dcols added to the pixel it reads. */
-void ref_col2im(const float *dcols, const struct conv_shape *s, int batch, double *dx);
-
-/* y (channels, n) += bias[channel], then max(., 0) when relu. */
-void ref_channel_bias_act(double *y, const float *bias, int channels, size_t n, int relu);
-
 /*
  * Direct convolution: y (oc, oh, ow, batch) = sum over (ci, ky, kx) of
  * w[o, ci, ky, kx] * pixel (ci, oy+ky-pad, ox+kx-pad) of x (c, h, w, batch) + bias[o].
@@ -110,16 +104,6 @@ void ref_conv_forward(const float *x, const float *w, const float *bias,
 void ref_conv_backward(const float *x, const float *w, const float *dy,
 		       const struct conv_shape *s, int oc, int batch, double *dw, double *db,
 		       double *dx);
-
-/*
- * Max-pool of x (c, h, w, batch): y (c, oh, ow, batch) and arg the offset
- * ky*k + kx of each window's first maximum.
- */
-void ref_maxpool(const float *x, const struct pool_shape *s, int batch, double *y, int32_t *arg);
-
-/* dx (c, h, w, batch): dy (c, oh, ow, batch) sent to each window's argmax, 0 elsewhere. */
-void ref_maxpool_backward(const float *dy, const int32_t *arg, const struct pool_shape *s,
-			  int batch, double *dx);
 
 /*
  * The fused ops of a convolution stage (struct conv_stage, include/backend.h)
