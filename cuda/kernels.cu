@@ -5,8 +5,13 @@
  * from include/elem.h, the same body the host backend loops over. No shared
  * memory, no barriers, no atomics: every item is written by exactly one
  * thread, so the result does not depend on the launch geometry or on the
- * order threads run in. Reductions (bias gradients, losses over a batch) are
- * left to cuBLAS and the caller.
+ * order threads run in. Reductions are cuBLASLt's (the bias gradients, in its
+ * GEMM epilogue) or the caller's (the batch's loss); where one must be ours
+ * (bias_grad, when cuBLASLt offers no epilogue for it), each sum is one
+ * thread's. A launch may cover two ranges of independent items, read and
+ * written apart (an update and the next batch's gather; a convolution's
+ * windows and the im2col matrix it read): one launch where there would be
+ * two, with nothing shared between the ranges.
  *
  * The file is written in the common subset of C and C++. nvcc builds it into
  * the CUDA backend; the unit tests build it with the host C compiler and
