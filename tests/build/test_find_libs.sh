@@ -132,7 +132,12 @@ toolkit_tree() {
 	[ -f "$CUDA_LIB/stubs/libcuda.so" ] && place "$CUDA_LIB/stubs/libcuda.so" "$td/lib/stubs" libcuda.so
 	place "$CUBLAS_LIB" "$td/lib/stubs" libcublas.so
 	place "$CUBLASLT_LIB" "$td/lib/stubs" libcublasLt.so
-	"$top/bin/nvcc" --version >/dev/null 2>&1 || fail "the toolkit made in $top has no working nvcc"
+	# nvcc takes its toolkit (TOP) from its own directory: a made toolkit whose nvcc reports
+	# another one would let the registering build's libraries in unseen.
+	local where
+	where=$("$top/bin/nvcc" -v __probe 2>&1 | sed -n 's/^#\$ TOP=//p')
+	[ "$(realpath -m "$where")" = "$(realpath -m "$top")" ] ||
+		fail "the toolkit made in $top: its nvcc reports TOP='$where' (CUDA_BIN_DIR $CUDA_BIN must be a toolkit's bin/, nvcc.profile beside nvcc)"
 }
 # toolkit_args TOP: the configure's arguments for that toolkit (its nvcc and libcudart, given
 # as the registering build gives its own through SEED).

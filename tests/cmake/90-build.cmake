@@ -35,8 +35,10 @@ if(MNIST_DDP_HAVE_CUDA)
   list(REMOVE_DUPLICATES _hide)
   string(REPLACE ";" ":" _hide "${_hide}")
 
-  # The toolkit the cases make others of: nvcc's directory, the headers (cuda_runtime.h), libcudart's.
-  get_filename_component(_nvcc_dir ${CMAKE_CUDA_COMPILER} DIRECTORY)
+  # The toolkit the cases make others of: its bin/ (where nvcc finds nvcc.profile, hence the
+  # toolkit: never CMAKE_CUDA_COMPILER's directory, which may hold a wrapper such as
+  # /usr/local/bin/nvcc that execs the real one), the headers (cuda_runtime.h), libcudart's.
+  set(_nvcc_dir ${CUDAToolkit_BIN_DIR})
   set(_cuda_inc "")
   foreach(_dir ${CUDAToolkit_INCLUDE_DIRS})
     if(NOT _cuda_inc AND EXISTS ${_dir}/cuda_runtime.h)
