@@ -146,7 +146,7 @@ mutant relu-gradient-without-its-mask $L \
 	'return mask_written(g, r->relu_mask) ? CUBLASLT_EPILOGUE_DRELU' 'return 1 ? CUBLASLT_EPILOGUE_DEFAULT' \
 	'mnist_train_sim_graph_nodes_mlp'
 mutant conv-cols-not-written $K \
-	'size_t n_cols = cols ? work_2d' 'size_t n_cols = 0 ? work_2d' \
+	'n_cols = cols ? fan_in * ld : 0;' 'n_cols = 0;' \
 	'gpu_ops_sim'
 mutant nccl-at-one-rank $B \
 	$'\tif (n == 0 || c->dist->size == 1)\n\t\treturn;\n\tNCCL_CHECK(ncclAllReduce(' \
