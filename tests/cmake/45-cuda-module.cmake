@@ -35,6 +35,7 @@ if(MNIST_DDP_HAVE_CUDA)
                    $<TARGET_FILE:mnist-train> $<TARGET_FILE:mnist-cuda> "${_mnist_rpath_arg}"
                    ${MNIST_CUDA_LIBRARIES_FILE})
   set_tests_properties(cuda_module_elf PROPERTIES LABELS unit TIMEOUT 60)
+  add_dependencies(unit-tests mnist-train mnist-cuda)
 
   # The module linked with the C++ runtime inside it, where the host compiler has one to link.
   execute_process(COMMAND ${CMAKE_CUDA_HOST_LINK_LAUNCHER} -print-file-name=libstdc++.a
@@ -52,6 +53,7 @@ if(MNIST_DDP_HAVE_CUDA)
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/module/test_module_elf.sh
                      $<TARGET_FILE:mnist-train> $<TARGET_FILE:mnist-cuda-static-cxx>
                      "${_mnist_rpath_arg}" ${MNIST_CUDA_LIBRARIES_FILE})
+    add_dependencies(unit-tests mnist-cuda-static-cxx)
   else()
     add_test(NAME cuda_module_elf_static_cxx
              COMMAND sh -c "echo \"$1\"; exit 77" sh
@@ -69,6 +71,7 @@ if(MNIST_DDP_HAVE_CUDA)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/build/test_cublaslt_link.sh
                    $<TARGET_FILE:mnist-cublaslt-link> ${MNIST_CUDA_LIBRARIES_FILE})
   set_tests_properties(cuda_module_cublaslt_link PROPERTIES LABELS unit TIMEOUT 60)
+  add_dependencies(unit-tests mnist-cublaslt-link)
 
   # The same backend as a module from another build: another interface id.
   add_library(mnist-cuda-other-build MODULE ${CMAKE_SOURCE_DIR}/cuda/backend_module.cu)
@@ -99,3 +102,4 @@ add_test(NAME cuda_module_sim_exports
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/module/test_module_elf.sh --exports-only
                  $<TARGET_FILE:mnist-cuda-sim>)
 set_tests_properties(cuda_module_sim_exports PROPERTIES LABELS unit TIMEOUT 60)
+add_dependencies(unit-tests mnist-cuda-sim)

@@ -21,6 +21,7 @@ foreach(_t idx checkpoint)
   target_compile_options(fuzz_${_t}_replay PRIVATE ${MNIST_DDP_WARNINGS})
   target_link_libraries(fuzz_${_t}_replay PRIVATE mnist_core)
   add_test(NAME fuzz_${_t}_corpus COMMAND fuzz_${_t}_replay ${_fz}/corpus/${_t})
+  add_dependencies(unit-tests fuzz_${_t}_replay)
   set_tests_properties(fuzz_${_t}_corpus PROPERTIES LABELS unit TIMEOUT 60)
 endforeach()
 
