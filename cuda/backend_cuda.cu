@@ -251,6 +251,54 @@ static size_t cuda_relu_mask_bytes(void *ctx, int rows, int cols)
 	return cuda_gemm_relu_mask_bytes(rows, cols);
 }
 
+/* ---- plans (cuda/gemm_lt.cu) ------------------------------------------------------- */
+
+/* gemm_share_fn: rank 0's choice to every rank of the job. */
+static void share_choice(void *arg, int *index, char name[PLAN_NAME_LEN])
+{
+	struct cuda_ctx *c = (struct cuda_ctx *)arg;
+	struct {
+		int index;
+		char name[PLAN_NAME_LEN];
+	} msg;
+	memset(&msg, 0, sizeof(msg));
+	msg.index = *index;
+	snprintf(msg.name, sizeof(msg.name), "%s", name);
+	MPI_CHECK(MPI_Bcast(&msg, (int)sizeof(msg), MPI_BYTE, 0, c->dist->comm));
+	*index = msg.index;
+	snprintf(name, PLAN_NAME_LEN, "%s", msg.name);
+}
+
+static void drain_stream(void *arg)
+{
+	cuda_wait((struct cuda_ctx *)arg);
+}
+
+static void cuda_plan_mode(void *ctx, enum plan_policy policy, int collective)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	c->gemm.policy = policy;
+	c->gemm.collective = collective != 0;
+}
+
+static void cuda_plan_get(void *ctx, struct plan_info *out)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	cuda_gemm_plan_get(&c->gemm, out);
+	snprintf(out->device, sizeof(out->device), "%s", c->name);
+}
+
+static int cuda_plan_set(void *ctx, const struct plan_info *in, char *why, size_t whylen)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	if (strcmp(in->device, c->name)) {
+		cuda_gemm_plan_set(&c->gemm, in, why, whylen); /* forgets what there was */
+		snprintf(why, whylen, "the plan is for %s, this GPU is %s", in->device, c->name);
+		return 1;
+	}
+	return cuda_gemm_plan_set(&c->gemm, in, why, whylen);
+}
+
 static void cuda_set_tf32(void *ctx, int on)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
@@ -478,7 +526,7 @@ static void cuda_graph_destroy(void *ctx, void *graph)
 /* Release what setup_local acquired, best effort: this runs on failure paths too. */
 static void teardown_local(struct cuda_ctx *c)
 {
-	cuda_gemm_forget(&c->gemm);
+	cuda_gemm_release(&c->gemm);
 	if (c->gemm.lt)
 		cublasLtDestroy(c->gemm.lt);
 	if (c->gemm.blas)
@@ -505,7 +553,7 @@ static void cuda_destroy(void *ctx)
 		NCCL_CHECK(ncclCommDestroy(c->nccl));
 		c->nccl = NULL;
 	}
-	cuda_gemm_forget(&c->gemm);
+	cuda_gemm_release(&c->gemm);
 	CUBLAS_CHECK(cublasLtDestroy(c->gemm.lt));
 	c->gemm.lt = NULL;
 	CUBLAS_CHECK(cublasDestroy(c->gemm.blas));
@@ -547,6 +595,9 @@ static const struct backend_ops cuda_ops = {
 	.set_timeout = cuda_set_timeout,
 	.set_position = cuda_set_position,
 	.set_tf32 = cuda_set_tf32,
+	.plan_mode = cuda_plan_mode,
+	.plan_get = cuda_plan_get,
+	.plan_set = cuda_plan_set,
 	.destroy = cuda_destroy,
 };
 
@@ -586,6 +637,10 @@ static int setup_local(struct cuda_ctx *c, const struct dist *d, int device, cha
 		return fail_cuda(why, whylen, "cudaMalloc (cuBLAS workspace)", rc);
 	c->gemm.workspace_bytes = CUDA_BLAS_WORKSPACE_BYTES;
 	c->gemm.stream = c->stream;
+	c->gemm.rank = d->rank;
+	c->gemm.share = d->size > 1 ? share_choice : NULL;
+	c->gemm.drain = drain_stream;
+	c->gemm.share_arg = c;
 	brc = cublasCreate(&c->gemm.blas);
 	if (brc == CUBLAS_STATUS_SUCCESS)
 		brc = cublasSetStream(c->gemm.blas, c->stream);

@@ -9,21 +9,37 @@
  * gradient reads the bit mask a RELU_AUX_BIAS forward kept (DRELU).
  *
  * Each problem (shapes, transposes, leading dimensions, epilogue, pointer
- * alignments, TF32) is planned the first time it is met, which is the first
- * training step, before or while it is captured: descriptors made, and one
- * algorithm chosen from cuBLASLt's heuristic, the fastest it lists that
- * needs no reduction kernel of its own (no split-K, or split-K reduced in
- * place) and fits the workspace. Where cuBLASLt offers no algorithm for the
- * fused epilogue, the plan falls back a step at a time: RELU_BIAS without a
- * mask (the backward pass then takes the ReLU's gradient from its output),
- * then the plain product with kernels of ours for the epilogue
- * (bias_act, relu_backward, bias_grad), then cublasSgemm with those kernels.
- * The outcome is the same to rounding either way; what changes is how many
- * kernels a step launches.
+ * alignments, TF32) is planned the first time it is met. Its ways to run
+ * (candidates), in the heuristic's order of preference:
+ *   - cuBLASLt with the whole epilogue fused: each algorithm the heuristic
+ *     lists that fits the workspace, split-K ones included (up to
+ *     GEMM_LT_CANDIDATES);
+ *   - for a forward ReLU whose record cuBLASLt cannot keep: RELU_BIAS, the
+ *     backward pass then taking the ReLU's gradient from its output;
+ *   - cuBLASLt's plain product, the epilogue in kernels of ours (bias_act,
+ *     relu_backward), each algorithm likewise;
+ *   - cublasSgemm with those kernels.
+ * A bias gradient that the product does not fuse is either a kernel of ours
+ * (one thread per sum) or cublasSgemv against a vector of ones; each
+ * unfused way comes with both. The outcome is the same to rounding whichever
+ * way runs; what differs is the time. How the way is chosen (g->policy):
+ * PLAN_MEASURE times every candidate with CUDA events on the request's own
+ * buffers (beta is 0 and no output aliases an input, so a run only rewrites
+ * what the next rewrites again): one run, then GEMM_TIME_REPS more unless
+ * the first took over GEMM_SLOW_FACTOR times the best so far; the fastest is
+ * kept. PLAN_HEURISTIC takes the first candidate, untimed. While the stream
+ * captures (nothing can be timed, nothing allocated) it is the first too. In
+ * a collective stretch (a training step: every rank meets the same problems
+ * in the same order) rank 0 decides and g->share gives its choice to every
+ * rank, so all ranks run the same arithmetic; a rank whose candidate of that
+ * index has another name (another GPU or library) ends the job. A problem a
+ * checkpoint's plan names (cuda_gemm_plan_set) takes that way, when this
+ * GPU offers a candidate of that name, without timing.
  */
 #include "gemm_lt.cuh"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,8 +47,12 @@
 #include "cuda_check.cuh"
 #include "kernels.h"
 
-/* Algorithms asked of the heuristic per attempt. */
+/* Algorithms asked of the heuristic per epilogue. */
 #define GEMM_LT_CANDIDATES 8
+/* Timed runs of a candidate after its first. */
+#define GEMM_TIME_REPS 3
+/* A first run this many times the best so far is not run again. */
+#define GEMM_SLOW_FACTOR 4.0
 
 /* A problem, as far as a plan depends on it. */
 struct gemm_key {
@@ -41,15 +61,42 @@ struct gemm_key {
 	unsigned align_a, align_b, align_c, align_bias;
 };
 
-struct gemm_plan {
-	struct gemm_key key;
-	int lt;                        /* 1: cublasLtMatmul; 0: cublasSgemm */
+/* How a bias gradient is summed. */
+enum bias_grad_way {
+	BIAS_GRAD_NONE = 0, /* the request has none */
+	BIAS_GRAD_FUSED,    /* cuBLASLt's BGRADB epilogue */
+	BIAS_GRAD_KERNEL,   /* bias_grad_kernel: one thread per sum */
+	BIAS_GRAD_GEMV,     /* cublasSgemv of op(A) with a vector of ones */
+};
+
+/* One way to run a problem: a candidate. */
+struct gemm_way {
+	int lt;                         /* 1: cublasLtMatmul with algo; 0: cublasSgemm */
 	cublasLtEpilogue_t lt_epilogue; /* what cuBLASLt does of the epilogue */
-	int mask_written;              /* the ReLU record is written (RELU_AUX_BIAS) */
-	int then_bias_act, then_drelu, then_bias_grad; /* what our kernels do after */
+	cublasLtMatmulAlgo_t algo;
+	int bias_grad;                  /* enum bias_grad_way */
+	char name[PLAN_NAME_LEN];
+};
+
+/* cuBLASLt's descriptors of a problem with one epilogue. */
+struct lt_desc {
 	cublasLtMatmulDesc_t desc;
 	cublasLtMatrixLayout_t la, lb, lc;
-	cublasLtMatmulAlgo_t algo;
+};
+
+struct gemm_plan {
+	struct gemm_key key;
+	struct gemm_way way;
+	int mask_written;          /* the ReLU record is written (RELU_AUX_BIAS) */
+	int then_bias_act, then_drelu; /* what our kernels do after the product */
+	struct lt_desc d;          /* the way's, when it is cuBLASLt's */
+	struct plan_op report;     /* what was considered, and what each took */
+};
+
+/* A checkpoint's choice for one problem. */
+struct gemm_preset {
+	char key[PLAN_KEY_LEN];
+	char name[PLAN_NAME_LEN];
 };
 
 /* The largest power of two dividing p's address, at most 256 (cuBLASLt's alignment preferences). */
@@ -86,6 +133,38 @@ static struct gemm_key key_of(const struct cuda_gemm *g, const struct gemm_req *
 	return k;
 }
 
+/* The key as a plan names it: every field, so equal text means an equal problem. */
+static void key_text(const struct gemm_key *k, char *buf, size_t len)
+{
+	snprintf(buf, len,
+		 "%c%c m=%d n=%d k=%d lda=%d ldb=%d ldc=%d epi=%d mask=%d bgrad=%d tf32=%d "
+		 "align=%u/%u/%u/%u",
+		 k->trans_a ? 't' : 'n', k->trans_b ? 't' : 'n', k->m, k->n, k->k, k->lda, k->ldb,
+		 k->ldc, k->epilogue, k->mask, k->bias_grad, k->tf32, k->align_a, k->align_b,
+		 k->align_c, k->align_bias);
+}
+
+static const char *epilogue_word(int e)
+{
+	switch (e) {
+	case GEMM_EPILOGUE_BIAS:
+		return " bias";
+	case GEMM_EPILOGUE_BIAS_RELU:
+		return " bias+relu";
+	case GEMM_EPILOGUE_DRELU:
+		return " drelu";
+	default:
+		return "";
+	}
+}
+
+/* For people: "nt 6x25x200704 bias_grad" (m x n x k of the row-major request). */
+static void shape_text(const struct gemm_key *k, char *buf, size_t len)
+{
+	snprintf(buf, len, "%c%c %dx%dx%d%s%s", k->trans_a ? 't' : 'n', k->trans_b ? 't' : 'n',
+		 k->m, k->n, k->k, epilogue_word(k->epilogue), k->bias_grad ? " bias_grad" : "");
+}
+
 size_t cuda_gemm_relu_mask_bytes(int rows, int cols)
 {
 	size_t ld = ((size_t)cols + 127) / 128 * 128; /* bits per column of the (cols, rows) result */
@@ -117,11 +196,12 @@ static void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr
 	CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, v, size));
 }
 
-/* The pointers a call's epilogue reads or writes, set on the plan's descriptor. */
-static void set_epilogue_pointers(const struct gemm_plan *p, const struct gemm_req *r)
+/* The pointers an epilogue reads or writes, set on its descriptor. */
+static void set_epilogue_pointers(cublasLtMatmulDesc_t desc, cublasLtEpilogue_t epi,
+				  const struct gemm_req *r)
 {
 	const void *bias = NULL, *aux = NULL;
-	switch (p->lt_epilogue) {
+	switch (epi) {
 	case CUBLASLT_EPILOGUE_BIAS:
 	case CUBLASLT_EPILOGUE_RELU_BIAS:
 		bias = r->bias;
@@ -140,125 +220,169 @@ static void set_epilogue_pointers(const struct gemm_plan *p, const struct gemm_r
 		return;
 	}
 	if (bias)
-		set_attr(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+		set_attr(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
 	if (aux)
-		set_attr(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux));
+		set_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux));
 }
 
-static void destroy_descriptors(struct gemm_plan *p)
+static void destroy_desc(struct lt_desc *d)
 {
-	if (p->desc)
-		cublasLtMatmulDescDestroy(p->desc);
-	if (p->la)
-		cublasLtMatrixLayoutDestroy(p->la);
-	if (p->lb)
-		cublasLtMatrixLayoutDestroy(p->lb);
-	if (p->lc)
-		cublasLtMatrixLayoutDestroy(p->lc);
-	p->desc = NULL;
-	p->la = p->lb = p->lc = NULL;
+	if (d->desc)
+		cublasLtMatmulDescDestroy(d->desc);
+	if (d->la)
+		cublasLtMatrixLayoutDestroy(d->la);
+	if (d->lb)
+		cublasLtMatrixLayoutDestroy(d->lb);
+	if (d->lc)
+		cublasLtMatrixLayoutDestroy(d->lc);
+	memset(d, 0, sizeof(*d));
 }
 
-/* Whether an algorithm the heuristic listed runs without a reduction kernel of its own. */
-static int single_kernel(const cublasLtMatmulAlgo_t *algo)
-{
-	int32_t splitk = 1;
-	uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
-	size_t written = 0;
-	if (cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
-						 sizeof(splitk), &written) != CUBLAS_STATUS_SUCCESS)
-		return 0;
-	if (cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
-						 &scheme, sizeof(scheme),
-						 &written) != CUBLAS_STATUS_SUCCESS)
-		return 0;
-	return splitk <= 1 || scheme == CUBLASLT_REDUCTION_SCHEME_INPLACE;
-}
-
-/*
- * Descriptors and an algorithm for r with cuBLASLt doing `epi`: 1 on
- * success (p filled), 0 when cuBLASLt offers nothing (p left without
- * descriptors).
- */
-static int try_lt(const struct cuda_gemm *g, const struct gemm_req *r, cublasLtEpilogue_t epi,
-		  struct gemm_plan *p)
+/* Descriptors of r with cuBLASLt doing `epi`: 1, or 0 when cuBLASLt refuses them (d empty). */
+static int make_desc(const struct cuda_gemm *g, const struct gemm_req *r, cublasLtEpilogue_t epi,
+		     struct lt_desc *d)
 {
 	struct gemm_colmajor c = gemm_map(r);
 	cublasOperation_t ta = c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
 	cublasOperation_t tb = c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
 	cublasComputeType_t compute = g->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-	cublasLtMatmulPreference_t pref = NULL;
-	cublasLtMatmulHeuristicResult_t found[GEMM_LT_CANDIDATES];
-	int n_found = 0, chosen = -1;
 
-	memset(found, 0, sizeof(found));
-	p->lt_epilogue = epi;
-	if (cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
-	    cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, c.trans_a ? c.k : c.m,
+	memset(d, 0, sizeof(*d));
+	if (cublasLtMatmulDescCreate(&d->desc, compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
+	    cublasLtMatrixLayoutCreate(&d->la, CUDA_R_32F, c.trans_a ? c.k : c.m,
 				       c.trans_a ? c.m : c.k, c.lda) != CUBLAS_STATUS_SUCCESS ||
-	    cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_32F, c.trans_b ? c.n : c.k,
+	    cublasLtMatrixLayoutCreate(&d->lb, CUDA_R_32F, c.trans_b ? c.n : c.k,
 				       c.trans_b ? c.k : c.n, c.ldb) != CUBLAS_STATUS_SUCCESS ||
-	    cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, c.m, c.n, c.ldc) != CUBLAS_STATUS_SUCCESS)
-		goto fail;
-	set_attr(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
-	set_attr(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
-	set_attr(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
+	    cublasLtMatrixLayoutCreate(&d->lc, CUDA_R_32F, c.m, c.n, c.ldc) != CUBLAS_STATUS_SUCCESS) {
+		destroy_desc(d);
+		return 0;
+	}
+	set_attr(d->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
+	set_attr(d->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
+	set_attr(d->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
 	if (epi == CUBLASLT_EPILOGUE_RELU_AUX_BIAS || epi == CUBLASLT_EPILOGUE_DRELU) {
 		int64_t ld = ((int64_t)c.m + 127) / 128 * 128;
-		set_attr(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld));
+		set_attr(d->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld));
 	}
 	/* The heuristic reads the epilogue's pointers for their alignment. */
-	set_epilogue_pointers(p, r);
+	set_epilogue_pointers(d->desc, epi, r);
+	return 1;
+}
 
-	if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS)
-		goto fail;
-	{
+/*
+ * The algorithms cuBLASLt's heuristic lists for r with `epi` that fit the
+ * workspace, in its order, at most `max`: their count.
+ */
+static int list_algos(const struct cuda_gemm *g, const struct gemm_req *r,
+		      const struct gemm_key *k, cublasLtEpilogue_t epi, cublasLtMatmulAlgo_t *out,
+		      int max)
+{
+	struct lt_desc d;
+	cublasLtMatmulPreference_t pref = NULL;
+	cublasLtMatmulHeuristicResult_t found[GEMM_LT_CANDIDATES];
+	int n_found = 0, n = 0;
+
+	if (!make_desc(g, r, epi, &d))
+		return 0;
+	memset(found, 0, sizeof(found));
+	if (cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS) {
 		uint64_t ws = g->workspace_bytes;
-		uint32_t align_a = p->key.align_b, align_b = p->key.align_a, align_c = p->key.align_c;
 		/* The mapped call's A is the request's B and the other way round. */
+		uint32_t align_a = k->align_b, align_b = k->align_a, align_c = k->align_c;
 		if (cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-							 &ws, sizeof(ws)) != CUBLAS_STATUS_SUCCESS ||
+							 &ws, sizeof(ws)) == CUBLAS_STATUS_SUCCESS &&
 		    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-							 &align_a, sizeof(align_a)) !=
-			    CUBLAS_STATUS_SUCCESS ||
+							 &align_a, sizeof(align_a)) ==
+			    CUBLAS_STATUS_SUCCESS &&
 		    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-							 &align_b, sizeof(align_b)) !=
-			    CUBLAS_STATUS_SUCCESS ||
+							 &align_b, sizeof(align_b)) ==
+			    CUBLAS_STATUS_SUCCESS &&
 		    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-							 &align_c, sizeof(align_c)) !=
-			    CUBLAS_STATUS_SUCCESS ||
+							 &align_c, sizeof(align_c)) ==
+			    CUBLAS_STATUS_SUCCESS &&
 		    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-							 &align_c, sizeof(align_c)) !=
+							 &align_c, sizeof(align_c)) ==
+			    CUBLAS_STATUS_SUCCESS &&
+		    /* No algorithm is a status of NOT_SUPPORTED or a count of 0, depending on the case. */
+		    cublasLtMatmulAlgoGetHeuristic(g->lt, d.desc, d.la, d.lb, d.lc, d.lc, pref,
+						   GEMM_LT_CANDIDATES, found, &n_found) !=
 			    CUBLAS_STATUS_SUCCESS)
-			goto fail;
+			n_found = 0;
+		cublasLtMatmulPreferenceDestroy(pref);
 	}
-	/* No algorithm is a status of NOT_SUPPORTED or a count of 0, depending on the case. */
-	if (cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref,
-					   GEMM_LT_CANDIDATES, found, &n_found) !=
-	    CUBLAS_STATUS_SUCCESS)
-		n_found = 0;
-	cublasLtMatmulPreferenceDestroy(pref);
-	pref = NULL;
-	for (int i = 0; i < n_found && chosen < 0; i++)
-		if (found[i].state == CUBLAS_STATUS_SUCCESS &&
-		    found[i].workspaceSize <= g->workspace_bytes && single_kernel(&found[i].algo))
-			chosen = i;
-	for (int i = 0; i < n_found && chosen < 0; i++)
+	for (int i = 0; i < n_found && n < max; i++)
 		if (found[i].state == CUBLAS_STATUS_SUCCESS &&
 		    found[i].workspaceSize <= g->workspace_bytes)
-			chosen = i;
-	if (chosen < 0)
-		goto fail;
-	p->algo = found[chosen].algo;
-	p->lt = 1;
-	return 1;
-
-fail:
-	if (pref)
-		cublasLtMatmulPreferenceDestroy(pref);
-	destroy_descriptors(p);
-	return 0;
+			out[n++] = found[i].algo;
+	destroy_desc(&d);
+	return n;
 }
+
+/* ---- names ------------------------------------------------------------------------------ */
+
+static const char *lt_epilogue_word(cublasLtEpilogue_t e)
+{
+	switch (e) {
+	case CUBLASLT_EPILOGUE_BIAS:
+		return "bias";
+	case CUBLASLT_EPILOGUE_RELU_BIAS:
+		return "relu_bias";
+	case CUBLASLT_EPILOGUE_RELU_AUX_BIAS:
+		return "relu_aux_bias";
+	case CUBLASLT_EPILOGUE_DRELU:
+		return "drelu";
+	case CUBLASLT_EPILOGUE_BGRADB:
+		return "bgradb";
+	default:
+		return "plain";
+	}
+}
+
+/* One of an algorithm's configuration attributes, -1 where the library does not say. */
+static long long algo_attr(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr,
+			   size_t size)
+{
+	uint64_t v = 0;
+	size_t written = 0;
+	if (cublasLtMatmulAlgoConfigGetAttribute(a, attr, &v, size, &written) != CUBLAS_STATUS_SUCCESS)
+		return -1;
+	if (size == sizeof(int32_t))
+		return (long long)(int32_t)(uint32_t)v;
+	if (size == sizeof(uint16_t))
+		return (long long)(uint16_t)v;
+	return (long long)v;
+}
+
+/*
+ * A way's name: what it runs, every configuration attribute of its
+ * algorithm (together they determine the algorithm), and how its bias
+ * gradient is summed:
+ *   lt.bgradb.a21.t15.s3.k8.r1.w0.c0.i0.l0   sgemm+bg.gemv
+ */
+static void name_way(struct gemm_way *w)
+{
+	char head[80];
+	if (w->lt)
+		snprintf(head, sizeof(head), "lt.%s.a%lld.t%lld.s%lld.k%lld.r%lld.w%lld.c%lld.i%lld.l%lld",
+			 lt_epilogue_word(w->lt_epilogue),
+			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_ID, sizeof(int32_t)),
+			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, sizeof(uint32_t)),
+			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, sizeof(uint32_t)),
+			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, sizeof(int32_t)),
+			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, sizeof(uint32_t)),
+			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, sizeof(uint32_t)),
+			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, sizeof(uint32_t)),
+			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, sizeof(uint16_t)),
+			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, sizeof(uint16_t)));
+	else
+		snprintf(head, sizeof(head), "sgemm");
+	snprintf(w->name, sizeof(w->name), "%s%s", head,
+		 w->bias_grad == BIAS_GRAD_KERNEL ? "+bg.kernel"
+		 : w->bias_grad == BIAS_GRAD_GEMV ? "+bg.gemv"
+						   : "");
+}
+
+/* ---- candidates ------------------------------------------------------------------------- */
 
 /* The epilogue cuBLASLt would fuse for r, all of it. */
 static cublasLtEpilogue_t fused_epilogue(const struct cuda_gemm *g, const struct gemm_req *r)
@@ -277,24 +401,250 @@ static cublasLtEpilogue_t fused_epilogue(const struct cuda_gemm *g, const struct
 	}
 	/*
 	 * A bias gradient over k == 1 is the operand itself; cuBLASLt's BGRADB has
-	 * been reported wrong there (a one-row batch), so a kernel copies it.
+	 * been reported wrong there (a one-row batch), so it is summed apart.
 	 */
 	return r->bias_grad && r->k > 1 ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-/* What our kernels still do after a product whose cuBLASLt epilogue is p->lt_epilogue. */
-static void plan_remainder(struct gemm_plan *p, const struct gemm_req *r)
+/* Whether cuBLASLt doing `e` leaves a kernel of ours the request's bias and activation. */
+static int needs_bias_act(const struct gemm_req *r, cublasLtEpilogue_t e)
 {
-	cublasLtEpilogue_t e = p->lt ? p->lt_epilogue : CUBLASLT_EPILOGUE_DEFAULT;
-	p->then_bias_act = (r->epilogue == GEMM_EPILOGUE_BIAS && e != CUBLASLT_EPILOGUE_BIAS) ||
-			   (r->epilogue == GEMM_EPILOGUE_BIAS_RELU && e != CUBLASLT_EPILOGUE_RELU_BIAS &&
-			    e != CUBLASLT_EPILOGUE_RELU_AUX_BIAS);
-	p->then_drelu = r->epilogue == GEMM_EPILOGUE_DRELU && e != CUBLASLT_EPILOGUE_DRELU;
-	p->then_bias_grad = r->bias_grad && e != CUBLASLT_EPILOGUE_BGRADB;
-	p->mask_written = e == CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
-	if ((p->then_bias_act || p->then_drelu) && r->ldc != r->n)
-		die(1, "CUDA GEMM: an epilogue kernel needs a packed output (ldc %d, n %d)", r->ldc,
-		    r->n);
+	return (r->epilogue == GEMM_EPILOGUE_BIAS && e != CUBLASLT_EPILOGUE_BIAS) ||
+	       (r->epilogue == GEMM_EPILOGUE_BIAS_RELU && e != CUBLASLT_EPILOGUE_RELU_BIAS &&
+		e != CUBLASLT_EPILOGUE_RELU_AUX_BIAS);
+}
+
+static int needs_drelu(const struct gemm_req *r, cublasLtEpilogue_t e)
+{
+	return r->epilogue == GEMM_EPILOGUE_DRELU && e != CUBLASLT_EPILOGUE_DRELU;
+}
+
+/* Whether a bias gradient by cublasSgemv can be had now (its vector of ones, up to k). */
+static int ones_ready(struct cuda_gemm *g, int k, int capturing)
+{
+	if (g->n_ones >= (size_t)k)
+		return 1;
+	if (capturing)
+		return 0; /* nothing may be allocated while the stream captures */
+	size_t n = (size_t)k;
+	float *host = (float *)xmalloc(n * sizeof(float));
+	for (size_t i = 0; i < n; i++)
+		host[i] = 1.0f;
+	float *dev = NULL;
+	if (cudaMalloc((void **)&dev, n * sizeof(float)) != cudaSuccess) {
+		(void)cudaGetLastError();
+		free(host);
+		return 0;
+	}
+	/* The stream's earlier work may use the old vector: wait for it before freeing. */
+	g->drain(g->share_arg);
+	CUDA_CHECK(cudaMemcpy(dev, host, n * sizeof(float), cudaMemcpyHostToDevice));
+	free(host);
+	if (g->ones)
+		CUDA_CHECK(cudaFree(g->ones));
+	g->ones = dev;
+	g->n_ones = n;
+	return 1;
+}
+
+/* Append a way (named), unless the list is full. */
+static void add_way(struct gemm_way *ways, int *n, int lt, cublasLtEpilogue_t e,
+		    const cublasLtMatmulAlgo_t *algo, int bias_grad)
+{
+	if (*n >= PLAN_MAX_CANDIDATES)
+		return;
+	struct gemm_way *w = &ways[(*n)++];
+	memset(w, 0, sizeof(*w));
+	w->lt = lt;
+	w->lt_epilogue = lt ? e : CUBLASLT_EPILOGUE_DEFAULT;
+	if (algo)
+		w->algo = *algo;
+	w->bias_grad = bias_grad;
+	name_way(w);
+}
+
+/* Every way to run r, best guess first (the file comment's order). */
+static int list_ways(struct cuda_gemm *g, const struct gemm_req *r, const struct gemm_key *k,
+		     int capturing, struct gemm_way *ways)
+{
+	cublasLtEpilogue_t want = fused_epilogue(g, r), tries[3];
+	int n_tries = 0, n = 0;
+	tries[n_tries++] = want;
+	if (want == CUBLASLT_EPILOGUE_RELU_AUX_BIAS)
+		tries[n_tries++] = CUBLASLT_EPILOGUE_RELU_BIAS;
+	if (want != CUBLASLT_EPILOGUE_DEFAULT)
+		tries[n_tries++] = CUBLASLT_EPILOGUE_DEFAULT;
+
+	/* The unfused bias gradient's ways: cublasSgemv first where it can be had. */
+	int bg[2], n_bg = 0;
+	if (!r->bias_grad) {
+		bg[n_bg++] = BIAS_GRAD_NONE;
+	} else {
+		if (ones_ready(g, r->k, capturing))
+			bg[n_bg++] = BIAS_GRAD_GEMV;
+		bg[n_bg++] = BIAS_GRAD_KERNEL;
+	}
+	/* Our epilogue kernels need a packed output. */
+	int packed = r->ldc == r->n;
+
+	for (int t = 0; t < n_tries; t++) {
+		cublasLtEpilogue_t e = tries[t];
+		if (!packed && (needs_bias_act(r, e) || needs_drelu(r, e)))
+			continue;
+		cublasLtMatmulAlgo_t algos[GEMM_LT_CANDIDATES];
+		int n_algos = list_algos(g, r, k, e, algos, GEMM_LT_CANDIDATES);
+		for (int i = 0; i < n_algos; i++) {
+			if (e == CUBLASLT_EPILOGUE_BGRADB)
+				add_way(ways, &n, 1, e, &algos[i], BIAS_GRAD_FUSED);
+			else
+				for (int b = 0; b < n_bg; b++)
+					add_way(ways, &n, 1, e, &algos[i], bg[b]);
+		}
+	}
+	if (packed || (r->epilogue == GEMM_EPILOGUE_NONE))
+		for (int b = 0; b < n_bg; b++)
+			add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL, bg[b]);
+	return n;
+}
+
+/* ---- running a way ---------------------------------------------------------------------- */
+
+static void run_way(struct cuda_gemm *g, const struct gemm_req *r, const struct gemm_way *w,
+		    const struct lt_desc *d)
+{
+	struct gemm_colmajor c = gemm_map(r);
+	if (w->lt) {
+		set_epilogue_pointers(d->desc, w->lt_epilogue, r);
+		CUBLAS_CHECK(cublasLtMatmul(g->lt, d->desc, &c.alpha, c.a, d->la, c.b, d->lb, &c.beta,
+					    c.c, d->lc, c.c, d->lc, &w->algo, g->workspace,
+					    g->workspace_bytes, g->stream));
+	} else {
+		CUBLAS_CHECK(cublasSgemm(g->blas, c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+					 c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, c.m, c.n, c.k, &c.alpha,
+					 c.a, c.lda, c.b, c.ldb, &c.beta, c.c, c.ldc));
+	}
+	if (needs_bias_act(r, w->lt_epilogue))
+		kernels_bias_act(g->stream, NULL, r->c, r->bias, r->m, r->n,
+				 r->epilogue == GEMM_EPILOGUE_BIAS_RELU);
+	if (needs_drelu(r, w->lt_epilogue))
+		kernels_relu_backward(g->stream, NULL, r->c, r->act, (size_t)r->m * (size_t)r->n);
+	if (w->bias_grad == BIAS_GRAD_KERNEL) {
+		kernels_bias_grad(g->stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k, r->bias_grad);
+	} else if (w->bias_grad == BIAS_GRAD_GEMV) {
+		/*
+		 * bias_grad (m) = op(A) ones (k). Column-major, A stored (m, k) at lda
+		 * is a (k, m) matrix: its transpose times ones; stored (k, m) (trans_a)
+		 * it is (m, k): itself times ones.
+		 */
+		const float one = 1.0f, zero = 0.0f;
+		if (r->trans_a)
+			CUBLAS_CHECK(cublasSgemv(g->blas, CUBLAS_OP_N, r->m, r->k, &one, r->a, r->lda,
+						 g->ones, 1, &zero, r->bias_grad, 1));
+		else
+			CUBLAS_CHECK(cublasSgemv(g->blas, CUBLAS_OP_T, r->k, r->m, &one, r->a, r->lda,
+						 g->ones, 1, &zero, r->bias_grad, 1));
+	}
+}
+
+/* Microseconds per run of w on r's own buffers: one run, then more unless it is slow. */
+static double time_way(struct cuda_gemm *g, const struct gemm_req *r, const struct gemm_way *w,
+		       double best)
+{
+	struct lt_desc d;
+	memset(&d, 0, sizeof(d));
+	if (w->lt && !make_desc(g, r, w->lt_epilogue, &d))
+		return -1.0;
+	if (!g->time_start) {
+		CUDA_CHECK(cudaEventCreate(&g->time_start));
+		CUDA_CHECK(cudaEventCreate(&g->time_stop));
+	}
+	float ms = 0.0f;
+	int reps = 1;
+	CUDA_CHECK(cudaEventRecord(g->time_start, g->stream));
+	run_way(g, r, w, &d);
+	CUDA_CHECK(cudaEventRecord(g->time_stop, g->stream));
+	CUDA_CHECK(cudaEventSynchronize(g->time_stop));
+	CUDA_CHECK(cudaEventElapsedTime(&ms, g->time_start, g->time_stop));
+	if (best < 0.0 || ms * 1e3 <= GEMM_SLOW_FACTOR * best) {
+		reps = GEMM_TIME_REPS;
+		CUDA_CHECK(cudaEventRecord(g->time_start, g->stream));
+		for (int i = 0; i < reps; i++)
+			run_way(g, r, w, &d);
+		CUDA_CHECK(cudaEventRecord(g->time_stop, g->stream));
+		CUDA_CHECK(cudaEventSynchronize(g->time_stop));
+		CUDA_CHECK(cudaEventElapsedTime(&ms, g->time_start, g->time_stop));
+	}
+	destroy_desc(&d);
+	return (double)ms * 1e3 / reps;
+}
+
+/* ---- plans ------------------------------------------------------------------------------ */
+
+static const char *preset_for(const struct cuda_gemm *g, const char *key)
+{
+	for (int i = 0; i < g->n_presets; i++)
+		if (!strcmp(g->presets[i].key, key))
+			return g->presets[i].name;
+	return NULL;
+}
+
+/* Which of the n ways p runs: a preset's, rank 0's measured or first one, shared. */
+static int choose_way(struct cuda_gemm *g, const struct gemm_req *r, struct gemm_plan *p,
+		      const struct gemm_way *ways, int n, int capturing)
+{
+	struct plan_op *rep = &p->report;
+	const char *preset = preset_for(g, rep->key);
+	int chosen = 0;
+
+	for (int i = 0; i < n; i++) {
+		snprintf(rep->cand[i].name, sizeof(rep->cand[i].name), "%s", ways[i].name);
+		rep->cand[i].us = -1.0;
+	}
+	rep->n_candidates = n;
+	if (preset) {
+		for (int i = 0; i < n; i++)
+			if (!strcmp(ways[i].name, preset)) {
+				snprintf(rep->source, sizeof(rep->source), "checkpoint");
+				return i;
+			}
+		g->preset_missed++;
+		if (g->rank == 0)
+			fprintf(stderr,
+				"mnist-train: the checkpoint's plan runs gemm %s as %s, which this GPU "
+				"does not offer; planned anew (the resumed run is not bitwise the one "
+				"saved)\n",
+				rep->shape, preset);
+	}
+	/* Measured only in a collective stretch, and there by rank 0 alone. */
+	int measure = g->policy == PLAN_MEASURE && g->collective && !capturing && n > 1 &&
+		      g->rank == 0;
+	if (measure) {
+		double best = -1.0;
+		/* A collective queued before (a hung peer's) must not block the timing's waits. */
+		g->drain(g->share_arg);
+		for (int i = 0; i < n; i++) {
+			double us = time_way(g, r, &ways[i], best);
+			rep->cand[i].us = us;
+			if (us >= 0.0 && (best < 0.0 || us < best)) {
+				best = us;
+				chosen = i;
+			}
+		}
+	}
+	snprintf(rep->source, sizeof(rep->source), "%s",
+		 g->policy == PLAN_MEASURE && g->collective && !capturing && n > 1 ? "measured"
+										   : "heuristic");
+	if (g->collective && g->share) {
+		char name[PLAN_NAME_LEN];
+		snprintf(name, sizeof(name), "%s", ways[chosen].name);
+		g->share(g->share_arg, &chosen, name);
+		if (chosen < 0 || chosen >= n || strcmp(ways[chosen].name, name))
+			die(1, "CUDA GEMM %s: rank 0 chose %s, which this rank's GPU or cuBLAS does "
+			       "not offer as its candidate %d (every rank needs the same GPU model and "
+			       "library)",
+			    rep->shape, name, chosen);
+	}
+	return chosen;
 }
 
 static struct gemm_plan *plan_for(struct cuda_gemm *g, const struct gemm_req *r)
@@ -303,23 +653,44 @@ static struct gemm_plan *plan_for(struct cuda_gemm *g, const struct gemm_req *r)
 	for (int i = 0; i < g->n_plans; i++)
 		if (!memcmp(&g->plans[i].key, &k, sizeof(k)))
 			return &g->plans[i];
+
+	cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+	CUDA_CHECK(cudaStreamIsCapturing(g->stream, &status));
+	int capturing = status != cudaStreamCaptureStatusNone;
+	struct gemm_way *ways =
+		(struct gemm_way *)xmalloc(PLAN_MAX_CANDIDATES * sizeof(struct gemm_way));
+	struct gemm_plan fresh;
+	memset(&fresh, 0, sizeof(fresh));
+	fresh.key = k;
+	key_text(&k, fresh.report.key, sizeof(fresh.report.key));
+	shape_text(&k, fresh.report.shape, sizeof(fresh.report.shape));
+	snprintf(fresh.report.op, sizeof(fresh.report.op), "gemm");
+
+	int n = list_ways(g, r, &k, capturing, ways);
+	if (n == 0)
+		die(1, "CUDA GEMM %s: no way to run it (an epilogue kernel needs a packed output: "
+		       "ldc %d, n %d)",
+		    fresh.report.shape, r->ldc, r->n);
+	int chosen = choose_way(g, r, &fresh, ways, n, capturing);
+	fresh.way = ways[chosen];
+	free(ways);
+	snprintf(fresh.report.chosen, sizeof(fresh.report.chosen), "%s", fresh.way.name);
+	if (fresh.way.lt && !make_desc(g, r, fresh.way.lt_epilogue, &fresh.d))
+		die(1, "CUDA GEMM %s: cuBLASLt refused the descriptors of %s", fresh.report.shape,
+		    fresh.way.name);
+	fresh.then_bias_act = needs_bias_act(r, fresh.way.lt_epilogue);
+	fresh.then_drelu = needs_drelu(r, fresh.way.lt_epilogue);
+	fresh.mask_written = fresh.way.lt && fresh.way.lt_epilogue == CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
+	if (fresh.mask_written)
+		note_mask_written(g, r->relu_mask);
+
 	if (g->n_plans == g->cap_plans) {
 		g->cap_plans = g->cap_plans ? 2 * g->cap_plans : 16;
 		g->plans = (struct gemm_plan *)xrealloc(g->plans,
 							 (size_t)g->cap_plans * sizeof(*g->plans));
 	}
-	struct gemm_plan *p = &g->plans[g->n_plans++];
-	memset(p, 0, sizeof(*p));
-	p->key = k;
-	cublasLtEpilogue_t want = fused_epilogue(g, r);
-	if (!try_lt(g, r, want, p) &&
-	    !(want == CUBLASLT_EPILOGUE_RELU_AUX_BIAS && try_lt(g, r, CUBLASLT_EPILOGUE_RELU_BIAS, p)) &&
-	    !(want != CUBLASLT_EPILOGUE_DEFAULT && try_lt(g, r, CUBLASLT_EPILOGUE_DEFAULT, p)))
-		p->lt = 0; /* cublasSgemm */
-	plan_remainder(p, r);
-	if (p->mask_written)
-		note_mask_written(g, r->relu_mask);
-	return p;
+	g->plans[g->n_plans] = fresh;
+	return &g->plans[g->n_plans++];
 }
 
 void cuda_gemm_run(struct cuda_gemm *g, const struct gemm_req *r)
@@ -327,33 +698,76 @@ void cuda_gemm_run(struct cuda_gemm *g, const struct gemm_req *r)
 	if (r->m <= 0 || r->n <= 0)
 		return;
 	struct gemm_plan *p = plan_for(g, r);
-	struct gemm_colmajor c = gemm_map(r);
-	if (p->lt) {
-		set_epilogue_pointers(p, r);
-		CUBLAS_CHECK(cublasLtMatmul(g->lt, p->desc, &c.alpha, c.a, p->la, c.b, p->lb, &c.beta,
-					    c.c, p->lc, c.c, p->lc, &p->algo, g->workspace,
-					    g->workspace_bytes, g->stream));
-	} else {
-		CUBLAS_CHECK(cublasSgemm(g->blas, c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-					 c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, c.m, c.n, c.k, &c.alpha,
-					 c.a, c.lda, c.b, c.ldb, &c.beta, c.c, c.ldc));
+	run_way(g, r, &p->way, &p->d);
+}
+
+void cuda_gemm_library(char *buf, size_t len)
+{
+	snprintf(buf, len, "cublasLt %zu", (size_t)cublasLtGetVersion());
+}
+
+void cuda_gemm_plan_get(struct cuda_gemm *g, struct plan_info *out)
+{
+	free(g->report);
+	g->report = (struct plan_op *)xmalloc((size_t)(g->n_plans ? g->n_plans : 1) *
+					       sizeof(struct plan_op));
+	for (int i = 0; i < g->n_plans; i++)
+		g->report[i] = g->plans[i].report;
+	cuda_gemm_library(out->library, sizeof(out->library));
+	out->n_ops = g->n_plans;
+	out->ops = g->report;
+}
+
+int cuda_gemm_plan_set(struct cuda_gemm *g, const struct plan_info *in, char *why, size_t whylen)
+{
+	char mine[sizeof(in->library)];
+	cuda_gemm_library(mine, sizeof(mine));
+	cuda_gemm_forget(g);
+	free(g->presets);
+	g->presets = NULL;
+	g->n_presets = 0;
+	if (strcmp(mine, in->library)) {
+		snprintf(why, whylen, "the plan is for %s, this is %s", in->library, mine);
+		return 1;
 	}
-	if (p->then_bias_act)
-		kernels_bias_act(g->stream, NULL, r->c, r->bias, r->m, r->n,
-				 r->epilogue == GEMM_EPILOGUE_BIAS_RELU);
-	if (p->then_drelu)
-		kernels_relu_backward(g->stream, NULL, r->c, r->act, (size_t)r->m * (size_t)r->n);
-	if (p->then_bias_grad)
-		kernels_bias_grad(g->stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k, r->bias_grad);
+	g->presets = (struct gemm_preset *)xmalloc((size_t)(in->n_ops ? in->n_ops : 1) *
+						   sizeof(struct gemm_preset));
+	for (int i = 0; i < in->n_ops; i++) {
+		if (strcmp(in->ops[i].op, "gemm"))
+			continue;
+		snprintf(g->presets[g->n_presets].key, PLAN_KEY_LEN, "%s", in->ops[i].key);
+		snprintf(g->presets[g->n_presets].name, PLAN_NAME_LEN, "%s", in->ops[i].chosen);
+		g->n_presets++;
+	}
+	return 0;
 }
 
 void cuda_gemm_forget(struct cuda_gemm *g)
 {
 	for (int i = 0; i < g->n_plans; i++)
-		destroy_descriptors(&g->plans[i]);
+		destroy_desc(&g->plans[i].d);
 	free(g->plans);
 	free(g->masks);
 	g->plans = NULL;
 	g->masks = NULL;
 	g->n_plans = g->cap_plans = g->n_masks = g->cap_masks = 0;
+}
+
+void cuda_gemm_release(struct cuda_gemm *g)
+{
+	cuda_gemm_forget(g);
+	free(g->presets);
+	free(g->report);
+	g->presets = NULL;
+	g->report = NULL;
+	g->n_presets = 0;
+	if (g->ones)
+		cudaFree(g->ones);
+	g->ones = NULL;
+	g->n_ones = 0;
+	if (g->time_start)
+		cudaEventDestroy(g->time_start);
+	if (g->time_stop)
+		cudaEventDestroy(g->time_stop);
+	g->time_start = g->time_stop = NULL;
 }

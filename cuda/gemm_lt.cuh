@@ -1,8 +1,11 @@
 /*
- * gemm_lt.cuh - the CUDA backend's GEMM (cuda/gemm_lt.cu): cuBLASLt with the
- * request's epilogue fused into the GEMM's own kernel, planned once per
- * problem, with kernels of ours (cuda/kernels.cu) for what cuBLASLt does not
- * offer, and cuBLAS's cublasSgemm where cuBLASLt has no algorithm at all.
+ * gemm_lt.cuh - the CUDA backend's GEMM (cuda/gemm_lt.cu): each problem
+ * planned once, the first time it is met, by choosing among the ways to run
+ * it (cuBLASLt's algorithms with the request's epilogue fused into the GEMM
+ * or done by kernels of ours, cublasSgemm; for a bias gradient not fused, a
+ * kernel of ours or cublasSgemv against a vector of ones): timed on the
+ * device with CUDA events and the fastest kept, or the heuristic's first
+ * choice untimed, or the way a checkpoint's plan names.
  */
 #ifndef MNIST_DDP_GEMM_LT_CUH
 #define MNIST_DDP_GEMM_LT_CUH
@@ -13,9 +16,18 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "backend.h"
 #include "gemm_map.h"
 
 struct gemm_plan;
+struct gemm_preset;
+
+/*
+ * Rank 0's choice to every rank, in a collective stretch: *index and name
+ * are rank 0's on return (the caller checks its own candidate of that index
+ * has that name). NULL: one rank, nothing to share.
+ */
+typedef void (*gemm_share_fn)(void *arg, int *index, char name[PLAN_NAME_LEN]);
 
 /* What the GEMMs of one backend share. */
 struct cuda_gemm {
@@ -29,6 +41,21 @@ struct cuda_gemm {
 	int n_plans, cap_plans;
 	const void **masks;    /* ReLU records written by a fused forward epilogue */
 	int n_masks, cap_masks;
+
+	enum plan_policy policy; /* for problems met from now on */
+	int collective;          /* every rank meets them now, in the same order */
+	int rank;                /* this rank: 0 measures in a collective stretch */
+	gemm_share_fn share;
+	/* Wait for the stream's queued work, under the backend's collective deadline. */
+	void (*drain)(void *arg);
+	void *share_arg;           /* share's and drain's */
+	struct gemm_preset *presets; /* a checkpoint's plan: problem key -> way name */
+	int n_presets;
+	int preset_missed;       /* presets whose way this GPU does not offer */
+	float *ones;             /* (n_ones) 1.0f, for a bias gradient by cublasSgemv */
+	size_t n_ones;
+	cudaEvent_t time_start, time_stop; /* for timing candidates */
+	struct plan_op *report;  /* plan_get's copy of the plans' reports */
 };
 
 /* r on g's stream: the plan for r's problem (made the first time), then its calls. */
@@ -41,7 +68,22 @@ void cuda_gemm_run(struct cuda_gemm *g, const struct gemm_req *r);
  */
 size_t cuda_gemm_relu_mask_bytes(int rows, int cols);
 
+/* The plans so far (out->ops in g, valid until the next call); device is the caller's. */
+void cuda_gemm_plan_get(struct cuda_gemm *g, struct plan_info *out);
+
+/*
+ * Take a plan's ways by name for the problems it lists (every plan so far is
+ * forgotten first). 0, or 1 when its library is not this one (why filled).
+ */
+int cuda_gemm_plan_set(struct cuda_gemm *g, const struct plan_info *in, char *why, size_t whylen);
+
+/* "cublasLt N": the library a plan's names belong to. */
+void cuda_gemm_library(char *buf, size_t len);
+
 /* Forget every plan (its descriptors destroyed); the handles stay the caller's. */
 void cuda_gemm_forget(struct cuda_gemm *g);
+
+/* Forget the plans and free what planning holds (presets, ones, events, report). */
+void cuda_gemm_release(struct cuda_gemm *g);
 
 #endif /* MNIST_DDP_GEMM_LT_CUH */

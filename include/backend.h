@@ -108,6 +108,46 @@ struct conv_stage {
 	int batch_first;
 };
 
+/*
+ * A backend's plan: for each problem it met (a GEMM's shapes, transposes,
+ * epilogue and alignments), the way it runs it, chosen among candidates
+ * (cuBLASLt's algorithms with the epilogue fused or in kernels of ours,
+ * cublasSgemm, ...) by timing each on the device (docs/gpu.md, "Plans").
+ * Names are the backend's own, stable for one GPU model and library version:
+ * a plan saved in a checkpoint is given back by name.
+ */
+#define PLAN_NAME_LEN 96
+#define PLAN_KEY_LEN 160
+#define PLAN_MAX_CANDIDATES 32
+
+struct plan_candidate {
+	char name[PLAN_NAME_LEN];
+	double us; /* measured microseconds per run; < 0: not timed */
+};
+
+struct plan_op {
+	char key[PLAN_KEY_LEN];  /* the problem, as the backend names it */
+	char op[16];             /* "gemm" */
+	char shape[64];          /* for people: "nt 6x25x200704 bias_grad" */
+	char chosen[PLAN_NAME_LEN];
+	char source[16];         /* "measured", "heuristic", "checkpoint" */
+	int n_candidates;        /* what was considered (0 for an entry given back) */
+	struct plan_candidate cand[PLAN_MAX_CANDIDATES];
+};
+
+struct plan_info {
+	char device[128];  /* the GPU's name */
+	char library[64];  /* the math library and its version: "cublasLt 130100" */
+	int n_ops;
+	struct plan_op *ops;
+};
+
+/* How new problems are planned (->plan_mode). */
+enum plan_policy {
+	PLAN_MEASURE = 0,   /* time every candidate, keep the fastest */
+	PLAN_HEURISTIC = 1, /* the library heuristic's first choice, untimed */
+};
+
 struct backend_ops {
 	const char *name; /* "host" or "cuda" */
 
@@ -213,6 +253,21 @@ struct backend_ops {
 	 * backend has no such mode.
 	 */
 	void (*set_tf32)(void *ctx, int on);
+
+	/*
+	 * Optional plans (struct plan_info). plan_mode: how problems met from now
+	 * on are planned, and whether every rank meets them together (collective:
+	 * a training step, the same ops in the same order on every rank), in
+	 * which case rank 0 decides and every rank takes its choice; outside a
+	 * collective stretch each rank takes the heuristic's choice on its own.
+	 * plan_get: the plan so far, in backend memory valid until the next call.
+	 * plan_set: run the problems named in `in` the way it names (a plan from a
+	 * checkpoint); 0 when taken, 1 when this device or library cannot run it
+	 * (why says what differs; problems are then planned anew).
+	 */
+	void (*plan_mode)(void *ctx, enum plan_policy policy, int collective);
+	void (*plan_get)(void *ctx, struct plan_info *out);
+	int (*plan_set)(void *ctx, const struct plan_info *in, char *why, size_t whylen);
 
 	void (*destroy)(void *ctx);
 };
@@ -369,6 +424,30 @@ static inline void backend_set_tf32(const struct backend *b, int on)
 	if (b->ops->set_tf32)
 		b->ops->set_tf32(b->ctx, on);
 }
+/* Whether the backend plans its ops (->plan_get). */
+static inline int backend_has_plan(const struct backend *b)
+{
+	return b->ops->plan_get != NULL;
+}
+static inline void backend_plan_mode(const struct backend *b, enum plan_policy policy,
+				     int collective)
+{
+	if (b->ops->plan_mode)
+		b->ops->plan_mode(b->ctx, policy, collective);
+}
+/* The plan so far; n_ops 0 for a backend without plans. */
+static inline void backend_plan_get(const struct backend *b, struct plan_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (b->ops->plan_get)
+		b->ops->plan_get(b->ctx, out);
+}
+/* 0: taken (or nothing to take); 1: not runnable here, why says what differs. */
+static inline int backend_plan_set(const struct backend *b, const struct plan_info *in,
+				   char *why, size_t whylen)
+{
+	return b->ops->plan_set ? b->ops->plan_set(b->ctx, in, why, whylen) : 0;
+}
 /* "host" or "cuda". */
 static inline const char *backend_name(const struct backend *b)
 {
@@ -413,7 +492,7 @@ struct cuda_probe {
  * interface (MNIST_DDP_INTERFACE_ID) is a hash of the shared headers in
  * include/, computed by CMake, so a header changed without that is caught too.
  */
-#define BACKEND_MODULE_ABI 5
+#define BACKEND_MODULE_ABI 6
 #define BACKEND_MODULE_ENTRY "backend_module_entry"
 
 struct backend_module {

@@ -133,6 +133,7 @@ typedef enum {
 extern "C" {
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t *lightHandle);
+size_t cublasLtGetVersion(void);
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle);
 const char *cublasLtGetStatusName(cublasStatus_t status);
 const char *cublasLtGetStatusString(cublasStatus_t status);

@@ -604,6 +604,12 @@ using namespace cudasim;
 
 extern "C" {
 
+/* The simulator's cuBLASLt: a version of its own (plans name their library by it). */
+size_t cublasLtGetVersion(void)
+{
+	return 990000;
+}
+
 cublasStatus_t cublasLtCreate(cublasLtHandle_t *lightHandle)
 {
 	if (!lightHandle)

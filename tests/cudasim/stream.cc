@@ -11,6 +11,7 @@
  * operations again, each collective afresh.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include <deque>
@@ -397,6 +398,28 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event)
 	return cudaSuccess;
 }
 
+/*
+ * The time between two events, as the runtime API reference says: both
+ * recorded outside a capture and complete (else cudaErrorNotReady, or an
+ * invalidated capture for one still being captured). No time is modelled
+ * here: 0 ms.
+ */
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+	if (!ms)
+		return set_error(cudaErrorInvalidValue);
+	if (!events.count(start) || !events.count(end))
+		return set_error(cudaErrorInvalidResourceHandle);
+	if (captured_event(start) || captured_event(end))
+		return invalidate_captures();
+	if (!start->stream || !end->stream || start->capture_id || end->capture_id)
+		return set_error(cudaErrorInvalidResourceHandle);
+	if (!advance(start->stream, start->seq) || !advance(end->stream, end->seq))
+		return cudaErrorNotReady;
+	*ms = 0.0f;
+	return cudaSuccess;
+}
+
 /* ---- graph capture ------------------------------------------------------------------- */
 
 /* CUDASIM_CAPTURE_FAIL_RANK / _AT: whether capture fails here, at this step. */
@@ -470,6 +493,15 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsig
 	CUgraphExec_st *x = new CUgraphExec_st;
 	x->ops = graph->ops;
 	*exec = x;
+	if (getenv("CUDASIM_GRAPH_REPORT")) {
+		/* Which nodes are the program's own kernels, which the libraries' calls. */
+		size_t kernels = 0;
+		for (const op &o : graph->ops)
+			kernels += o.label.compare(0, 7, "kernel ") == 0;
+		fprintf(stderr, "cudasim: graph instantiated: %zu nodes, %zu kernels of the program, %zu "
+				"library calls, copies or collectives\n",
+			graph->ops.size(), kernels, graph->ops.size() - kernels);
+	}
 	return cudaSuccess;
 }
 
