@@ -19,6 +19,7 @@ endif()
 
 # The GPU parity suite (label gpu), built with the CUDA backend only:
 #   gpu_ops             every backend op, CUDA vs host, several shapes (1 rank)
+#   gpu_plan            every candidate of every GEMM of seed, mlp, LeNet-5, run by name (1 rank)
 #   gpu_train_parity    200 training steps on both backends from one seed (1 rank)
 #   gpu_graph           a captured-and-replayed step vs plain launches (1 rank)
 #   gpu_allreduce_2     NCCL allreduce (avg, sum) and broadcast across 2 ranks
@@ -45,7 +46,7 @@ if(MNIST_DDP_HAVE_CUDA)
   target_compile_definitions(mnist_gpu_test_util PRIVATE
                              MNIST_TEST_CUDA_MODULE="$<TARGET_FILE:mnist-cuda>")
 
-  foreach(prog gpu_ops gpu_train_parity gpu_graph gpu_allreduce gpu_deadline)
+  foreach(prog gpu_ops gpu_plan gpu_train_parity gpu_graph gpu_allreduce gpu_deadline)
     add_executable(${prog} ${CMAKE_CURRENT_SOURCE_DIR}/gpu/${prog}.c)
     target_compile_options(${prog} PRIVATE ${MNIST_DDP_WARNINGS})
     target_link_libraries(${prog} PRIVATE mnist_gpu_test_util)
@@ -53,7 +54,7 @@ if(MNIST_DDP_HAVE_CUDA)
     add_dependencies(${prog} mnist-cuda)
   endforeach()
 
-  foreach(prog gpu_ops gpu_train_parity gpu_graph)
+  foreach(prog gpu_ops gpu_plan gpu_train_parity gpu_graph)
     add_test(NAME ${prog} COMMAND ${MNIST_MPIRUN} --timeout 500 -n 1 $<TARGET_FILE:${prog}>)
     set_tests_properties(${prog} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
     add_test(NAME ${prog}_selftest

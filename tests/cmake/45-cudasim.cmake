@@ -75,7 +75,7 @@ target_include_directories(mnist_gpu_test_util_sim PUBLIC ${CMAKE_CURRENT_SOURCE
 target_link_libraries(mnist_gpu_test_util_sim PUBLIC mnist_core)
 target_compile_definitions(mnist_gpu_test_util_sim PRIVATE
                            MNIST_TEST_CUDA_MODULE="${MNIST_CUDASIM_MODULE}")
-set(MNIST_GPU_PROGRAMS gpu_ops gpu_train_parity gpu_graph gpu_allreduce gpu_deadline gpu_train_step)
+set(MNIST_GPU_PROGRAMS gpu_ops gpu_plan gpu_train_parity gpu_graph gpu_allreduce gpu_deadline gpu_train_step)
 foreach(prog ${MNIST_GPU_PROGRAMS})
   add_executable(${prog}_sim ${CMAKE_CURRENT_SOURCE_DIR}/gpu/${prog}.c)
   target_compile_options(${prog}_sim PRIVATE ${MNIST_DDP_WARNINGS})
@@ -185,6 +185,7 @@ endforeach()
 # runs on a node of one GPU (CUDASIM_DEVICES=1): what a single-GPU node can check.
 set(_one_gpu ENV CUDASIM_DEVICES=1)
 add_cudasim_test(gpu_ops_sim 1 ${_one_gpu} COMMAND $<TARGET_FILE:gpu_ops_sim>)
+add_cudasim_test(gpu_plan_sim 1 ${_one_gpu} TIMEOUT 300 COMMAND $<TARGET_FILE:gpu_plan_sim>)
 add_cudasim_test(gpu_train_parity_sim 1 ${_one_gpu} COMMAND $<TARGET_FILE:gpu_train_parity_sim> --quick)
 add_cudasim_test(gpu_graph_sim 1 ${_one_gpu} COMMAND $<TARGET_FILE:gpu_graph_sim>)
 add_cudasim_test(gpu_train_step_sim_1 1 ${_one_gpu} COMMAND $<TARGET_FILE:gpu_train_step_sim>)

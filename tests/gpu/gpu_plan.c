@@ -1,0 +1,144 @@
+/*
+ * gpu_plan.c - every candidate of every op of seed, mlp and LeNet-5 run by
+ * name on the CUDA backend, each against the host backend (ctest label gpu;
+ * one rank).
+ *
+ *   mpirun -n 1 build/tests/gpu_plan [--self-test]
+ *
+ * A plan chooses, per problem, one of several ways to run it (cuda/gemm_lt.cu:
+ * cuBLASLt's algorithms with the epilogue fused or not, cublasSgemm, the bias
+ * gradient's kernel or cublasSgemv); which one wins is a measurement on the
+ * GPU of the day, so every one of them must be right. For each model, one
+ * training step (tests/gpu/gpu_train.h) in a collective stretch measures the
+ * plan and lists each problem's candidates (->plan_get); then, for each
+ * problem and each of its candidates, a fresh replica takes a plan naming
+ * that candidate (->plan_set, as a resumed run takes a checkpoint's), runs
+ * the same step, and must
+ *   - report that problem run by that name, from the plan given ("checkpoint");
+ *   - agree with the host backend's step: loss, and the gradient buffer
+ *     (every layer's weight and bias gradients) to a normalised error of 1e-4.
+ * Batch 8 keeps the simulator's runs short; the models are the trainer's.
+ * --self-test: a second host backend stands in (it plans nothing: the loop
+ * over candidates is empty, and says so).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "gpu_common.h"
+#include "gpu_train.h"
+
+#define PLAN_BATCH 8
+#define PLAN_TOL 1e-4
+
+/* One step of a fresh replica on be from p0: its loss and gradients (n_params) out. */
+static double one_step(const struct backend *be, const struct model *m, const struct gpu_data *g,
+		       const float *p0, float *grads)
+{
+	struct gpu_run r;
+	gpu_run_create(&r, be, m, g, p0, PLAN_BATCH, 0.01f, 0.0f, REDUCE_MEAN);
+	gpu_run_step(&r);
+	double loss = gpu_run_loss(&r);
+	gpu_download(be, grads, r.grads, m->n_params * sizeof(float));
+	gpu_run_destroy(&r);
+	return loss;
+}
+
+/* A deep copy of the ops of a plan (->plan_get's memory is the backend's). */
+static struct plan_op *copy_ops(const struct plan_info *p)
+{
+	struct plan_op *ops = xmalloc((size_t)(p->n_ops ? p->n_ops : 1) * sizeof(*ops));
+	memcpy(ops, p->ops, (size_t)p->n_ops * sizeof(*ops));
+	return ops;
+}
+
+static void plan_model(struct gpu_test *t, const char *name, enum model_kind kind,
+		       const int *hidden, int n_hidden, int block)
+{
+	struct model m;
+	struct gpu_data g;
+	struct plan_info measured;
+	model_init(&m, kind, hidden, n_hidden);
+	gpu_data_make(&g, t->seed, 64, 4 * PLAN_BATCH, block);
+	float *p0 = xmalloc(m.n_params * sizeof(float));
+	float *gh = xmalloc(m.n_params * sizeof(float));
+	float *gd = xmalloc(m.n_params * sizeof(float));
+	model_init_params(&m, t->seed, p0);
+	double lh = one_step(&t->host, &m, &g, p0, gh);
+
+	/* The measured plan (of this model's problems alone), and what each could run as. */
+	struct plan_info none;
+	char unused[256];
+	backend_plan_get(&t->dev, &none);
+	none.n_ops = 0;
+	backend_plan_set(&t->dev, &none, unused, sizeof(unused)); /* forgets every plan so far */
+	backend_plan_mode(&t->dev, PLAN_MEASURE, 1);
+	double ld = one_step(&t->dev, &m, &g, p0, gd);
+	backend_plan_get(&t->dev, &measured);
+	struct plan_op *ops = copy_ops(&measured);
+	int n_ops = measured.n_ops, runs = 0;
+	gpu_test_check(t, fabs(ld - lh) <= PLAN_TOL * fabs(lh) &&
+				  gpu_norm_err(gd, gh, m.n_params, NULL) <= PLAN_TOL,
+		       "%s: measured plan (%d problems): loss %.7g host %.7g, gradients within %.0e",
+		       name, n_ops, ld, lh, PLAN_TOL);
+	if (t->d.rank == 0 && !backend_has_plan(&t->dev))
+		printf("# %s: this backend plans nothing; no candidates to run\n", name);
+
+	for (int i = 0; i < n_ops; i++) {
+		gpu_test_check(t, ops[i].n_candidates >= 1 && !strcmp(ops[i].source, "measured"),
+			       "%s: gemm %s: %d candidates, %s", name, ops[i].shape,
+			       ops[i].n_candidates, ops[i].source);
+		for (int j = 0; j < ops[i].n_candidates; j++) {
+			struct plan_op want = ops[i];
+			struct plan_info in = measured;
+			char why[256] = "";
+			snprintf(want.chosen, sizeof(want.chosen), "%s", ops[i].cand[j].name);
+			want.n_candidates = 0;
+			in.n_ops = 1;
+			in.ops = &want;
+			int refused = backend_plan_set(&t->dev, &in, why, sizeof(why));
+			double l = one_step(&t->dev, &m, &g, p0, gd);
+			double err = gpu_norm_err(gd, gh, m.n_params, NULL);
+
+			/* The problem ran as named, from the plan given. */
+			struct plan_info now;
+			const struct plan_op *ran = NULL;
+			backend_plan_get(&t->dev, &now);
+			for (int k = 0; k < now.n_ops; k++)
+				if (!strcmp(now.ops[k].key, want.key))
+					ran = &now.ops[k];
+			gpu_test_check(t,
+				       !refused && ran && !strcmp(ran->chosen, want.chosen) &&
+					       !strcmp(ran->source, "checkpoint") &&
+					       fabs(l - lh) <= PLAN_TOL * fabs(lh) && err <= PLAN_TOL,
+				       "%s: gemm %s as %s: %s%s, loss %.7g host %.7g, gradients %.3g "
+				       "(limit %.0e)",
+				       name, want.shape, want.chosen, refused ? "refused: " : "ran as ",
+				       refused ? why : ran ? ran->chosen : "(not met)", l, lh, err,
+				       PLAN_TOL);
+			runs++;
+		}
+	}
+	if (t->d.rank == 0)
+		printf("# %s: %d problems, %d candidates run by name\n", name, n_ops, runs);
+	free(ops);
+	free(p0);
+	free(gh);
+	free(gd);
+	gpu_data_free(&g);
+}
+
+int main(int argc, char **argv)
+{
+	struct gpu_test t;
+	const int hidden[2] = {512, 256};
+
+	gpu_test_init(&t, "gpu_plan", 4242, NULL, &argc, &argv);
+	gpu_test_start(&t);
+	plan_model(&t, "seed", MODEL_SEED, NULL, 0, 1);
+	plan_model(&t, "mlp 784-512-256-10", MODEL_MLP, hidden, 2, 1);
+	plan_model(&t, "lenet", MODEL_LENET, NULL, 0, 4);
+	return gpu_test_finish(&t);
+}
