@@ -403,6 +403,36 @@ static void cuda_set_position(void *ctx, int epoch, int step)
 	c->step = step;
 }
 
+/* ---- timing (--profile) --------------------------------------------------------- */
+
+static void *cuda_event_create(void *ctx)
+{
+	(void)ctx;
+	cudaEvent_t ev = NULL;
+	CUDA_CHECK(cudaEventCreate(&ev));
+	return ev;
+}
+
+static void cuda_event_record(void *ctx, void *ev)
+{
+	CUDA_CHECK(cudaEventRecord((cudaEvent_t)ev, ctx_of(ctx)->stream));
+}
+
+/* Waits for the stream under the collective deadline first: an event may follow an allreduce. */
+static double cuda_event_us(void *ctx, void *start, void *end)
+{
+	float ms = 0.0f;
+	cuda_wait(ctx_of(ctx));
+	CUDA_CHECK(cudaEventElapsedTime(&ms, (cudaEvent_t)start, (cudaEvent_t)end));
+	return 1e3 * (double)ms;
+}
+
+static void cuda_event_destroy(void *ctx, void *ev)
+{
+	(void)ctx;
+	CUDA_CHECK(cudaEventDestroy((cudaEvent_t)ev));
+}
+
 /* ---- step capture ------------------------------------------------------------- */
 
 static void warn_capture(const char *what, cudaError_t rc)
@@ -598,6 +628,10 @@ static const struct backend_ops cuda_ops = {
 	.plan_mode = cuda_plan_mode,
 	.plan_get = cuda_plan_get,
 	.plan_set = cuda_plan_set,
+	.event_create = cuda_event_create,
+	.event_record = cuda_event_record,
+	.event_us = cuda_event_us,
+	.event_destroy = cuda_event_destroy,
 	.destroy = cuda_destroy,
 };
 

@@ -44,6 +44,7 @@ static const char *choice_name(const char *const *names, int v)
 	return "?";
 }
 static const char *const reduce_names[] = {"mean", "sum", NULL};
+static const char *const gpu_plan_names[] = {"measure", "heuristic", NULL};
 
 static int mlp_only(const struct train_config *c)
 {
@@ -180,6 +181,11 @@ const struct setting config_settings[] = {
 	{.flag = "tf32", .type = SETTING_FLAG, .offset = FIELD(tf32), .lo = 1, .where = SETTING_AGREE,
 	 .help = "CUDA backend: GEMMs on TF32 tensor cores (inputs rounded to a 10-bit mantissa, "
 		 "float32 sums); by default float32 throughout"},
+	{.flag = "gpu-plan", .arg = "HOW", .type = SETTING_CHOICE, .offset = FIELD(gpu_plan),
+	 .def = "measure", .choices = gpu_plan_names, .expect = "plan", .where = SETTING_AGREE,
+	 .help = "CUDA backend: measure (time every way to run each GEMM on the device at the first "
+		 "step, rank 0 for all, and keep the fastest) or heuristic (cuBLASLt's first choice, "
+		 "untimed)"},
 
 	{.flag = "log-every", .arg = "N", .type = SETTING_INT, .offset = FIELD(log_every), .def = "10",
 	 .lo = 1, .hi = 1000000000, .group = "Output", .help = "print a loss line every N steps"},
@@ -191,6 +197,14 @@ const struct setting config_settings[] = {
 	{.flag = "metrics", .arg = "FILE", .type = SETTING_PATH, .offset = FIELD(metrics_path),
 	 .hi = CONFIG_PATH_MAX - 1,
 	 .help = "rank 0 writes JSON lines (epoch, step, loss, images/s, elapsed) to FILE"},
+	{.flag = "profile", .type = SETTING_FLAG, .offset = FIELD(profile), .lo = 1,
+	 .where = SETTING_AGREE,
+	 .help = "after training, run one more step op by op, time each op (CUDA events on a GPU, "
+		 "the clock on the host) and count its kernels; rank 0 prints the table and --metrics "
+		 "gets an op_times event (the model trained is left as it was)"},
+	{.flag = "verbose", .type = SETTING_FLAG, .offset = FIELD(verbose), .lo = 1,
+	 .help = "rank 0 also prints, on stderr, the plan the backend chose for each op (every "
+		 "candidate and its measured time)"},
 
 	/* Checkpoint paths leave room for "/ckpt-<epoch>-<global step>.safetensors". */
 	{.flag = "checkpoint-dir", .arg = "DIR", .type = SETTING_PATH, .offset = FIELD(checkpoint_dir),

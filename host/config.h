@@ -82,9 +82,12 @@ struct train_config {
 	int threads; /* 0 = automatic */
 	int use_graph; /* capture the step when the backend can (--no-graph: 0) */
 	int tf32;      /* TF32 tensor-core GEMMs (CUDA backend) */
+	int gpu_plan;  /* enum plan_policy (backend.h): measure or heuristic */
 	int log_every;
 	int eval_every; /* score the test set every N epochs; 0 = only at the end */
 	char metrics_path[CONFIG_PATH_MAX]; /* "" = none */
+	int verbose;   /* rank 0 prints the backend's plan */
+	int profile;   /* one more step, op by op, timed: where the step's time goes */
 	/* Reliability (docs/reliability.md). */
 	char checkpoint_dir[CONFIG_PATH_MAX]; /* "" = no checkpoints */
 	int save_every;      /* steps between checkpoints (also at each epoch's end); 0 = epoch ends only */

@@ -269,6 +269,23 @@ struct backend_ops {
 	void (*plan_get)(void *ctx, struct plan_info *out);
 	int (*plan_set)(void *ctx, const struct plan_info *in, char *why, size_t whylen);
 
+	/*
+	 * Optional timing (--profile): an event marks a point in the order of the
+	 * backend's work; event_us waits for both events and gives the
+	 * microseconds between them (device time on a GPU, the clock on the host,
+	 * whose ops are done when they return).
+	 */
+	void *(*event_create)(void *ctx);
+	void (*event_record)(void *ctx, void *ev);
+	double (*event_us)(void *ctx, void *start, void *end);
+	void (*event_destroy)(void *ctx, void *ev);
+	/*
+	 * Optional: what the ops that follow are for (a layer's name, a phase:
+	 * "fc1", "forward"), for a profile's table (host/train/profile.c, which
+	 * wraps a backend); the backends themselves leave it NULL.
+	 */
+	void (*label)(void *ctx, const char *layer, const char *phase);
+
 	void (*destroy)(void *ctx);
 };
 
@@ -447,6 +464,34 @@ static inline int backend_plan_set(const struct backend *b, const struct plan_in
 				   char *why, size_t whylen)
 {
 	return b->ops->plan_set ? b->ops->plan_set(b->ctx, in, why, whylen) : 0;
+}
+/* Whether the backend can time its ops (->event_*). */
+static inline int backend_has_events(const struct backend *b)
+{
+	return b->ops->event_create && b->ops->event_record && b->ops->event_us &&
+	       b->ops->event_destroy;
+}
+static inline void *backend_event_create(const struct backend *b)
+{
+	return b->ops->event_create(b->ctx);
+}
+static inline void backend_event_record(const struct backend *b, void *ev)
+{
+	b->ops->event_record(b->ctx, ev);
+}
+static inline double backend_event_us(const struct backend *b, void *start, void *end)
+{
+	return b->ops->event_us(b->ctx, start, end);
+}
+static inline void backend_event_destroy(const struct backend *b, void *ev)
+{
+	if (ev)
+		b->ops->event_destroy(b->ctx, ev);
+}
+static inline void backend_label(const struct backend *b, const char *layer, const char *phase)
+{
+	if (b->ops->label)
+		b->ops->label(b->ctx, layer, phase);
 }
 /* "host" or "cuda". */
 static inline const char *backend_name(const struct backend *b)

@@ -333,6 +333,7 @@ void model_forward(const struct backend *be, const struct model *m, struct model
 		const struct stage *st = &plan->stage[s];
 		const struct layer *l = &m->layer[st->layer];
 		const float *w = params + l->w_off, *b = params + l->b_off;
+		backend_label(be, l->name, "forward");
 		if (st->kind == STAGE_CONV) {
 			struct conv_stage cs = model_conv_stage(m, st, rows);
 			backend_conv_forward(be, &cs, ws->act[s], w, b, ws->act[s + 1], ws->arg[s],
@@ -367,6 +368,7 @@ static void stage_weight_grad(const struct backend *be, const struct model *m,
 			    grads + l->w_off, l->fan_in);
 	}
 	r.bias_grad = grads + l->b_off;
+	backend_label(be, l->name, "weight grad");
 	backend_gemm(be, &r);
 }
 
@@ -386,6 +388,7 @@ static void dense_input_grad(const struct backend *be, const struct model *m,
 		r.act = ws->act[s];
 		r.relu_mask = ws->relu_mask[s - 1];
 	}
+	backend_label(be, l->name, "input grad");
 	backend_gemm(be, &r);
 }
 
@@ -405,6 +408,7 @@ void model_backward_scaled(const struct backend *be, const struct model *m, stru
 			     .cols = IDX_CLASSES, .scale = scale, .row_loss = ws->row_loss,
 			     .dlogits = ws->dz[top], .relu = plan->stage[top].relu,
 			     .counters = counters};
+	backend_label(be, "", "loss");
 	backend_softmax_xent(be, &x);
 	/*
 	 * The lowest stage computes no input gradient: nothing below it learns
@@ -416,6 +420,7 @@ void model_backward_scaled(const struct backend *be, const struct model *m, stru
 		const struct layer *l = &m->layer[st->layer];
 		if (st->kind == STAGE_CONV && s < top && plan->stage[s + 1].kind == STAGE_DENSE) {
 			struct conv_stage cs = model_conv_stage(m, st, rows);
+			backend_label(be, l->name, "pool grad");
 			backend_pool_backward(be, &cs, ws->dy[s], ws->act[s + 1], ws->arg[s], ws->dz[s]);
 		}
 		stage_weight_grad(be, m, ws, s, grads, rows);
@@ -429,6 +434,7 @@ void model_backward_scaled(const struct backend *be, const struct model *m, stru
 				die(1, "model: a dense stage under a convolution is not supported");
 			struct conv_stage cs = model_conv_stage(m, st, rows);
 			struct conv_stage cb = model_conv_stage(m, below, rows);
+			backend_label(be, l->name, "input grad");
 			backend_conv_backward_data(be, &cs, params + l->w_off, ws->dz[s], &cb,
 						   ws->act[s], ws->arg[s - 1], ws->dz[s - 1]);
 		}

@@ -1,0 +1,160 @@
+/* plan_json.c - a backend's plan as JSON and as a table: see host/io/plan_json.h. */
+#include "io/plan_json.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Flags every dump uses: one line, keys in the order set. */
+#define PLAN_JSON_FLAGS (JSON_COMPACT | JSON_PRESERVE_ORDER)
+
+static json_t *op_json(const struct plan_op *o, int with_candidates)
+{
+	json_t *j = json_object();
+	json_object_set_new(j, "op", json_string(o->op));
+	json_object_set_new(j, "key", json_string(o->key));
+	json_object_set_new(j, "shape", json_string(o->shape));
+	json_object_set_new(j, "chosen", json_string(o->chosen));
+	json_object_set_new(j, "source", json_string(o->source));
+	if (with_candidates) {
+		json_t *cands = json_array();
+		for (int i = 0; i < o->n_candidates; i++) {
+			json_t *c = json_object();
+			json_object_set_new(c, "name", json_string(o->cand[i].name));
+			json_object_set_new(c, "us", o->cand[i].us >= 0.0 ? json_real(o->cand[i].us)
+									   : json_null());
+			json_array_append_new(cands, c);
+		}
+		json_object_set_new(j, "candidates", cands);
+	}
+	return j;
+}
+
+char *plan_json_dump(const struct plan_info *p, int with_candidates, const char *event)
+{
+	json_t *root = json_object();
+	if (event)
+		json_object_set_new(root, "event", json_string(event));
+	json_object_set_new(root, "device", json_string(p->device));
+	json_object_set_new(root, "library", json_string(p->library));
+	json_t *ops = json_array();
+	for (int i = 0; i < p->n_ops; i++)
+		json_array_append_new(ops, op_json(&p->ops[i], with_candidates));
+	json_object_set_new(root, "ops", ops);
+	char *text = json_dumps(root, PLAN_JSON_FLAGS);
+	json_decref(root);
+	if (!text)
+		die(1, "out of memory writing the GPU plan as JSON");
+	return text;
+}
+
+/* A string member of o, at most len - 1 bytes, into buf: 0, or 1 with err filled. */
+static int get_string(json_t *o, const char *name, const char *where, char *buf, size_t len,
+		      char *err, size_t errlen)
+{
+	json_t *v = json_object_get(o, name);
+	if (!json_is_string(v)) {
+		status_fail(err, errlen, STATUS_BAD_INPUT, "%s: \"%s\" is %s, expected a string",
+			    where, name, v ? "not a string" : "missing");
+		return 1;
+	}
+	if (strlen(json_string_value(v)) >= len) {
+		status_fail(err, errlen, STATUS_BAD_INPUT,
+			    "%s: \"%s\" is %zu bytes long, expected at most %zu", where, name,
+			    strlen(json_string_value(v)), len - 1);
+		return 1;
+	}
+	snprintf(buf, len, "%s", json_string_value(v));
+	return 0;
+}
+
+enum status plan_json_parse(const char *text, struct plan_info *out, char *err, size_t errlen)
+{
+	json_error_t je;
+	enum status rc = STATUS_BAD_INPUT;
+	memset(out, 0, sizeof(*out));
+	json_t *root = json_loads(text, 0, &je);
+	if (!root)
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "not JSON (%s, at character %d)",
+				   je.text, je.position);
+	json_t *ops = json_object_get(root, "ops");
+	if (!json_is_object(root)) {
+		status_fail(err, errlen, STATUS_BAD_INPUT, "not a JSON object");
+		goto out;
+	}
+	if (get_string(root, "device", "the plan", out->device, sizeof(out->device), err, errlen) ||
+	    get_string(root, "library", "the plan", out->library, sizeof(out->library), err,
+		       errlen))
+		goto out;
+	if (!json_is_array(ops)) {
+		status_fail(err, errlen, STATUS_BAD_INPUT, "the plan: \"ops\" is %s, expected an array",
+			    ops ? "not an array" : "missing");
+		goto out;
+	}
+	size_t n = json_array_size(ops);
+	if (n > 100000) {
+		status_fail(err, errlen, STATUS_BAD_INPUT, "the plan: %zu ops, expected at most 100000",
+			    n);
+		goto out;
+	}
+	out->ops = calloc(n ? n : 1, sizeof(*out->ops));
+	if (!out->ops)
+		die(1, "out of memory reading the GPU plan");
+	for (size_t i = 0; i < n; i++) {
+		json_t *o = json_array_get(ops, i);
+		struct plan_op *op = &out->ops[i];
+		char where[48];
+		snprintf(where, sizeof(where), "the plan's op %zu", i);
+		if (!json_is_object(o)) {
+			status_fail(err, errlen, STATUS_BAD_INPUT, "%s is not an object", where);
+			goto out;
+		}
+		if (get_string(o, "op", where, op->op, sizeof(op->op), err, errlen) ||
+		    get_string(o, "key", where, op->key, sizeof(op->key), err, errlen) ||
+		    get_string(o, "shape", where, op->shape, sizeof(op->shape), err, errlen) ||
+		    get_string(o, "chosen", where, op->chosen, sizeof(op->chosen), err, errlen) ||
+		    get_string(o, "source", where, op->source, sizeof(op->source), err, errlen))
+			goto out;
+		out->n_ops++;
+	}
+	rc = STATUS_OK;
+out:
+	json_decref(root);
+	if (rc != STATUS_OK)
+		plan_json_free(out);
+	return rc;
+}
+
+void plan_json_free(struct plan_info *p)
+{
+	free(p->ops);
+	p->ops = NULL;
+	p->n_ops = 0;
+}
+
+void plan_print_table(FILE *f, const struct plan_info *p)
+{
+	fprintf(f, "plan: %d ops on %s (%s)\n", p->n_ops, p->device, p->library);
+	fprintf(f, "  %-32s %-10s %10s  %s\n", "op", "how", "us", "chosen");
+	for (int i = 0; i < p->n_ops; i++) {
+		const struct plan_op *o = &p->ops[i];
+		double us = -1.0;
+		for (int c = 0; c < o->n_candidates; c++)
+			if (!strcmp(o->cand[c].name, o->chosen))
+				us = o->cand[c].us;
+		char op[48];
+		snprintf(op, sizeof(op), "%s %s", o->op, o->shape);
+		if (us >= 0.0)
+			fprintf(f, "  %-32s %-10s %10.2f  %s\n", op, o->source, us, o->chosen);
+		else
+			fprintf(f, "  %-32s %-10s %10s  %s\n", op, o->source, "-", o->chosen);
+		for (int c = 0; c < o->n_candidates; c++) {
+			if (o->cand[c].us >= 0.0)
+				fprintf(f, "  %-32s %-10s %10.2f  %s\n", "", "", o->cand[c].us,
+					o->cand[c].name);
+			else
+				fprintf(f, "  %-32s %-10s %10s  %s\n", "", "", "-", o->cand[c].name);
+		}
+	}
+	fflush(f);
+}
