@@ -1,6 +1,6 @@
 /*
  * resume.c - the checkpoint policy: see host/train/resume.h. The format and
- * the validation are io/checkpoint.c's; this file decides which checkpoint,
+ * the validation are io/checkpoint_*.c's; this file decides which checkpoint,
  * where to continue and when to save.
  */
 #include "train/resume.h"
