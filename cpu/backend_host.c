@@ -18,7 +18,6 @@
 #include "deadline.h"
 #include "dist.h"
 #include "elem.h"
-#include "gemm_small.h"
 #include "host_internal.h"
 #include "host_vector.h"
 
@@ -59,83 +58,6 @@ static void host_copy(void *ctx, void *dst, const void *src, size_t bytes)
 {
 	if (bytes)
 		memcpy(dst, src, bytes);
-}
-
-float *host_scratch(struct host_ctx *h, enum host_scratch_slot slot, size_t bytes)
-{
-	if (h->scratch_bytes[slot] < bytes) {
-		free(h->scratch[slot]);
-		size_t rounded = (bytes + 63) & ~(size_t)63;
-		h->scratch[slot] = aligned_alloc(64, rounded);
-		if (!h->scratch[slot])
-			die(1, "out of host memory for a scratch buffer of %zu bytes", bytes);
-		h->scratch_bytes[slot] = rounded;
-		if (slot == HOST_SCRATCH_ONES)
-			h->ones = 0;
-	}
-	return h->scratch[slot];
-}
-
-/* At least n ones. */
-static const float *host_ones(struct host_ctx *h, size_t n)
-{
-	float *ones = host_scratch(h, HOST_SCRATCH_ONES, n * sizeof(float));
-	for (; h->ones < n; h->ones++)
-		ones[h->ones] = 1.0f;
-	return ones;
-}
-
-/* Small and skinny shapes in gemm_small.c, the rest in OpenBLAS through the shared mapping. */
-static void gemm_core(const struct gemm_req *r)
-{
-	if (gemm_small_wanted(r)) {
-		gemm_small(r);
-		return;
-	}
-	struct gemm_colmajor c = gemm_map(r);
-	cblas_sgemm(CblasColMajor, c.trans_a ? CblasTrans : CblasNoTrans,
-		    c.trans_b ? CblasTrans : CblasNoTrans, c.m, c.n, c.k, c.alpha, c.a, c.lda, c.b,
-		    c.ldb, c.beta, c.c, c.ldc);
-}
-
-static void bias_act_rows(float *y, int ld, const float *bias, int rows, int cols, int relu);
-static void relu_backward_rows(float *dy, const float *y, int ld, int rows, int cols);
-
-/*
- * The product, then its epilogue (gemm_map.h) as separate passes: the bias
- * and ReLU over C, or the ReLU's gradient, or the bias gradient as a GEMM
- * against ones (1 x k times op(A)^T, or op(A) times k x 1).
- */
-void host_gemm(void *ctx, const struct gemm_req *r)
-{
-	struct host_ctx *h = ctx;
-	gemm_core(r);
-	if (r->m <= 0 || r->n <= 0)
-		return;
-	switch (r->epilogue) {
-	case GEMM_EPILOGUE_NONE:
-		break;
-	case GEMM_EPILOGUE_BIAS:
-	case GEMM_EPILOGUE_BIAS_RELU:
-		bias_act_rows(r->c, r->ldc, r->bias, r->m, r->n,
-			      r->epilogue == GEMM_EPILOGUE_BIAS_RELU);
-		break;
-	case GEMM_EPILOGUE_DRELU:
-		relu_backward_rows(r->c, r->act, r->ldc, r->m, r->n);
-		break;
-	}
-	if (r->bias_grad) {
-		const float *ones = host_ones(h, r->k > 0 ? (size_t)r->k : 1);
-		struct gemm_req g = {.m = 1, .n = r->m, .k = r->k, .alpha = 1.0f, .a = ones,
-				     .lda = r->k, .b = r->a, .ldb = r->lda, .c = r->bias_grad,
-				     .ldc = r->m};
-		if (!r->trans_a) { /* op(A) (m, k) times ones (k, 1) */
-			g = (struct gemm_req){.trans_b = 1, .m = r->m, .n = 1, .k = r->k,
-					      .alpha = 1.0f, .a = r->a, .lda = r->lda, .b = ones,
-					      .ldb = r->k, .c = r->bias_grad, .ldc = 1};
-		}
-		gemm_core(&g);
-	}
 }
 
 /*
@@ -212,52 +134,6 @@ static void host_gather(void *ctx, const struct gather_req *g)
 static void host_advance(void *ctx, int32_t *cursor, int delta)
 {
 	*cursor += delta;
-}
-
-/* row (n) = bias_act_elem(row, bias, relu); relu is a constant where this is inlined. */
-static inline void bias_act_row(float *restrict row, const float *restrict bias, int n, int relu)
-{
-	int j = 0;
-	for (; j + HOST_BLOCK <= n; j += HOST_BLOCK)
-		for (int k = 0; k < HOST_BLOCK; k++)
-			row[j + k] = bias_act_elem(row[j + k], bias[j + k], relu);
-	for (; j < n; j++)
-		row[j] = bias_act_elem(row[j], bias[j], relu);
-}
-
-/* y (rows, cols) at row stride ld: the GEMM epilogue's bias and ReLU. */
-HOST_VECTOR_CLONES
-static void bias_act_rows(float *y, int ld, const float *bias, int rows, int cols, int relu)
-{
-	for (int i = 0; i < rows; i++) {
-		float *row = y + (size_t)i * (size_t)ld;
-		if (relu)
-			bias_act_row(row, bias, cols, 1);
-		else
-			bias_act_row(row, bias, cols, 0);
-	}
-}
-
-static inline void relu_backward_run(float *restrict dy, const float *restrict y, size_t n)
-{
-	size_t i = 0;
-	for (; i + HOST_BLOCK <= n; i += HOST_BLOCK)
-		for (int k = 0; k < HOST_BLOCK; k++)
-			dy[i + k] = relu_backward_elem(dy[i + k], y[i + k]);
-	for (; i < n; i++)
-		dy[i] = relu_backward_elem(dy[i], y[i]);
-}
-
-/* dy and y (rows, cols) at row stride ld: the GEMM epilogue's ReLU gradient. */
-HOST_VECTOR_CLONES
-static void relu_backward_rows(float *dy, const float *y, int ld, int rows, int cols)
-{
-	if (ld == cols) {
-		relu_backward_run(dy, y, (size_t)rows * (size_t)cols);
-		return;
-	}
-	for (int i = 0; i < rows; i++)
-		relu_backward_run(dy + (size_t)i * ld, y + (size_t)i * ld, (size_t)cols);
 }
 
 static void host_softmax_xent(void *ctx, const struct xent_req *r)

@@ -1,7 +1,10 @@
 /*
- * host_internal.h - what the host backend's files (cpu/backend_host.c,
- * cpu/conv_host.c) share: the context, its scratch buffers and the GEMM.
- * Not part of the backend interface (include/backend.h).
+ * host_internal.h - what the host backend's files share: the context, its
+ * scratch buffers (cpu/scratch_host.c) and the GEMM (cpu/gemm_host.c), used by
+ * the ops table (cpu/backend_host.c) and the convolution stages
+ * (cpu/conv_host.c) alike, so neither of those two calls into the other's
+ * file but for the convolution entries. Not part of the backend interface
+ * (include/backend.h).
  */
 #ifndef MNIST_DDP_HOST_INTERNAL_H
 #define MNIST_DDP_HOST_INTERNAL_H
@@ -40,7 +43,7 @@ struct host_ctx {
 /* The slot's buffer, at least `bytes` long (its content is kept only while it is not grown). */
 float *host_scratch(struct host_ctx *h, enum host_scratch_slot slot, size_t bytes);
 
-/* The backend's GEMM (epilogue included): cpu/backend_host.c. */
+/* The backend's GEMM (epilogue included): cpu/gemm_host.c. */
 void host_gemm(void *ctx, const struct gemm_req *r);
 
 #endif /* MNIST_DDP_HOST_INTERNAL_H */

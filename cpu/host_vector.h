@@ -11,6 +11,10 @@
 #ifndef MNIST_DDP_HOST_VECTOR_H
 #define MNIST_DDP_HOST_VECTOR_H
 
+#include <stddef.h>
+
+#include "elem.h"
+
 #define HOST_BLOCK 16
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && \
@@ -20,5 +24,16 @@
 #else
 #define HOST_VECTOR_CLONES
 #endif
+
+/* dy (n) = relu_backward_elem(dy, y): the ReLU's gradient in the GEMM epilogue and the loss. */
+static inline void relu_backward_run(float *restrict dy, const float *restrict y, size_t n)
+{
+	size_t i = 0;
+	for (; i + HOST_BLOCK <= n; i += HOST_BLOCK)
+		for (int k = 0; k < HOST_BLOCK; k++)
+			dy[i + k] = relu_backward_elem(dy[i + k], y[i + k]);
+	for (; i < n; i++)
+		dy[i] = relu_backward_elem(dy[i], y[i]);
+}
 
 #endif /* MNIST_DDP_HOST_VECTOR_H */

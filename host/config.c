@@ -16,7 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io/report.h"
 #include "text.h"
 
 /* SETTING_CHOICE values are stored as an int-sized enum. */
@@ -409,7 +408,7 @@ void config_format(const struct setting *s, const struct train_config *c, char *
 		snprintf(buf, len, "%llu", (unsigned long long)*(const uint64_t *)(const void *)field);
 		break;
 	case SETTING_FLOAT:
-		report_format_float_exact(*(const float *)(const void *)field, buf, len);
+		text_float_exact(*(const float *)(const void *)field, buf, len);
 		break;
 	case SETTING_CHOICE:
 		snprintf(buf, len, "%s", choice_name(s->choices, get_int(c, s->offset)));

@@ -6,7 +6,7 @@
  * value, its default, the range or names it accepts (and so the message for a
  * bad value), its --help line, and where the value goes beyond the run that
  * parsed it: the start-up fingerprint every rank must share (host/agree.c)
- * and the checkpoint metadata (host/io/checkpoint.c). getopt_long's option
+ * and the checkpoint metadata (host/io/checkpoint_write.c and _read.c). getopt_long's option
  * table, the parser, --help, the fingerprint and the metadata are all made
  * from the rows, so a new flag is one row plus the code that uses its value.
  *

@@ -1,5 +1,5 @@
 /*
- * test_checkpoint.c - the safetensors checkpoint format (host/io/checkpoint.c):
+ * test_checkpoint.c - the safetensors checkpoint format (host/io/checkpoint_*.c):
  * round trips, corrupt files, the position a resume continues from, and
  * which run a checkpoint fits. Its files (save, load, resume, prune) and the
  * reliability flags: test_checkpoint_dir.c.

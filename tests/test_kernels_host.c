@@ -825,7 +825,7 @@ Test(kernels_host, update_without_parameters_gathers)
 
 /*
  * The host backend's GEMM epilogue on C as it stands: C = 0 * 0 + 1 * C (exact),
- * then the epilogue over C (rows, cols), as cpu/backend_host.c applies it.
+ * then the epilogue over C (rows, cols), as cpu/gemm_host.c applies it.
  */
 static void host_epilogue(float *c, int rows, int cols, enum gemm_epilogue e, const float *bias,
 			  const float *act)

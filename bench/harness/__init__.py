@@ -1,7 +1,8 @@
 """bench/harness - the modules of bench/train (the entry script one folder up).
 
     common.py       running commands, the list of every command run, parsing mnist-train's
-                    summary line and --metrics files, step-time figures, medians
+                    summary line and --metrics files, step-time figures, medians; writing a
+                    results file and packing the run's raw data into <stamp>.tar.xz
     machine.py      the CPU, OpenBLAS's kernels, the versions of the tools
     cuda_node.py    the GPUs and the CUDA libraries libmnist-cuda.so links, PyTorch's CUDA,
                     the CUDA simulator's marks

@@ -1,5 +1,6 @@
 """What every part of bench/train shares: running commands (and keeping each one for the
-results file), parsing mnist-train's summary line and --metrics files, step-time figures."""
+results file), parsing mnist-train's summary line and --metrics files, step-time figures,
+writing the results file and packing the run's raw data."""
 import json
 import math
 import os
@@ -8,6 +9,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tarfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -215,3 +217,55 @@ class Runner:
                 "step_p95_ms": float(s["step_p95_ms"]), "tta": float(s["tta_seconds"]),
                 "steady_ms": steady, "steady_ips": batch * ranks / (steady / 1e3) if steady else None,
                 "epochs": int(s["epochs"]), "metrics": mfile, "loss_rows": rows, "log": outs[0][1], "wall_s": wall}
+
+
+# What stays in the results folder beside the report, where it links them: charts and notes. The rest
+# of the folder (metrics JSONL, raw.json, the charts' data and gnuplot scripts) is raw data.
+KEPT_BESIDE_REPORT = (".png", ".md")
+
+
+def raw_archive(a):
+    """The archive of the run's raw data: <out-dir>/<stamp>.tar.xz, beside the report."""
+    return os.path.join(a.out_dir, a.stamp + ".tar.xz")
+
+
+def pack_raw(a):
+    """Everything in the results folder but the charts into one xz-compressed tar archive beside
+    the report (members named <stamp>/...), then removed from the folder (and the folder too
+    when nothing is left in it). Returns the archive's path."""
+    folder = os.path.join(a.out_dir, a.stamp)
+    path = raw_archive(a)
+    packed = []
+    with tarfile.open(path, "w:xz") as tar:
+        for root, dirs, files in os.walk(folder):
+            dirs.sort()
+            for name in sorted(files):
+                if not name.endswith(KEPT_BESIDE_REPORT):
+                    full = os.path.join(root, name)
+                    tar.add(full, arcname=os.path.relpath(full, a.out_dir))
+                    packed.append(full)
+    for full in packed:
+        os.remove(full)
+    for root, dirs, files in os.walk(folder, topdown=False):
+        if not os.listdir(root):
+            os.rmdir(root)
+    return path
+
+
+def write_report(a, lines, raw):
+    """The results file <out-dir>/<stamp>.md from lines, ending with where the raw data is;
+    raw.json (every figure) in the results folder; then the raw data packed (pack_raw). The
+    results file's path is printed on stdout."""
+    path = os.path.join(a.out_dir, a.stamp + ".md")
+    archive = os.path.basename(raw_archive(a))
+    lines = lines + [
+        "## Raw data\n",
+        f"[`{archive}`]({archive}), beside this file: raw.json (every figure above), every run's "
+        "`--metrics` JSON lines, the charts' data and gnuplot scripts, under "
+        f"`{a.stamp}/` (`tar xJf {archive}`).\n"]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    with open(os.path.join(a.out_dir, a.stamp, "raw.json"), "w") as f:
+        json.dump(raw, f, indent=1, default=str)
+    log(f"wrote {path}, raw data in {pack_raw(a)}")
+    print(path)

@@ -1,12 +1,12 @@
 """The GPU matrix's results file: bench/results/<date>-<gpu>[-<tag>].md (-cudasim on the CUDA
-simulator, labelled SIMULATED throughout), and raw.json in the folder beside it."""
+simulator, labelled SIMULATED throughout), its charts in the folder beside it, and its raw data
+(raw.json, the metrics files) in <date>-<gpu>[-<tag>].tar.xz (common.write_report)."""
 import datetime
-import json
 import os
 import shlex
 import sys
 
-from .common import COMMANDS, FAILURES, log, median
+from .common import COMMANDS, FAILURES, median, write_report
 from .cuda_node import SIMULATED_NOTE
 from .goals import judge, step_ops, torch_best
 from .machine import cpu_model, versions
@@ -20,7 +20,6 @@ def short(why):
 
 
 def write_results(a, node, t_info, t_why, cells, tta, allreduce_out, allreduce_note, pngs, wall):
-    path = os.path.join(a.out_dir, a.stamp + ".md")
     sim = node["simulated"]
     S = ", SIMULATED" if sim else ""
     na = t_why and short(t_why)
@@ -178,12 +177,7 @@ def write_results(a, node, t_info, t_why, cells, tta, allreduce_out, allreduce_n
     L.append("<details><summary>every command run</summary>\n\n```")
     L += COMMANDS
     L.append("```\n</details>\n")
-    with open(path, "w") as f:
-        f.write("\n".join(L))
     raw = {"simulated": sim, "node": node, "torch": t_info, "torch_why": t_why, "failures": FAILURES,
            "steps": a.steps, "stopped": getattr(a, "stopped", None),
            "cells": {f"{m}-b{b}-r{r}": c for (m, b, r), c in cells.items()}, "tta": tta}
-    with open(os.path.join(a.out_dir, a.stamp, "raw.json"), "w") as f:
-        json.dump(raw, f, indent=1, default=str)
-    log(f"wrote {path}")
-    print(path)
+    write_report(a, L, raw)

@@ -1,13 +1,13 @@
-"""The host matrix's results file: bench/results/<date>-<host>[-<tag>].md, and raw.json in the
-folder beside it."""
+"""The host matrix's results file: bench/results/<date>-<host>[-<tag>].md, its charts in the
+folder beside it, and its raw data (raw.json, the metrics files) in <date>-<host>[-<tag>].tar.xz
+(common.write_report)."""
 import datetime
-import json
 import os
 import re
 import shlex
 import sys
 
-from .common import COMMANDS, fmt, log
+from .common import COMMANDS, fmt, write_report
 from .machine import cpu_model, versions
 from .tta import curve_text, reached
 
@@ -25,7 +25,6 @@ def model_flops_per_image(model, hidden):
 
 
 def write_results(a, env, coretype, blas_note, rate, per_core, flops, cells, tta, allreduce_out, pngs, wall):
-    path = os.path.join(a.out_dir, a.stamp + ".md")
     rel = lambda p: os.path.relpath(p, a.out_dir)
     L = []
     L.append(f"# Benchmarks: mnist-train against PyTorch on {a.host}, {datetime.date.today().isoformat()}\n")
@@ -180,12 +179,7 @@ def write_results(a, env, coretype, blas_note, rate, per_core, flops, cells, tta
     L.append("<details><summary>every command run</summary>\n\n```")
     L += COMMANDS
     L.append("```\n</details>\n")
-    with open(path, "w") as f:
-        f.write("\n".join(L))
     raw = {"cells": {f"{m}-b{b}-r{r}": {k: v for k, v in c.items()} for (m, b, r), c in cells.items()},
            "tta": tta, "sgemm_gflops": rate, "openblas_coretype": coretype}
-    with open(os.path.join(a.out_dir, a.stamp, "raw.json"), "w") as f:
-        json.dump(raw, f, indent=1, default=str)
-    log(f"wrote {path}")
-    print(path)
+    write_report(a, L, raw)
 

@@ -2,26 +2,11 @@
  * checkpoint.h - training checkpoints in the safetensors format: atomic
  * writes, strict validation, newest-valid discovery and keep-K pruning.
  *
- * File DIR/ckpt-<epoch>-<global step>.safetensors, as safetensors lays it out:
- *   8 bytes   header length H, unsigned little-endian
- *   H bytes   JSON header, padded with spaces so the data starts 8-aligned:
- *             {"__metadata__":{"key":"value",...},
- *              "fc0.weight":{"dtype":"F32","shape":[10,784],"data_offsets":[b,e]},...}
- *   the data  raw little-endian tensors, back to back, offsets relative to here
- * Tensors: the parameters under the model's names and in PyTorch's layout
- * (fc<l>.weight (out, in), fc<l>.bias (out), conv<l>.weight (oc, c, k, k),
- * conv<l>.bias (oc): train/model.h) and the optimizer's state under PyTorch-like
- * names (train/optim.h): SGD's velocity as "optimizer.<name>", AdamW's moments as
- * "optimizer.<name>.exp_avg" and ".exp_avg_sq" and its update count as the
- * scalar "optimizer.step" (shape [], equal to the global step), all F32. Python's safetensors and PyTorch read the weights
- * as they are. __metadata__ (strings only, as the format requires) holds the
- * format and program version; the position as the global step and the steps
- * per epoch (the rest is derived: checkpoint_position); every setting the
- * settings table marks SETTING_CHECKPOINT, in its command-line text form
- * (config.h); the rank count, the training examples used and the training
- * data's CRC-32; and "checksum": "crc32:XXXXXXXX", the CRC-32 of the whole
- * file with those 8 hex digits read as '0', so a flipped or missing byte
- * anywhere is found.
+ * The file's layout and the format's constants: io/checkpoint_format.h. The
+ * code, by direction: io/checkpoint_write.c makes a file image,
+ * io/checkpoint_read.c parses and validates one, io/checkpoint_compat.c judges
+ * whether it fits this run and model and extracts its tensors, and
+ * io/checkpoint_dir.c handles the files and directories.
  *
  * Writes go to a temporary file in DIR that is flushed, fsync'ed and renamed
  * over the final name, then DIR itself is fsync'ed: a crash leaves either the
@@ -46,21 +31,12 @@
 
 #include "check.h"
 #include "config.h"
+#include "io/checkpoint_format.h"
 #include "train/model.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Version 2 stores the position as the global step; version 1 files are refused. */
-#define CHECKPOINT_FORMAT "mnist-ddp-checkpoint-2"
-/* Largest JSON header accepted (ours are under 4 KB). */
-#define CHECKPOINT_MAX_HEADER ((uint64_t)1 << 20)
-/* Most tensors and metadata entries a header may hold, and their lengths. */
-#define CHECKPOINT_MAX_TENSORS 64
-#define CHECKPOINT_MAX_META 64
-#define CHECKPOINT_NAME_MAX 128
-#define CHECKPOINT_VALUE_MAX 512
 
 /* Where a checkpoint was taken and by what run. */
 struct checkpoint_info {

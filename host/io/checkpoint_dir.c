@@ -2,7 +2,8 @@
  * checkpoint_dir.c - checkpoints as files: the atomic write, loading one
  * file, --resume's newest-valid search of a directory, pruning to --keep,
  * and preparing --checkpoint-dir (io/checkpoint.h; the format is
- * io/checkpoint.c's).
+ * io/checkpoint_format.h's, the file image io/checkpoint_write.c's, its
+ * reading io/checkpoint_read.c's and the fit io/checkpoint_compat.c's).
  */
 #include "io/checkpoint.h"
 
@@ -16,9 +17,6 @@
 #include <unistd.h>
 
 #include "train/optim.h"
-
-#define CKPT_PREFIX "ckpt-"
-#define CKPT_SUFFIX ".safetensors"
 
 void checkpoint_file_name(int epoch, long long global_step, char *buf, size_t len)
 {

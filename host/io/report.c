@@ -6,37 +6,11 @@
 #include <string.h>
 #include <unistd.h>
 
-/*
- * v in the fewest significant digits, up to max_digits, that read back as v;
- * a whole number with `decimals` digits after the point (below).
- */
-static void format_float(float v, int max_digits, int decimals, char *buf, size_t len)
-{
-	for (int digits = 1; digits <= max_digits; digits++) {
-		snprintf(buf, len, "%.*g", digits, (double)v);
-		if (strtof(buf, NULL) == v)
-			break;
-	}
-	/*
-	 * A whole number below 1e8 reads better as "20.0" than as "2e+01" (numpy
-	 * agrees). Written out from the shortest digits, not from v itself, so the
-	 * fixed form has no more significant digits than the exponent form:
-	 * 75332792.0f prints as "75332790.0", which reads back as the same float.
-	 * (An exponent form of a value >= 1 is always a whole decimal number.)
-	 * Settings are written as a command line takes them: "300", not "300.0".
-	 */
-	if (strchr(buf, 'e') && fabsf(v) >= 1.0f && fabsf(v) < 1e8f)
-		snprintf(buf, len, "%.*f", decimals, strtod(buf, NULL));
-}
+#include "text.h"
 
 void report_format_float(float v, char *buf, size_t len)
 {
-	format_float(v, 8, 1, buf, len);
-}
-
-void report_format_float_exact(float v, char *buf, size_t len)
-{
-	format_float(v, 9, 0, buf, len);
+	text_float(v, 8, 1, buf, len);
 }
 
 void report_loss_line(FILE *f, int epoch, int step, float loss)

@@ -12,13 +12,8 @@
 extern "C" {
 #endif
 
-/* A float32 in the fewest significant digits (at most 8) that read back as the same float. */
+/* A float32 in the fewest significant digits (at most 8) that read back as the same float (text.h). */
 void report_format_float(float v, char *buf, size_t len);
-/*
- * The same with up to 9 digits, so that it always reads back as exactly v, and
- * whole numbers without ".0": a setting's value as a command line gives it.
- */
-void report_format_float_exact(float v, char *buf, size_t len);
 
 /* "epoch: E, step: S, loss is L" and a newline, flushed. */
 void report_loss_line(FILE *f, int epoch, int step, float loss);

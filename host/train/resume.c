@@ -1,6 +1,6 @@
 /*
  * resume.c - the checkpoint policy: see host/train/resume.h. The format and
- * the validation are io/checkpoint.c's; this file decides which checkpoint,
+ * the validation are io/checkpoint_*.c's; this file decides which checkpoint,
  * where to continue and when to save.
  */
 #include "train/resume.h"
@@ -42,9 +42,9 @@ static void warn_newer_checkpoints(const char *dir, long long global_step)
  * is the same.
  */
 static enum status load_on_rank0(const struct train_config *c, const struct model *m,
-				 const struct checkpoint_info *run, struct resume_state *rs,
-				 int pos[2], char *err, size_t errlen)
+				 struct resume_state *rs, int pos[2], char *err, size_t errlen)
 {
+	const struct checkpoint_info *run = &rs->run;
 	struct checkpoint_info ck;
 	char used[CONFIG_PATH_MAX + 96], why[2048];
 	rs->params = xmalloc(m->n_params * sizeof(float));
@@ -79,16 +79,18 @@ static enum status load_on_rank0(const struct train_config *c, const struct mode
 }
 
 enum status resume_prepare(const struct train_config *c, const struct dist *d,
-			   const struct model *m, const struct checkpoint_info *run,
-			   struct resume_state *rs, char *err, size_t errlen)
+			   const struct model *m, int examples, uint32_t train_crc32,
+			   int steps_per_epoch, struct resume_state *rs, char *err, size_t errlen)
 {
 	int pos[2] = {0, 0};
 	enum status rc = STATUS_OK;
 	memset(rs, 0, sizeof(*rs));
+	checkpoint_info_from_config(&rs->run, c, d->size, examples, train_crc32);
+	rs->run.steps_per_epoch = steps_per_epoch;
 	if (!c->resume[0])
 		return STATUS_OK;
 	if (d->rank == 0)
-		rc = load_on_rank0(c, m, run, rs, pos, err, errlen);
+		rc = load_on_rank0(c, m, rs, pos, err, errlen);
 	int worst = dist_agree(d, rc, NULL);
 	if (worst) {
 		if (d->rank != 0)
@@ -97,7 +99,7 @@ enum status resume_prepare(const struct train_config *c, const struct dist *d,
 				    d->rank, d->host, c->resume);
 		free(rs->params);
 		free(rs->state);
-		memset(rs, 0, sizeof(*rs));
+		rs->params = rs->state = NULL;
 		return (enum status)worst;
 	}
 	dist_bcast(d, pos, sizeof(pos), 0, "resume position");
@@ -106,16 +108,18 @@ enum status resume_prepare(const struct train_config *c, const struct dist *d,
 	return STATUS_OK;
 }
 
-int resume_save_due(const struct train_config *c, long long global_step, int steps_per_epoch)
+int resume_save_due(const struct resume_state *rs, long long global_step)
 {
-	return c->checkpoint_dir[0] && (global_step % steps_per_epoch == 0 ||
+	const struct train_config *c = &rs->run.cfg;
+	return c->checkpoint_dir[0] && (global_step % rs->run.steps_per_epoch == 0 ||
 					(c->save_every > 0 && global_step % c->save_every == 0));
 }
 
-void resume_save(const struct train_config *c, const struct model *m,
-		 struct checkpoint_info *info, long long global_step, const float *host_params,
-		 const float *host_state)
+void resume_save(struct resume_state *rs, const struct model *m, long long global_step,
+		 const float *host_params, const float *host_state)
 {
+	struct checkpoint_info *info = &rs->run;
+	const struct train_config *c = &info->cfg;
 	size_t n = m->n_params, ns = optim_state_floats(c->optimizer, n);
 	char path[CONFIG_PATH_MAX + 96], why[2048];
 	info->global_step = global_step;

@@ -9,6 +9,7 @@
 #define MNIST_DDP_RESUME_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 #include "dist.h"
@@ -19,43 +20,49 @@
 extern "C" {
 #endif
 
-/* Where a resumed run starts, and rank 0's copy of the state it starts from. */
+/*
+ * A run's checkpointing: where it starts (the step after a --resume
+ * checkpoint's, or (0, 0)), rank 0's copy of the state it starts from, and
+ * the run as its checkpoints describe it, which every save and every
+ * compatibility check uses. The settings come down once, in resume_prepare.
+ */
 struct resume_state {
 	int epoch, step;          /* the first step to run */
 	float *params; /* (n_params), rank 0 only; NULL elsewhere (free it) */
 	float *state;  /* the optimizer's (optim_desc_of(--optimizer).n_state * n_params), likewise */
+	struct checkpoint_info run; /* this run: its settings, ranks, data, steps per epoch */
 };
 
 /*
  * Collective (every rank has the same --resume: the start-up agreement,
- * host/agree.h, made sure). With --resume, rank 0 finds, validates and reads
- * the checkpoint (a directory's newest valid one, warning about each corrupt
- * one it skips) and every rank learns where to continue: the step after the
- * checkpoint's (checkpoint_position). Without --resume rs starts at (0, 0).
- * run: this run's configuration (checkpoint_info_from_config). Returns
+ * host/agree.h, made sure). Describes this run in rs->run (the settings c,
+ * d's rank count, the training examples used and their CRC-32, the steps per
+ * epoch). With --resume, rank 0 finds, validates and reads the checkpoint (a
+ * directory's newest valid one, warning about each corrupt one it skips) and
+ * every rank learns where to continue: the step after the checkpoint's
+ * (checkpoint_position). Without --resume rs starts at (0, 0). Returns
  * STATUS_OK, or the same failure on every rank (STATUS_BAD_INPUT for a
  * checkpoint that cannot be used) with err saying why.
  */
 enum status resume_prepare(const struct train_config *c, const struct dist *d,
-			   const struct model *m, const struct checkpoint_info *run,
-			   struct resume_state *rs, char *err, size_t errlen);
+			   const struct model *m, int examples, uint32_t train_crc32,
+			   int steps_per_epoch, struct resume_state *rs, char *err, size_t errlen);
 
 /*
- * Rank 0 only: save the state after `global_step` steps (info->steps_per_epoch
- * per epoch) from host copies of the parameters and the optimizer state, atomically, and
- * prune to --keep. Unless --allow-nonfinite, parameters that are not all finite stop
+ * Rank 0 only: save the state after `global_step` steps from host copies of
+ * the parameters and the optimizer state, atomically, in rs->run's
+ * --checkpoint-dir, and prune to --keep. Unless --allow-nonfinite, parameters that are not all finite stop
  * the run here, so no checkpoint ever holds a diverged model; a failed write
  * ends the job (training on without the checkpoints asked for loses work).
  */
-void resume_save(const struct train_config *c, const struct model *m,
-		 struct checkpoint_info *info, long long global_step, const float *host_params,
-		 const float *host_state);
+void resume_save(struct resume_state *rs, const struct model *m, long long global_step,
+		 const float *host_params, const float *host_state);
 
 /*
  * Whether the state after `global_step` steps is saved (--checkpoint-dir: at
  * every epoch's end, and every --save-every steps).
  */
-int resume_save_due(const struct train_config *c, long long global_step, int steps_per_epoch);
+int resume_save_due(const struct resume_state *rs, long long global_step);
 
 #ifdef __cplusplus
 }

@@ -242,209 +242,314 @@ static uint32_t check_replicas(const struct dist *d, float *params, size_t n)
 	return crc;
 }
 
+/* Everything a run holds from its set-up to its end. */
+struct run {
+	const struct train_config *c;
+	const struct dist *d;
+	const struct backend *be;
+	FILE *metrics;
+	struct train_result *res;
+	struct model m;
+	struct model_ws ws;
+	struct sampler smp;
+	struct schedule sched;
+	struct resume_state rs; /* where the run starts; its checkpoints */
+	struct step_state st;
+	size_t pbytes, state_bytes;
+	float *host_params, *host_rows, *host_lr, *host_state; /* host copies */
+	int32_t *host_index;
+	struct progress prog;
+	void *graph;  /* the captured step, once recorded */
+	int capture;  /* whether to try */
+	long long images;
+	double t0, paused; /* the training clock's start; seconds of --eval-every scoring */
+	float *step_secs;  /* --metrics: the first steps' wall times */
+	int n_timed, max_timed;
+};
+
+/* Backend memory for the model, its workspace, the step and the training set. */
+static void run_allocate(struct run *r, const struct mnist_set *train)
+{
+	const struct train_config *c = r->c;
+	const struct backend *be = r->be;
+	struct step_state *st = &r->st;
+	backend_set_timeout(be, c->timeout);
+	backend_set_position(be, r->rs.epoch, r->rs.step);
+	int ws_rows = c->batch_size > TRAIN_EVAL_ROWS ? c->batch_size : TRAIN_EVAL_ROWS;
+	if (model_ws_create(be, &r->m, ws_rows, &r->ws))
+		die(1, "out of %s memory for a batch of %d", backend_name(be), ws_rows);
+	*st = (struct step_state){.be = be, .m = &r->m, .ws = &r->ws,
+				  .reduce = c->grad_reduce == GRAD_REDUCE_SUM ? REDUCE_SUM : REDUCE_MEAN,
+				  .ranks = r->d->size};
+	r->pbytes = r->m.n_params * sizeof(float);
+	st->params = backend_alloc(be, r->pbytes);
+	st->grads = backend_alloc(be, r->pbytes);
+	st->index = backend_alloc(be, (size_t)r->smp.shard_len * sizeof(int32_t));
+	st->index_len = r->smp.shard_len;
+	st->batch = c->batch_size;
+	st->counters = backend_alloc(be, sizeof(struct step_counters));
+	st->lr = backend_alloc(be, (size_t)r->smp.steps * sizeof(float));
+	if (!st->params || !st->grads || optim_create(&st->opt, be, c, r->m.n_params) || !st->index ||
+	    !st->counters || !st->lr || device_set_upload(be, train, r->smp.n, &st->data))
+		die(1, "out of %s memory for the model and the training set", backend_name(be));
+	r->state_bytes = optim_state_count(&st->opt) * sizeof(float);
+
+	r->host_params = xmalloc(r->pbytes);
+	/* Touched here, so that the first epoch's shuffle does not pay the page faults. */
+	r->host_index = xmalloc((size_t)r->smp.shard_len * sizeof(int32_t));
+	memset(r->host_index, 0, (size_t)r->smp.shard_len * sizeof(int32_t));
+	r->host_rows = xmalloc((size_t)c->batch_size * sizeof(float));
+	r->host_lr = xmalloc((size_t)r->smp.steps * sizeof(float));
+	r->host_state = c->checkpoint_dir[0] && r->d->rank == 0 ? xmalloc(r->state_bytes) : NULL;
+}
+
+/*
+ * The state training starts from, the same on every replica: rank 0's initial
+ * parameters, or the checkpoint's parameters and optimizer state, broadcast.
+ */
+static void run_start_state(struct run *r)
+{
+	const struct backend *be = r->be;
+	model_init_params(&r->m, r->c->seed, r->host_params);
+	backend_upload(be, r->st.params, r->rs.params ? r->rs.params : r->host_params, r->pbytes);
+	backend_broadcast(be, r->st.params, r->m.n_params, 0);
+	if (r->c->resume[0]) {
+		if (r->rs.state)
+			optim_load(&r->st.opt, be, r->rs.state);
+		backend_broadcast(be, r->st.opt.state, optim_state_count(&r->st.opt), 0);
+	}
+	free(r->rs.params);
+	free(r->rs.state);
+	r->rs.params = r->rs.state = NULL;
+}
+
+/*
+ * The progress display, the step-time buffer of --metrics (rank 0: each
+ * step's wall time, the backend synchronized at its end, into a buffer
+ * allocated here, so the step itself allocates nothing), and the training
+ * clock, started together on every rank.
+ */
+static void run_start_clock(struct run *r)
+{
+	progress_start(&r->prog, r->d->rank == 0);
+	r->capture = r->c->use_graph && backend_can_capture(r->be);
+	r->res->steps_per_epoch = r->smp.steps;
+	long long max_steps = (long long)r->c->epochs * r->smp.steps;
+	r->max_timed = max_steps < TRAIN_STEP_TIMES_MAX ? (int)max_steps : TRAIN_STEP_TIMES_MAX;
+	r->step_secs = r->metrics ? xmalloc((size_t)r->max_timed * sizeof(float)) : NULL;
+	backend_synchronize(r->be);
+	dist_barrier(r->d, "start of training");
+	r->t0 = clock_seconds();
+}
+
+/* Seconds trained so far, --eval-every's pauses left out. */
+static double run_elapsed(const struct run *r, double now)
+{
+	return now - r->t0 - r->paused;
+}
+
+/* An epoch's shuffle, learning rates and counters on the backend, and its first batch gathered. */
+static void epoch_begin(struct run *r, int epoch, int first)
+{
+	const struct backend *be = r->be;
+	/* Every step makes one update: the count so far is the steps trained. */
+	const struct step_counters pos0 = {(int32_t)first * r->c->batch_size, (int32_t)first,
+					   (int32_t)((long long)epoch * r->smp.steps + first), 0};
+	sampler_epoch(&r->smp, epoch, r->host_index);
+	schedule_fill(&r->sched, (long long)epoch * r->smp.steps, r->smp.steps, r->host_lr);
+	backend_upload(be, r->st.index, r->host_index, (size_t)r->smp.shard_len * sizeof(int32_t));
+	backend_upload(be, r->st.lr, r->host_lr, (size_t)r->smp.steps * sizeof(float));
+	backend_upload(be, r->st.counters, &pos0, sizeof(pos0));
+	/* The epoch's first batch; each step gathers the next one. */
+	struct gather_req first_batch = batch_gather(&r->st);
+	backend_gather(be, &first_batch);
+}
+
+/*
+ * One step: replayed from the captured graph when the batch is full (the
+ * first full step records it), else launched op by op. Returns its rows.
+ */
+static int run_step(struct run *r, int epoch, int step)
+{
+	const struct backend *be = r->be;
+	double t_step = r->step_secs ? clock_seconds() : 0.0;
+	int rows = sampler_batch_rows(&r->smp, step);
+	int full = rows == r->c->batch_size;
+	backend_set_position(be, epoch, step);
+	if (r->capture && full && !r->graph) {
+		/* Record the step once; capture only records, nothing runs yet. */
+		if (backend_capture_begin(be) == 0) {
+			step_ops(&r->st, rows);
+			r->graph = backend_capture_end(be);
+			r->res->graph_nodes = (long long)backend_graph_nodes(be, r->graph);
+		}
+		if (!r->graph)
+			r->capture = 0; /* plain launches from now on */
+	}
+	if (r->graph && full)
+		backend_replay(be, r->graph);
+	else
+		step_ops(&r->st, rows);
+	r->images += (long long)rows * r->d->size;
+	if (r->step_secs && r->n_timed < r->max_timed) {
+		backend_synchronize(be);
+		r->step_secs[r->n_timed++] = (float)(clock_seconds() - t_step);
+	}
+	return rows;
+}
+
+/*
+ * Every --log-every steps and at the last: the loss line, the metrics, and the
+ * stop on a non-finite loss, checked where the loss is downloaded anyway, so
+ * the step itself stays free of host syncs (resume_save checks the
+ * parameters before every checkpoint).
+ */
+static void step_report(struct run *r, int epoch, int step, int rows)
+{
+	const struct train_config *c = r->c;
+	int last = epoch == c->epochs - 1 && step == r->smp.steps - 1;
+	if (step % c->log_every != 0 && !last)
+		return;
+	float loss = step_loss(&r->st, rows, r->host_rows);
+	if (epoch == 0 && step == 0)
+		r->res->first_loss = loss;
+	r->res->final_loss = loss;
+	if (step % c->log_every == 0)
+		report_loss_line(stdout, epoch, step, loss);
+	if (r->metrics) {
+		double el = run_elapsed(r, clock_seconds());
+		report_metrics_step(r->metrics, epoch, step, (long long)epoch * r->smp.steps + step, loss,
+				    el > 0 ? (double)r->images / el : 0.0, el);
+	}
+	if (!isfinite(loss) && !c->allow_nonfinite)
+		die(1, "loss is %s at epoch %d step %d: training diverged; stopping "
+		       "(--allow-nonfinite keeps going)",
+		    isnan(loss) ? "nan" : "inf", epoch, step);
+}
+
+/* Rank 0: a checkpoint after this step when one is due (train/resume.h). */
+static void save_if_due(struct run *r, int epoch, int step)
+{
+	long long done = (long long)epoch * r->smp.steps + step + 1;
+	if (r->d->rank != 0 || !resume_save_due(&r->rs, done))
+		return;
+	backend_download(r->be, r->host_params, r->st.params, r->pbytes);
+	backend_download(r->be, r->host_state, r->st.opt.state, r->state_bytes);
+	resume_save(&r->rs, &r->m, done, r->host_params, r->host_state);
+}
+
+static void show_progress(struct run *r, int epoch, int step)
+{
+	if (!r->prog.tty)
+		return;
+	double now = clock_seconds();
+	progress_update(&r->prog, epoch, r->c->epochs, step, r->smp.steps,
+			now > r->t0 + r->paused ? (double)r->images / run_elapsed(r, now) : 0.0, now);
+}
+
+/* --eval-every: score the test set after `epoch`, off the training clock. */
+static void eval_pause(struct run *r, const struct mnist_set *test, int epoch)
+{
+	backend_synchronize(r->be);
+	double t_eval = clock_seconds();
+	long long scored = 0;
+	double acc = train_evaluate(r->d, r->be, &r->m, &r->ws, r->st.params, test, &scored);
+	double now = clock_seconds();
+	eval_report(r->d, r->metrics, epoch, (long long)(epoch + 1) * r->smp.steps, acc, scored,
+		    run_elapsed(r, t_eval));
+	r->paused += now - t_eval;
+}
+
+/*
+ * The clock stopped, the replicas checked, the final score (reported as the
+ * last epoch's when --eval-every asks for it and that epoch ran here), the
+ * metrics' last line, and the parameters handed to the caller.
+ */
+static void run_finish(struct run *r, const struct mnist_set *test)
+{
+	const struct train_config *c = r->c;
+	struct train_result *res = r->res;
+	backend_synchronize(r->be);
+	res->train_seconds = run_elapsed(r, clock_seconds());
+	progress_end(&r->prog);
+	res->images = r->images;
+
+	backend_download(r->be, r->host_params, r->st.params, r->pbytes);
+	res->param_crc = check_replicas(r->d, r->host_params, r->m.n_params);
+	if (test) {
+		res->test_accuracy = train_evaluate(r->d, r->be, &r->m, &r->ws, r->st.params, test,
+						    &res->test_images);
+		if (eval_due(c, c->epochs - 1) && r->rs.epoch < c->epochs)
+			eval_report(r->d, r->metrics, c->epochs - 1, (long long)c->epochs * r->smp.steps,
+				    res->test_accuracy, res->test_images, res->train_seconds);
+	}
+	if (r->step_secs) /* the metrics' last line */
+		report_metrics_step_times(r->metrics, r->step_secs, r->n_timed);
+	res->params = r->host_params;
+	res->n_params = r->m.n_params;
+	r->host_params = NULL;
+}
+
+static void run_free(struct run *r)
+{
+	const struct backend *be = r->be;
+	if (r->graph)
+		backend_graph_destroy(be, r->graph);
+	free(r->step_secs);
+	free(r->host_index);
+	free(r->host_rows);
+	free(r->host_lr);
+	free(r->host_state);
+	backend_free(be, r->st.params);
+	backend_free(be, r->st.grads);
+	optim_destroy(&r->st.opt, be);
+	backend_free(be, r->st.index);
+	backend_free(be, r->st.counters);
+	backend_free(be, r->st.lr);
+	device_set_free(be, &r->st.data);
+	model_ws_destroy(be, &r->ws);
+	sampler_destroy(&r->smp);
+}
+
 enum status train_run(const struct train_config *c, const struct dist *d, const struct backend *be,
 	      const struct mnist_set *train, const struct mnist_set *test,
 	      FILE *metrics, struct train_result *res, char *err, size_t errlen)
 {
-	struct model m;
-	struct model_ws ws;
-	struct sampler smp;
-	struct step_state st = {.be = be, .m = &m, .ws = &ws,
-				.reduce = c->grad_reduce == GRAD_REDUCE_SUM ? REDUCE_SUM : REDUCE_MEAN,
-				.ranks = d->size};
-	struct schedule sched;
+	struct run r = {.c = c, .d = d, .be = be, .metrics = metrics, .res = res};
 	memset(res, 0, sizeof(*res));
 	res->test_accuracy = NAN;
 
-	if (train_plan(c, d, train, &smp, &sched, err, errlen))
+	/* Set-up: the plan, where to start (--resume), memory, the starting state, the clock. */
+	if (train_plan(c, d, train, &r.smp, &r.sched, err, errlen))
 		return STATUS_BAD_INPUT;
-	int n = smp.n;
-
-	model_init(&m, c->model, c->hidden, c->n_hidden);
-	size_t pbytes = m.n_params * sizeof(float);
-	struct checkpoint_info ckpt;
-	struct resume_state rs;
-	checkpoint_info_from_config(&ckpt, c, d->size, n, train->checksum);
-	ckpt.steps_per_epoch = smp.steps;
-	enum status rc = resume_prepare(c, d, &m, &ckpt, &rs, err, errlen);
+	model_init(&r.m, c->model, c->hidden, c->n_hidden);
+	enum status rc = resume_prepare(c, d, &r.m, r.smp.n, train->checksum, r.smp.steps, &r.rs,
+					err, errlen);
 	if (rc) {
-		sampler_destroy(&smp);
+		sampler_destroy(&r.smp);
 		return rc;
 	}
-	backend_set_timeout(be, c->timeout);
-	backend_set_position(be, rs.epoch, rs.step);
-	int ws_rows = c->batch_size > TRAIN_EVAL_ROWS ? c->batch_size : TRAIN_EVAL_ROWS;
-	if (model_ws_create(be, &m, ws_rows, &ws))
-		die(1, "out of %s memory for a batch of %d", backend_name(be), ws_rows);
-	st.params = backend_alloc(be, pbytes);
-	st.grads = backend_alloc(be, pbytes);
-	st.index = backend_alloc(be, (size_t)smp.shard_len * sizeof(int32_t));
-	st.index_len = smp.shard_len;
-	st.batch = c->batch_size;
-	st.counters = backend_alloc(be, sizeof(struct step_counters));
-	st.lr = backend_alloc(be, (size_t)smp.steps * sizeof(float));
-	if (!st.params || !st.grads || optim_create(&st.opt, be, c, m.n_params) || !st.index ||
-	    !st.counters || !st.lr || device_set_upload(be, train, n, &st.data))
-		die(1, "out of %s memory for the model and the training set", backend_name(be));
+	run_allocate(&r, train);
+	run_start_state(&r);
+	run_start_clock(&r);
 
-	/* Rank 0's initial parameters, broadcast so every replica starts identical. */
-	float *host_params = xmalloc(pbytes);
-	/* Touched here, so that the first epoch's shuffle does not pay the page faults. */
-	int32_t *host_index = xmalloc((size_t)smp.shard_len * sizeof(int32_t));
-	memset(host_index, 0, (size_t)smp.shard_len * sizeof(int32_t));
-	float *host_rows = xmalloc((size_t)c->batch_size * sizeof(float));
-	float *host_lr = xmalloc((size_t)smp.steps * sizeof(float));
-	model_init_params(&m, c->seed, host_params);
-	backend_upload(be, st.params, rs.params ? rs.params : host_params, pbytes);
-	backend_broadcast(be, st.params, m.n_params, 0);
-	size_t state_bytes = optim_state_count(&st.opt) * sizeof(float);
-	if (c->resume[0]) {
-		/* The optimizer state too: every replica holds rank 0's. */
-		if (rs.state)
-			optim_load(&st.opt, be, rs.state);
-		backend_broadcast(be, st.opt.state, optim_state_count(&st.opt), 0);
-	}
-	float *host_state = c->checkpoint_dir[0] && d->rank == 0 ? xmalloc(state_bytes) : NULL;
-	free(rs.params);
-	free(rs.state);
-
-	struct progress prog;
-	progress_start(&prog, d->rank == 0);
-	void *graph = NULL;
-	int capture = c->use_graph && backend_can_capture(be);
-	long long images = 0;
-	res->steps_per_epoch = smp.steps;
-	/*
-	 * With --metrics (rank 0), each step's wall time, the backend synchronized at
-	 * its end, into a buffer allocated here: the step itself allocates nothing.
-	 */
-	long long max_steps = (long long)c->epochs * smp.steps;
-	int n_timed = 0, max_timed = max_steps < TRAIN_STEP_TIMES_MAX ? (int)max_steps : TRAIN_STEP_TIMES_MAX;
-	float *step_secs = metrics ? xmalloc((size_t)max_timed * sizeof(float)) : NULL;
-
-	backend_synchronize(be);
-	dist_barrier(d, "start of training");
-	double t0 = clock_seconds();
-	double paused = 0.0; /* seconds of --eval-every scoring, kept off the training clock */
-	for (int epoch = rs.epoch; epoch < c->epochs; epoch++) {
+	/* The loop: epochs of steps, each step reported and maybe saved; --eval-every between epochs. */
+	for (int epoch = r.rs.epoch; epoch < c->epochs; epoch++) {
 		/* A resumed run starts its first epoch at the step after the checkpoint's. */
-		int first = epoch == rs.epoch ? rs.step : 0;
-		/* Every step makes one update: the count so far is the steps trained. */
-		const struct step_counters pos0 = {(int32_t)first * c->batch_size, (int32_t)first,
-						   (int32_t)((long long)epoch * smp.steps + first), 0};
-		sampler_epoch(&smp, epoch, host_index);
-		schedule_fill(&sched, (long long)epoch * smp.steps, smp.steps, host_lr);
-		backend_upload(be, st.index, host_index, (size_t)smp.shard_len * sizeof(int32_t));
-		backend_upload(be, st.lr, host_lr, (size_t)smp.steps * sizeof(float));
-		backend_upload(be, st.counters, &pos0, sizeof(pos0));
-		/* The epoch's first batch; each step gathers the next one. */
-		struct gather_req first_batch = batch_gather(&st);
-		backend_gather(be, &first_batch);
-		for (int step = first; step < smp.steps; step++) {
-			double t_step = step_secs ? clock_seconds() : 0.0;
-			int rows = sampler_batch_rows(&smp, step);
-			backend_set_position(be, epoch, step);
-			if (capture && rows == c->batch_size && !graph) {
-				/* Record the step once; capture only records, nothing runs yet. */
-				if (backend_capture_begin(be) == 0) {
-					step_ops(&st, rows);
-					graph = backend_capture_end(be);
-					res->graph_nodes = (long long)backend_graph_nodes(be, graph);
-				}
-				if (!graph)
-					capture = 0; /* plain launches from now on */
-			}
-			if (graph && rows == c->batch_size)
-				backend_replay(be, graph);
-			else
-				step_ops(&st, rows);
-			images += (long long)rows * d->size;
-			if (step_secs && n_timed < max_timed) {
-				backend_synchronize(be);
-				step_secs[n_timed++] = (float)(clock_seconds() - t_step);
-			}
-
-			int last = epoch == c->epochs - 1 && step == smp.steps - 1;
-			if (step % c->log_every == 0 || last) {
-				float loss = step_loss(&st, rows, host_rows);
-				if (epoch == 0 && step == 0)
-					res->first_loss = loss;
-				res->final_loss = loss;
-				if (step % c->log_every == 0)
-					report_loss_line(stdout, epoch, step, loss);
-				if (metrics) {
-					double el = clock_seconds() - t0 - paused;
-					report_metrics_step(metrics, epoch, step, (long long)epoch * smp.steps + step,
-							    loss, el > 0 ? (double)images / el : 0.0, el);
-				}
-				/*
-				 * Non-finite loss: checked where the loss is downloaded anyway (logging
-				 * steps and the last step), so the step itself stays free of host
-				 * syncs; resume_save checks the parameters before every checkpoint.
-				 */
-				if (!isfinite(loss) && !c->allow_nonfinite)
-					die(1, "loss is %s at epoch %d step %d: training diverged; stopping "
-					       "(--allow-nonfinite keeps going)",
-					    isnan(loss) ? "nan" : "inf", epoch, step);
-			}
-			long long done = (long long)epoch * smp.steps + step + 1;
-			if (d->rank == 0 && resume_save_due(c, done, smp.steps)) {
-				backend_download(be, host_params, st.params, pbytes);
-				backend_download(be, host_state, st.opt.state, state_bytes);
-				resume_save(c, &m, &ckpt, done, host_params, host_state);
-			}
-			if (prog.tty) {
-				double now = clock_seconds();
-				progress_update(&prog, epoch, c->epochs, step, smp.steps,
-						now > t0 + paused ? (double)images / (now - t0 - paused) : 0.0, now);
-			}
+		int first = epoch == r.rs.epoch ? r.rs.step : 0;
+		epoch_begin(&r, epoch, first);
+		for (int step = first; step < r.smp.steps; step++) {
+			int rows = run_step(&r, epoch, step);
+			step_report(&r, epoch, step, rows);
+			save_if_due(&r, epoch, step);
+			show_progress(&r, epoch, step);
 		}
-		/* The last epoch's score is the final evaluation's, below. */
-		if (test && eval_due(c, epoch) && epoch < c->epochs - 1) {
-			backend_synchronize(be);
-			double t_eval = clock_seconds();
-			long long scored = 0;
-			double acc = train_evaluate(d, be, &m, &ws, st.params, test, &scored);
-			double now = clock_seconds();
-			eval_report(d, metrics, epoch, (long long)(epoch + 1) * smp.steps, acc, scored,
-				    t_eval - t0 - paused);
-			paused += now - t_eval;
-		}
+		/* The last epoch's score is the final evaluation's (run_finish). */
+		if (test && eval_due(c, epoch) && epoch < c->epochs - 1)
+			eval_pause(&r, test, epoch);
 	}
-	backend_synchronize(be);
-	res->train_seconds = clock_seconds() - t0 - paused;
-	progress_end(&prog);
-	res->images = images;
 
-	backend_download(be, host_params, st.params, pbytes);
-	res->param_crc = check_replicas(d, host_params, m.n_params);
-	if (test) {
-		res->test_accuracy = train_evaluate(d, be, &m, &ws, st.params, test, &res->test_images);
-		if (eval_due(c, c->epochs - 1) && rs.epoch < c->epochs)
-			eval_report(d, metrics, c->epochs - 1, max_steps, res->test_accuracy,
-				    res->test_images, res->train_seconds);
-	}
-	if (step_secs) { /* the metrics' last line */
-		report_metrics_step_times(metrics, step_secs, n_timed);
-		free(step_secs);
-	}
-	res->params = host_params;
-	res->n_params = m.n_params;
-
-	if (graph)
-		backend_graph_destroy(be, graph);
-	free(host_index);
-	free(host_rows);
-	free(host_lr);
-	free(host_state);
-	backend_free(be, st.params);
-	backend_free(be, st.grads);
-	optim_destroy(&st.opt, be);
-	backend_free(be, st.index);
-	backend_free(be, st.counters);
-	backend_free(be, st.lr);
-	device_set_free(be, &st.data);
-	model_ws_destroy(be, &ws);
-	sampler_destroy(&smp);
+	run_finish(&r, test);
+	run_free(&r);
 	return STATUS_OK;
 }

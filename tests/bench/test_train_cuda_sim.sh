@@ -5,7 +5,9 @@
 # figures (graph and --no-graph, 1 and 2 ranks, 128 steps each: step time, images/s over the
 # run and at the steady state, the kernels per step or "-"), mark every PyTorch column
 # (eager, CUDA graph, inductor + CUDA graph) "not available" (no CUDA here) with no PyTorch
-# figure anywhere, and judge no goal from simulated timings. A --build-dir without a
+# figure anywhere, and judge no goal from simulated timings. The raw data (metrics JSON
+# lines, raw.json) must be one archive beside the results file, which says where it is, with
+# nothing of it left uncompressed in the results folder. A --build-dir without a
 # mnist-train is refused with exit status 2 and nothing written.
 #
 #   tests/bench/test_train_cuda_sim.sh SIM_BUILD_DIR DATA_DIR
@@ -40,6 +42,14 @@ md=${mds[0]}
 dir=${md%.md}
 [ "$(cat "$TMP/stdout")" = "$md" ] || fail "stdout names '$(cat "$TMP/stdout")', not $md"
 case $(basename "$md") in *-cudasim.md) ;; *) fail "the results file's name does not say cudasim: $md" ;; esac
+
+# The raw data: one archive beside the results file, named in it; nothing raw left in the folder.
+archive=$dir.tar.xz
+[ -f "$archive" ] || fail "no raw-data archive $archive beside the results file"
+grep -q "^\[\`$(basename "$archive")\`\]($(basename "$archive"))" "$md" || fail "the results file does not say where its raw data is"
+left=$(find "$TMP/out" -type f ! -name '*.md' ! -name '*.png' ! -name '*.tar.xz')
+[ -z "$left" ] || fail "raw data left uncompressed beside the results file: $left"
+tar xJf "$archive" -C "$TMP/out" || fail "$archive does not unpack"
 
 grep -q '^\*\*SIMULATED: mnist-train ran on the CUDA simulator' "$md" || fail "no SIMULATED label at the top"
 grep -q '^- device (mnist-train.s start-up line): cuda:0 cudasim device 0 (simulated on the CPU, not a GPU)' "$md" ||

@@ -314,6 +314,13 @@ foreach(_model seed mlp mlp_adamw)
                        PROCESSORS 2)
 endforeach()
 
+# --eval-every 3 on the simulated CUDA backend: the same epochs scored as on the host
+# (tests/e2e/test_eval_every.sh; e2e_eval_every is the host's run).
+add_test(NAME mnist_train_sim_eval_every_2
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_eval_every.sh cuda ${MNIST_CUDASIM_OUT}/mnist-train
+                 ${MNIST_DATA_DIR} ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV})
+set_tests_properties(mnist_train_sim_eval_every_2 PROPERTIES LABELS cudasim TIMEOUT 300 PROCESSORS 2)
+
 # The program's own kernels in one captured step, bounded per model at one rank (the
 # same kernels and one node more, the allreduce, at two, and graph_nodes=0 reported with
 # --no-graph: checked on the seed model): a change that adds a launch of ours to the step

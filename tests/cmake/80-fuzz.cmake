@@ -1,5 +1,5 @@
 # Fuzzing of the readers of untrusted files: the IDX reader (host/io/idx.c) and
-# the checkpoint reader (host/io/checkpoint.c, its JSON through jansson).
+# the checkpoint reader (host/io/checkpoint_read.c, its JSON through jansson).
 # Targets and seed corpora in tests/fuzz/.
 #
 # Every build: fuzz_idx_corpus and fuzz_checkpoint_corpus (label unit) replay
@@ -35,7 +35,9 @@ if(MNIST_DDP_FUZZ)
   add_executable(fuzz_idx ${_fz}/fuzz_idx.c ${CMAKE_SOURCE_DIR}/host/io/idx.c
                  ${CMAKE_SOURCE_DIR}/host/dist/check.c)
   target_link_libraries(fuzz_idx PRIVATE MPI::MPI_C ZLIB::ZLIB)
-  add_executable(fuzz_checkpoint ${_fz}/fuzz_checkpoint.c ${CMAKE_SOURCE_DIR}/host/io/checkpoint.c
+  add_executable(fuzz_checkpoint ${_fz}/fuzz_checkpoint.c ${CMAKE_SOURCE_DIR}/host/io/checkpoint_write.c
+                 ${CMAKE_SOURCE_DIR}/host/io/checkpoint_read.c ${CMAKE_SOURCE_DIR}/host/io/checkpoint_compat.c
+                 ${CMAKE_SOURCE_DIR}/host/io/checkpoint_tensors.c
                  ${CMAKE_SOURCE_DIR}/host/io/checkpoint_dir.c ${CMAKE_SOURCE_DIR}/host/train/model.c
                  ${CMAKE_SOURCE_DIR}/host/io/idx.c ${CMAKE_SOURCE_DIR}/host/config.c
                  ${CMAKE_SOURCE_DIR}/host/io/report.c ${CMAKE_SOURCE_DIR}/host/train/schedule.c

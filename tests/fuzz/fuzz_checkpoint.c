@@ -1,6 +1,6 @@
 /*
  * fuzz_checkpoint.c - libFuzzer target for the checkpoint reader
- * (host/io/checkpoint.c, its JSON header through jansson).
+ * (host/io/checkpoint_read.c, its JSON header through jansson).
  *
  *   CC=clang cmake -S . -B build-fuzz -DMNIST_DDP_FUZZ=ON -DMNIST_DDP_CUDA=OFF
  *   cmake --build build-fuzz --target fuzz_checkpoint
