@@ -46,6 +46,7 @@ struct checkpoint_info {
 	int examples;          /* training examples used (after --limit) */
 	uint32_t train_crc32;  /* of the whole training set (struct mnist_set.checksum) */
 	struct train_config cfg; /* the settings; a read file sets those marked SETTING_CHECKPOINT */
+	char gpu_plan[CHECKPOINT_PLAN_MAX]; /* the backend's plan as JSON (io/plan_json.h); "": none */
 };
 
 /* The configuration part of info from a run's settings; the position is zeroed. */

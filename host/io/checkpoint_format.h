@@ -39,6 +39,13 @@
 #define CHECKPOINT_MAX_META 64
 #define CHECKPOINT_NAME_MAX 128
 #define CHECKPOINT_VALUE_MAX 512
+/*
+ * The CUDA backend's plan (io/plan_json.h: which way each GEMM runs, without
+ * the candidates weighed), metadata "gpu_plan" when the run had one: the one
+ * value allowed past CHECKPOINT_VALUE_MAX, up to this.
+ */
+#define CHECKPOINT_PLAN_KEY "gpu_plan"
+#define CHECKPOINT_PLAN_MAX 16384
 
 /* The checksum field as the writer writes it, its digits right after. */
 #define CKPT_CHECKSUM_FIELD "\"checksum\":\"crc32:"

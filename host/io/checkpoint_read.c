@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "io/crc32.h"
+#include "io/plan_json.h"
 
 /* ---- the header ------------------------------------------------------------- */
 
@@ -249,11 +250,13 @@ static enum status meta_info(const json_t *meta, struct checkpoint_info *info, c
 	if (json_object_size(meta) > CHECKPOINT_MAX_META)
 		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: more than %d metadata entries",
 				   name, CHECKPOINT_MAX_META);
-	json_object_foreach((json_t *)meta, key, v)
-		if (!json_is_string(v) || json_string_length(v) >= CHECKPOINT_VALUE_MAX)
+	json_object_foreach((json_t *)meta, key, v) {
+		size_t most = strcmp(key, CHECKPOINT_PLAN_KEY) ? CHECKPOINT_VALUE_MAX : CHECKPOINT_PLAN_MAX;
+		if (!json_is_string(v) || json_string_length(v) >= most)
 			return status_fail(err, errlen, STATUS_BAD_INPUT,
-					   "%s: metadata \"%s\": values must be strings (of at most %d bytes)",
-					   name, key, CHECKPOINT_VALUE_MAX - 1);
+					   "%s: metadata \"%s\": values must be strings (of at most %zu bytes)",
+					   name, key, most - 1);
+	}
 	if (!(s = meta_text(meta, "format", name, err, errlen)))
 		return STATUS_BAD_INPUT;
 	if (strcmp(s, CHECKPOINT_FORMAT))
@@ -275,6 +278,17 @@ static enum status meta_info(const json_t *meta, struct checkpoint_info *info, c
 		return status_fail(err, errlen, STATUS_BAD_INPUT,
 				   "%s: metadata \"train_crc32\" is '%s', expected 8 hex digits", name, s);
 	info->train_crc32 = (uint32_t)strtoul(s, NULL, 16);
+	/* The GPU plan, when there is one: it must read back as a plan. */
+	json_t *plan = json_object_get(meta, CHECKPOINT_PLAN_KEY);
+	if (plan) {
+		struct plan_info p;
+		if (plan_json_parse(json_string_value(plan), &p, why, sizeof(why)))
+			return status_fail(err, errlen, STATUS_BAD_INPUT,
+					   "%s: metadata \"%s\" is damaged: %s", name,
+					   CHECKPOINT_PLAN_KEY, why);
+		plan_json_free(&p);
+		snprintf(info->gpu_plan, sizeof(info->gpu_plan), "%s", json_string_value(plan));
+	}
 
 	/* The settings, in table order (a row's `applies` reads only the rows above it). */
 	config_defaults(&info->cfg);

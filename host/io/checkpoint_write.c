@@ -55,8 +55,10 @@ static json_t *metadata(const struct checkpoint_info *info)
 	}
 	bad = bad || meta_put(meta, "ranks", "%d", info->ranks) ||
 	      meta_put(meta, "examples", "%d", info->examples) ||
-	      meta_put(meta, "train_crc32", "%08x", (unsigned)info->train_crc32) ||
-	      meta_put(meta, "checksum", "crc32:00000000");
+	      meta_put(meta, "train_crc32", "%08x", (unsigned)info->train_crc32);
+	if (!bad && info->gpu_plan[0])
+		bad = json_object_set_new(meta, CHECKPOINT_PLAN_KEY, json_string(info->gpu_plan));
+	bad = bad || meta_put(meta, "checksum", "crc32:00000000");
 	if (bad) {
 		json_decref(meta);
 		return NULL;

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Flags every dump uses: one line, keys in the order set. */
-#define PLAN_JSON_FLAGS (JSON_COMPACT | JSON_PRESERVE_ORDER)
+/* Flags every dump uses: one line ("key": value, as the other metrics lines), keys in the order set. */
+#define PLAN_JSON_FLAGS JSON_PRESERVE_ORDER
 
 static json_t *op_json(const struct plan_op *o, int with_candidates)
 {

@@ -362,7 +362,7 @@ void profile_metrics(FILE *f, const struct profile *p)
 		json_array_append_new(ops, o);
 	}
 	json_object_set_new(root, "ops", ops);
-	char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	char *text = json_dumps(root, JSON_PRESERVE_ORDER);
 	json_decref(root);
 	if (!text)
 		die(1, "out of memory writing the profile as JSON");

@@ -56,6 +56,8 @@ static enum status load_on_rank0(const struct train_config *c, const struct mode
 	struct checkpoint_position p = checkpoint_position(ck.global_step, ck.steps_per_epoch);
 	pos[0] = p.next_epoch;
 	pos[1] = p.next_step;
+	/* The way the GPU ran each op: the resumed run runs them the same way (train.c). */
+	snprintf(rs->run.gpu_plan, sizeof(rs->run.gpu_plan), "%s", ck.gpu_plan);
 	if (c->checkpoint_dir[0])
 		warn_newer_checkpoints(c->checkpoint_dir, ck.global_step);
 	if (p.next_epoch >= c->epochs)
@@ -103,6 +105,7 @@ enum status resume_prepare(const struct train_config *c, const struct dist *d,
 		return (enum status)worst;
 	}
 	dist_bcast(d, pos, sizeof(pos), 0, "resume position");
+	dist_bcast(d, rs->run.gpu_plan, sizeof(rs->run.gpu_plan), 0, "resume plan");
 	rs->epoch = pos[0];
 	rs->step = pos[1];
 	return STATUS_OK;

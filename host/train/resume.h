@@ -30,7 +30,11 @@ struct resume_state {
 	int epoch, step;          /* the first step to run */
 	float *params; /* (n_params), rank 0 only; NULL elsewhere (free it) */
 	float *state;  /* the optimizer's (optim_desc_of(--optimizer).n_state * n_params), likewise */
-	struct checkpoint_info run; /* this run: its settings, ranks, data, steps per epoch */
+	/*
+	 * This run: its settings, ranks, data, steps per epoch, and its backend's
+	 * plan (after --resume: the checkpoint's, until the run's own replaces it).
+	 */
+	struct checkpoint_info run;
 };
 
 /*

@@ -19,8 +19,10 @@
 #include "check.h"
 #include "clock.h"
 #include "io/crc32.h"
+#include "io/plan_json.h"
 #include "io/report.h"
 #include "train/optim.h"
+#include "train/profile.h"
 #include "train/resume.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
@@ -103,7 +105,9 @@ static void step_ops(const struct step_state *s, int rows)
 	int fold = s->reduce == REDUCE_MEAN && s->ranks > 1;
 	model_backward_scaled(be, s->m, s->ws, s->params, s->grads, rows,
 			      1.0f / ((float)rows * (float)(fold ? s->ranks : 1)), s->counters);
+	backend_label(be, "", "allreduce");
 	backend_allreduce(be, s->grads, s->m->n_params, fold ? REDUCE_SUM : s->reduce);
+	backend_label(be, "", "optimizer");
 	struct gather_req next = batch_gather(s);
 	optim_update(be, &s->opt, s->params, s->grads, s->lr, s->counters, &next);
 }
@@ -261,6 +265,7 @@ struct run {
 	struct progress prog;
 	void *graph;  /* the captured step, once recorded */
 	int capture;  /* whether to try */
+	int planned;  /* a full step ran uncaptured: the backend's plan for it is made */
 	long long images;
 	double t0, paused; /* the training clock's start; seconds of --eval-every scoring */
 	float *step_secs;  /* --metrics: the first steps' wall times */
@@ -366,8 +371,62 @@ static void epoch_begin(struct run *r, int epoch, int first)
 }
 
 /*
+ * --resume: the checkpoint's plan (checked when it was read), so that every
+ * op runs as it did before the checkpoint and the resumed run is bitwise the
+ * one saved. A plan for another GPU or library is set aside: the ops are
+ * planned anew, and rank 0 says so.
+ */
+static void plan_restore(struct run *r)
+{
+	struct plan_info p;
+	char why[512];
+	if (!r->rs.run.gpu_plan[0] || !backend_has_plan(r->be))
+		return;
+	if (plan_json_parse(r->rs.run.gpu_plan, &p, why, sizeof(why)))
+		die(2, "--resume: the checkpoint's GPU plan: %s", why); /* checked on reading */
+	if (backend_plan_set(r->be, &p, why, sizeof(why)) && r->d->rank == 0)
+		fprintf(stderr,
+			"mnist-train: the checkpoint's GPU plan does not fit here (%s): measuring a new "
+			"plan; the resumed run is not bitwise the one saved\n",
+			why);
+	plan_json_free(&p);
+}
+
+/*
+ * After the first full step: the plan it made, kept for the checkpoints
+ * (without the candidates weighed) and, on rank 0, reported: the --metrics
+ * record {"event": "gpu_plan", ...} and, with --verbose, the table.
+ */
+static void plan_publish(struct run *r)
+{
+	struct plan_info p;
+	if (!backend_has_plan(r->be))
+		return;
+	backend_plan_get(r->be, &p);
+	char *kept = plan_json_dump(&p, 0, NULL);
+	if (strlen(kept) < sizeof(r->rs.run.gpu_plan))
+		snprintf(r->rs.run.gpu_plan, sizeof(r->rs.run.gpu_plan), "%s", kept);
+	else if (r->d->rank == 0)
+		fprintf(stderr,
+			"mnist-train: warning: the GPU plan (%zu bytes) does not fit a checkpoint's %d: "
+			"a resumed run will plan anew\n",
+			strlen(kept), CHECKPOINT_PLAN_MAX);
+	free(kept);
+	if (r->d->rank != 0)
+		return;
+	if (r->metrics) {
+		char *record = plan_json_dump(&p, 1, "gpu_plan");
+		fprintf(r->metrics, "%s\n", record);
+		fflush(r->metrics);
+		free(record);
+	}
+	if (r->c->verbose)
+		plan_print_table(stderr, &p);
+}
+
+/*
  * One step: replayed from the captured graph when the batch is full (the
- * first full step records it), else launched op by op. Returns its rows.
+ * second full step records it), else launched op by op. Returns its rows.
  */
 static int run_step(struct run *r, int epoch, int step)
 {
@@ -376,8 +435,14 @@ static int run_step(struct run *r, int epoch, int step)
 	int rows = sampler_batch_rows(&r->smp, step);
 	int full = rows == r->c->batch_size;
 	backend_set_position(be, epoch, step);
-	if (r->capture && full && !r->graph) {
-		/* Record the step once; capture only records, nothing runs yet. */
+	/*
+	 * Every rank meets a step's ops in the same order: the backend may plan
+	 * them together (rank 0 measures, all take its choice). The first full
+	 * step runs uncaptured, so that its plan can be measured; the next is
+	 * recorded once (capture only records, nothing runs yet) and replayed.
+	 */
+	backend_plan_mode(be, (enum plan_policy)r->c->gpu_plan, 1);
+	if (r->capture && full && r->planned && !r->graph) {
 		if (backend_capture_begin(be) == 0) {
 			step_ops(&r->st, rows);
 			r->graph = backend_capture_end(be);
@@ -390,6 +455,11 @@ static int run_step(struct run *r, int epoch, int step)
 		backend_replay(be, r->graph);
 	else
 		step_ops(&r->st, rows);
+	backend_plan_mode(be, (enum plan_policy)r->c->gpu_plan, 0);
+	if (full && !r->planned) {
+		r->planned = 1;
+		plan_publish(r);
+	}
 	r->images += (long long)rows * r->d->size;
 	if (r->step_secs && r->n_timed < r->max_timed) {
 		backend_synchronize(be);
@@ -490,6 +560,41 @@ static void run_finish(struct run *r, const struct mnist_set *test)
 	r->host_params = NULL;
 }
 
+/* --profile's step: a full batch from the start of epoch 0 through profile.c's wrapper. */
+static void profiled_step(void *arg, const struct backend *wrapped)
+{
+	struct step_state s = *(const struct step_state *)arg;
+	s.be = wrapped;
+	step_ops(&s, s.batch);
+}
+
+/*
+ * --profile, after everything the run reports (the parameters handed on,
+ * the score, the metrics' step times): one more step, op by op, from the
+ * first batch of epoch 0, timed; rank 0 prints the table and writes op_times.
+ */
+static void run_profile(struct run *r)
+{
+	const struct backend *be = r->be;
+	const struct step_counters pos0 = {0, 0, 0, 0};
+	struct profile prof;
+	backend_upload(be, r->st.counters, &pos0, sizeof(pos0));
+	struct gather_req first_batch = batch_gather(&r->st);
+	backend_gather(be, &first_batch);
+	backend_plan_mode(be, (enum plan_policy)r->c->gpu_plan, 1);
+	profile_run(be, profiled_step, &r->st, &prof);
+	backend_plan_mode(be, (enum plan_policy)r->c->gpu_plan, 0);
+	if (r->d->rank == 0) {
+		char title[160];
+		snprintf(title, sizeof(title), "one step of %s, batch %d, on %s", model_kind_name(r->c->model),
+			 r->c->batch_size, be->device);
+		profile_print(stdout, &prof, title);
+		if (r->metrics)
+			profile_metrics(r->metrics, &prof);
+	}
+	profile_free(&prof);
+}
+
 static void run_free(struct run *r)
 {
 	const struct backend *be = r->be;
@@ -531,6 +636,7 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	}
 	run_allocate(&r, train);
 	run_start_state(&r);
+	plan_restore(&r);
 	run_start_clock(&r);
 
 	/* The loop: epochs of steps, each step reported and maybe saved; --eval-every between epochs. */
@@ -550,6 +656,8 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	}
 
 	run_finish(&r, test);
+	if (c->profile)
+		run_profile(&r);
 	run_free(&r);
 	return STATUS_OK;
 }
