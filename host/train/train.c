@@ -393,27 +393,36 @@ static void plan_restore(struct run *r)
 }
 
 /*
- * After the first full step: the plan it made, kept for the checkpoints
- * (without the candidates weighed) and, on rank 0, reported: the --metrics
- * record {"event": "gpu_plan", ...} and, with --verbose, the table.
+ * After the first full step, on rank 0: the plan it made, reported: the
+ * --metrics record {"event": "gpu_plan", ...} and, with --verbose, the table.
  */
-static void plan_publish(struct run *r)
+/* The plan so far, as checkpoints keep it (the ways chosen, not the candidates weighed). */
+static void plan_keep(struct run *r)
 {
 	struct plan_info p;
 	if (!backend_has_plan(r->be))
 		return;
 	backend_plan_get(r->be, &p);
 	char *kept = plan_json_dump(&p, 0, NULL);
-	if (strlen(kept) < sizeof(r->rs.run.gpu_plan))
+	if (strlen(kept) < sizeof(r->rs.run.gpu_plan)) {
 		snprintf(r->rs.run.gpu_plan, sizeof(r->rs.run.gpu_plan), "%s", kept);
-	else if (r->d->rank == 0)
-		fprintf(stderr,
-			"mnist-train: warning: the GPU plan (%zu bytes) does not fit a checkpoint's %d: "
-			"a resumed run will plan anew\n",
-			strlen(kept), CHECKPOINT_PLAN_MAX);
+	} else {
+		r->rs.run.gpu_plan[0] = '\0';
+		if (r->d->rank == 0)
+			fprintf(stderr,
+				"mnist-train: warning: the GPU plan (%zu bytes) does not fit a "
+				"checkpoint's %d: a resumed run will plan anew\n",
+				strlen(kept), CHECKPOINT_PLAN_MAX);
+	}
 	free(kept);
-	if (r->d->rank != 0)
+}
+
+static void plan_publish(struct run *r)
+{
+	struct plan_info p;
+	if (!backend_has_plan(r->be) || r->d->rank != 0)
 		return;
+	backend_plan_get(r->be, &p);
 	if (r->metrics) {
 		char *record = plan_json_dump(&p, 1, "gpu_plan");
 		fprintf(r->metrics, "%s\n", record);
@@ -505,6 +514,7 @@ static void save_if_due(struct run *r, int epoch, int step)
 		return;
 	backend_download(r->be, r->host_params, r->st.params, r->pbytes);
 	backend_download(r->be, r->host_state, r->st.opt.state, r->state_bytes);
+	plan_keep(r); /* every problem met so far, the epoch's short last batch's too */
 	resume_save(&r->rs, &r->m, done, r->host_params, r->host_state);
 }
 

@@ -13,7 +13,10 @@
 # 0.02 + 2% of the host's) and reach its test accuracy within 0.01. Then
 # checkpoints: a cuda run of 1 epoch with --checkpoint-dir, resumed by
 # --resume for the second, must end bitwise where the uninterrupted cuda run
-# ended. Exit 0 pass, 1 fail.
+# ended. The plan (cuda/gemm_lt.cu): the cuda run's --metrics hold one gpu_plan
+# record, every op with its candidates and the chosen one among them; the
+# resumed run runs every op the way the checkpoint's plan names (source
+# "checkpoint"), which is what makes it bitwise. Exit 0 pass, 1 fail.
 set -uo pipefail
 if [ $# -lt 4 ]; then
 	echo "usage: $0 TRAIN DATA_DIR RANKS MPIRUN [MPIRUN_ARGS...] -- [TRAIN_ARGS...]" >&2
@@ -40,7 +43,7 @@ run() { # NAME ARGS...
 	local name=$1
 	shift
 	if ! timeout 150 "${MPIRUN[@]}" -n "$RANKS" "$TRAIN" --data "$DATA/train" --test-data "$DATA/test" \
-		"${ARGS[@]}" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"; then
+		--metrics "$TMP/$name.jsonl" "${ARGS[@]}" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"; then
 		fail "$name: mnist-train $* exited with an error"
 		cat "$TMP/$name.err"
 	fi
@@ -58,6 +61,28 @@ run resumed --backend cuda --epochs 2 --checkpoint-dir "$TMP/ck" --resume "$TMP/
 [ "$(field resumed param_crc32)" = "$(field graph param_crc32)" ] && [ -n "$(field graph param_crc32)" ] ||
 	fail "resume: 1 epoch + --resume for the second ended at param_crc32=$(field resumed param_crc32), the uninterrupted run at $(field graph param_crc32)"
 grep -q 'resuming from' "$TMP/resumed.err" || fail "resume: the resumed run does not say where it resumed from"
+# The plan: "SOURCE..." per op of a run's gpu_plan record, after checking each op's choice.
+plan_sources() { # NAME
+	python3 - "$TMP/$1.jsonl" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if '"gpu_plan"' in l]
+recs = [r for r in recs if r.get("event") == "gpu_plan"]
+if len(recs) != 1 or not recs[0]["ops"]:
+    sys.exit("%d gpu_plan records (%s ops), expected one with ops" % (len(recs), recs and len(recs[0]["ops"])))
+for op in recs[0]["ops"]:
+    names = [c["name"] for c in op["candidates"]]
+    if op["source"] != "checkpoint" and op["chosen"] not in names:
+        sys.exit("gemm %s: chose %s, not among its %d candidates" % (op["shape"], op["chosen"], len(names)))
+print(" ".join(sorted(set(op["source"] for op in recs[0]["ops"]))))
+PY
+}
+src=$(plan_sources graph) || fail "plan: the cuda run's gpu_plan record: $src"
+case " $src " in
+*" measured "*) ;;
+*) fail "plan: the cuda run's ops were planned '$src', expected measured (rank 0 times the candidates)" ;;
+esac
+src=$(plan_sources resumed) || fail "plan: the resumed run's gpu_plan record: $src"
+[ "$src" = checkpoint ] || fail "plan: the resumed run planned its ops '$src', expected every one from the checkpoint"
 # Every rank's logged losses as "EPOCH STEP LOSS", each step's ranks in loss order (mpirun
 # interleaves the ranks' lines differently from run to run).
 losses() {
