@@ -41,6 +41,11 @@ add_test(NAME e2e_eval_every
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_eval_every.sh host
                  $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})
 set_tests_properties(e2e_eval_every PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2)
+# --profile: one step op by op, timed (the simulator's twin: 45-cudasim.cmake).
+add_test(NAME e2e_profile
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_profile.sh host
+                 $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})
+set_tests_properties(e2e_profile PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2)
 add_test(NAME e2e_bad_input
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_bad_input.sh
                  $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# test_profile.sh - --profile: where one step's time goes, op by op, on one backend.
+#
+#   tests/e2e/test_profile.sh BACKEND MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...]
+#
+# BACKEND is passed as --backend (host, or cuda with the simulator's build:
+# tests/cmake/45-cudasim.cmake). For LeNet-5 and the mlp, 1 rank (and the mlp
+# at 2 ranks, where the step holds an allreduce), a short run with --profile
+# and --metrics:
+#   - rank 0 prints one table: a row per op of the step (LeNet-5's 18 at one
+#     rank: 5 forward, the loss, 5 weight gradients, 4 input gradients, a pool
+#     gradient, the allreduce, the optimizer), named by layer and phase;
+#   - --metrics gets one op_times record with the same ops; their times add up
+#     to within 10% of the step they were taken from, which is more than 0;
+#   - on the CUDA backend every op has a kernel count (graph nodes), and the
+#     gradient GEMMs at least one; on the host none ("-", null);
+#   - the model trained is left as it was: param_crc32 equals a run without
+#     --profile.
+# Exit 0 pass, 1 fail (every failure is printed).
+set -uo pipefail
+
+if [ $# -lt 4 ]; then
+	echo "usage: $0 BACKEND MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...]" >&2
+	exit 1
+fi
+BACKEND=$1
+shift
+. "$(dirname "$0")/../script_args.sh"
+
+failures=0
+fail() {
+	echo "FAIL: $*" >&2
+	failures=$((failures + 1))
+}
+ok() { echo "ok: $*"; }
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/mnist-profile.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+
+# run NAME RANKS ARGS...
+run() {
+	local name=$1 ranks=$2
+	shift 2
+	timeout -k 10 150 "${MPIRUN[@]}" -n "$ranks" "$TRAIN" --backend "$BACKEND" \
+		--data "$DATA/train" --test-data "$DATA/test" --limit 320 --epochs 1 --log-every 1000 \
+		"$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+	local rc=$?
+	[ "$rc" -eq 0 ] || { fail "$name: mnist-train $* exited with status $rc:"; sed 's/^/    /' "$TMP/$name.err" >&2; }
+}
+crc() { sed -n 's/^summary:.* param_crc32=\([0-9a-f]*\).*/\1/p' "$TMP/$1.out"; }
+
+# check NAME RANKS OPS: the table and the record of run NAME, OPS ops expected.
+check() {
+	local name=$1 ops=$2
+	local rows
+	rows=$(sed -n '/^profile: /,/^summary:/p' "$TMP/$name.out" | grep -c '^  [a-z0-9 ]' || true)
+	# The header row is one of them.
+	[ "$rows" -eq $((ops + 1)) ] || fail "$name: the table has $((rows - 1)) op rows, expected $ops"
+	python3 - "$TMP/$name.jsonl" "$ops" "$BACKEND" <<'PY' || fail "$name: op_times: see above"
+import json, sys
+path, ops, backend = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+recs = [json.loads(l) for l in open(path) if '"op_times"' in l]
+recs = [r for r in recs if r.get("event") == "op_times"]
+bad = []
+if len(recs) != 1:
+    sys.exit(print("%d op_times records, expected 1" % len(recs)) or 1)
+r = recs[0]
+if len(r["ops"]) != ops:
+    bad.append("%d ops, expected %d" % (len(r["ops"]), ops))
+total = sum(o["us"] for o in r["ops"])
+if not r["step_us"] > 0 or abs(total - r["step_us"]) > 0.10 * r["step_us"] or abs(total - r["ops_us"]) > 1e-6 * max(1.0, total):
+    bad.append("the ops add up to %.1f us (ops_us %.1f), the step took %.1f us: not within 10%%" % (total, r["ops_us"], r["step_us"]))
+for o in r["ops"]:
+    if backend == "cuda":
+        if o["kernels"] is None:
+            bad.append("%s %s %s: no kernel count" % (o["layer"], o["phase"], o["op"]))
+        elif o["phase"] == "weight grad" and o["kernels"] < 1:
+            bad.append("%s weight grad: %d kernels" % (o["layer"], o["kernels"]))
+    elif o["kernels"] is not None:
+        bad.append("%s %s: a kernel count (%s) on the host" % (o["layer"], o["phase"], o["kernels"]))
+    if not o["phase"]:
+        bad.append("%s: no phase" % o["op"])
+if bad:
+    sys.exit(print("\n".join(bad)) or 1)
+print("ok: op_times: %d ops adding up to %.1f us of a %.1f us step" % (len(r["ops"]), total, r["step_us"]))
+PY
+}
+
+run lenet 1 --model lenet --profile --metrics "$TMP/lenet.jsonl"
+run lenet_plain 1 --model lenet
+check lenet 18
+[ -n "$(crc lenet)" ] && [ "$(crc lenet)" = "$(crc lenet_plain)" ] ||
+	fail "lenet: param_crc32 $(crc lenet) with --profile, $(crc lenet_plain) without: the profile changed the model"
+grep -q '^  conv1  weight grad ' "$TMP/lenet.out" || fail "lenet: no 'conv1 weight grad' row"
+
+run mlp2 2 --model mlp --hidden 64,32 --profile --metrics "$TMP/mlp2.jsonl"
+# forward 3, loss, weight grads 3, input grads 2, allreduce, optimizer
+check mlp2 11
+grep -q '^ *allreduce *allreduce ' "$TMP/mlp2.out" || fail "mlp at 2 ranks: no allreduce row"
+[ "$(grep -c '^profile: ' "$TMP/mlp2.out")" -eq 1 ] || fail "mlp at 2 ranks: the table is printed $(grep -c '^profile: ' "$TMP/mlp2.out") times, expected once (rank 0)"
+
+if [ "$failures" -eq 0 ]; then
+	echo "PASS test_profile $BACKEND"
+	exit 0
+fi
+exit 1
