@@ -26,6 +26,8 @@
 #include <string.h>
 
 #include "checkpoint_fixture.h"
+#include "io/plan_json.h"
+#include "train/optim.h"
 
 TestSuite(checkpoint, .init = make_tmpdir, .fini = cleanup_tmpdir);
 
@@ -517,3 +519,108 @@ Test(checkpoint, compat_names_every_difference)
 	cr_expect_eq(checkpoint_compat(&ck, &run, "ck", err, sizeof(err)), STATUS_OK, "%s", err);
 }
 
+
+/* ---- the GPU plan (metadata gpu_plan, io/plan_json.h) --------------------------------- */
+
+/* A plan of two ops, as the CUDA backend's plan_get fills it. */
+static void two_op_plan(struct plan_info *p, struct plan_op ops[2])
+{
+	memset(p, 0, sizeof(*p));
+	memset(ops, 0, 2 * sizeof(ops[0]));
+	snprintf(p->device, sizeof(p->device), "NVIDIA H100 80GB HBM3");
+	snprintf(p->library, sizeof(p->library), "cublasLt 130100");
+	for (int i = 0; i < 2; i++) {
+		snprintf(ops[i].op, sizeof(ops[i].op), "gemm");
+		snprintf(ops[i].key, sizeof(ops[i].key), "nt m=%d n=25 k=200704 epi=0", 6 + i);
+		snprintf(ops[i].shape, sizeof(ops[i].shape), "nt %dx25x200704 bias_grad", 6 + i);
+		snprintf(ops[i].chosen, sizeof(ops[i].chosen), "lt.bgradb.a%d.t15.s3.k8.r1", i);
+		snprintf(ops[i].source, sizeof(ops[i].source), "measured");
+		ops[i].n_candidates = 1;
+		snprintf(ops[i].cand[0].name, sizeof(ops[i].cand[0].name), "%s", ops[i].chosen);
+		ops[i].cand[0].us = 12.5;
+	}
+	p->n_ops = 2;
+	p->ops = ops;
+}
+
+/* An image of the seed model whose metadata carries `plan` as its gpu_plan. */
+static void image_with_plan(struct image *im, const char *plan)
+{
+	small_model(&im->m, &im->c, 0);
+	run_info(&im->c, &im->info);
+	set_position(&im->info, 3);
+	snprintf(im->info.gpu_plan, sizeof(im->info.gpu_plan), "%s", plan);
+	im->params = random_floats(im->m.n_params, 1);
+	im->velocity = random_floats((size_t)optim_desc_of(im->c.optimizer).n_state * im->m.n_params, 2);
+	cr_assert_eq(checkpoint_encode(&im->m, &im->info, im->params, im->velocity, &im->buf,
+				       &im->len),
+		     0);
+}
+
+Test(checkpoint, gpu_plan_round_trip)
+{
+	struct plan_info p, back;
+	struct plan_op ops[2];
+	two_op_plan(&p, ops);
+	char *text = plan_json_dump(&p, 0, NULL);
+	struct image im;
+	image_with_plan(&im, text);
+	struct checkpoint_info info;
+	struct checkpoint_view *view = malloc(sizeof(*view));
+	char err[ERRLEN] = "";
+	cr_assert_eq(checkpoint_parse(im.buf, im.len, "x", &info, view, err, sizeof(err)), STATUS_OK,
+		     "%s", err);
+	cr_expect_str_eq(info.gpu_plan, text);
+	cr_assert_eq(plan_json_parse(info.gpu_plan, &back, err, sizeof(err)), STATUS_OK, "%s", err);
+	cr_assert_eq(back.n_ops, 2);
+	cr_expect_str_eq(back.device, p.device);
+	cr_expect_str_eq(back.library, p.library);
+	for (int i = 0; i < 2; i++) {
+		cr_expect_str_eq(back.ops[i].key, ops[i].key);
+		cr_expect_str_eq(back.ops[i].chosen, ops[i].chosen);
+		cr_expect_str_eq(back.ops[i].source, "measured");
+		cr_expect_eq(back.ops[i].n_candidates, 0, "a checkpoint keeps no candidates");
+	}
+	plan_json_free(&back);
+	/* Without a plan (the host backend's checkpoints): none read back. */
+	free_image(&im);
+	make_image(&im, 0, 3);
+	cr_assert_eq(checkpoint_parse(im.buf, im.len, "x", &info, view, err, sizeof(err)), STATUS_OK,
+		     "%s", err);
+	cr_expect_str_eq(info.gpu_plan, "");
+	free(text);
+	free(view);
+	free_image(&im);
+}
+
+Test(checkpoint, damaged_gpu_plan_is_bad_input)
+{
+	/* Sealed with a right checksum: only the plan is wrong. */
+	const char *damaged[] = {
+		"{\"device\": \"x\", \"library\": \"y\", \"ops\": [",          /* not JSON */
+		"[1, 2]",                                                      /* not an object */
+		"{\"library\": \"y\", \"ops\": []}",                           /* no device */
+		"{\"device\": \"x\", \"library\": \"y\"}",                     /* no ops */
+		"{\"device\": \"x\", \"library\": \"y\", \"ops\": {}}",        /* ops not an array */
+		"{\"device\": \"x\", \"library\": \"y\", \"ops\": [7]}",       /* an op not an object */
+		"{\"device\": \"x\", \"library\": \"y\", \"ops\": [{\"op\": \"gemm\", \"key\": \"k\", "
+		"\"shape\": \"s\", \"source\": \"measured\"}]}",               /* no chosen */
+		"{\"device\": \"x\", \"library\": \"y\", \"ops\": [{\"op\": \"gemm\", \"key\": \"k\", "
+		"\"shape\": \"s\", \"chosen\": 3, \"source\": \"measured\"}]}", /* chosen not a string */
+	};
+	for (size_t i = 0; i < sizeof(damaged) / sizeof(damaged[0]); i++) {
+		struct image im;
+		image_with_plan(&im, damaged[i]);
+		char err[ERRLEN] = "";
+		cr_expect_eq(parse_image(im.buf, im.len, err), STATUS_BAD_INPUT, "plan %zu: %s", i, err);
+		cr_expect(strstr(err, "ck.safetensors: metadata \"gpu_plan\" is damaged: ") != NULL,
+			  "plan %zu: the message must name the file and the plan: %s", i, err);
+		free_image(&im);
+	}
+	/* The control: the same file with a whole plan parses. */
+	struct image im;
+	image_with_plan(&im, "{\"device\": \"x\", \"library\": \"y\", \"ops\": []}");
+	char err[ERRLEN] = "";
+	cr_expect_eq(parse_image(im.buf, im.len, err), STATUS_OK, "%s", err);
+	free_image(&im);
+}
