@@ -69,6 +69,8 @@ def steps_part(out, lines):
         if rc == "77":
             g = read(os.path.join(out, "gpu.txt")).strip()
             why = "  " + ("no GPU (above)" if g.startswith("no GPU") else f"see {n}.log")
+        elif rc in ("124", "137"):
+            why = f"  ended at its limit; {n}.log has what it finished"
         elif rc != "0":  # the last thing the step said
             said = [ln for ln in read(os.path.join(out, f"{n}.log")).splitlines() if ln.strip()]
             why = "  " + (said[-1].strip() if said else f"see {n}.log")
