@@ -250,7 +250,7 @@ quick_profile() {
 	for m in seed mlp lenet; do
 		for b in 32 256; do
 			if [ $(($(date +%s) + 15)) -gt "$end" ] || [ "$(left_s)" -lt 130 ]; then
-				echo "profile: $m b$b not started: the part's 60 s are spent"
+				echo "profile: $m b$b not started: the part's 60 s are spent, or the matrix needs the 130 s left"
 				rc=124
 				continue
 			fi
@@ -406,7 +406,7 @@ step() {
 	case $rc in
 	0) echo "$name: passed in $t s" ;;
 	77) echo "$name: SKIPPED in $t s: $(grep -m1 -o 'no GPU.*' "$out/$name.log" || echo "see $out/$name.log")" ;;
-	124 | 137) echo "$name: CUT at its limit ($limit s) in $t s (what it finished: $out/$name.log)" ;;
+	124 | 137) echo "$name: CUT in $t s: stopped at its limit ($limit s), or a part at its own (what it finished: $out/$name.log)" ;;
 	*) echo "$name: FAILED (status $rc) in $t s: $out/$name.log" ;;
 	esac
 	python3 "$root/scripts/gpu-node/summary.py" "$out" >/dev/null 2>&1 ||
@@ -419,6 +419,7 @@ export -f env_report build quick part quick_suite quick_profile quick_matrix all
 # steps.tsv keeps the steps of earlier runs into the same RESULTS_DIR (a loan's second
 # command adds to the first's SUMMARY.txt); a step run again replaces its row there.
 git -C "$root" rev-parse --short HEAD >"$out/commit.txt" 2>/dev/null || echo unknown >"$out/commit.txt"
+if g=$(gpu_present); then echo "GPU: $g" >"$out/gpu.txt"; else echo "no GPU ($g)" >"$out/gpu.txt"; fi
 for s in $steps; do
 	case $s in
 	env) step env env_report ;;

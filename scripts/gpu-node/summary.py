@@ -54,8 +54,7 @@ def tsv_last(path, width):
 
 
 def step_status(rc):
-    return {"0": "passed", "77": "SKIPPED", "124": "CUT at its limit",
-            "137": "CUT at its limit"}.get(rc, f"FAILED ({rc})")
+    return {"0": "passed", "77": "SKIPPED", "124": "CUT", "137": "CUT"}.get(rc, f"FAILED ({rc})")
 
 
 def steps_part(out, lines):
@@ -70,7 +69,7 @@ def steps_part(out, lines):
             g = read(os.path.join(out, "gpu.txt")).strip()
             why = "  " + ("no GPU (above)" if g.startswith("no GPU") else f"see {n}.log")
         elif rc in ("124", "137"):
-            why = f"  ended at its limit; {n}.log has what it finished"
+            why = f"  stopped at its limit, or a part at its own; {n}.log has what it finished"
         elif rc != "0":  # the last thing the step said
             said = [ln for ln in read(os.path.join(out, f"{n}.log")).splitlines() if ln.strip()]
             why = "  " + (said[-1].strip() if said else f"see {n}.log")
@@ -245,6 +244,8 @@ def reports(out, lines):
         if not text:
             continue
         lines.append(clip(f"{name}: " + text[0].lstrip("= ").replace("summary: ", "")))
+        lines.extend(clip("  " + ln) for ln in text if ln.startswith("labels not run at all: ")
+                     and not ln.endswith(": none"))
         bad = [ln for ln in text if ln.startswith(("FAILED", "NOT STARTED"))]
         lines.extend(clip("  " + ln) for ln in bad[:4])
         if len(bad) > 4:
