@@ -169,8 +169,10 @@ def op_time(o):
     return None
 
 
-def op_name(o):
+def op_name(o, shape=True):
     name = " ".join(str(o[k]) for k in ("op", "name", "layer") if o.get(k) not in (None, ""))
+    if not shape:
+        return name or "?"
     shape = o.get("shape")
     if isinstance(shape, list):
         shape = "x".join(str(s) for s in shape)
@@ -191,7 +193,7 @@ def slowest_ops(out, lines):
         if not recs:
             continue
         rec = recs[-1]
-        ops = [(op_time(o), op_name(o)) for o in op_list(rec)]
+        ops = [(op_time(o), op_name(o, shape=False)) for o in op_list(rec)]  # shapes: the run's log
         ops = [(t, n) for t, n in ops if t is not None]
         total = next((float(v) for k, v in rec.items() if "step" in k and k.endswith("us") and num(v)), None)
         total = total or sum(t for t, _ in ops) or None
@@ -199,7 +201,8 @@ def slowest_ops(out, lines):
         desc = "; ".join(f"{n} {t:.1f} us" + (f" {100 * t / total:.0f}%" if total else "") for t, n in top)
         shown.append(clip(f"  {label:<10} step {total:.1f} us: {desc}" if total else f"  {label:<10} {desc}"))
     if shown:
-        lines.append("slowest ops (mnist-train --profile: one step op by op after the timed steps):")
+        lines.append("slowest ops (mnist-train --profile: one step op by op after the timed steps; shapes in "
+                     "quick/profile/*.log):")
         lines.extend(shown)
 
 
