@@ -70,6 +70,7 @@ done
 jobs=$(nproc)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 
+. "$root/scripts/gpu-node/pmix_env.sh" # kit_pmix_env, mpirun_clean
 if [ "$kit" = none ]; then
 	P=/usr A=/usr/lib/x86_64-linux-gnu
 else
@@ -103,10 +104,8 @@ PY
 	export OPAL_PREFIX=$P PATH=$prefix/bin:$PATH
 	export LD_LIBRARY_PATH=$A/openmpi/lib:$A/openblas-pthread:$A${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 	# The kit's PMIx reads its own plugins and files, not the node's (pmix_env.sh).
-	. "$root/scripts/gpu-node/pmix_env.sh"
 	kit_pmix_env "$A/pmix2"
 fi
-. "$root/scripts/gpu-node/pmix_env.sh" # mpirun_clean
 
 tests=${MNIST_DDP_TESTS:-}
 if [ -z "$tests" ]; then
