@@ -247,8 +247,8 @@ def reports(out, lines):
         if not text:
             continue
         lines.append(clip(f"{name}: " + text[0].lstrip("= ").replace("summary: ", "")))
-        lines.extend(clip("  " + ln) for ln in text if ln.startswith("labels not run at all: ")
-                     and not ln.endswith(": none"))
+        lines.extend(clip("  " + ln) for ln in text if ln.startswith("left to CI")
+                     or ln.startswith("labels not run at all: ") and not ln.endswith(": none"))
         bad = [ln for ln in text if ln.startswith(("FAILED", "NOT STARTED"))]
         lines.extend(clip("  " + ln) for ln in bad[:4])
         if len(bad) > 4:
