@@ -290,7 +290,7 @@ quick_matrix() {
 	md=$(ls -t "$out"/quick/bench-results/*.md 2>/dev/null | head -n 1)
 	if [ $rc -ne 0 ] || [ -z "$md" ]; then
 		local how=failed
-		[ $rc -ne 124 ] && [ $rc -ne 137 ] || how=cut # ended by timeout, its results file unwritten
+		[ $rc -ne 124 ] && [ $rc -ne 137 ] || how="cut" # ended by timeout, its results file unwritten
 		part matrix $how $((SECONDS - t0)) \
 			"bench/train status $rc${md:+, }${md#"$out"/}: $(grep -v gnuplot "$out/quick/matrix.log" | tail -n 1)"
 		[ $how = cut ] && return 124
