@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
 """ctest_summary.py - what a ctest run passed, failed and skipped, and why it skipped.
 
-    ctest --test-dir BUILD --output-junit JUNIT ...
-    python3 scripts/gpu-node/ctest_summary.py BUILD JUNIT
+    ctest --test-dir BUILD --output-junit JUNIT [SELECT...] ...
+    python3 scripts/gpu-node/ctest_summary.py BUILD JUNIT [SELECT...]
 
 Reads ctest's JUnit file (each test's status and output) and the tests' labels
 (ctest --show-only=json-v1), and prints: the counts; every failed test; every
 skipped test with its reason (the first line of its output that says SKIP, else
 its last line; for a failure, the first that says FAIL); and, per label, how many of its tests did not run, ending with
-the labels none of whose tests ran. Exit status: 0 when nothing failed, 1 when a
-test failed or could not be started, 2 on bad usage or unreadable input.
-Used by scripts/gpu-node/run.sh (step all); tested by kit_ctest_summary.
+the labels none of whose tests ran. SELECT: the ctest options that chose the tests
+(-L REGEX, -LE REGEX, -R REGEX, -E REGEX): the tests they select that the JUnit file
+lacks are listed as not started (ctest stopped at --stop-time: the kit's step limits),
+and without a JUnit file (ctest ended before writing it) every one of them is.
+Exit status: 0 when nothing failed, 1 when a test failed, could not be started or was
+not started, 2 on bad usage or unreadable input.
+Used by scripts/gpu-node/run.sh (steps quick, all, sanitize); tested by kit_ctest_summary.
 """
 import json
 import re
@@ -19,8 +23,8 @@ import sys
 import xml.etree.ElementTree as ET
 
 
-def labels_of(build):
-    out = subprocess.run(["ctest", "--test-dir", build, "--show-only=json-v1"],
+def labels_of(build, select=()):
+    out = subprocess.run(["ctest", "--test-dir", build, "--show-only=json-v1", *select],
                          capture_output=True, text=True, check=True).stdout
     labels = {}
     for t in json.loads(out).get("tests", []):
@@ -39,16 +43,26 @@ def reason_of(text, word):
 
 
 def main(argv):
-    if len(argv) != 3:
-        print("usage: ctest_summary.py BUILD_DIR JUNIT_FILE", file=sys.stderr)
+    if len(argv) < 3:
+        print("usage: ctest_summary.py BUILD_DIR JUNIT_FILE [-L REGEX|-LE REGEX|-R REGEX|-E REGEX]...",
+              file=sys.stderr)
         return 2
-    build, junit = argv[1], argv[2]
+    build, junit, select = argv[1], argv[2], argv[3:]
     try:
-        cases = ET.parse(junit).getroot().iter("testcase")
         labels = labels_of(build)
-    except (OSError, ET.ParseError, subprocess.CalledProcessError, ValueError) as e:
-        print(f"ctest_summary: cannot read the results ({e})", file=sys.stderr)
+        selected = list(labels_of(build, select)) if select else []
+    except (OSError, subprocess.CalledProcessError, ValueError) as e:
+        print(f"ctest_summary: cannot list the tests of {build} ({e})", file=sys.stderr)
         return 2
+    try:
+        cases = list(ET.parse(junit).getroot().iter("testcase"))
+    except (OSError, ET.ParseError) as e:
+        if not select:
+            print(f"ctest_summary: cannot read the results ({e})", file=sys.stderr)
+            return 2
+        print(f"== summary: no results from ctest ({junit}: {e}); {len(selected)} tests not started")
+        print("NOT STARTED " + ", ".join(selected))
+        return 1
     passed, failed, skipped = [], [], []
     for c in cases:
         name, status = c.get("name"), c.get("status")
@@ -61,9 +75,14 @@ def main(argv):
             skipped.append((name, re.sub(r"^SKIP(\s+" + re.escape(name) + r")?:?\s*", "", why)))
         else:  # failed, or could not be started (ctest's "Not Run")
             failed.append((name, status, reason_of(out, "FAIL")))
+    ran = set(passed) | {f[0] for f in failed} | {s[0] for s in skipped}
+    not_started = [t for t in selected if t not in ran]
     total = len(passed) + len(failed) + len(skipped)
     print(f"== summary: {total} tests: {len(passed)} passed, {len(failed)} failed, "
-          f"{len(skipped)} skipped")
+          f"{len(skipped)} skipped" + (f"; {len(not_started)} not started (ctest's --stop-time: the "
+                                       "step's limit)" if not_started else ""))
+    if not_started:
+        print("NOT STARTED " + ", ".join(not_started))
     for name, status, why in failed:
         print(f"FAILED  {name} ({'failed' if status == 'fail' else 'not run'}): {why}")
     for name, why in skipped:
@@ -79,7 +98,7 @@ def main(argv):
     none = [f"{lab} ({n} skipped)" for lab, (n, s) in sorted(per_label.items()) if s == n]
     print("labels not run at all: " + (", ".join(none) if none else "none"))
     print("labels run in part: " + (", ".join(partly) if partly else "none"))
-    return 1 if failed else 0
+    return 1 if failed or not_started else 0
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 #
 #   gpu_sanitize_<tool>_<model>   memcheck, initcheck, racecheck, synccheck over seed, mlp
 #                                 and lenet: 4 short runs each (graph and --no-graph, SGD and
-#                                 AdamW), zero errors required (tests/sanitize/gpu_sanitize.sh)
+#                                 AdamW), zero errors required (tests/sanitize/gpu_sanitize.sh);
+#                                 MNIST_SANITIZE_RUNS=one in the environment: one run each
+#                                 (the GPU-node kit's step sanitize, scripts/gpu-node/run.sh)
 #
 #   ctest --test-dir build -L gpu-sanitize --output-on-failure
 #

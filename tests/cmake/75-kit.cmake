@@ -1,6 +1,8 @@
 # The GPU-node kit (scripts/gpu-node/), what can be checked of it without a GPU node.
 #
 #   kit_ctest_summary  the summary of the kit's step all (below)
+#   kit_run_quick      run.sh's step limits; quick and sanitize without a GPU; quick with
+#                      stand-ins for a GPU's programs (below)
 #   kit_pmix_plugins   the kit's relocated PMIx (scripts/gpu-node/pmix_env.sh) loads its
 #                      own plugins where another PMIx's stand in Debian's place, as on the
 #                      node of 2026-11-25; with a control that trips without that
@@ -20,3 +22,11 @@ add_test(NAME kit_ctest_summary
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/kit/test_ctest_summary.sh ${CMAKE_COMMAND}
                  ${CMAKE_CTEST_COMMAND})
 set_tests_properties(kit_ctest_summary PROPERTIES LABELS kit TIMEOUT 60)
+
+# scripts/gpu-node/run.sh: its steps' time limits (env + build + quick <= 360 s, all <= 240 s,
+# sanitize <= 120 s); without a GPU (a failing nvidia-smi first on PATH, the system's MPI:
+# KIT=none), quick reported skipped with the reason, never passed, and sanitize failed; and
+# quick where a stand-in nvidia-smi lists a GPU, every program it runs a stand-in: its
+# parts' statuses and SUMMARY.txt (goals, slowest ops, plan). Nothing is built: seconds.
+add_test(NAME kit_run_quick COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/kit/test_run_quick.sh ${CMAKE_COMMAND})
+set_tests_properties(kit_run_quick PROPERTIES LABELS kit TIMEOUT 60)

@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# test_run_quick.sh - scripts/gpu-node/run.sh's time limits, its quick and sanitize steps
+# on a machine without a GPU, and quick with stand-ins for a GPU's programs.
+#
+#   tests/kit/test_run_quick.sh CMAKE
+#
+# 1. run.sh --limits: the default steps are env, build and quick, and their limits add
+#    up to at most 360 s (a loan's first command, inside 6 minutes); all <= 240 s,
+#    sanitize <= 120 s; every step has a limit of at most 600 s (one command).
+# 2. run.sh quick sanitize with no GPU (KIT=none: the system's MPI, no kit; an
+#    nvidia-smi that fails as it does without a driver, first on PATH, so that the
+#    result is the same on a GPU machine): quick prints its limit at its start, each
+#    of its parts (GPU suite, profile, matrix) says "no GPU" with nvidia-smi's reason
+#    and is reported skipped, never passed; the step is SKIPPED, sanitize FAILED (a
+#    step that sanitized nothing fails), run.sh exits 1, and SUMMARY.txt says all that.
+# 3. quick where a GPU is listed, every program it runs a stand-in (nothing is checked on
+#    a GPU here; this checks run.sh and summary.py): nvidia-smi listing one GPU; a build
+#    directory that is a small ctest project with two tests labelled gpu (one passes,
+#    one skips with 77 and its reason), a mnist-train whose --help has --profile and
+#    which writes op_times and gpu_plan records to --metrics, and PYTHON standing in for
+#    bench/train, writing a results file with a Goals table. quick passes, each part
+#    passes, and SUMMARY.txt has the suite's counts and skip reason, each goal met or
+#    missed with its figure, the slowest ops of each profiled run with their share, and
+#    the plan chosen.
+# A few seconds. Exit 0 pass, 1 fail.
+set -uo pipefail
+if [ $# -ne 1 ]; then
+	echo "usage: $0 CMAKE" >&2
+	exit 1
+fi
+cmake_bin=$1
+PATH=$(dirname "$cmake_bin"):$PATH # its ctest, for run.sh and ctest_summary.py
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mnist-kit-run.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() {
+	echo "FAIL: $*" >&2
+	failures=$((failures + 1))
+}
+ok() { echo "ok: $*"; }
+
+# 1. the limits
+limits=$(cd "$root" && bash scripts/gpu-node/run.sh --limits) || fail "run.sh --limits exited $?"
+echo "$limits" | sed 's/^/    /'
+limit() { awk -v s="$1" '$1 == s { print $2 }' <<<"$limits"; }
+read -r _ default_steps <<<"$(grep '^default ' <<<"$limits" | awk '{ $NF = ""; print }')"
+[ "$default_steps" = "env build quick" ] && ok "default steps: $default_steps" ||
+	fail "default steps '$default_steps', expected 'env build quick'"
+sum=0
+for s in $default_steps; do
+	l=$(limit "$s")
+	[ -n "$l" ] || { fail "no limit for step $s"; continue; }
+	sum=$((sum + l))
+done
+[ "$sum" -le 360 ] && ok "env + build + quick = $sum s <= 360 s" || fail "env + build + quick = $sum s > 360 s"
+grep -q "^default env build quick $sum\$" <<<"$limits" || fail "run.sh's own sum differs from $sum"
+for pair in all:240 sanitize:120; do
+	s=${pair%:*} max=${pair#*:} l=$(limit "${pair%:*}")
+	[ -n "$l" ] && [ "$l" -le "$max" ] && ok "$s: $l s <= $max s" || fail "$s: limit '$l', expected <= $max s"
+done
+while read -r s l; do
+	[ "$s" = default ] || [ "$l" -le 600 ] || fail "$s: limit $l s > 600 s (one command)"
+done <<<"$limits"
+
+# 2. quick and sanitize without a GPU
+mkdir -p "$tmp/bin"
+cat >"$tmp/bin/nvidia-smi" <<'SH'
+#!/bin/sh
+echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running."
+exit 9
+SH
+chmod +x "$tmp/bin/nvidia-smi"
+(cd "$root" && env -u CUDA_VISIBLE_DEVICES PATH="$tmp/bin:$PATH" KIT=none BUILD_DIR="$tmp/build" \
+	RESULTS_DIR="$tmp/results" bash scripts/gpu-node/run.sh quick sanitize) >"$tmp/out" 2>&1
+rc=$?
+sed 's/^/    /' "$tmp/out"
+[ "$rc" -eq 1 ] && ok "run.sh exited 1 (sanitize failed)" || fail "run.sh exited $rc, expected 1"
+summary=$tmp/results/SUMMARY.txt
+[ -s "$summary" ] || { fail "no SUMMARY.txt"; exit 1; }
+expect() { # expect FILE REGEX WHAT
+	if grep -Eq -- "$2" "$1"; then ok "$3"; else fail "$3: no line matching '$2' in $(basename "$1")"; fi
+}
+reason="nvidia-smi -L failed: NVIDIA-SMI has failed because it couldn't communicate"
+expect "$tmp/out" '^== quick: limit [0-9]+ s' "quick prints its limit at its start"
+expect "$tmp/out" '^== sanitize: limit 120 s' "sanitize prints its limit at its start"
+expect "$tmp/out" '^quick: SKIPPED in [0-9]+ s: no GPU' "quick reported skipped, no GPU"
+expect "$summary" "^no GPU \\(nvidia-smi -L failed: NVIDIA-SMI has failed" "the summary's second line: no GPU and why"
+expect "$summary" '^  quick +[0-9]+ s +SKIPPED ' "summary: quick SKIPPED"
+expect "$summary" '^  sanitize +120 s +FAILED \(1\) .*no GPU' "summary: sanitize FAILED, no GPU"
+for p in gpu-suite profile matrix; do
+	expect "$summary" "^  $p +SKIPPED +[0-9]+ s  no GPU" "summary: quick's $p SKIPPED, no GPU"
+	expect "$tmp/results/quick.log" "^quick: $p: skipped: no GPU \\($reason" "quick.log: $p skipped with the reason"
+done
+if grep -Eq '^quick: [a-z-]+: passed|^quick: passed' "$tmp/out" "$tmp/results/quick.log" ||
+	sed -n '/^quick:$/,/^[a-z]/p' "$summary" | grep -Eq '^  [a-z-]+ +passed'; then
+	fail "something of quick is reported passed without a GPU"
+else
+	ok "nothing of quick reported passed"
+fi
+[ ! -e "$tmp/build" ] && ok "no build touched" || fail "quick without a GPU touched BUILD_DIR"
+
+# 3. quick with stand-ins
+cat >"$tmp/bin/nvidia-smi" <<'SH'
+#!/bin/sh
+echo "GPU 0: Stand-in GPU (UUID: GPU-00000000)"
+SH
+mkdir -p "$tmp/src"
+cat >"$tmp/src/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.21)
+project(stand_in NONE)
+enable_testing()
+add_test(NAME gpu_passes COMMAND sh -c "echo fine")
+add_test(NAME gpu_skips COMMAND sh -c "echo 'SKIP gpu_skips: needs 2 GPUs, 1 visible'; exit 77")
+add_test(NAME not_gpu COMMAND sh -c "exit 1")
+set_tests_properties(gpu_passes gpu_skips PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+set_tests_properties(not_gpu PROPERTIES LABELS gpu-sanitize)
+CMAKE
+"$cmake_bin" -S "$tmp/src" -B "$tmp/fake" >/dev/null || { fail "cmake of the stand-in project"; exit 1; }
+touch "$tmp/fake/libmnist-cuda.so"
+cat >"$tmp/fake/mnist-train" <<'SH'
+#!/bin/sh
+[ "$1" = --help ] && { echo "  --profile   one more step op by op after the timed steps"; exit 0; }
+model= batch= metrics=
+while [ $# -gt 0 ]; do
+	case $1 in --model) model=$2 ;; --batch-size) batch=$2 ;; --metrics) metrics=$2 ;; esac
+	shift
+done
+echo "op    layer shape us share"
+cat >"$metrics" <<JSON
+{"event": "step_times", "median_us": 20}
+{"event": "op_times", "step_us": 200.0, "ops": [{"op": "gemm", "layer": "fc1", "shape": "${batch}x784x10", "kernels": 1, "us": 150.0}, {"op": "relu", "layer": "fc1", "shape": "${batch}x10", "kernels": 1, "us": 30.0}, {"op": "update", "layer": "", "shape": "7850", "kernels": 1, "us": 20.0}]}
+{"event": "gpu_plan", "ops": [{"op": "fc1.fwd", "shape": "${batch}x784x10", "candidates": [{"name": "algo-a", "us": 9.5}, {"name": "algo-b", "us": 7.5}], "chosen": "algo-b"}]}
+JSON
+echo "summary: model=$model backend=cuda ranks=1"
+SH
+chmod +x "$tmp/fake/mnist-train"
+cat >"$tmp/bin/fake-python" <<'SH'
+#!/bin/sh
+# bench/train's stand-in: a results file under --out-dir.
+dir=
+while [ $# -gt 0 ]; do
+	[ "$1" = --out-dir ] && dir=$2
+	shift
+done
+[ -n "$dir" ] || exit 2
+mkdir -p "$dir"
+cat >"$dir/2026-01-01-stand-in-quick.md" <<'MD'
+# GPU matrix
+
+## Goals (issue 21; issue 15's allreduce)
+
+| goal | measured | verdict |
+|---|---|---|
+| seed, batch 32, 1 GPU: median step <= 10 us (graph) | 8.5 us | met |
+| LeNet-5, batch 256, 1 GPU: median step <= 100 us (graph) | 5409.6 us | missed |
+| (issue 15) the allreduce within 10% of a bare ncclAllReduce | - | not measured (bench/allreduce's table not run or not found) |
+
+## Time to test accuracy (1 GPU)
+MD
+echo "bench/train: wrote $dir/2026-01-01-stand-in-quick.md"
+SH
+chmod +x "$tmp/bin/fake-python"
+(cd "$root" && env -u CUDA_VISIBLE_DEVICES PATH="$tmp/bin:$PATH" KIT=none BUILD_DIR="$tmp/fake" \
+	PYTHON="$tmp/bin/fake-python" RESULTS_DIR="$tmp/gpu" bash scripts/gpu-node/run.sh quick) >"$tmp/out3" 2>&1
+rc=$?
+sed 's/^/    /' "$tmp/out3"
+[ "$rc" -eq 0 ] && ok "run.sh quick exited 0" || fail "run.sh quick exited $rc, expected 0"
+summary=$tmp/gpu/SUMMARY.txt
+expect "$summary" '^GPU: GPU 0: Stand-in GPU$' "summary: the GPU listed"
+expect "$summary" '^  quick +[0-9]+ s +passed ' "summary: quick passed"
+expect "$summary" '^  gpu-suite +passed +[0-9]+ s  2 tests: 1 passed, 0 failed, 1 skipped$' "summary: the suite's counts"
+expect "$summary" '^      1 skipped: needs 2 GPUs, 1 visible$' "summary: the skip's reason"
+expect "$summary" '^  profile +passed +[0-9]+ s  6 runs' "summary: 6 profile runs"
+expect "$summary" '^  matrix +passed +[0-9]+ s  quick/bench-results/2026-01-01-stand-in-quick.md$' \
+	"summary: the matrix's results file"
+expect "$summary" '^  MET +seed, batch 32, 1 GPU: median step <= 10 us \(graph\): 8.5 us$' "summary: a goal met, its figure"
+expect "$summary" '^  missed +LeNet-5, batch 256, 1 GPU: median step <= 100 us \(graph\): 5409.6 us$' \
+	"summary: a goal missed, its figure"
+expect "$summary" '^  not measured .*allreduce' "summary: a goal not measured"
+expect "$summary" "^ +\(bench/allreduce's table not run or not found\)$" "summary: why not measured"
+expect "$summary" '^  lenet b256 +step 200.0 us: gemm fc1 150.0 us 75%; relu fc1 30.0 us 15%; update 20.0 us 10%$' \
+	"summary: the slowest ops of lenet b256, with their share"
+expect "$summary" '^  seed b32 +fc1.fwd algo-b 7.5 us$' "summary: the plan chosen"
+expect "$tmp/gpu/quick/plans.txt" '^fc1.fwd \[32x784x10\]: chosen algo-b of \[algo-a 9.5 us, algo-b 7.5 us\]$' \
+	"plans.txt: every candidate"
+[ "$failures" -eq 0 ] || exit 1
+echo "test_run_quick: all checks passed"
