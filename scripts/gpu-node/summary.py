@@ -170,7 +170,7 @@ def op_time(o):
 
 
 def op_name(o, shape=True):
-    name = " ".join(str(o[k]) for k in ("op", "name", "layer") if o.get(k) not in (None, ""))
+    name = " ".join(str(o[k]) for k in ("layer", "phase", "op", "name") if o.get(k) not in (None, ""))
     if not shape:
         return name or "?"
     shape = o.get("shape")
