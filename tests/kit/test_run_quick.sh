@@ -129,7 +129,7 @@ done
 echo "op    layer shape us share"
 cat >"$metrics" <<JSON
 {"event": "step_times", "median_us": 20}
-{"event": "op_times", "step_us": 200.0, "ops": [{"op": "gemm", "layer": "fc1", "shape": "${batch}x784x10", "kernels": 1, "us": 150.0}, {"op": "relu", "layer": "fc1", "shape": "${batch}x10", "kernels": 1, "us": 30.0}, {"op": "update", "layer": "", "shape": "7850", "kernels": 1, "us": 20.0}]}
+{"event": "op_times", "step_us": 200.0, "ops_us": 200.0, "ops": [{"layer": "fc1", "phase": "forward", "op": "gemm", "shape": "${batch}x784x10", "kernels": 1, "us": 150.0}, {"layer": "fc1", "phase": "loss", "op": "softmax", "shape": "${batch}x10", "kernels": 1, "us": 30.0}, {"layer": "", "phase": "", "op": "sgd", "shape": "7850", "kernels": 1, "us": 20.0}]}
 {"event": "gpu_plan", "ops": [{"op": "fc1.fwd", "shape": "${batch}x784x10", "candidates": [{"name": "algo-a", "us": 9.5}, {"name": "algo-b", "us": 7.5}], "chosen": "algo-b"}]}
 JSON
 echo "summary: model=$model backend=cuda ranks=1"
@@ -179,7 +179,7 @@ expect "$summary" '^  missed +LeNet-5, batch 256, 1 GPU: median step <= 100 us \
 	"summary: a goal missed, its figure"
 expect "$summary" '^  not measured .*allreduce' "summary: a goal not measured"
 expect "$summary" "^ +\(bench/allreduce's table not run or not found\)$" "summary: why not measured"
-expect "$summary" '^  lenet b256 +step 200.0 us: gemm fc1 150.0 us 75%; relu fc1 30.0 us 15%; update 20.0 us 10%$' \
+expect "$summary" '^  lenet b256 +step 200.0 us: fc1 forward gemm 150.0 us 75%; fc1 loss softmax 30.0 us 15%; sgd 20.0 us 10%$' \
 	"summary: the slowest ops of lenet b256, with their share"
 expect "$summary" '^  seed b32 +fc1.fwd algo-b 7.5 us$' "summary: the plan chosen"
 expect "$tmp/gpu/quick/plans.txt" '^fc1.fwd \[32x784x10\]: chosen algo-b of \[algo-a 9.5 us, algo-b 7.5 us\]$' \
