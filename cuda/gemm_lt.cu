@@ -615,13 +615,18 @@ static int choose_way(struct cuda_gemm *g, const struct gemm_req *r, struct gemm
 				"saved)\n",
 				rep->shape, preset);
 	}
-	/* Measured only in a collective stretch, and there by rank 0 alone. */
-	int measure = g->policy == PLAN_MEASURE && g->collective && !capturing && n > 1 &&
-		      g->rank == 0;
-	if (measure) {
-		double best = -1.0;
-		/* A collective queued before (a hung peer's) must not block the timing's waits. */
+	/*
+	 * Measured only in a collective stretch, and there by rank 0 alone. Every
+	 * rank first waits for its queued work (under the collective deadline): a
+	 * collective queued before must complete on every rank, not only on the
+	 * one that times, or the timing's waits could block behind it while its
+	 * peers wait for the choice.
+	 */
+	int timed = g->policy == PLAN_MEASURE && g->collective && !capturing && n > 1;
+	if (timed)
 		g->drain(g->share_arg);
+	if (timed && g->rank == 0) {
+		double best = -1.0;
 		for (int i = 0; i < n; i++) {
 			double us = time_way(g, r, &ways[i], best);
 			rep->cand[i].us = us;
@@ -631,9 +636,7 @@ static int choose_way(struct cuda_gemm *g, const struct gemm_req *r, struct gemm
 			}
 		}
 	}
-	snprintf(rep->source, sizeof(rep->source), "%s",
-		 g->policy == PLAN_MEASURE && g->collective && !capturing && n > 1 ? "measured"
-										   : "heuristic");
+	snprintf(rep->source, sizeof(rep->source), "%s", timed ? "measured" : "heuristic");
 	if (g->collective && g->share) {
 		char name[PLAN_NAME_LEN];
 		snprintf(name, sizeof(name), "%s", ways[chosen].name);
