@@ -121,9 +121,12 @@
  *     shared/gpu-runs/2026-11-25-h100/ncu-*.csv): when k^2 > 4 m n, first
  *     split-K into min(8, k) parts reduced in a separate step
  *     (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE, workspace parts x m x n x 4
- *     bytes), then split-K reduced in place (INPLACE, a workspace of counters,
- *     4 bytes per 32 x 32 tile of D rounded up to 256), then no split-K;
- *     otherwise no split-K only. cublasLtMatmul reads alpha and beta at the
+ *     bytes), then no split-K, then split-K reduced in place (INPLACE, a
+ *     workspace of counters, 4 bytes per 32 x 32 tile of D rounded up to
+ *     256); otherwise no split-K only. (No split-K before in-place: the step
+ *     times of the H100 run at c143872, where the backend takes the first
+ *     algorithm with no reduction kernel, fit no split-K for the long-k GEMMs
+ *     and not a split in place: rule 10, docs/benchmarks.md.) cublasLtMatmul reads alpha and beta at the
  *     call (a graph keeps them), takes no algorithm as the heuristic's first
  *     that needs no workspace, and refuses (INVALID_VALUE) a workspace smaller
  *     than the algorithm needs or not 256-byte aligned, and C == D with
@@ -242,6 +245,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cuda_runtime.h"
 
@@ -322,6 +326,11 @@ struct op {
 	std::string label;                 /* "kernel sgd_update_kernel", "cublasSgemm", ... */
 	std::function<void()> run;         /* synchronous work, run inside a window */
 	std::function<std::unique_ptr<async_work>()> start; /* or: a fresh collective per run */
+	/* The time model (rule 10). */
+	double us = 0.0;   /* modelled device time of the work, launch overhead apart (a kernel's run sets it) */
+	int kernels = 1;   /* kernels it is on a GPU, each paying the launch overhead; 0: a marker */
+	std::string detail; /* what the time report names it by (the label when empty) */
+	std::function<void(double start)> stamp; /* a marker's: told the modelled time it is reached */
 };
 
 /* Queue o on stream (or record it while the stream captures). */
@@ -338,6 +347,51 @@ cudaError_t refuse_during_capture();
 void drain_all(const char *api);
 /* Run stream's queued work to the end, blocking. */
 cudaError_t drain(cudaStream_t stream, const char *api);
+
+/* ---- the time model (timing.cc; rule 10) ---------------------------------------------- */
+
+/*
+ * The kernel thread being run: its loop trips (every `for` of kernels.cu and
+ * the element bodies) and its grid-stride steps (reads of gridDim), counted
+ * by sim_kernels.cc's hooks.
+ */
+extern unsigned long long trips, strides;
+/* The op being run sets this to its modelled device time (a kernel, from the trips it measured). */
+extern double run_us;
+/* One thread's serial time: items (grid-stride steps) and the loop trips in all. */
+double thread_us(unsigned long long items, unsigned long long loop_trips);
+/* Modelled time of a kernel: each block's slowest thread, all threads' items and trips. */
+double kernel_us(unsigned block, const std::vector<double> &block_us, unsigned long long total_items,
+		 unsigned long long total_trips);
+/* Moving bytes through HBM. */
+double bytes_us(double bytes);
+/* Per kernel: in a replayed graph or launched on a stream. */
+double launch_overhead_us(bool graph);
+/* A SIMT GEMM of m x n x k split into parts along k: blocks, k per block, time (no launch). */
+struct gemm_cost {
+	double blocks, k_per_block, us;
+};
+gemm_cost gemm_model(double m, double n, double k, double parts);
+/* The separate split-K reduction kernel, and cuBLASLt's separate bias-gradient kernel. */
+double splitk_reduce_us(double m, double n, double parts);
+double bgrad_us(double outputs, double len);
+/* The split cublasSgemm chooses (as cuBLAS did on the H100): 1 for none. */
+double cublas_sgemm_parts(double m, double n, double k);
+/* The host's modelled clock, microseconds. */
+double host_now();
+void host_spend(double us);
+/* A blocking wait for work that ends at device_time; polling that saw it done. */
+void host_waited(double device_time);
+void host_observed(double device_time);
+void host_pageable_copy(size_t bytes);
+double host_launch_cost_us();
+double host_event_cost_us();
+double host_graph_launch_cost_us();
+double graph_latency_us();
+double stream_latency_us();
+/* For CUDASIM_TIME_REPORT: a graph launched at host_time; an op of a replay done in us. */
+void note_graph_launch(const void *exec, double host_time);
+void note_op_time(uint64_t replay, const std::string &what, double us);
 
 /* ---- cuBLAS and cuBLASLt (cublas.cc, cublaslt.cc) ------------------------------------- */
 
