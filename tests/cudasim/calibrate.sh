@@ -45,11 +45,13 @@ build() { # COMMIT
 	local c=$1 dir=$WORK/$1
 	if [ ! -x "$dir/build/cudasim/mnist-train" ] || [ "$ROOT/tests/cudasim" -nt "$dir/.stamp" ] ||
 		[ -n "$(find "$ROOT/tests/cudasim" -newer "$dir/.stamp" 2>/dev/null | head -1)" ]; then
-		rm -rf "$dir/src"
-		mkdir -p "$dir/src"
-		git -C "$ROOT" archive "$c" | tar -x -C "$dir/src"
+		if [ ! -f "$dir/src/CMakeLists.txt" ]; then
+			mkdir -p "$dir/src"
+			git -C "$ROOT" archive "$c" | tar -x -C "$dir/src"
+		fi
+		# This tree's simulator, timestamps kept (a rebuild compiles what changed).
 		rm -rf "$dir/src/tests/cudasim"
-		cp -r "$ROOT/tests/cudasim" "$dir/src/tests/cudasim"
+		cp -rp "$ROOT/tests/cudasim" "$dir/src/tests/cudasim"
 		# 092b1c6's kernels.cu took KERNEL_LAUNCH from the stand-in header of its day (a
 		# queued launch, no check): the same, as this tree's stand-in raw launch.
 		if ! grep -q 'KERNEL_LAUNCH_ON(kernel' "$dir/src/cuda/kernels.cu"; then
@@ -62,7 +64,7 @@ build() { # COMMIT
 			sed -i 's|\${MNIST_CUDASIM_DIR}/nccl.cc)|${MNIST_CUDASIM_DIR}/nccl.cc ${MNIST_CUDASIM_DIR}/timing.cc)|' "$cm"
 		grep -q 'cublaslt.cc' "$cm" ||
 			sed -i 's|\${MNIST_CUDASIM_DIR}/nccl.cc |${MNIST_CUDASIM_DIR}/nccl.cc ${MNIST_CUDASIM_DIR}/cublaslt.cc |' "$cm"
-		cmake -S "$dir/src" -B "$dir/build" -DMNIST_DDP_CUDA=OFF >"$dir/configure.log" 2>&1
+		[ -f "$dir/build/CMakeCache.txt" ] || cmake -S "$dir/src" -B "$dir/build" >"$dir/configure.log" 2>&1
 		cmake --build "$dir/build" -j"$JOBS" --target mnist-train-cudasim >"$dir/build.log" 2>&1 || {
 			echo "calibrate: the build of $c failed: $dir/build.log" >&2
 			tail -20 "$dir/build.log" >&2

@@ -20,6 +20,7 @@
  * environment turns TF32 off whatever the handle asks, as NVIDIA's libraries
  * document. cublasSgemv has no tensor-core path: float32 in every mode.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,9 +252,18 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
 	gemm_cost g = gemm_model(m, n, k, parts);
 	o.us = g.us + (parts > 1 ? splitk_reduce_us(m, n, parts) : 0.0);
 	o.kernels = parts > 1 ? 2 : 1;
+	if (m == 1 || n == 1) {
+		/* A matrix-vector product: cuBLAS's dot and reduction kernels, as on the H100. */
+		parts = 1;
+		g.blocks = ceil((double)m * n * k / 4096.0);
+		g.k_per_block = ceil(k / ceil(g.blocks / ((double)m * n)));
+		o.us = bytes_us(4.0 * ((double)m * k + (double)k * n)) + splitk_reduce_us(m, n, 128);
+		o.kernels = 2;
+	}
 	char shape[160];
 	snprintf(shape, sizeof(shape), " m=%d n=%d k=%d, %g block%s of k=%g%s", m, n, k, g.blocks,
-		 g.blocks == 1 ? "" : "s", g.k_per_block, parts > 1 ? " + split-K reduction" : "");
+		 g.blocks == 1 ? "" : "s", g.k_per_block,
+		 o.kernels == 2 ? (parts > 1 ? " + split-K reduction" : " as dot + reduction kernels") : "");
 	o.detail = o.label + shape;
 	return submit(handle->stream, std::move(o)) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
 								    : CUBLAS_STATUS_EXECUTION_FAILED;

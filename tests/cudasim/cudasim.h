@@ -213,7 +213,68 @@
  *     cudaDriverGetVersion gives 0 (what these development machines show);
  *     too old a driver: the same error, with the driver's version.
  *
- * Not modelled: timing and performance; real concurrency (one host thread runs
+ * 10. Time (timing.cc), a model of one H100 SXM (132 SMs, ~60 TFLOP/s fp32
+ *     SIMT, ~3.35 TB/s HBM3), its figures set from the project's two H100 runs
+ *     (shared/gpu-runs/: Nsight Compute per kernel, step medians) and checked
+ *     against them by calibrate.sh (docs/benchmarks.md). Every operation gets a
+ *     modelled duration when it runs:
+ *       - a kernel: a launch overhead (1.8 us per kernel node of a replayed
+ *         graph, 2.5 us launched on a stream), plus the larger of its serial
+ *         time and its throughput time. Serial: the blocks run in waves over
+ *         the SMs (min(32, 2048 / threads per block) blocks per SM), each wave
+ *         as long as its slowest thread, whose time is measured as the
+ *         simulator runs it: its grid-stride steps (reads of gridDim, 0.2 us
+ *         each: an item from and to HBM) and its other loop trips (3 ns each:
+ *         a cached load and a multiply-add). Throughput: all items at 12 bytes
+ *         against HBM, all trips at 3.7e6 per us. The counting: sim_kernels.cc,
+ *         the only translation unit that compiles kernels.cu, defines `for` to
+ *         count a trip before each run of the body (the statement stays one
+ *         statement; break and continue keep their meaning) and gridDim to count
+ *         its reads, after including every header but kernels.cu and the
+ *         element bodies it includes (include/elem.h). nvcc never sees either
+ *         macro: cuda/kernels.cu stays plain CUDA C.
+ *       - a GEMM (cublasSgemm, cublasLtMatmul): blocks of 32 x 32 tiles of D
+ *         with 64 threads (16 FMAs per thread per k, 1.3 ns each: a SIMT
+ *         kernel, no tensor cores), 4 blocks per SM, times the split-K parts,
+ *         each block walking k / parts; at least 2mnk FLOPs at the fp32 rate
+ *         and A, B and the parts of D through HBM. A cuBLASLt split-K with a
+ *         separate reduction (COMPUTE_TYPE, OUTPUT_TYPE) adds its reduction
+ *         kernel (rule 7's second operation); a bias-gradient epilogue
+ *         (DRELU_BGRAD, BGRADA, BGRADB) adds the separate kernel the H100 runs
+ *         (epilogue::globalKernelBgradAB: 64 threads per output's sum).
+ *         cublasSgemm splits k as cuBLAS did on the H100 where k^2 > 4mn:
+ *         into min(k / 8, 528 / tiles) parts, plus a reduction kernel;
+ *         cublasSgemv is a dot kernel and a reduction kernel.
+ *       - copies and memsets: one kernel's overhead and their bytes through
+ *         HBM (twice for a copy); a collective: one kernel moving its buffer
+ *         twice (the wait for other ranks and the links are not modelled).
+ *     Each stream has a clock: an operation starts at the later of the end of
+ *     the one before it and the moment the host's launch reaches the device,
+ *     and ends its duration later. The host has a clock too: a kernel or
+ *     library launch costs it 2.5 us per kernel (the device may start the
+ *     work 1 us later), cudaGraphLaunch 2.5 us (its nodes may start 2.5 us
+ *     later), cudaEventRecord 0.3 us, a pageable copy 8 us plus its bytes at
+ *     20 GB/s; a blocking wait returns 2 us after the work's end, and a poll
+ *     that sees an event complete moves the host to its time. cudaEventRecord
+ *     stamps the modelled time its stream reaches it; cudaEventElapsedTime
+ *     gives the modelled milliseconds between two completed records (as CUDA
+ *     documents: cudaErrorInvalidResourceHandle for an event never recorded,
+ *     recorded only into a graph, or created with cudaEventDisableTiming;
+ *     cudaErrorNotReady until both have run; it runs nothing itself). So a
+ *     step timed with events on the simulator is modelled time, host overhead
+ *     of its launches and of a per-step synchronisation included.
+ *       CUDASIM_TIME_REPORT=1      at exit, rank 0 writes on stderr the median
+ *       CUDASIM_TIME_REPORT=PATH   interval between launches of one graph (the
+ *                                  modelled step, graph replay) and the ops of
+ *                                  the last replay with their modelled times,
+ *                                  longest first (or into PATH)
+ *     What the model leaves out: clocks and power states, caches beyond the
+ *     per-trip figures, occupancy limits from registers and shared memory,
+ *     overlap between streams (one stream's work never overlaps another's
+ *     here), the real cuBLAS kernels' tiles (one tile shape stands for all),
+ *     and timing across ranks.
+ *
+ * Not modelled: real concurrency (one host thread runs
  * everything, streams never overlap, so races between streams cannot show); a
  * GPU's progress on its own: queued work runs only when its own process waits
  * for it or polls it, so a rank that blocks elsewhere (in an MPI call, say)

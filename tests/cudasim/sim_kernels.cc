@@ -3,17 +3,10 @@
  * against the simulator's stand-in headers (tests/cudasim/, first on the
  * include path). Tests only: the product builds cuda/kernels.cu with nvcc.
  *
- * The loop hooks (cudasim.h, rule 10): from here on, every `for` statement
- * counts its trips in cudasim::trips before each run of its body, and every
- * read of gridDim (a grid-stride loop reads it once per step) counts in
- * cudasim::strides, so that the simulator measures each thread's serial work
- * (a grid-stride loop's items, a serial sum's terms, a row's columns in
- * include/elem.h) as it runs the thread. The macro lives in this file only: nvcc never sees it, and
- * kernels.cu stays plain CUDA C. The headers that hold code of their own
- * (the C and C++ libraries, the stand-ins) are included first, so it reaches
- * only kernels.cu and the element bodies it includes (include/elem.h). The
- * expansion keeps the statement one statement, and break and continue act on
- * the loop as written.
+ * The loop hooks (loop_hook.h; cudasim.h, rule 10) count each thread's
+ * serial work as the simulator runs it: every header that holds code of its
+ * own comes first, so that they reach only kernels.cu and the element bodies
+ * it includes (include/elem.h).
  */
 #include <math.h>
 #include <stddef.h>
@@ -27,9 +20,6 @@
 
 #include "cudasim.h"
 
-#pragma GCC diagnostic ignored "-Wdangling-else"
-#pragma GCC diagnostic ignored "-Wparentheses"
-#define for(...) for (__VA_ARGS__) if ((void)++cudasim::trips, false) {} else
-#define gridDim (++cudasim::strides, ::gridDim)
+#include "loop_hook.h"
 
 #include "../../cuda/kernels.cu"

@@ -46,7 +46,7 @@ const double host_event_us = 0.3;        /* cudaEventRecord */
 /* Serial work of one thread: an item of a grid-stride loop, a trip of a loop inside one. */
 const double item_us = 0.2;      /* loads from HBM and a store, latency mostly hidden */
 const double inner_us = 0.003;   /* a load that hits the cache, a multiply-add (~5 cycles) */
-const double item_bytes = 12.0;  /* what an item moves to or from HBM */
+const double item_bytes = 24.0;  /* what an item moves to or from HBM, strided access included */
 const double trips_per_us = 3.7e6; /* all SMs: 4 schedulers x 32 lanes x 1.755 GHz / 8 instructions */
 const double trip_us = 0.003;    /* a serial reduction's term (the split-K and bias-gradient kernels) */
 /* A GEMM block: a 32 x 32 tile of D, 64 threads, 16 FMAs per thread per k. */
@@ -126,13 +126,13 @@ double cublas_sgemm_parts(double m, double n, double k)
 {
 	/*
 	 * cuBLAS on the H100 (ncu, 2026-11-25): where k is long against m x n it
-	 * splits k over about one wave of blocks (grids z = 98, 115, 131, 176) and
-	 * adds cublasLt::splitKreduce_kernel.
+	 * splits k over about one block per SM (grids z = 98, 115, 131 over 1-2
+	 * tiles) and adds cublasLt::splitKreduce_kernel.
 	 */
 	if (k * k <= 4.0 * m * n || k < 16)
 		return 1.0;
 	double tiles = ceil(m / h100::gemm_tile) * ceil(n / h100::gemm_tile);
-	double fill = floor(h100::sms * h100::gemm_blocks_per_sm / tiles);
+	double fill = floor(h100::sms / tiles);
 	return std::max(1.0, std::min(ceil(k / 8.0), fill));
 }
 
