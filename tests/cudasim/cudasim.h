@@ -225,14 +225,14 @@
  *         as long as its slowest thread, whose time is measured as the
  *         simulator runs it: its grid-stride steps (reads of gridDim, 0.2 us
  *         each: an item from and to HBM) and its other loop trips (3 ns each:
- *         a cached load and a multiply-add). Throughput: all items at 12 bytes
- *         against HBM, all trips at 3.7e6 per us. The counting: sim_kernels.cc,
- *         the only translation unit that compiles kernels.cu, defines `for` to
- *         count a trip before each run of the body (the statement stays one
- *         statement; break and continue keep their meaning) and gridDim to count
- *         its reads, after including every header but kernels.cu and the
- *         element bodies it includes (include/elem.h). nvcc never sees either
- *         macro: cuda/kernels.cu stays plain CUDA C.
+ *         a cached load and a multiply-add). Throughput: all items at 24 bytes
+ *         against HBM, all trips at 3.7e6 per us. The counting: loop_hook.h,
+ *         included by sim_kernels.cc (the only translation unit that compiles
+ *         kernels.cu) after every header but kernels.cu and the element bodies
+ *         it includes (include/elem.h), defines `for` to count a trip before
+ *         each run of the body (the statement stays one statement; break and
+ *         continue keep their meaning) and gridDim to count its reads. nvcc
+ *         never sees either macro: cuda/kernels.cu stays plain CUDA C.
  *       - a GEMM (cublasSgemm, cublasLtMatmul): blocks of 32 x 32 tiles of D
  *         with 64 threads (16 FMAs per thread per k, 1.3 ns each: a SIMT
  *         kernel, no tensor cores), 4 blocks per SM, times the split-K parts,
@@ -243,8 +243,9 @@
  *         (DRELU_BGRAD, BGRADA, BGRADB) adds the separate kernel the H100 runs
  *         (epilogue::globalKernelBgradAB: 64 threads per output's sum).
  *         cublasSgemm splits k as cuBLAS did on the H100 where k^2 > 4mn:
- *         into min(k / 8, 528 / tiles) parts, plus a reduction kernel;
- *         cublasSgemv is a dot kernel and a reduction kernel.
+ *         into min(k / 8, 132 / tiles) parts (about one block per SM), plus a
+ *         reduction kernel; with m or n 1, and cublasSgemv, it is a dot kernel
+ *         and a reduction kernel, bound by reading the operands.
  *       - copies and memsets: one kernel's overhead and their bytes through
  *         HBM (twice for a copy); a collective: one kernel moving its buffer
  *         twice (the wait for other ranks and the links are not modelled).
