@@ -58,7 +58,8 @@ build() { # COMMIT
 			sed -i 's|^#include "../../cuda/kernels.cu"|#define KERNEL_LAUNCH(kernel, geom, stream, ...) KERNEL_LAUNCH_ON(kernel, geom, stream, __VA_ARGS__)\n#include "../../cuda/kernels.cu"|' \
 				"$dir/src/tests/cudasim/sim_kernels.cc"
 		fi
-		# The simulator's sources that commit's CMake list does not name.
+		# The simulator's sources that commit's CMake list does not name (a source file
+		# added to the simulator later goes here too).
 		local cm=$dir/src/tests/cmake/45-cudasim.cmake
 		grep -q 'timing.cc' "$cm" ||
 			sed -i 's|\${MNIST_CUDASIM_DIR}/nccl.cc)|${MNIST_CUDASIM_DIR}/nccl.cc ${MNIST_CUDASIM_DIR}/timing.cc)|' "$cm"

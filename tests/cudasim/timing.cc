@@ -24,7 +24,7 @@
 
 namespace cudasim {
 
-/* Loop trips and grid-stride steps of the thread being run (the sim_kernels.cc hooks count them). */
+/* Loop trips and grid-stride steps of the thread being run (loop_hook.h counts them). */
 unsigned long long trips = 0, strides = 0;
 
 namespace h100 {
