@@ -50,6 +50,7 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,8 @@
 #define CUDA_NCCL_AGREE_SECONDS 120.0
 
 /* A collective queued on the stream, for the deadline message. */
+enum { CUDA_STEP_EVENTS = 64, CUDA_STEP_TIMES = 1 << 16 };
+
 struct cuda_pending {
 	const char *what; /* "allreduce" or "broadcast"; NULL when none */
 	int epoch, step;  /* the position it was queued at; epoch -1: at start-up */
@@ -95,7 +98,26 @@ struct cuda_ctx {
 	int epoch, step;       /* from set_position: where the next collectives belong */
 	struct cuda_pending pending;        /* latest collective queued, not yet waited for */
 	struct cuda_pending before_capture; /* pending when a capture began */
+
+	/*
+	 * On the CUDA simulator only (CUDASIM: tests/cudasim/cudasim.h, rule 10):
+	 * an event at each step's start, and the intervals between consecutive
+	 * ones, read once a wait has completed them (no wait of their own), for
+	 * the summary's sim_step_us. On a GPU none is recorded: its step is
+	 * timed as it was, by the host's clock (bench/train).
+	 */
+	cudaEvent_t step_ev[CUDA_STEP_EVENTS]; /* [0, step_n) recorded since the last wait */
+	int step_n;
+	float *step_us;  /* intervals, microseconds; NULL on a GPU (nothing recorded) */
+	size_t step_count;
 };
+
+/* Whether step_ev and sim_step_us time steps: the module was built against the simulator. */
+#if defined(CUDASIM)
+#define CUDA_TIME_STEPS 1
+#else
+#define CUDA_TIME_STEPS 0
+#endif
 
 /* A captured step: the executable graph, its node count and the collective it holds (or NULL). */
 struct cuda_graph {
@@ -151,6 +173,25 @@ static void note_collective(struct cuda_ctx *c, const char *what)
 }
 
 /*
+ * After a wait (every event recorded is complete): the intervals between the
+ * step-start events, the last one kept as the start of the next interval.
+ */
+static void step_times_read(struct cuda_ctx *c)
+{
+	if (c->step_n < 2)
+		return;
+	for (int i = 1; i < c->step_n && c->step_us && c->step_count < CUDA_STEP_TIMES; i++) {
+		float ms = 0.0f;
+		CUDA_CHECK(cudaEventElapsedTime(&ms, c->step_ev[i - 1], c->step_ev[i]));
+		c->step_us[c->step_count++] = ms * 1000.0f;
+	}
+	cudaEvent_t last = c->step_ev[c->step_n - 1];
+	c->step_ev[c->step_n - 1] = c->step_ev[0];
+	c->step_ev[0] = last;
+	c->step_n = 1;
+}
+
+/*
  * Wait for all queued work. With a deadline and a collective pending, poll an
  * event instead of blocking: spin for the first 2 ms (a normal step), then
  * yield, and past 50 ms nap 0.2 ms between polls.
@@ -183,6 +224,7 @@ static void cuda_wait(struct cuda_ctx *c)
 	c->pending.what = NULL;
 	if (c->nccl)
 		check_nccl_async(c);
+	step_times_read(c);
 }
 
 /* ---- memory ----------------------------------------------------------------- */
@@ -401,6 +443,31 @@ static void cuda_set_position(void *ctx, int epoch, int step)
 	struct cuda_ctx *c = ctx_of(ctx);
 	c->epoch = epoch;
 	c->step = step;
+	/* A step starts (simulator only): stamp it, while there is an event free. */
+	if (c->step_us && c->step_n < CUDA_STEP_EVENTS) {
+		if (!c->step_ev[c->step_n])
+			CUDA_CHECK(cudaEventCreate(&c->step_ev[c->step_n]));
+		CUDA_CHECK(cudaEventRecord(c->step_ev[c->step_n], c->stream));
+		c->step_n++;
+	}
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
+static double cuda_sim_step_us(void *ctx)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	if (!c->step_us)
+		return -1.0; /* a GPU: steps are not timed here */
+	if (c->step_count == 0)
+		return NAN;
+	qsort(c->step_us, c->step_count, sizeof(float), cmp_float);
+	size_t h = c->step_count / 2;
+	return c->step_count % 2 ? c->step_us[h] : 0.5 * ((double)c->step_us[h - 1] + c->step_us[h]);
 }
 
 /* ---- timing (--profile) --------------------------------------------------------- */
@@ -565,6 +632,10 @@ static void teardown_local(struct cuda_ctx *c)
 		cudaFree(c->gemm.workspace);
 	if (c->waited)
 		cudaEventDestroy(c->waited);
+	for (int i = 0; i < CUDA_STEP_EVENTS; i++)
+		if (c->step_ev[i])
+			cudaEventDestroy(c->step_ev[i]);
+	free(c->step_us);
 	if (c->stream)
 		cudaStreamDestroy(c->stream);
 	(void)cudaGetLastError();
@@ -592,6 +663,10 @@ static void cuda_destroy(void *ctx)
 	c->gemm.workspace = NULL;
 	CUDA_CHECK(cudaEventDestroy(c->waited));
 	c->waited = NULL;
+	for (int i = 0; i < CUDA_STEP_EVENTS; i++)
+		if (c->step_ev[i])
+			CUDA_CHECK(cudaEventDestroy(c->step_ev[i]));
+	free(c->step_us);
 	CUDA_CHECK(cudaStreamDestroy(c->stream));
 	c->stream = NULL;
 	free(c);
@@ -622,6 +697,7 @@ static const struct backend_ops cuda_ops = {
 	.replay = cuda_replay,
 	.graph_destroy = cuda_graph_destroy,
 	.graph_nodes = cuda_graph_nodes,
+	.sim_step_us = cuda_sim_step_us,
 	.set_timeout = cuda_set_timeout,
 	.set_position = cuda_set_position,
 	.set_tf32 = cuda_set_tf32,
@@ -666,6 +742,12 @@ static int setup_local(struct cuda_ctx *c, const struct dist *d, int device, cha
 	rc = cudaEventCreateWithFlags(&c->waited, cudaEventDisableTiming);
 	if (rc != cudaSuccess)
 		return fail_cuda(why, whylen, "cudaEventCreateWithFlags", rc);
+	/* Only on the simulator does step_us exist, and with it the step events. */
+	if (CUDA_TIME_STEPS) {
+		c->step_us = (float *)malloc(CUDA_STEP_TIMES * sizeof(float));
+		if (!c->step_us)
+			return fail_cuda(why, whylen, "malloc (step times)", cudaErrorMemoryAllocation);
+	}
 	rc = cudaMalloc(&c->gemm.workspace, CUDA_BLAS_WORKSPACE_BYTES);
 	if (rc != cudaSuccess)
 		return fail_cuda(why, whylen, "cudaMalloc (cuBLAS workspace)", rc);

@@ -216,6 +216,8 @@ int main(int argc, char **argv)
 			.backend_fallback = be.fallback[0] ? be.fallback : NULL,
 			/* A backend that captures steps says how many nodes one holds. */
 			.graph_nodes = backend_can_capture(&be) ? res.graph_nodes : -1,
+			/* On the CUDA simulator: its modelled step (tests/cudasim/cudasim.h, rule 10). */
+			.sim_step_us = backend_sim_step_us(&be),
 		};
 		report_summary(stdout, &s);
 	}

@@ -236,6 +236,14 @@ struct backend_ops {
 	size_t (*graph_nodes)(void *ctx, void *graph);
 
 	/*
+	 * Optional: on a simulated device (the CUDA simulator, tests/cudasim/
+	 * cudasim.h rule 10), the median interval between the starts of
+	 * consecutive steps as events stamp them on its modelled clock, in
+	 * microseconds (NAN before two steps were timed); negative on a real device.
+	 */
+	double (*sim_step_us)(void *ctx);
+
+	/*
 	 * Optional collective deadline (docs/reliability.md). set_timeout: an
 	 * allreduce or broadcast not complete after `seconds` (0: no deadline)
 	 * ends the job: each rank that waits prints
@@ -420,6 +428,11 @@ static inline void backend_graph_destroy(const struct backend *b, void *graph)
 static inline size_t backend_graph_nodes(const struct backend *b, void *graph)
 {
 	return graph && b->ops->graph_nodes ? b->ops->graph_nodes(b->ctx, graph) : 0;
+}
+/* A simulated device's modelled median step, us; negative when there is none. */
+static inline double backend_sim_step_us(const struct backend *b)
+{
+	return b->ops->sim_step_us ? b->ops->sim_step_us(b->ctx) : -1.0;
 }
 static inline void backend_set_timeout(const struct backend *b, double seconds)
 {

@@ -45,6 +45,10 @@ void report_summary(FILE *f, const struct summary *s)
 		s->test_images);
 	if (s->graph_nodes >= 0)
 		fprintf(f, " graph_nodes=%lld", s->graph_nodes);
+	if (isnan(s->sim_step_us))
+		fprintf(f, " sim_step_us=nan");
+	else if (s->sim_step_us > 0.0)
+		fprintf(f, " sim_step_us=%.1f", s->sim_step_us);
 	if (s->backend_fallback)
 		fprintf(f, " backend_fallback=%s", s->backend_fallback);
 	fprintf(f, "\n");

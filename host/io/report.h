@@ -32,11 +32,13 @@ struct summary {
 	long long test_images; /* test examples scored (0 without a test set) */
 	const char *backend_fallback; /* why --backend auto ran on the host with GPUs present, or NULL */
 	long long graph_nodes; /* nodes of the captured step (0: steps ran uncaptured); -1: not shown */
+	double sim_step_us; /* a simulated device's modelled median step (us), NAN: none timed; <= 0: not shown */
 };
 
 /*
  * "summary: model=... backend=... ranks=... ..." (keys in the contract's order),
- * then graph_nodes=N unless s->graph_nodes is -1, and backend_fallback=REASON when
+ * then graph_nodes=N unless s->graph_nodes is -1, sim_step_us=X when
+ * s->sim_step_us > 0 or NAN (a simulated device), and backend_fallback=REASON when
  * s->backend_fallback is set.
  */
 void report_summary(FILE *f, const struct summary *s);

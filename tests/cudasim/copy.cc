@@ -65,6 +65,7 @@ static cudaError_t copy_after(cudaStream_t stream, const char *api, void *dst, c
 	if (rc == cudaSuccess) {
 		window open;
 		memmove(dst, src, bytes);
+		host_pageable_copy(bytes); /* the time model (rule 10): the host waits for the copy */
 	}
 	return rc;
 }
@@ -169,6 +170,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
 	op o;
 	o.label = std::string("cudaMemcpyAsync ") + kind_name(sk) + " to " + kind_name(dk);
 	o.run = [dst, src, bytes]() { memmove(dst, src, bytes); };
+	o.us = bytes_us(2.0 * (double)bytes);
 	return submit(stream, std::move(o));
 }
 
@@ -202,6 +204,7 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t str
 	op o;
 	o.label = "cudaMemsetAsync";
 	o.run = [ptr, value, bytes]() { memset(ptr, value, bytes); };
+	o.us = bytes_us((double)bytes);
 	return submit(stream, std::move(o));
 }
 

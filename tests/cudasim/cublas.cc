@@ -20,6 +20,7 @@
  * environment turns TF32 off whatever the handle asks, as NVIDIA's libraries
  * document. cublasSgemv has no tensor-core path: float32 in every mode.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,6 +247,24 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
 	o.run = [=]() {
 		sgemm_reference(ta, tb, m, n, al == 0.0 ? 0 : k, al, a, lda, b, ldb, be, c, ldc, tf32);
 	};
+	/* The time model (rule 10): cuBLAS's split-K as on the H100, then its reduction kernel. */
+	double parts = cublas_sgemm_parts(m, n, k);
+	gemm_cost g = gemm_model(m, n, k, parts);
+	o.us = g.us + (parts > 1 ? splitk_reduce_us(m, n, parts) : 0.0);
+	o.kernels = parts > 1 ? 2 : 1;
+	if (m == 1 || n == 1) {
+		/* A matrix-vector product: cuBLAS's dot and reduction kernels, as on the H100. */
+		parts = 1;
+		g.blocks = ceil((double)m * n * k / 4096.0);
+		g.k_per_block = ceil(k / ceil(g.blocks / ((double)m * n)));
+		o.us = bytes_us(4.0 * ((double)m * k + (double)k * n)) + splitk_reduce_us(m, n, 128);
+		o.kernels = 2;
+	}
+	char shape[160];
+	snprintf(shape, sizeof(shape), " m=%d n=%d k=%d, %g block%s of k=%g%s", m, n, k, g.blocks,
+		 g.blocks == 1 ? "" : "s", g.k_per_block,
+		 o.kernels == 2 ? (parts > 1 ? " + split-K reduction" : " as dot + reduction kernels") : "");
+	o.detail = o.label + shape;
 	return submit(handle->stream, std::move(o)) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
 								    : CUBLAS_STATUS_EXECUTION_FAILED;
 }
@@ -282,6 +301,9 @@ cublasStatus_t cublasSgemv(cublasHandle_t handle, cublasOperation_t trans, int m
 			*yi = (float)(al * acc + (be == 0.0 ? 0.0 : be * (double)*yi));
 		}
 	};
+	/* The time model (rule 10): a dot kernel over blocks and a reduction kernel, as on the H100. */
+	o.us = bytes_us(4.0 * m * n) + splitk_reduce_us(yn, 1, 128);
+	o.kernels = 2;
 	return submit(handle->stream, std::move(o)) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
 								    : CUBLAS_STATUS_EXECUTION_FAILED;
 }

@@ -281,7 +281,7 @@ static cublasStatus_t describe_problem(cublasLtMatmulDesc_t desc, cublasLtMatrix
  * The heuristic's own rule, as the project's H100 run showed cuBLAS choosing
  * (split-K GEMMs with a separate cublasLt::splitKreduce_kernel where k is long
  * against m x n; NVIDIA documents no rule): split-K first when k^2 > 4 m n,
- * into min(8, k) parts.
+ * into min(8, k) parts; then no split-K; split-K in place last (candidates()).
  */
 static int64_t splitk_parts(const lt_problem &p)
 {
@@ -335,11 +335,11 @@ static std::vector<lt_algo> candidates(const lt_problem &p)
 {
 	std::vector<lt_algo> out;
 	int32_t parts = (int32_t)splitk_parts(p);
-	if (parts > 1) {
+	if (parts > 1)
 		out.push_back(make_algo(parts, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
-		out.push_back(make_algo(parts, CUBLASLT_REDUCTION_SCHEME_INPLACE));
-	}
 	out.push_back(make_algo(1, CUBLASLT_REDUCTION_SCHEME_NONE));
+	if (parts > 1)
+		out.push_back(make_algo(parts, CUBLASLT_REDUCTION_SCHEME_INPLACE));
 	return out;
 }
 
@@ -943,6 +943,24 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
 	bool two = r.algo.splitk > 1 && (r.algo.scheme == CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE ||
 					 r.algo.scheme == CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE);
 	std::string what = r.tf32 ? "cublasLtMatmul (TF32)" : "cublasLtMatmul";
+	/*
+	 * The time model (rule 10): the GEMM kernel over its blocks (32 x 32
+	 * tiles of D, times the split-K parts); the separate reduction kernel of
+	 * a COMPUTE_TYPE or OUTPUT_TYPE split; a bias-gradient epilogue as the
+	 * separate kernel the H100 runs (epilogue::globalKernelBgradAB).
+	 */
+	double parts = r.algo.splitk > 1 ? (double)r.algo.splitk : 1.0;
+	gemm_cost g = gemm_model((double)p.m, (double)p.n, (double)p.k, parts);
+	uint32_t ep = p.desc.epilogue;
+	bool bgrad = ep == CUBLASLT_EPILOGUE_DRELU_BGRAD || ep == CUBLASLT_EPILOGUE_BGRADA ||
+		     ep == CUBLASLT_EPILOGUE_BGRADB;
+	double bg_out = ep == CUBLASLT_EPILOGUE_BGRADB ? (double)p.n : (double)p.m;
+	double bg_len = ep == CUBLASLT_EPILOGUE_BGRADA || ep == CUBLASLT_EPILOGUE_BGRADB ? (double)p.k
+									      : (double)p.n;
+	char shape[160];
+	snprintf(shape, sizeof(shape), " m=%lld n=%lld k=%lld, %g block%s of k=%g%s",
+		 (long long)p.m, (long long)p.n, (long long)p.k, g.blocks, g.blocks == 1 ? "" : "s",
+		 g.k_per_block, parts > 1 ? (two ? ", split-K" : ", split-K in place") : "");
 	if (two) {
 		op first;
 		first.label = what + " (split-K partial products)";
@@ -950,6 +968,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
 			check_pointers(r);
 			partial_products(r);
 		};
+		first.us = g.us;
+		first.detail = what + " (split-K partial products)" + shape;
 		if (submit(stream, std::move(first)) != cudaSuccess)
 			return CUBLAS_STATUS_EXECUTION_FAILED;
 	}
@@ -959,6 +979,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
 		check_pointers(r);
 		finish(r, two);
 	};
+	last.us = two ? splitk_reduce_us((double)p.m, (double)p.n, parts) : g.us;
+	last.detail = two ? what + " (split-K reduction)" + shape : what + shape;
+	if (bgrad) {
+		last.us += bgrad_us(bg_out, bg_len);
+		last.kernels += 1;
+		last.detail += " + bias-gradient kernel";
+	}
 	return submit(stream, std::move(last)) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
 							       : CUBLAS_STATUS_EXECUTION_FAILED;
 }

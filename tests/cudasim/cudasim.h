@@ -121,9 +121,12 @@
  *     shared/gpu-runs/2026-11-25-h100/ncu-*.csv): when k^2 > 4 m n, first
  *     split-K into min(8, k) parts reduced in a separate step
  *     (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE, workspace parts x m x n x 4
- *     bytes), then split-K reduced in place (INPLACE, a workspace of counters,
- *     4 bytes per 32 x 32 tile of D rounded up to 256), then no split-K;
- *     otherwise no split-K only. cublasLtMatmul reads alpha and beta at the
+ *     bytes), then no split-K, then split-K reduced in place (INPLACE, a
+ *     workspace of counters, 4 bytes per 32 x 32 tile of D rounded up to
+ *     256); otherwise no split-K only. (No split-K before in-place: the step
+ *     times of the H100 run at c143872, where the backend takes the first
+ *     algorithm with no reduction kernel, fit no split-K for the long-k GEMMs
+ *     and not a split in place: rule 10, docs/benchmarks.md.) cublasLtMatmul reads alpha and beta at the
  *     call (a graph keeps them), takes no algorithm as the heuristic's first
  *     that needs no workspace, and refuses (INVALID_VALUE) a workspace smaller
  *     than the algorithm needs or not 256-byte aligned, and C == D with
@@ -210,7 +213,69 @@
  *     cudaDriverGetVersion gives 0 (what these development machines show);
  *     too old a driver: the same error, with the driver's version.
  *
- * Not modelled: timing and performance; real concurrency (one host thread runs
+ * 10. Time (timing.cc), a model of one H100 SXM (132 SMs, ~60 TFLOP/s fp32
+ *     SIMT, ~3.35 TB/s HBM3), its figures set from the project's two H100 runs
+ *     (shared/gpu-runs/: Nsight Compute per kernel, step medians) and checked
+ *     against them by calibrate.sh (docs/benchmarks.md). Every operation gets a
+ *     modelled duration when it runs:
+ *       - a kernel: a launch overhead (1.8 us per kernel node of a replayed
+ *         graph, 2.5 us launched on a stream), plus the larger of its serial
+ *         time and its throughput time. Serial: the blocks run in waves over
+ *         the SMs (min(32, 2048 / threads per block) blocks per SM), each wave
+ *         as long as its slowest thread, whose time is measured as the
+ *         simulator runs it: its grid-stride steps (reads of gridDim, 0.2 us
+ *         each: an item from and to HBM) and its other loop trips (3 ns each:
+ *         a cached load and a multiply-add). Throughput: all items at 24 bytes
+ *         against HBM, all trips at 3.7e6 per us. The counting: loop_hook.h,
+ *         included by sim_kernels.cc (the only translation unit that compiles
+ *         kernels.cu) after every header but kernels.cu and the element bodies
+ *         it includes (include/elem.h), defines `for` to count a trip before
+ *         each run of the body (the statement stays one statement; break and
+ *         continue keep their meaning) and gridDim to count its reads. nvcc
+ *         never sees either macro: cuda/kernels.cu stays plain CUDA C.
+ *       - a GEMM (cublasSgemm, cublasLtMatmul): blocks of 32 x 32 tiles of D
+ *         with 64 threads (16 FMAs per thread per k, 1.3 ns each: a SIMT
+ *         kernel, no tensor cores), 4 blocks per SM, times the split-K parts,
+ *         each block walking k / parts; at least 2mnk FLOPs at the fp32 rate
+ *         and A, B and the parts of D through HBM. A cuBLASLt split-K with a
+ *         separate reduction (COMPUTE_TYPE, OUTPUT_TYPE) adds its reduction
+ *         kernel (rule 7's second operation); a bias-gradient epilogue
+ *         (DRELU_BGRAD, BGRADA, BGRADB) adds the separate kernel the H100 runs
+ *         (epilogue::globalKernelBgradAB: 64 threads per output's sum).
+ *         cublasSgemm splits k as cuBLAS did on the H100 where k^2 > 4mn:
+ *         into min(k / 8, 132 / tiles) parts (about one block per SM), plus a
+ *         reduction kernel; with m or n 1, and cublasSgemv, it is a dot kernel
+ *         and a reduction kernel, bound by reading the operands.
+ *       - copies and memsets: one kernel's overhead and their bytes through
+ *         HBM (twice for a copy); a collective: one kernel moving its buffer
+ *         twice (the wait for other ranks and the links are not modelled).
+ *     Each stream has a clock: an operation starts at the later of the end of
+ *     the one before it and the moment the host's launch reaches the device,
+ *     and ends its duration later. The host has a clock too: a kernel or
+ *     library launch costs it 2.5 us per kernel (the device may start the
+ *     work 1 us later), cudaGraphLaunch 2.5 us (its nodes may start 2.5 us
+ *     later), cudaEventRecord 0.3 us, a pageable copy 8 us plus its bytes at
+ *     20 GB/s; a blocking wait returns 2 us after the work's end, and a poll
+ *     that sees an event complete moves the host to its time. cudaEventRecord
+ *     stamps the modelled time its stream reaches it; cudaEventElapsedTime
+ *     gives the modelled milliseconds between two completed records (as CUDA
+ *     documents: cudaErrorInvalidResourceHandle for an event never recorded,
+ *     recorded only into a graph, or created with cudaEventDisableTiming;
+ *     cudaErrorNotReady until both have run; it runs nothing itself). So a
+ *     step timed with events on the simulator is modelled time, host overhead
+ *     of its launches and of a per-step synchronisation included.
+ *       CUDASIM_TIME_REPORT=1      at exit, rank 0 writes on stderr the median
+ *       CUDASIM_TIME_REPORT=PATH   interval between launches of one graph (the
+ *                                  modelled step, graph replay) and the ops of
+ *                                  the last replay with their modelled times,
+ *                                  longest first (or into PATH)
+ *     What the model leaves out: clocks and power states, caches beyond the
+ *     per-trip figures, occupancy limits from registers and shared memory,
+ *     overlap between streams (one stream's work never overlaps another's
+ *     here), the real cuBLAS kernels' tiles (one tile shape stands for all),
+ *     and timing across ranks.
+ *
+ * Not modelled: real concurrency (one host thread runs
  * everything, streams never overlap, so races between streams cannot show); a
  * GPU's progress on its own: queued work runs only when its own process waits
  * for it or polls it, so a rank that blocks elsewhere (in an MPI call, say)
@@ -242,6 +307,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cuda_runtime.h"
 
@@ -322,6 +388,11 @@ struct op {
 	std::string label;                 /* "kernel sgd_update_kernel", "cublasSgemm", ... */
 	std::function<void()> run;         /* synchronous work, run inside a window */
 	std::function<std::unique_ptr<async_work>()> start; /* or: a fresh collective per run */
+	/* The time model (rule 10). */
+	double us = 0.0;   /* modelled device time of the work, launch overhead apart (a kernel's run sets it) */
+	int kernels = 1;   /* kernels it is on a GPU, each paying the launch overhead; 0: a marker */
+	std::string detail; /* what the time report names it by (the label when empty) */
+	std::function<void(double start)> stamp; /* a marker's: told the modelled time it is reached */
 };
 
 /* Queue o on stream (or record it while the stream captures). */
@@ -338,6 +409,51 @@ cudaError_t refuse_during_capture();
 void drain_all(const char *api);
 /* Run stream's queued work to the end, blocking. */
 cudaError_t drain(cudaStream_t stream, const char *api);
+
+/* ---- the time model (timing.cc; rule 10) ---------------------------------------------- */
+
+/*
+ * The kernel thread being run: its loop trips (every `for` of kernels.cu and
+ * the element bodies) and its grid-stride steps (reads of gridDim), counted
+ * by sim_kernels.cc's hooks.
+ */
+extern unsigned long long trips, strides;
+/* The op being run sets this to its modelled device time (a kernel, from the trips it measured). */
+extern double run_us;
+/* One thread's serial time: items (grid-stride steps) and the loop trips in all. */
+double thread_us(unsigned long long items, unsigned long long loop_trips);
+/* Modelled time of a kernel: each block's slowest thread, all threads' items and trips. */
+double kernel_us(unsigned block, const std::vector<double> &block_us, unsigned long long total_items,
+		 unsigned long long total_trips);
+/* Moving bytes through HBM. */
+double bytes_us(double bytes);
+/* Per kernel: in a replayed graph or launched on a stream. */
+double launch_overhead_us(bool graph);
+/* A SIMT GEMM of m x n x k split into parts along k: blocks, k per block, time (no launch). */
+struct gemm_cost {
+	double blocks, k_per_block, us;
+};
+gemm_cost gemm_model(double m, double n, double k, double parts);
+/* The separate split-K reduction kernel, and cuBLASLt's separate bias-gradient kernel. */
+double splitk_reduce_us(double m, double n, double parts);
+double bgrad_us(double outputs, double len);
+/* The split cublasSgemm chooses (as cuBLAS did on the H100): 1 for none. */
+double cublas_sgemm_parts(double m, double n, double k);
+/* The host's modelled clock, microseconds. */
+double host_now();
+void host_spend(double us);
+/* A blocking wait for work that ends at device_time; polling that saw it done. */
+void host_waited(double device_time);
+void host_observed(double device_time);
+void host_pageable_copy(size_t bytes);
+double host_launch_cost_us();
+double host_event_cost_us();
+double host_graph_launch_cost_us();
+double graph_latency_us();
+double stream_latency_us();
+/* For CUDASIM_TIME_REPORT: a graph launched at host_time; an op of a replay done in us. */
+void note_graph_launch(const void *exec, double host_time);
+void note_op_time(uint64_t replay, const std::string &what, double us);
 
 /* ---- cuBLAS and cuBLASLt (cublas.cc, cublaslt.cc) ------------------------------------- */
 

@@ -155,6 +155,11 @@ mutant nccl-at-one-rank $B \
 mutant sum-scaled-as-mean $B \
 	'ncclAllReduce(buf, buf, n, ncclFloat, op == REDUCE_SUM' 'ncclAllReduce(buf, buf, n, ncclFloat, op != REDUCE_SUM' \
 	'gpu_allreduce_sim_2'
+# Issue 26: a bug only the time model sees (every result the same, every kernel one
+# thread per block, so each thread walks 256 times the items): the modelled step's bounds.
+mutant one-thread-per-block $K \
+	$'\tg.block = KERNEL_BLOCK;' $'\tg.block = 1;' \
+	'mnist_train_sim_step_time_seed|mnist_train_sim_step_time_mlp'
 
 if [ $list -eq 1 ]; then
 	for i in "${!names[@]}"; do

@@ -431,6 +431,12 @@ static ncclResult_t enqueue(const char *call, coll_kind kind, const void *send, 
 	o.label = std::string(call);
 	std::shared_ptr<const coll_spec> fixed = spec;
 	o.start = [fixed]() { return std::unique_ptr<async_work>(new coll_run(fixed)); };
+	/*
+	 * The time model (rule 10): one kernel reading and writing the buffer
+	 * (the H100's oneRankReduce at one rank); the links between GPUs and the
+	 * wait for the other ranks are not modelled.
+	 */
+	o.us = bytes_us(2.0 * (double)bytes);
 	if (submit(stream, std::move(o)) != cudaSuccess)
 		return fail(ncclUnhandledCudaError, "%s: the stream refused the work (%s)", call,
 			    cudaGetErrorName(cudaPeekAtLastError()));

@@ -2,5 +2,24 @@
  * sim_kernels.cc - cuda/kernels.cu, unchanged, compiled by the host C++ compiler
  * against the simulator's stand-in headers (tests/cudasim/, first on the
  * include path). Tests only: the product builds cuda/kernels.cu with nvcc.
+ *
+ * The loop hooks (loop_hook.h; cudasim.h, rule 10) count each thread's
+ * serial work as the simulator runs it: every header that holds code of its
+ * own comes first, so that they reach only kernels.cu and the element bodies
+ * it includes (include/elem.h).
  */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "cudasim.h"
+
+#include "loop_hook.h"
+
 #include "../../cuda/kernels.cu"

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -33,7 +34,11 @@ struct CUstream_st {
 	struct entry {
 		cudasim::op o;
 		std::unique_ptr<cudasim::async_work> work;
+		double ready = 0.0;  /* modelled time the device may start it (rule 10) */
+		bool graph = false;  /* a node of a replayed graph */
+		uint64_t replay = 0; /* which replay, for the time report */
 	};
+	double clock = 0.0; /* modelled time its last completed op ended (rule 10) */
 	std::deque<entry> queue;
 	uint64_t submitted = 0, completed = 0;
 	cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -42,7 +47,15 @@ struct CUstream_st {
 	std::vector<cudasim::op> recorded;
 };
 
+/* The modelled time an event's record was reached (rule 10). */
+struct event_stamp {
+	double t = 0.0;
+	bool done = false;
+};
+
 struct CUevent_st {
+	bool timing = true;            /* not created with cudaEventDisableTiming */
+	std::shared_ptr<event_stamp> stamp; /* of its last record outside a capture; NULL: none */
 	CUstream_st *stream = nullptr; /* where it was last recorded */
 	uint64_t seq = 0;              /* complete once stream->completed reaches it */
 	uint64_t capture_id = 0;       /* non-zero: recorded into that capture */
@@ -68,6 +81,8 @@ static CUstream_st legacy_stream;
 static std::set<CUstream_st *> streams = {&legacy_stream};
 static std::set<CUevent_st *> events;
 static uint64_t next_capture_id = 1;
+static uint64_t next_replay = 1;
+double run_us = 0.0;
 
 static CUstream_st *lookup(cudaStream_t h)
 {
@@ -109,7 +124,10 @@ cudaError_t submit(cudaStream_t h, op o)
 		s->recorded.push_back(std::move(o));
 		return cudaSuccess;
 	}
-	s->queue.push_back(CUstream_st::entry{std::move(o), nullptr});
+	/* The host pays for the launch; the device may start it a little later (rule 10). */
+	host_spend(host_launch_cost_us() * (o.kernels > 0 ? o.kernels : 1));
+	double ready = host_now() + stream_latency_us();
+	s->queue.push_back(CUstream_st::entry{std::move(o), nullptr, ready, false, 0});
 	s->submitted++;
 	return cudaSuccess;
 }
@@ -134,16 +152,25 @@ static bool advance(CUstream_st *s, uint64_t upto)
 	std::optional<window> open;
 	while (s->completed < upto && !s->queue.empty()) {
 		CUstream_st::entry &e = s->queue.front();
+		run_us = e.o.us;
 		if (e.o.start) {
 			if (!e.work)
 				e.work = e.o.start();
 			if (!e.work->advance())
 				return false;
-		} else {
+		} else if (e.o.run) {
 			if (!open)
 				open.emplace();
 			e.o.run();
 		}
+		/* The time model (rule 10): in order, not before the host launched it. */
+		double start = std::max(s->clock, e.ready);
+		double took = run_us + e.o.kernels * launch_overhead_us(e.graph);
+		if (e.o.stamp)
+			e.o.stamp(start);
+		s->clock = start + took;
+		if (e.o.kernels > 0)
+			note_op_time(e.replay, e.o.detail.empty() ? e.o.label : e.o.detail, took);
 		s->queue.pop_front();
 		s->completed++;
 	}
@@ -178,6 +205,7 @@ static void wait_for(CUstream_st *s, uint64_t upto, const char *api)
 			nanosleep(&nap, NULL);
 		}
 	}
+	host_waited(s->clock); /* the host returns once the work is done (rule 10) */
 }
 
 cudaError_t drain(cudaStream_t h, const char *api)
@@ -235,9 +263,18 @@ cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, u
 		blockDim = {block, 1, 1};
 		blockIdx = {0, 0, 0};
 		threadIdx = {0, 0, 0};
+		/* Each thread's loop trips, counted by the hook (rule 10): its serial work. */
+		std::vector<double> worst(grid, 0.0);
+		unsigned long long items = 0, loops = 0;
 		for (blockIdx.x = 0; blockIdx.x < grid; blockIdx.x++)
-			for (threadIdx.x = 0; threadIdx.x < block; threadIdx.x++)
+			for (threadIdx.x = 0; threadIdx.x < block; threadIdx.x++) {
+				trips = strides = 0;
 				body();
+				items += strides;
+				loops += trips;
+				worst[blockIdx.x] = std::max(worst[blockIdx.x], thread_us(strides, trips));
+			}
+		run_us = kernel_us(block, worst, items, loops);
 	};
 	return submit(stream, std::move(o)); /* an unknown stream or an invalidated capture: set */
 }
@@ -328,6 +365,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 	if (!event || (flags & ~cudaEventDisableTiming))
 		return set_error(cudaErrorInvalidValue);
 	CUevent_st *e = new CUevent_st;
+	e->timing = !(flags & cudaEventDisableTiming);
 	events.insert(e);
 	*event = e;
 	return cudaSuccess;
@@ -358,7 +396,21 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 	if (s->capture == cudaStreamCaptureStatusActive) {
 		event->capture_id = s->capture_id; /* a node of the graph, not a point in the queue */
 		event->seq = 0;
+		event->stamp = nullptr;
 	} else {
+		/* A marker in the stream: stamped with the modelled time it is reached (rule 10). */
+		host_spend(host_event_cost_us());
+		auto st = std::make_shared<event_stamp>();
+		op o;
+		o.label = "cudaEventRecord";
+		o.kernels = 0;
+		o.stamp = [st](double t) {
+			st->t = t;
+			st->done = true;
+		};
+		s->queue.push_back(CUstream_st::entry{std::move(o), nullptr, host_now(), false, 0});
+		s->submitted++;
+		event->stamp = st;
 		event->capture_id = 0;
 		event->seq = s->submitted;
 	}
@@ -384,7 +436,30 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 		return invalidate_captures();
 	if (!event->stream || event->capture_id)
 		return cudaSuccess;
-	return advance(event->stream, event->seq) ? cudaSuccess : cudaErrorNotReady;
+	if (!advance(event->stream, event->seq))
+		return cudaErrorNotReady;
+	if (event->stamp && event->stamp->done)
+		host_observed(event->stamp->t); /* the host polled until then (rule 10) */
+	return cudaSuccess;
+}
+
+/*
+ * Modelled milliseconds between two completed records (rule 10). As CUDA
+ * documents: cudaErrorInvalidResourceHandle for an event never recorded or
+ * created with cudaEventDisableTiming, cudaErrorNotReady while either has not
+ * completed (here: not yet run; this call runs nothing).
+ */
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+	if (!ms)
+		return set_error(cudaErrorInvalidValue);
+	if (!events.count(start) || !events.count(end) || !start->timing || !end->timing ||
+	    !start->stamp || !end->stamp)
+		return set_error(cudaErrorInvalidResourceHandle);
+	if (!start->stamp->done || !end->stamp->done)
+		return cudaErrorNotReady;
+	*ms = (float)((end->stamp->t - start->stamp->t) / 1000.0);
+	return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
@@ -509,10 +584,23 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
 {
 	if (!exec)
 		return set_error(cudaErrorInvalidValue);
+	CUstream_st *s = lookup(stream);
+	if (!s || s->capture != cudaStreamCaptureStatusNone) {
+		for (const op &o : exec->ops) {
+			cudaError_t rc = submit(stream, o);
+			if (rc != cudaSuccess)
+				return rc;
+		}
+		return cudaSuccess;
+	}
+	/* One launch on the host; the nodes start once it reaches the device (rule 10). */
+	note_graph_launch(exec, host_now());
+	host_spend(host_graph_launch_cost_us());
+	double ready = host_now() + graph_latency_us();
+	uint64_t replay = next_replay++;
 	for (const op &o : exec->ops) {
-		cudaError_t rc = submit(stream, o);
-		if (rc != cudaSuccess)
-			return rc;
+		s->queue.push_back(CUstream_st::entry{o, nullptr, ready, true, replay});
+		s->submitted++;
 	}
 	return cudaSuccess;
 }

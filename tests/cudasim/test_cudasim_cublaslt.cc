@@ -270,16 +270,17 @@ Test(cublaslt, a_long_k_gets_split_k_first_and_the_workspace_limit_filters)
 		  "first: split-K with a separate reduction, got %d parts, scheme %u, %zu bytes",
 		  splitk_of(&res[0].algo), scheme_of(&res[0].algo), res[0].workspaceSize);
 	cr_assert_eq(res[0].workspaceSize, (size_t)splitk_of(&res[0].algo) * 10 * 32 * sizeof(float));
-	cr_assert(splitk_of(&res[1].algo) > 1 && scheme_of(&res[1].algo) == CUBLASLT_REDUCTION_SCHEME_INPLACE);
-	cr_assert(splitk_of(&res[2].algo) == 1 && scheme_of(&res[2].algo) == CUBLASLT_REDUCTION_SCHEME_NONE &&
-		  res[2].workspaceSize == 0);
+	cr_assert(splitk_of(&res[1].algo) == 1 && scheme_of(&res[1].algo) == CUBLASLT_REDUCTION_SCHEME_NONE &&
+		  res[1].workspaceSize == 0);
+	cr_assert(splitk_of(&res[2].algo) > 1 && scheme_of(&res[2].algo) == CUBLASLT_REDUCTION_SCHEME_INPLACE);
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(res[i].state, CUBLAS_STATUS_SUCCESS);
 	cr_assert_eq(heuristic(c, res, 1, &count), CUBLAS_STATUS_SUCCESS);
 	cr_assert_eq(count, 1, "no more than requested");
 	set_max_workspace(c, res[0].workspaceSize - 1);
 	cr_assert_eq(heuristic(c, res, 8, &count), CUBLAS_STATUS_SUCCESS);
-	cr_assert(count == 2 && scheme_of(&res[0].algo) == CUBLASLT_REDUCTION_SCHEME_INPLACE,
+	cr_assert(count == 2 && scheme_of(&res[0].algo) == CUBLASLT_REDUCTION_SCHEME_NONE &&
+			  scheme_of(&res[1].algo) == CUBLASLT_REDUCTION_SCHEME_INPLACE,
 		  "an algorithm needing more workspace than allowed was returned");
 	set_max_workspace(c, 0);
 	cr_assert_eq(heuristic(c, res, 8, &count), CUBLAS_STATUS_SUCCESS);
@@ -290,7 +291,8 @@ Test(cublaslt, a_long_k_gets_split_k_first_and_the_workspace_limit_filters)
 							  &mask, sizeof(mask)),
 		     CUBLAS_STATUS_SUCCESS);
 	cr_assert_eq(heuristic(c, res, 8, &count), CUBLAS_STATUS_SUCCESS);
-	cr_assert(count == 2 && scheme_of(&res[0].algo) == CUBLASLT_REDUCTION_SCHEME_INPLACE,
+	cr_assert(count == 2 && scheme_of(&res[0].algo) == CUBLASLT_REDUCTION_SCHEME_NONE &&
+			  scheme_of(&res[1].algo) == CUBLASLT_REDUCTION_SCHEME_INPLACE,
 		  "the reduction scheme mask");
 	/* The weight gradient's shape (784 x 10 from k = 32): no split-K. */
 	lt_case g = lt_make(784, 10, 32, CUBLAS_OP_N, CUBLAS_OP_T);

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# step_time.sh - the modelled step of one model on the simulated CUDA backend
+# (tests/cudasim/cudasim.h, rule 10: a modelled H100), bounded, so that a
+# change which makes the step slower on the model, as c143872 made LeNet-5's
+# 5x slower on the H100, fails CI.
+#
+#   tests/cudasim/step_time.sh TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...] -- MODEL BATCH BOUND_US [TRAIN_ARGS...]
+#
+# Runs mnist-train (the simulated build) with --backend cuda on 1 rank, graph
+# replay, --metrics (each step synchronised at its end, as bench/train times a
+# GPU), for a few steps of MODEL at BATCH, and reads sim_step_us= from the
+# summary: it must be there, a number, and at most BOUND_US. A step under half
+# its bound is a note (the bound may come down). Exit 0 pass, 1 fail.
+set -uo pipefail
+if [ $# -lt 6 ]; then
+	echo "usage: $0 TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...] -- MODEL BATCH BOUND_US [TRAIN_ARGS...]" >&2
+	exit 1
+fi
+TRAIN=$1 DATA=$2
+shift 2
+MPIRUN=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+	MPIRUN+=("$1")
+	shift
+done
+[ $# -gt 0 ] && shift
+MODEL=$1 BATCH=$2 BOUND=$3
+shift 3
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+steps=10
+[ "$MODEL" = lenet ] && steps=4 # each LeNet-5 step takes seconds on the CPU
+if ! timeout 150 "${MPIRUN[@]}" -n 1 "$TRAIN" --backend cuda --model "$MODEL" --batch-size "$BATCH" \
+	--data "$DATA/train" --limit $((BATCH * steps)) --epochs 1 --log-every 1000 \
+	--metrics "$TMP/metrics.jsonl" "$@" >"$TMP/out" 2>"$TMP/err"; then
+	echo "FAIL: $MODEL b$BATCH: mnist-train exited with an error"
+	cat "$TMP/err"
+	exit 1
+fi
+summary=$(grep '^summary:' "$TMP/out")
+echo "$summary"
+us=$(tr ' ' '\n' <<<"$summary" | sed -n 's/^sim_step_us=//p')
+if [ -z "$us" ] || ! awk -v u="$us" 'BEGIN { exit !(u + 0 > 0) }'; then
+	echo "FAIL: $MODEL b$BATCH: no modelled step (sim_step_us='$us') on the summary line"
+	exit 1
+fi
+echo "sim_step_us $MODEL b$BATCH: $us us (bound $BOUND us)"
+if awk -v u="$us" -v b="$BOUND" 'BEGIN { exit !(u > b) }'; then
+	echo "FAIL: $MODEL b$BATCH: the modelled step, $us us, is over its bound of $BOUND us"
+	exit 1
+fi
+if awk -v u="$us" -v b="$BOUND" 'BEGIN { exit !(u < b / 2) }'; then
+	echo "note: $MODEL b$BATCH: $us us is under half the bound $BOUND us: the bound may come down" \
+		"(tests/cmake/45-cudasim.cmake)"
+fi
+echo "PASS sim_step_us $MODEL"

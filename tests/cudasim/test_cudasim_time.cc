@@ -1,0 +1,154 @@
+/*
+ * test_cudasim_time.cc - the simulator's time model (cudasim.h, rule 10): each
+ * thread's serial work measured as it runs, launch overheads in and out of a
+ * graph, event stamps and cudaEventElapsedTime's contract. Part of
+ * test_cudasim_rules (Criterion); its kernels are counted by loop_hook.h, as
+ * sim_kernels.cc counts cuda/kernels.cu's.
+ */
+#include <criterion/criterion.h>
+
+#include <stddef.h>
+
+#include "cuda_runtime.h"
+#include "cudasim.h"
+
+#include "loop_hook.h"
+
+namespace {
+
+struct geom {
+	unsigned int grid, block;
+};
+
+/* One thread sums n terms, one after another. */
+__global__ void serial_sum_kernel(const float *x, size_t n, float *out)
+{
+	if (blockIdx.x != 0 || threadIdx.x != 0)
+		return;
+	float s = 0.0f;
+	for (size_t i = 0; i < n; i++)
+		s += x[i];
+	out[0] = s;
+}
+
+/* Every thread a share of n items, grid-stride. */
+__global__ void spread_kernel(float *x, size_t n)
+{
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		x[i] = 1.0f;
+}
+
+cudaStream_t stream()
+{
+	cudaStream_t s;
+	cr_assert_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+	return s;
+}
+
+float *dalloc(size_t n)
+{
+	void *p = NULL;
+	cr_assert_eq(cudaMalloc(&p, n * sizeof(float)), cudaSuccess);
+	return (float *)p;
+}
+
+cudaEvent_t event()
+{
+	cudaEvent_t e;
+	cr_assert_eq(cudaEventCreate(&e), cudaSuccess);
+	return e;
+}
+
+/* Modelled microseconds between a and b, once their stream has run. */
+float elapsed_us(cudaEvent_t a, cudaEvent_t b)
+{
+	float ms = -1.0f;
+	cr_assert_eq(cudaEventSynchronize(b), cudaSuccess);
+	cr_assert_eq(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
+	return ms * 1000.0f;
+}
+
+} /* namespace */
+
+/* The same 1e5 items: one thread walking them all takes far longer than a grid sharing them. */
+Test(time, a_threads_serial_work_is_measured_not_its_kernels_name)
+{
+	const size_t n = 100000;
+	cudaStream_t s = stream();
+	float *x = dalloc(n), *out = dalloc(1);
+	cudaEvent_t a = event(), b = event(), c = event();
+	cr_assert_eq(cudaMemsetAsync(x, 0, n * sizeof(float), s), cudaSuccess);
+	geom one = {1, 1}, wide = {(unsigned)((n + 255) / 256), 256};
+	cr_assert_eq(cudaEventRecord(a, s), cudaSuccess);
+	KERNEL_LAUNCH_ON(serial_sum_kernel, one, s, (const float *)x, n, out);
+	cr_assert_eq(cudaEventRecord(b, s), cudaSuccess);
+	KERNEL_LAUNCH_ON(spread_kernel, wide, s, x, n);
+	cr_assert_eq(cudaEventRecord(c, s), cudaSuccess);
+	cr_assert_eq(cudaGetLastError(), cudaSuccess);
+	float serial = elapsed_us(a, b), spread = elapsed_us(b, c);
+	/* 1e5 trips of 3 ns in one thread; 391 blocks of one item each, in one wave. */
+	cr_assert(serial > 250.0f && serial < 400.0f, "one thread, 1e5 trips: %g us", serial);
+	cr_assert(spread > 1.0f && spread < 10.0f, "1e5 items over a grid: %g us", spread);
+}
+
+/* A replayed graph pays less per kernel than launches on a stream, and one host launch. */
+Test(time, a_graph_replay_costs_less_than_its_launches_one_by_one)
+{
+	const int kernels = 20;
+	cudaStream_t s = stream(), cap = stream();
+	float *x = dalloc(256);
+	geom g = {1, 256};
+	cudaEvent_t a = event(), b = event(), c = event();
+	cr_assert_eq(cudaStreamBeginCapture(cap, cudaStreamCaptureModeGlobal), cudaSuccess);
+	for (int i = 0; i < kernels; i++)
+		KERNEL_LAUNCH_ON(spread_kernel, g, cap, x, (size_t)256);
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;
+	cr_assert_eq(cudaStreamEndCapture(cap, &graph), cudaSuccess);
+	cr_assert_eq(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+	cr_assert_eq(cudaStreamSynchronize(s), cudaSuccess);
+	cr_assert_eq(cudaEventRecord(a, s), cudaSuccess);
+	for (int i = 0; i < kernels; i++)
+		KERNEL_LAUNCH_ON(spread_kernel, g, s, x, (size_t)256);
+	cr_assert_eq(cudaEventRecord(b, s), cudaSuccess);
+	cr_assert_eq(cudaStreamSynchronize(s), cudaSuccess);
+	cr_assert_eq(cudaGraphLaunch(exec, s), cudaSuccess);
+	cr_assert_eq(cudaEventRecord(c, s), cudaSuccess);
+	float plain = elapsed_us(a, b), replay = elapsed_us(b, c);
+	cr_assert(replay < plain, "graph %g us, launches %g us", replay, plain);
+	/* Launched one by one the host is the limit: 2.5 us per launch at least. */
+	cr_assert(plain >= 2.5f * kernels, "%d launches in %g us", kernels, plain);
+	cudaGraphExecDestroy(exec);
+	cudaGraphDestroy(graph);
+}
+
+/* cudaEventElapsedTime as CUDA documents it, and the host's clock behind a wait. */
+Test(time, elapsed_time_needs_two_completed_timing_events)
+{
+	cudaStream_t s = stream();
+	float *x = dalloc(256), ms = 0.0f;
+	cudaEvent_t a = event(), b = event(), never = event(), untimed;
+	cr_assert_eq(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming), cudaSuccess);
+	geom g = {1, 256};
+	cr_assert_eq(cudaEventRecord(a, s), cudaSuccess);
+	KERNEL_LAUNCH_ON(spread_kernel, g, s, x, (size_t)256);
+	cr_assert_eq(cudaEventRecord(b, s), cudaSuccess);
+	cr_assert_eq(cudaEventRecord(untimed, s), cudaSuccess);
+	cr_assert_eq(cudaEventElapsedTime(&ms, a, b), cudaErrorNotReady, "before the stream ran");
+	cr_assert_eq(cudaEventElapsedTime(&ms, a, never), cudaErrorInvalidResourceHandle,
+		     "an event never recorded");
+	cr_assert_eq(cudaEventElapsedTime(NULL, a, b), cudaErrorInvalidValue);
+	cr_assert_eq(cudaStreamSynchronize(s), cudaSuccess);
+	cr_assert_eq(cudaEventElapsedTime(&ms, a, untimed), cudaErrorInvalidResourceHandle,
+		     "created with cudaEventDisableTiming");
+	cr_assert_eq(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
+	cr_assert(ms > 0.0f && ms < 0.01f, "one small kernel: %g ms", ms);
+	cr_assert_eq(cudaEventElapsedTime(&ms, b, a), cudaSuccess);
+	cr_assert(ms < 0.0f, "the other way round: negative (%g ms)", ms);
+	/* The host's modelled clock is past the work it waited for. */
+	double before = cudasim::host_now();
+	KERNEL_LAUNCH_ON(spread_kernel, g, s, x, (size_t)256);
+	cr_assert_eq(cudaStreamSynchronize(s), cudaSuccess);
+	cr_assert(cudasim::host_now() > before, "a wait moves the host's clock on");
+}
