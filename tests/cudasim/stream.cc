@@ -473,28 +473,6 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event)
 	return cudaSuccess;
 }
 
-/*
- * The time between two events, as the runtime API reference says: both
- * recorded outside a capture and complete (else cudaErrorNotReady, or an
- * invalidated capture for one still being captured). No time is modelled
- * here: 0 ms.
- */
-cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
-{
-	if (!ms)
-		return set_error(cudaErrorInvalidValue);
-	if (!events.count(start) || !events.count(end))
-		return set_error(cudaErrorInvalidResourceHandle);
-	if (captured_event(start) || captured_event(end))
-		return invalidate_captures();
-	if (!start->stream || !end->stream || start->capture_id || end->capture_id)
-		return set_error(cudaErrorInvalidResourceHandle);
-	if (!advance(start->stream, start->seq) || !advance(end->stream, end->seq))
-		return cudaErrorNotReady;
-	*ms = 0.0f;
-	return cudaSuccess;
-}
-
 /* ---- graph capture ------------------------------------------------------------------- */
 
 /* CUDASIM_CAPTURE_FAIL_RANK / _AT: whether capture fails here, at this step. */
