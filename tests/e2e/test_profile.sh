@@ -36,13 +36,16 @@ ok() { echo "ok: $*"; }
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/mnist-profile.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
+# The training files alone (no sibling test/: no evaluation, which the profile does not need).
+mkdir -p "$TMP/data/train"
+ln -s "$(cd "$DATA/train" && pwd)"/* "$TMP/data/train/"
 
 # run NAME RANKS ARGS...
 run() {
 	local name=$1 ranks=$2
 	shift 2
 	timeout -k 10 150 "${MPIRUN[@]}" -n "$ranks" "$TRAIN" --backend "$BACKEND" \
-		--data "$DATA/train" --test-data "$DATA/test" --limit 320 --epochs 1 --log-every 1000 \
+		--data "$TMP/data/train" --limit 320 --epochs 1 --log-every 1000 \
 		"$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
 	local rc=$?
 	[ "$rc" -eq 0 ] || { fail "$name: mnist-train $* exited with status $rc:"; sed 's/^/    /' "$TMP/$name.err" >&2; }
