@@ -1,5 +1,6 @@
 # Fuzzing of the readers of untrusted files: the IDX reader (host/io/idx.c) and
-# the checkpoint reader (host/io/checkpoint_read.c, its JSON through jansson).
+# the checkpoint reader (host/io/checkpoint_read.c, its JSON through jansson, the GPU plan
+# in its metadata through host/io/plan_json.c).
 # Targets and seed corpora in tests/fuzz/.
 #
 # Every build: fuzz_idx_corpus and fuzz_checkpoint_corpus (label unit) replay
@@ -37,7 +38,7 @@ if(MNIST_DDP_FUZZ)
   target_link_libraries(fuzz_idx PRIVATE MPI::MPI_C ZLIB::ZLIB)
   add_executable(fuzz_checkpoint ${_fz}/fuzz_checkpoint.c ${CMAKE_SOURCE_DIR}/host/io/checkpoint_write.c
                  ${CMAKE_SOURCE_DIR}/host/io/checkpoint_read.c ${CMAKE_SOURCE_DIR}/host/io/checkpoint_compat.c
-                 ${CMAKE_SOURCE_DIR}/host/io/checkpoint_tensors.c
+                 ${CMAKE_SOURCE_DIR}/host/io/checkpoint_tensors.c ${CMAKE_SOURCE_DIR}/host/io/plan_json.c
                  ${CMAKE_SOURCE_DIR}/host/io/checkpoint_dir.c ${CMAKE_SOURCE_DIR}/host/train/model.c
                  ${CMAKE_SOURCE_DIR}/host/io/idx.c ${CMAKE_SOURCE_DIR}/host/config.c
                  ${CMAKE_SOURCE_DIR}/host/io/report.c ${CMAKE_SOURCE_DIR}/host/train/schedule.c
