@@ -42,6 +42,10 @@
  * the communicator is aborted, the message names rank and host, and MPI_Abort
  * ends the job.
  *
+ * This file holds the ops; the start (device, stream, cuBLAS, the NCCL
+ * bootstrap and warm-up below) and its undoing on failure are
+ * cuda/backend_cuda_start.cu's, the context both use cuda/backend_cuda_ctx.cuh's.
+ *
  * Built by cmake/cuda.cmake into the module libmnist-cuda.so (its entry point:
  * cuda/backend_module.cu) when MNIST_DDP_CUDA finds the toolkit, cuBLAS and
  * NCCL.
@@ -65,59 +69,8 @@
 #include "dist.h"
 #include "gemm_lt.cuh"
 #include "gemm_map.h"
+#include "backend_cuda_ctx.cuh"
 #include "kernels.h"
-
-/* cuBLAS workspace: NVIDIA's recommendation for Hopper, ample for older GPUs. */
-#define CUDA_BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
-
-/*
- * After ncclCommInitRank returns on this rank, how long to wait for every
- * other rank to report its outcome. A rank whose init failed cannot reach the
- * ranks still inside ncclCommInitRank; past this limit it ends the job.
- */
-#define CUDA_NCCL_AGREE_SECONDS 120.0
-
-/* A collective queued on the stream, for the deadline message. */
-enum { CUDA_STEP_EVENTS = 64, CUDA_STEP_TIMES = 1 << 16 };
-
-struct cuda_pending {
-	const char *what; /* "allreduce" or "broadcast"; NULL when none */
-	int epoch, step;  /* the position it was queued at; epoch -1: at start-up */
-};
-
-struct cuda_ctx {
-	const struct dist *dist; /* the job, for agreements */
-	int device;            /* CUDA device ordinal (see the file comment) */
-	cudaStream_t stream;   /* every op, in order */
-	cudaEvent_t waited;    /* recorded on stream by a timed wait */
-	struct cuda_gemm gemm; /* cuBLASLt and cuBLAS on stream, their workspace, the plans */
-	ncclComm_t nccl;       /* all ranks of the job */
-	char name[128];        /* the device's name */
-
-	double timeout;        /* seconds a wait on a collective may take; 0: no deadline */
-	int epoch, step;       /* from set_position: where the next collectives belong */
-	struct cuda_pending pending;        /* latest collective queued, not yet waited for */
-	struct cuda_pending before_capture; /* pending when a capture began */
-
-	/*
-	 * On the CUDA simulator only (CUDASIM: tests/cudasim/cudasim.h, rule 10):
-	 * an event at each step's start, and the intervals between consecutive
-	 * ones, read once a wait has completed them (no wait of their own), for
-	 * the summary's sim_step_us. On a GPU none is recorded: its step is
-	 * timed as it was, by the host's clock (bench/train).
-	 */
-	cudaEvent_t step_ev[CUDA_STEP_EVENTS]; /* [0, step_n) recorded since the last wait */
-	int step_n;
-	float *step_us;  /* intervals, microseconds; NULL on a GPU (nothing recorded) */
-	size_t step_count;
-};
-
-/* Whether step_ev and sim_step_us time steps: the module was built against the simulator. */
-#if defined(CUDASIM)
-#define CUDA_TIME_STEPS 1
-#else
-#define CUDA_TIME_STEPS 0
-#endif
 
 /* A captured step: the executable graph, its node count and the collective it holds (or NULL). */
 struct cuda_graph {
@@ -196,7 +149,7 @@ static void step_times_read(struct cuda_ctx *c)
  * event instead of blocking: spin for the first 2 ms (a normal step), then
  * yield, and past 50 ms nap 0.2 ms between polls.
  */
-static void cuda_wait(struct cuda_ctx *c)
+void cuda_wait(struct cuda_ctx *c)
 {
 	if (c->timeout > 0.0 && c->pending.what) {
 		double start = clock_seconds(), waited;
@@ -295,8 +248,7 @@ static size_t cuda_relu_mask_bytes(void *ctx, int rows, int cols)
 
 /* ---- plans (cuda/gemm_lt.cu) ------------------------------------------------------- */
 
-/* gemm_share_fn: rank 0's choice to every rank of the job. */
-static void share_choice(void *arg, int *index, char name[PLAN_NAME_LEN])
+void cuda_share_choice(void *arg, int *index, char name[PLAN_NAME_LEN])
 {
 	struct cuda_ctx *c = (struct cuda_ctx *)arg;
 	struct {
@@ -311,7 +263,7 @@ static void share_choice(void *arg, int *index, char name[PLAN_NAME_LEN])
 	snprintf(name, PLAN_NAME_LEN, "%s", msg.name);
 }
 
-static void drain_stream(void *arg)
+void cuda_drain_stream(void *arg)
 {
 	cuda_wait((struct cuda_ctx *)arg);
 }
@@ -511,8 +463,6 @@ static void warn_capture(const char *what, cudaError_t rc)
 	(void)cudaGetLastError();
 }
 
-/* Every rank's status in; the lowest failing rank out, -1 when none failed. */
-static int agree(const struct dist *d, int status);
 
 /*
  * 1 when ok holds on every rank. A graph holding a collective must be used by
@@ -521,7 +471,7 @@ static int agree(const struct dist *d, int status);
  */
 static int capture_agreed(const struct cuda_ctx *c, int ok)
 {
-	int bad = agree(c->dist, !ok);
+	int bad = cuda_agree(c->dist, !ok);
 	if (bad >= 0 && ok && c->dist->rank == 0)
 		fprintf(stderr, "rank 0 on %s: CUDA graph capture failed on rank %d; every rank runs its "
 				"steps uncaptured\n",
@@ -620,28 +570,6 @@ static void cuda_graph_destroy(void *ctx, void *graph)
 
 /* ---- lifecycle ---------------------------------------------------------------- */
 
-/* Release what setup_local acquired, best effort: this runs on failure paths too. */
-static void teardown_local(struct cuda_ctx *c)
-{
-	cuda_gemm_release(&c->gemm);
-	if (c->gemm.lt)
-		cublasLtDestroy(c->gemm.lt);
-	if (c->gemm.blas)
-		cublasDestroy(c->gemm.blas);
-	if (c->gemm.workspace)
-		cudaFree(c->gemm.workspace);
-	if (c->waited)
-		cudaEventDestroy(c->waited);
-	for (int i = 0; i < CUDA_STEP_EVENTS; i++)
-		if (c->step_ev[i])
-			cudaEventDestroy(c->step_ev[i]);
-	free(c->step_us);
-	if (c->stream)
-		cudaStreamDestroy(c->stream);
-	(void)cudaGetLastError();
-	free(c);
-}
-
 static void cuda_destroy(void *ctx)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
@@ -672,7 +600,7 @@ static void cuda_destroy(void *ctx)
 	free(c);
 }
 
-static const struct backend_ops cuda_ops = {
+const struct backend_ops cuda_ops = {
 	.name = "cuda",
 	.alloc = cuda_alloc,
 	.free = cuda_free,
@@ -710,205 +638,3 @@ static const struct backend_ops cuda_ops = {
 	.event_destroy = cuda_event_destroy,
 	.destroy = cuda_destroy,
 };
-
-/* "what: error N (NAME): text" into why; clears the error. Returns 1. */
-static int fail_cuda(char *why, size_t whylen, const char *what, cudaError_t rc)
-{
-	char text[CUDA_CHECK_MSG_LEN];
-	cuda_error_text(rc, text, sizeof(text));
-	snprintf(why, whylen, "%s: %s", what, text);
-	(void)cudaGetLastError();
-	return 1;
-}
-
-/* This rank's part on its probed device: stream, cuBLAS. 0 on success, else why is filled. */
-static int setup_local(struct cuda_ctx *c, const struct dist *d, int device, char *why,
-		       size_t whylen)
-{
-	struct cudaDeviceProp prop;
-	cudaError_t rc;
-	cublasStatus_t brc;
-	char text[CUDA_CHECK_MSG_LEN];
-
-	c->dist = d;
-	c->device = device;
-	rc = cudaGetDeviceProperties(&prop, c->device);
-	if (rc != cudaSuccess)
-		return fail_cuda(why, whylen, "cudaGetDeviceProperties", rc);
-	snprintf(c->name, sizeof(c->name), "%s", prop.name);
-	rc = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
-	if (rc != cudaSuccess)
-		return fail_cuda(why, whylen, "cudaStreamCreateWithFlags", rc);
-	rc = cudaEventCreateWithFlags(&c->waited, cudaEventDisableTiming);
-	if (rc != cudaSuccess)
-		return fail_cuda(why, whylen, "cudaEventCreateWithFlags", rc);
-	/* Only on the simulator does step_us exist, and with it the step events. */
-	if (CUDA_TIME_STEPS) {
-		c->step_us = (float *)malloc(CUDA_STEP_TIMES * sizeof(float));
-		if (!c->step_us)
-			return fail_cuda(why, whylen, "malloc (step times)", cudaErrorMemoryAllocation);
-	}
-	rc = cudaMalloc(&c->gemm.workspace, CUDA_BLAS_WORKSPACE_BYTES);
-	if (rc != cudaSuccess)
-		return fail_cuda(why, whylen, "cudaMalloc (cuBLAS workspace)", rc);
-	c->gemm.workspace_bytes = CUDA_BLAS_WORKSPACE_BYTES;
-	c->gemm.stream = c->stream;
-	c->gemm.rank = d->rank;
-	c->gemm.share = d->size > 1 ? share_choice : NULL;
-	c->gemm.drain = drain_stream;
-	c->gemm.share_arg = c;
-	brc = cublasCreate(&c->gemm.blas);
-	if (brc == CUBLAS_STATUS_SUCCESS)
-		brc = cublasSetStream(c->gemm.blas, c->stream);
-	if (brc == CUBLAS_STATUS_SUCCESS)
-		brc = cublasSetWorkspace(c->gemm.blas, c->gemm.workspace, CUDA_BLAS_WORKSPACE_BYTES);
-	if (brc == CUBLAS_STATUS_SUCCESS)
-		brc = cublasSetMathMode(c->gemm.blas, CUBLAS_DEFAULT_MATH); /* float32, no TF32 */
-	if (brc == CUBLAS_STATUS_SUCCESS)
-		brc = cublasLtCreate(&c->gemm.lt);
-	if (brc != CUBLAS_STATUS_SUCCESS) {
-		cublas_error_text(brc, text, sizeof(text));
-		snprintf(why, whylen, "cuBLAS setup: %s", text);
-		return 1;
-	}
-	return 0;
-}
-
-/* Every rank's status in; the lowest failing rank out, -1 when none failed. */
-static int agree(const struct dist *d, int status)
-{
-	int mine = status ? d->rank : d->size, first = 0;
-	MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, d->comm));
-	return first < d->size ? first : -1;
-}
-
-/*
- * agree(), for after ncclCommInitRank: a rank stuck inside it (because a peer
- * failed) cannot answer, so past the time limit this rank ends the job.
- */
-static int agree_timed(const struct dist *d, int status, const char *why, ncclComm_t comm)
-{
-	int mine = status ? d->rank : d->size, first = 0, done = 0;
-	MPI_Request req;
-	double start = MPI_Wtime();
-	struct timespec pause = {0, 1000000};
-
-	MPI_CHECK(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, d->comm, &req));
-	for (;;) {
-		MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-		if (done)
-			break;
-		if (MPI_Wtime() - start > CUDA_NCCL_AGREE_SECONDS) {
-			if (comm)
-				ncclCommAbort(comm);
-			die(1, "NCCL setup: not every rank finished ncclCommInitRank within %.0f s "
-			       "(this rank: %s); ending the job",
-			    CUDA_NCCL_AGREE_SECONDS, status ? why : "ok");
-		}
-		nanosleep(&pause, NULL);
-	}
-	return first < d->size ? first : -1;
-}
-
-/*
- * One allreduce on every rank, waited for: NCCL 2.22 and later connect a
- * communicator at its first collective, and that needs every rank. Done here,
- * where every rank has just joined, connection set-up is never part of a
- * captured step nor of a collective that a hung peer never joins (which would
- * block its caller in NCCL on the host, out of the deadline's reach). A peer
- * lost from here on ends the job after CUDA_NCCL_AGREE_SECONDS.
- */
-static void warm_up(struct cuda_ctx *c)
-{
-	float *one = NULL;
-	CUDA_CHECK(cudaMalloc((void **)&one, sizeof(*one)));
-	CUDA_CHECK(cudaMemsetAsync(one, 0, sizeof(*one), c->stream));
-	NCCL_CHECK(ncclAllReduce(one, one, 1, ncclFloat, ncclSum, c->nccl, c->stream));
-	c->pending.what = "NCCL warm-up allreduce";
-	c->pending.epoch = -1;
-	c->timeout = CUDA_NCCL_AGREE_SECONDS;
-	cuda_wait(c);
-	c->timeout = 0.0;
-	CUDA_CHECK(cudaFree(one));
-}
-
-int backend_cuda_create(const struct dist *d, struct backend *out, char *why, size_t whylen)
-{
-	struct cuda_ctx *c;
-	struct {
-		int status;
-		ncclUniqueId id;
-	} boot;
-	ncclResult_t nrc;
-	char text[CUDA_CHECK_MSG_LEN];
-	struct cuda_probe probe;
-	int status, bad, device;
-
-	/* 1. This rank's device (the probe is collective over the node), stream and cuBLAS. */
-	cuda_probe_device(d, &probe, &device);
-	c = (struct cuda_ctx *)calloc(1, sizeof(*c));
-	if (!c) {
-		snprintf(why, whylen, "out of memory");
-		status = 1;
-	} else if (probe.verdict != CUDA_USABLE) {
-		snprintf(why, whylen, "%s [%s]", probe.why, probe.reason);
-		status = 1;
-	} else {
-		status = setup_local(c, d, device, why, whylen);
-	}
-	bad = agree(d, status);
-	if (bad >= 0) {
-		if (!status)
-			snprintf(why, whylen, "rank %d could not start the CUDA backend", bad);
-		goto out_teardown;
-	}
-
-	/* 2. The NCCL id, from rank 0 to all. */
-	memset(&boot, 0, sizeof(boot));
-	if (d->rank == 0) {
-		nrc = ncclGetUniqueId(&boot.id);
-		if (nrc != ncclSuccess) {
-			nccl_error_text(nrc, text, sizeof(text));
-			snprintf(why, whylen, "ncclGetUniqueId: %s", text);
-			boot.status = 1;
-		}
-	}
-	MPI_CHECK(MPI_Bcast(&boot, (int)sizeof(boot), MPI_BYTE, 0, d->comm));
-	if (boot.status) {
-		if (d->rank != 0)
-			snprintf(why, whylen, "rank 0 could not create the NCCL id");
-		goto out_teardown;
-	}
-
-	/* 3. The communicator over all ranks. */
-	nrc = ncclCommInitRank(&c->nccl, d->size, boot.id, d->rank);
-	status = nrc != ncclSuccess;
-	if (status) {
-		nccl_error_text(nrc, text, sizeof(text));
-		snprintf(why, whylen, "ncclCommInitRank (rank %d of %d, device %d): %s", d->rank,
-			 d->size, c->device, text);
-	}
-	bad = agree_timed(d, status, why, c->nccl);
-	if (bad >= 0) {
-		if (!status)
-			snprintf(why, whylen, "rank %d could not join the NCCL communicator", bad);
-		goto out_abort_nccl;
-	}
-
-	cuda_check_set_comm(c->nccl);
-	warm_up(c);
-	out->ops = &cuda_ops;
-	out->ctx = c;
-	/* The ordinal this rank uses, as CUDA numbers its visible devices, and the GPU's name. */
-	snprintf(out->device, sizeof(out->device), "cuda:%d %.100s", c->device, c->name);
-	return 0;
-
-out_abort_nccl:
-	if (c->nccl)
-		ncclCommAbort(c->nccl);
-	c->nccl = NULL;
-out_teardown:
-	if (c)
-		teardown_local(c);
-	return 1;
-}

@@ -57,7 +57,7 @@ names=() files=() olds=() news=() killers=()
 mutant() {
 	names+=("$1") files+=("$2") olds+=("$3") news+=("$4") killers+=("$5")
 }
-B=cuda/backend_cuda.cu K=cuda/kernels.cu P=cuda/probe.cu L=cuda/gemm_lt.cu
+B=cuda/backend_cuda.cu S=cuda/backend_cuda_start.cu K=cuda/kernels.cu P=cuda/probe.cu L=cuda/gemm_lt.cu
 
 mutant mean-as-sum $B \
 	'op == REDUCE_SUM ? ncclSum : ncclAvg' 'op == REDUCE_SUM ? ncclSum : ncclSum' \
@@ -80,7 +80,7 @@ mutant alloc-not-zeroed $B \
 mutant capture-outcome-not-agreed $B \
 	$'\treturn bad < 0;\n}' $'\treturn ok;\n}' \
 	'gpu_graph_sim_capture_fails_on_rank1_2|gpu_graph_sim_capture_begin_fails_on_rank1_2'
-mutant cublas-on-legacy-stream $B \
+mutant cublas-on-legacy-stream $S \
 	'brc = cublasSetStream(c->gemm.blas, c->stream);' 'brc = CUBLAS_STATUS_SUCCESS;' \
 	'gpu_ops_sim_no_cublaslt'
 mutant cublaslt-on-legacy-stream $L \
@@ -105,14 +105,14 @@ mutant replay-not-pending $B \
 mutant free-without-deadline-wait $B \
 	$'\tif (c->pending.what)\n\t\tcuda_wait(c);\n\tCUDA_CHECK(cudaFree(p));' $'\tCUDA_CHECK(cudaFree(p));' \
 	'gpu_deadline_sim_free_2'
-mutant tf32-math $B \
+mutant tf32-math $S \
 	'cublasSetMathMode(c->gemm.blas, CUBLAS_DEFAULT_MATH)' 'cublasSetMathMode(c->gemm.blas, CUBLAS_TF32_TENSOR_OP_MATH)' \
 	'gpu_ops_sim_no_cublaslt'
 mutant tf32-compute-type $L \
 	'g->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F' 'CUBLAS_COMPUTE_32F_FAST_TF32' \
 	'gpu_ops_sim'
 # More, cheap to plant.
-mutant no-warm-up $B \
+mutant no-warm-up $S \
 	$'\twarm_up(c);\n' $'\n' \
 	'gpu_deadline_sim_no_warm_up_2'
 mutant gather-label-of-batch-row $K \
@@ -136,12 +136,13 @@ mutant counters-not-moved $K \
 mutant loss-relu-gate-dropped $K \
 	'if (d && x.relu)' 'if (d && 0)' \
 	'gpu_ops_sim'
-mutant split-k-with-a-reduction-kernel-chosen $L \
-	'return splitk <= 1 || scheme == CUBLASLT_REDUCTION_SCHEME_INPLACE;' 'return 1;' \
-	'mnist_train_sim_graph_nodes_seed|mnist_train_sim_graph_nodes_mlp'
-mutant bias-gradient-fallback-forgotten $L \
-	'p->then_bias_grad = r->bias_grad && e != CUBLASLT_EPILOGUE_BGRADB;' 'p->then_bias_grad = 0;' \
-	'gpu_ops_sim_lt_default_only'
+# Issue 25: measured plans.
+mutant checkpoint-plan-ignored $L \
+	'const char *preset = preset_for(g, rep->key);' 'const char *preset = NULL;' \
+	'mnist_train_sim_seed_cuda_vs_host_2|gpu_plan_sim'
+mutant bias-gradient-kernel-not-run $L \
+	$'\t\tkernels_bias_grad(g->stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k, r->bias_grad);' $'\t\t(void)0;' \
+	'gpu_plan_sim|gpu_ops_sim_lt_default_only'
 mutant relu-gradient-without-its-mask $L \
 	'return mask_written(g, r->relu_mask) ? CUBLASLT_EPILOGUE_DRELU' 'return 1 ? CUBLASLT_EPILOGUE_DEFAULT' \
 	'mnist_train_sim_graph_nodes_mlp'

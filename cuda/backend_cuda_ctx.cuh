@@ -1,0 +1,92 @@
+/*
+ * backend_cuda_ctx.cuh - what the CUDA backend's two files share: the
+ * context of one rank's backend (its device, stream, cuBLAS, NCCL and
+ * collective deadline) and the few functions each calls of the other.
+ * cuda/backend_cuda.cu holds the ops behind include/backend.h;
+ * cuda/backend_cuda_start.cu starts and stops the backend (device, stream,
+ * cuBLAS, the NCCL communicator and its warm-up).
+ */
+#ifndef MNIST_DDP_BACKEND_CUDA_CTX_CUH
+#define MNIST_DDP_BACKEND_CUDA_CTX_CUH
+
+#include <stddef.h>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "backend.h"
+#include "dist.h"
+#include "gemm_lt.cuh"
+
+/* cuBLAS workspace: NVIDIA's recommendation for Hopper, ample for older GPUs. */
+#define CUDA_BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
+
+/*
+ * After ncclCommInitRank returns on this rank, how long to wait for every
+ * other rank to report its outcome. A rank whose init failed cannot reach the
+ * ranks still inside ncclCommInitRank; past this limit it ends the job.
+ */
+#define CUDA_NCCL_AGREE_SECONDS 120.0
+
+/* Step-start events kept between waits, and step intervals kept (the simulator's sim_step_us). */
+enum { CUDA_STEP_EVENTS = 64, CUDA_STEP_TIMES = 1 << 16 };
+
+/* A collective queued on the stream, for the deadline message. */
+struct cuda_pending {
+	const char *what; /* "allreduce" or "broadcast"; NULL when none */
+	int epoch, step;  /* the position it was queued at; epoch -1: at start-up */
+};
+
+struct cuda_ctx {
+	const struct dist *dist; /* the job, for agreements */
+	int device;            /* CUDA device ordinal (see the file comment) */
+	cudaStream_t stream;   /* every op, in order */
+	cudaEvent_t waited;    /* recorded on stream by a timed wait */
+	struct cuda_gemm gemm; /* cuBLASLt and cuBLAS on stream, their workspace, the plans */
+	ncclComm_t nccl;       /* all ranks of the job */
+	char name[128];        /* the device's name */
+
+	double timeout;        /* seconds a wait on a collective may take; 0: no deadline */
+	int epoch, step;       /* from set_position: where the next collectives belong */
+	struct cuda_pending pending;        /* latest collective queued, not yet waited for */
+	struct cuda_pending before_capture; /* pending when a capture began */
+
+	/*
+	 * On the CUDA simulator only (CUDASIM: tests/cudasim/cudasim.h, rule 10):
+	 * an event at each step's start, and the intervals between consecutive
+	 * ones, read once a wait has completed them (no wait of their own), for
+	 * the summary's sim_step_us. On a GPU none is recorded: its step is
+	 * timed as it was, by the host's clock (bench/train).
+	 */
+	cudaEvent_t step_ev[CUDA_STEP_EVENTS]; /* [0, step_n) recorded since the last wait */
+	int step_n;
+	float *step_us;  /* intervals, microseconds; NULL on a GPU (nothing recorded) */
+	size_t step_count;
+};
+
+/* Whether step_ev and sim_step_us time steps: the module was built against the simulator. */
+#if defined(CUDASIM)
+#define CUDA_TIME_STEPS 1
+#else
+#define CUDA_TIME_STEPS 0
+#endif
+
+/* The backend's table (cuda/backend_cuda.cu). */
+extern const struct backend_ops cuda_ops;
+
+/*
+ * Wait for all queued work; with a collective pending, under the collective
+ * deadline (cuda/backend_cuda.cu).
+ */
+void cuda_wait(struct cuda_ctx *c);
+
+/* gemm_share_fn: rank 0's GEMM plan choice to every rank of the job. */
+void cuda_share_choice(void *arg, int *index, char name[PLAN_NAME_LEN]);
+
+/* The GEMM plans' drain: cuda_wait of the context arg. */
+void cuda_drain_stream(void *arg);
+
+/* Every rank's status in; the lowest failing rank out, -1 when none failed (cuda/backend_cuda_start.cu). */
+int cuda_agree(const struct dist *d, int status);
+
+#endif /* MNIST_DDP_BACKEND_CUDA_CTX_CUH */

@@ -1,0 +1,248 @@
+/*
+ * backend_cuda_start.cu - the CUDA backend's start and its undoing on a
+ * failure: this rank's device (from the probe), stream, cuBLAS and cuBLASLt
+ * with their workspace, then, over the job, the NCCL unique id from rank 0
+ * (MPI_Bcast), ncclCommInitRank and one warm-up allreduce (cuda/backend_cuda.cu's
+ * file comment says why). Every step ends in an agreement of all ranks, so
+ * backend_cuda_create returns the same outcome on every rank and no rank is
+ * left waiting for one that failed.
+ */
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "backend_cuda.h"
+#include "backend_cuda_ctx.cuh"
+#include "check.h"
+#include "cuda_check.cuh"
+#include "dist.h"
+#include "gemm_lt.cuh"
+
+/* Release what setup_local acquired, best effort: this runs on failure paths too. */
+static void teardown_local(struct cuda_ctx *c)
+{
+	cuda_gemm_release(&c->gemm);
+	if (c->gemm.lt)
+		cublasLtDestroy(c->gemm.lt);
+	if (c->gemm.blas)
+		cublasDestroy(c->gemm.blas);
+	if (c->gemm.workspace)
+		cudaFree(c->gemm.workspace);
+	if (c->waited)
+		cudaEventDestroy(c->waited);
+	for (int i = 0; i < CUDA_STEP_EVENTS; i++)
+		if (c->step_ev[i])
+			cudaEventDestroy(c->step_ev[i]);
+	free(c->step_us);
+	if (c->stream)
+		cudaStreamDestroy(c->stream);
+	(void)cudaGetLastError();
+	free(c);
+}
+
+/* "what: error N (NAME): text" into why; clears the error. Returns 1. */
+static int fail_cuda(char *why, size_t whylen, const char *what, cudaError_t rc)
+{
+	char text[CUDA_CHECK_MSG_LEN];
+	cuda_error_text(rc, text, sizeof(text));
+	snprintf(why, whylen, "%s: %s", what, text);
+	(void)cudaGetLastError();
+	return 1;
+}
+
+/* This rank's part on its probed device: stream, cuBLAS. 0 on success, else why is filled. */
+static int setup_local(struct cuda_ctx *c, const struct dist *d, int device, char *why,
+		       size_t whylen)
+{
+	struct cudaDeviceProp prop;
+	cudaError_t rc;
+	cublasStatus_t brc;
+	char text[CUDA_CHECK_MSG_LEN];
+
+	c->dist = d;
+	c->device = device;
+	rc = cudaGetDeviceProperties(&prop, c->device);
+	if (rc != cudaSuccess)
+		return fail_cuda(why, whylen, "cudaGetDeviceProperties", rc);
+	snprintf(c->name, sizeof(c->name), "%s", prop.name);
+	rc = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+	if (rc != cudaSuccess)
+		return fail_cuda(why, whylen, "cudaStreamCreateWithFlags", rc);
+	rc = cudaEventCreateWithFlags(&c->waited, cudaEventDisableTiming);
+	if (rc != cudaSuccess)
+		return fail_cuda(why, whylen, "cudaEventCreateWithFlags", rc);
+	/* Only on the simulator does step_us exist, and with it the step events. */
+	if (CUDA_TIME_STEPS) {
+		c->step_us = (float *)malloc(CUDA_STEP_TIMES * sizeof(float));
+		if (!c->step_us)
+			return fail_cuda(why, whylen, "malloc (step times)", cudaErrorMemoryAllocation);
+	}
+	rc = cudaMalloc(&c->gemm.workspace, CUDA_BLAS_WORKSPACE_BYTES);
+	if (rc != cudaSuccess)
+		return fail_cuda(why, whylen, "cudaMalloc (cuBLAS workspace)", rc);
+	c->gemm.workspace_bytes = CUDA_BLAS_WORKSPACE_BYTES;
+	c->gemm.stream = c->stream;
+	c->gemm.rank = d->rank;
+	c->gemm.share = d->size > 1 ? cuda_share_choice : NULL;
+	c->gemm.drain = cuda_drain_stream;
+	c->gemm.share_arg = c;
+	brc = cublasCreate(&c->gemm.blas);
+	if (brc == CUBLAS_STATUS_SUCCESS)
+		brc = cublasSetStream(c->gemm.blas, c->stream);
+	if (brc == CUBLAS_STATUS_SUCCESS)
+		brc = cublasSetWorkspace(c->gemm.blas, c->gemm.workspace, CUDA_BLAS_WORKSPACE_BYTES);
+	if (brc == CUBLAS_STATUS_SUCCESS)
+		brc = cublasSetMathMode(c->gemm.blas, CUBLAS_DEFAULT_MATH); /* float32, no TF32 */
+	if (brc == CUBLAS_STATUS_SUCCESS)
+		brc = cublasLtCreate(&c->gemm.lt);
+	if (brc != CUBLAS_STATUS_SUCCESS) {
+		cublas_error_text(brc, text, sizeof(text));
+		snprintf(why, whylen, "cuBLAS setup: %s", text);
+		return 1;
+	}
+	return 0;
+}
+
+int cuda_agree(const struct dist *d, int status)
+{
+	int mine = status ? d->rank : d->size, first = 0;
+	MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, d->comm));
+	return first < d->size ? first : -1;
+}
+
+/*
+ * agree(), for after ncclCommInitRank: a rank stuck inside it (because a peer
+ * failed) cannot answer, so past the time limit this rank ends the job.
+ */
+static int agree_timed(const struct dist *d, int status, const char *why, ncclComm_t comm)
+{
+	int mine = status ? d->rank : d->size, first = 0, done = 0;
+	MPI_Request req;
+	double start = MPI_Wtime();
+	struct timespec pause = {0, 1000000};
+
+	MPI_CHECK(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, d->comm, &req));
+	for (;;) {
+		MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+		if (done)
+			break;
+		if (MPI_Wtime() - start > CUDA_NCCL_AGREE_SECONDS) {
+			if (comm)
+				ncclCommAbort(comm);
+			die(1, "NCCL setup: not every rank finished ncclCommInitRank within %.0f s "
+			       "(this rank: %s); ending the job",
+			    CUDA_NCCL_AGREE_SECONDS, status ? why : "ok");
+		}
+		nanosleep(&pause, NULL);
+	}
+	return first < d->size ? first : -1;
+}
+
+/*
+ * One allreduce on every rank, waited for: NCCL 2.22 and later connect a
+ * communicator at its first collective, and that needs every rank. Done here,
+ * where every rank has just joined, connection set-up is never part of a
+ * captured step nor of a collective that a hung peer never joins (which would
+ * block its caller in NCCL on the host, out of the deadline's reach). A peer
+ * lost from here on ends the job after CUDA_NCCL_AGREE_SECONDS.
+ */
+static void warm_up(struct cuda_ctx *c)
+{
+	float *one = NULL;
+	CUDA_CHECK(cudaMalloc((void **)&one, sizeof(*one)));
+	CUDA_CHECK(cudaMemsetAsync(one, 0, sizeof(*one), c->stream));
+	NCCL_CHECK(ncclAllReduce(one, one, 1, ncclFloat, ncclSum, c->nccl, c->stream));
+	c->pending.what = "NCCL warm-up allreduce";
+	c->pending.epoch = -1;
+	c->timeout = CUDA_NCCL_AGREE_SECONDS;
+	cuda_wait(c);
+	c->timeout = 0.0;
+	CUDA_CHECK(cudaFree(one));
+}
+
+int backend_cuda_create(const struct dist *d, struct backend *out, char *why, size_t whylen)
+{
+	struct cuda_ctx *c;
+	struct {
+		int status;
+		ncclUniqueId id;
+	} boot;
+	ncclResult_t nrc;
+	char text[CUDA_CHECK_MSG_LEN];
+	struct cuda_probe probe;
+	int status, bad, device;
+
+	/* 1. This rank's device (the probe is collective over the node), stream and cuBLAS. */
+	cuda_probe_device(d, &probe, &device);
+	c = (struct cuda_ctx *)calloc(1, sizeof(*c));
+	if (!c) {
+		snprintf(why, whylen, "out of memory");
+		status = 1;
+	} else if (probe.verdict != CUDA_USABLE) {
+		snprintf(why, whylen, "%s [%s]", probe.why, probe.reason);
+		status = 1;
+	} else {
+		status = setup_local(c, d, device, why, whylen);
+	}
+	bad = cuda_agree(d, status);
+	if (bad >= 0) {
+		if (!status)
+			snprintf(why, whylen, "rank %d could not start the CUDA backend", bad);
+		goto out_teardown;
+	}
+
+	/* 2. The NCCL id, from rank 0 to all. */
+	memset(&boot, 0, sizeof(boot));
+	if (d->rank == 0) {
+		nrc = ncclGetUniqueId(&boot.id);
+		if (nrc != ncclSuccess) {
+			nccl_error_text(nrc, text, sizeof(text));
+			snprintf(why, whylen, "ncclGetUniqueId: %s", text);
+			boot.status = 1;
+		}
+	}
+	MPI_CHECK(MPI_Bcast(&boot, (int)sizeof(boot), MPI_BYTE, 0, d->comm));
+	if (boot.status) {
+		if (d->rank != 0)
+			snprintf(why, whylen, "rank 0 could not create the NCCL id");
+		goto out_teardown;
+	}
+
+	/* 3. The communicator over all ranks. */
+	nrc = ncclCommInitRank(&c->nccl, d->size, boot.id, d->rank);
+	status = nrc != ncclSuccess;
+	if (status) {
+		nccl_error_text(nrc, text, sizeof(text));
+		snprintf(why, whylen, "ncclCommInitRank (rank %d of %d, device %d): %s", d->rank,
+			 d->size, c->device, text);
+	}
+	bad = agree_timed(d, status, why, c->nccl);
+	if (bad >= 0) {
+		if (!status)
+			snprintf(why, whylen, "rank %d could not join the NCCL communicator", bad);
+		goto out_abort_nccl;
+	}
+
+	cuda_check_set_comm(c->nccl);
+	warm_up(c);
+	out->ops = &cuda_ops;
+	out->ctx = c;
+	/* The ordinal this rank uses, as CUDA numbers its visible devices, and the GPU's name. */
+	snprintf(out->device, sizeof(out->device), "cuda:%d %.100s", c->device, c->name);
+	return 0;
+
+out_abort_nccl:
+	if (c->nccl)
+		ncclCommAbort(c->nccl);
+	c->nccl = NULL;
+out_teardown:
+	if (c)
+		teardown_local(c);
+	return 1;
+}
