@@ -272,6 +272,17 @@ struct run {
 	int n_timed, max_timed;
 };
 
+/*
+ * Whether the backend's new problems are planned by every rank together
+ * (rank 0 measures, all take its choice): during training, where every rank
+ * meets a step's ops in the same order; not while scoring the test set, whose
+ * batches differ between ranks.
+ */
+static void plan_collective(const struct run *r, int on)
+{
+	backend_plan_mode(r->be, (enum plan_policy)r->c->gpu_plan, on);
+}
+
 /* Backend memory for the model, its workspace, the step and the training set. */
 static void run_allocate(struct run *r, const struct mnist_set *train)
 {
@@ -344,6 +355,7 @@ static void run_start_clock(struct run *r)
 	r->step_secs = r->metrics ? xmalloc((size_t)r->max_timed * sizeof(float)) : NULL;
 	backend_synchronize(r->be);
 	dist_barrier(r->d, "start of training");
+	plan_collective(r, 1);
 	r->t0 = clock_seconds();
 }
 
@@ -392,10 +404,6 @@ static void plan_restore(struct run *r)
 	plan_json_free(&p);
 }
 
-/*
- * After the first full step, on rank 0: the plan it made, reported: the
- * --metrics record {"event": "gpu_plan", ...} and, with --verbose, the table.
- */
 /* The plan so far, as checkpoints keep it (the ways chosen, not the candidates weighed). */
 static void plan_keep(struct run *r)
 {
@@ -417,6 +425,10 @@ static void plan_keep(struct run *r)
 	free(kept);
 }
 
+/*
+ * After the first full step, on rank 0: the plan it made, reported: the
+ * --metrics record {"event": "gpu_plan", ...} and, with --verbose, the table.
+ */
 static void plan_publish(struct run *r)
 {
 	struct plan_info p;
@@ -445,12 +457,10 @@ static int run_step(struct run *r, int epoch, int step)
 	int full = rows == r->c->batch_size;
 	backend_set_position(be, epoch, step);
 	/*
-	 * Every rank meets a step's ops in the same order: the backend may plan
-	 * them together (rank 0 measures, all take its choice). The first full
-	 * step runs uncaptured, so that its plan can be measured; the next is
-	 * recorded once (capture only records, nothing runs yet) and replayed.
+	 * The first full step runs uncaptured, so that its plan can be measured
+	 * (plan_collective); the next is recorded once (capture only records,
+	 * nothing runs yet) and replayed.
 	 */
-	backend_plan_mode(be, (enum plan_policy)r->c->gpu_plan, 1);
 	if (r->capture && full && r->planned && !r->graph) {
 		if (backend_capture_begin(be) == 0) {
 			step_ops(&r->st, rows);
@@ -464,7 +474,6 @@ static int run_step(struct run *r, int epoch, int step)
 		backend_replay(be, r->graph);
 	else
 		step_ops(&r->st, rows);
-	backend_plan_mode(be, (enum plan_policy)r->c->gpu_plan, 0);
 	if (full && !r->planned) {
 		r->planned = 1;
 		plan_publish(r);
@@ -533,7 +542,9 @@ static void eval_pause(struct run *r, const struct mnist_set *test, int epoch)
 	backend_synchronize(r->be);
 	double t_eval = clock_seconds();
 	long long scored = 0;
+	plan_collective(r, 0);
 	double acc = train_evaluate(r->d, r->be, &r->m, &r->ws, r->st.params, test, &scored);
+	plan_collective(r, 1);
 	double now = clock_seconds();
 	eval_report(r->d, r->metrics, epoch, (long long)(epoch + 1) * r->smp.steps, acc, scored,
 		    run_elapsed(r, t_eval));
@@ -557,6 +568,7 @@ static void run_finish(struct run *r, const struct mnist_set *test)
 	backend_download(r->be, r->host_params, r->st.params, r->pbytes);
 	res->param_crc = check_replicas(r->d, r->host_params, r->m.n_params);
 	if (test) {
+		plan_collective(r, 0);
 		res->test_accuracy = train_evaluate(r->d, r->be, &r->m, &r->ws, r->st.params, test,
 						    &res->test_images);
 		if (eval_due(c, c->epochs - 1) && r->rs.epoch < c->epochs)
@@ -591,9 +603,9 @@ static void run_profile(struct run *r)
 	backend_upload(be, r->st.counters, &pos0, sizeof(pos0));
 	struct gather_req first_batch = batch_gather(&r->st);
 	backend_gather(be, &first_batch);
-	backend_plan_mode(be, (enum plan_policy)r->c->gpu_plan, 1);
+	plan_collective(r, 1);
 	profile_run(be, profiled_step, &r->st, &prof);
-	backend_plan_mode(be, (enum plan_policy)r->c->gpu_plan, 0);
+	plan_collective(r, 0);
 	if (r->d->rank == 0) {
 		char title[160];
 		snprintf(title, sizeof(title), "one step of %s, batch %d, on %s", model_kind_name(r->c->model),
