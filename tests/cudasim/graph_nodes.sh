@@ -30,12 +30,9 @@ if [ $# -lt 5 ]; then
 fi
 TRAIN=$1 DATA=$2
 shift 2
-MPIRUN=()
-while [ $# -gt 0 ] && [ "$1" != "--" ]; do
-	MPIRUN+=("$1")
-	shift
-done
-[ $# -gt 0 ] && shift
+. "$(dirname "$0")/mpirun_args.sh"
+split_mpirun "$@"
+set -- "${AFTER[@]+"${AFTER[@]}"}"
 MODEL=$1 BOUND=$2
 shift 2
 ARGS=("$@")

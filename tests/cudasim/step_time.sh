@@ -18,12 +18,9 @@ if [ $# -lt 6 ]; then
 fi
 TRAIN=$1 DATA=$2
 shift 2
-MPIRUN=()
-while [ $# -gt 0 ] && [ "$1" != "--" ]; do
-	MPIRUN+=("$1")
-	shift
-done
-[ $# -gt 0 ] && shift
+. "$(dirname "$0")/mpirun_args.sh"
+split_mpirun "$@"
+set -- "${AFTER[@]+"${AFTER[@]}"}"
 MODEL=$1 BATCH=$2 BOUND=$3
 shift 3
 TMP=$(mktemp -d)

@@ -24,12 +24,9 @@ if [ $# -lt 4 ]; then
 fi
 TRAIN=$1 DATA=$2 RANKS=$3
 shift 3
-MPIRUN=()
-while [ $# -gt 0 ] && [ "$1" != "--" ]; do
-	MPIRUN+=("$1")
-	shift
-done
-[ $# -gt 0 ] && shift
+. "$(dirname "$0")/mpirun_args.sh"
+split_mpirun "$@"
+set -- "${AFTER[@]+"${AFTER[@]}"}"
 ARGS=("$@")
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
