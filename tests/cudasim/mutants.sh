@@ -184,7 +184,7 @@ start=$(date +%s)
 (cd "$ROOT" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) | tar -C "$SRC" -xf - ||
 	{ echo "mutants.sh: copying the source tree failed" >&2; exit 2; }
 mnist=$(readlink -f "$ROOT/MNIST_Data")
-SIM=(mnist-cuda-sim test_cudasim_rules cudasim_nccl_rules cudasim_launch_check gpu_ops_sim
+SIM=(mnist-cuda-sim test_cudasim_rules cudasim_nccl_rules cudasim_launch_check gpu_ops_sim gpu_plan_sim
 	gpu_train_parity_sim gpu_graph_sim gpu_allreduce_sim gpu_deadline_sim gpu_train_step_sim allreduce_sim)
 build() { # LOG [TARGET...]: the simulated module and the test programs, and the other targets
 	local log=$1
