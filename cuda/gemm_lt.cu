@@ -19,9 +19,10 @@
  *   - cuBLASLt's plain product, the epilogue in kernels of ours (bias_act,
  *     relu_backward), each algorithm likewise;
  *   - cublasSgemm with those kernels.
- * A bias gradient that the product does not fuse is either a kernel of ours
- * (one thread per sum) or cublasSgemv against a vector of ones; each
- * unfused way comes with both. The outcome is the same to rounding whichever
+ * A bias gradient that the product does not fuse is a kernel of ours (one
+ * thread per sum, or a block's threads per sum sharing it by block
+ * reduction) or cublasSgemv against a vector of ones; each unfused way comes
+ * with each of them. The outcome is the same to rounding whichever
  * way runs; what differs is the time. How the way is chosen (g->policy):
  * PLAN_MEASURE times every candidate with CUDA events on the request's own
  * buffers (beta is 0 and no output aliases an input, so a run only rewrites
@@ -67,6 +68,7 @@ enum bias_grad_way {
 	BIAS_GRAD_FUSED,    /* cuBLASLt's BGRADB epilogue */
 	BIAS_GRAD_KERNEL,   /* bias_grad_kernel: one thread per sum */
 	BIAS_GRAD_GEMV,     /* cublasSgemv of op(A) with a vector of ones */
+	BIAS_GRAD_BLOCK,    /* bias_grad_block_kernel: a block's threads per sum */
 };
 
 /* One way to run a problem: a candidate. */
@@ -379,6 +381,7 @@ static void name_way(struct gemm_way *w)
 	snprintf(w->name, sizeof(w->name), "%s%s", head,
 		 w->bias_grad == BIAS_GRAD_KERNEL ? "+bg.kernel"
 		 : w->bias_grad == BIAS_GRAD_GEMV ? "+bg.gemv"
+		 : w->bias_grad == BIAS_GRAD_BLOCK ? "+bg.block"
 						   : "");
 }
 
@@ -476,13 +479,14 @@ static int list_ways(struct cuda_gemm *g, const struct gemm_req *r, const struct
 		tries[n_tries++] = CUBLASLT_EPILOGUE_DEFAULT;
 
 	/* The unfused bias gradient's ways: cublasSgemv first where it can be had. */
-	int bg[2], n_bg = 0;
+	int bg[3], n_bg = 0;
 	if (!r->bias_grad) {
 		bg[n_bg++] = BIAS_GRAD_NONE;
 	} else {
 		if (ones_ready(g, r->k, capturing))
 			bg[n_bg++] = BIAS_GRAD_GEMV;
 		bg[n_bg++] = BIAS_GRAD_KERNEL;
+		bg[n_bg++] = BIAS_GRAD_BLOCK;
 	}
 	/* Our epilogue kernels need a packed output. */
 	int packed = r->ldc == r->n;
@@ -530,6 +534,9 @@ static void run_way(struct cuda_gemm *g, const struct gemm_req *r, const struct 
 		kernels_relu_backward(g->stream, NULL, r->c, r->act, (size_t)r->m * (size_t)r->n);
 	if (w->bias_grad == BIAS_GRAD_KERNEL) {
 		kernels_bias_grad(g->stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k, r->bias_grad);
+	} else if (w->bias_grad == BIAS_GRAD_BLOCK) {
+		kernels_bias_grad_block(g->stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k,
+					r->bias_grad);
 	} else if (w->bias_grad == BIAS_GRAD_GEMV) {
 		/*
 		 * bias_grad (m) = op(A) ones (k). Column-major, A stored (m, k) at lda

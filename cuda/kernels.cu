@@ -1,25 +1,32 @@
 /*
  * kernels.cu - the CUDA backend's element kernels and their launchers.
  *
- * Each kernel is a grid-stride loop that computes indices and calls one body
- * from include/elem.h, the same body the host backend loops over. No shared
- * memory, no barriers, no atomics: every item is written by exactly one
- * thread, so the result does not depend on the launch geometry or on the
- * order threads run in. Reductions are cuBLASLt's (the bias gradients, in its
- * GEMM epilogue) or the caller's (the batch's loss); where one must be ours
- * (bias_grad, when cuBLASLt offers no epilogue for it), each sum is one
- * thread's. A launch may cover two ranges of independent items, read and
- * written apart (an update and the next batch's gather; a convolution's
+ * Most kernels are grid-stride loops that compute indices and call one body
+ * from include/elem.h, the same body the host backend loops over: no shared
+ * memory, no barriers, no atomics, every item written by exactly one thread,
+ * so the result does not depend on the launch geometry or on the order
+ * threads run in. A launch may cover two ranges of independent items, read
+ * and written apart (an update and the next batch's gather; a convolution's
  * windows and the im2col matrix it read): one launch where there would be
  * two, with nothing shared between the ranges.
+ *
+ * Where a reduction must be fast, a block's threads cooperate through shared
+ * memory and __syncthreads (KERNEL_LAUNCH_COOP; one argument, a struct by
+ * value): the loss, a row's columns on a warp's lanes (one lane folding the
+ * max and the sum in column order, so the numbers are the host's to the
+ * bit), and the bias gradient by block reduction, one of the ways the GEMM
+ * plans time (cuda/gemm_lt.cu). Their loops are the same for every thread of
+ * a block, so every thread reaches every barrier, as CUDA requires.
  *
  * The file is written in the common subset of C and C++. nvcc builds it into
  * the CUDA backend; the unit tests build it with the host C compiler and
  * a stand-in <cuda_runtime.h> (tests/cuda_host/), which runs each launch
- * as nested loops over blocks and threads, and with the host C++ compiler
- * against the CUDA simulator (tests/cudasim/), which queues each launch on
- * its stream. Every launch goes through KERNEL_LAUNCH, in every build: the
- * raw launch (KERNEL_LAUNCH_ON: nvcc's <<<grid, block, 0, stream>>> here, the
+ * as nested loops over blocks and threads (a cooperative one's threads as
+ * fibers that wait at each barrier: tests/cuda_host/block_fibers.h), and with
+ * the host C++ compiler against the CUDA simulator (tests/cudasim/), which
+ * queues each launch on its stream. Every launch goes through KERNEL_LAUNCH
+ * or KERNEL_LAUNCH_COOP, in every build: the raw launch (KERNEL_LAUNCH_ON,
+ * KERNEL_LAUNCH_COOP_ON: nvcc's <<<grid, block, 0, stream>>> here, the
  * stand-in headers' loops or queue in the tests), then CUDA_CHECK_LAUNCH, the
  * check of cudaGetLastError that ends the job on a bad launch.
  */
@@ -37,11 +44,22 @@
 #if defined(__CUDACC__)
 #define KERNEL_LAUNCH_ON(kernel, geom, stream, ...) \
 	kernel<<<(geom).grid, (geom).block, 0, (stream)>>>(__VA_ARGS__)
+#define KERNEL_LAUNCH_COOP_ON(kernel, geom, stream, arg) \
+	kernel<<<(geom).grid, (geom).block, 0, (stream)>>>(arg)
+/* What a stand-in runs a cooperative kernel's thread through; nothing on a GPU. */
+#define KERNEL_COOP_THUNK(kernel, type)
 #endif
 
 #define KERNEL_LAUNCH(kernel, geom, stream, ...)                                          \
 	do {                                                                              \
 		KERNEL_LAUNCH_ON(kernel, geom, stream, __VA_ARGS__);                      \
+		CUDA_CHECK_LAUNCH(#kernel);                                               \
+	} while (0)
+
+/* A kernel whose block's threads share memory and wait at __syncthreads. */
+#define KERNEL_LAUNCH_COOP(kernel, geom, stream, arg)                                    \
+	do {                                                                              \
+		KERNEL_LAUNCH_COOP_ON(kernel, geom, stream, arg);                         \
 		CUDA_CHECK_LAUNCH(#kernel);                                               \
 	} while (0)
 
@@ -125,26 +143,85 @@ static __global__ void advance_kernel(int32_t *cursor, int delta)
 
 /* ---- loss ------------------------------------------------------------------------------ */
 
+/* Lanes a row of the loss takes: a warp's; a block narrower than a warp gives each row all of it. */
+#define XENT_LANES 32u
+
+/* Threads per block at most: CUDA's limit, the size of a cooperative kernel's shared arrays. */
+#define COOP_MAX_THREADS 1024
+
 /*
- * Item r is row r of logits (rows, cols) and of dlogits. The thread of row 0
- * moves the counters on after its row: no item of this kernel reads them.
+ * Rows of logits (rows, cols) and of dlogits, a group of `lanes` threads per
+ * row, blockDim.x / lanes rows per block at a time. Lane j takes column j:
+ * its logit to shared memory; lane 0 folds the max in column order; lane j
+ * its exponential; lane 0 the sum in column order and the row's loss; lane j
+ * its gradient (through the ReLU gate when relu). The arithmetic is
+ * softmax_xent_row_elem's to the bit. A row wider than the lanes is lane 0's
+ * alone, by softmax_xent_row_elem itself. Lane 0 of row 0 moves the counters
+ * on after its row: no thread of this kernel reads them.
  */
 static __global__ void softmax_xent_kernel(struct xent_req x)
 {
-	for (size_t r = grid_first(); r < (size_t)x.rows; r += grid_stride()) {
-		size_t off = r * (size_t)x.cols;
-		float *d = x.dlogits ? x.dlogits + off : NULL;
-		x.row_loss[r] = softmax_xent_row_elem(x.logits + off, x.labels[r], x.cols, x.scale, d);
-		if (d && x.relu)
-			for (int j = 0; j < x.cols; j++)
-				d[j] = relu_backward_elem(d[j], x.logits[off + (size_t)j]);
-		if (r == 0 && x.counters) {
+	__shared__ float column[COOP_MAX_THREADS];
+	__shared__ float row_max[COOP_MAX_THREADS / XENT_LANES], row_sum[COOP_MAX_THREADS / XENT_LANES];
+	unsigned int lanes = blockDim.x < XENT_LANES ? blockDim.x : XENT_LANES;
+	unsigned int groups = blockDim.x / lanes, group = threadIdx.x / lanes;
+	unsigned int lane = threadIdx.x % lanes;
+	int wide = x.cols > (int)lanes; /* the same for every thread */
+	for (size_t first = (size_t)blockIdx.x * groups; first < (size_t)x.rows;
+	     first += (size_t)gridDim.x * groups) {
+		size_t r = first + group;
+		int live = group < groups && r < (size_t)x.rows;
+		size_t off = live ? r * (size_t)x.cols : 0;
+		float *d = x.dlogits && live ? x.dlogits + off : NULL;
+		if (wide) {
+			if (live && lane == 0) {
+				x.row_loss[r] = softmax_xent_row_elem(x.logits + off, x.labels[r], x.cols,
+								      x.scale, d);
+				if (d && x.relu)
+					for (int j = 0; j < x.cols; j++)
+						d[j] = relu_backward_elem(d[j], x.logits[off + (size_t)j]);
+			}
+		} else {
+			int col = live && lane < (unsigned int)x.cols;
+			float *row = &column[group * lanes];
+			float v = col ? x.logits[off + lane] : 0.0f;
+			if (col)
+				row[lane] = v;
+			__syncthreads();
+			if (live && lane == 0) {
+				float m = row[0];
+				for (int j = 1; j < x.cols; j++)
+					m = xent_max_elem(m, row[j]);
+				row_max[group] = m;
+			}
+			__syncthreads();
+			float e = col ? xent_exp_elem(v, row_max[group]) : 0.0f;
+			if (col)
+				row[lane] = e;
+			__syncthreads();
+			if (live && lane == 0) {
+				float sum = 0.0f;
+				for (int j = 0; j < x.cols; j++)
+					sum += row[j];
+				row_sum[group] = sum;
+				x.row_loss[r] = xent_loss_elem(sum, x.logits[off + (size_t)x.labels[r]],
+							       row_max[group]);
+			}
+			__syncthreads();
+			if (col && d) {
+				float g = xent_grad_elem(e, 1.0f / row_sum[group], (int)lane == x.labels[r],
+							 x.scale);
+				d[lane] = x.relu ? relu_backward_elem(g, v) : g;
+			}
+		}
+		if (live && r == 0 && lane == 0 && x.counters) {
 			x.counters->cursor += x.rows;
 			x.counters->step += 1;
 			x.counters->updates += 1;
 		}
 	}
 }
+KERNEL_COOP_THUNK(softmax_xent_kernel, struct xent_req)
 
 static __global__ void argmax_hits_kernel(const float *logits, const int32_t *labels, int rows,
 					  int cols, int32_t *hits)
@@ -221,6 +298,49 @@ static __global__ void bias_grad_kernel(const float *a, int lda, int trans_a, in
 		out[i] = sum;
 	}
 }
+
+/* The bias gradient by block reduction: kernels_bias_grad_block's arguments. */
+struct bias_grad_args {
+	const float *a;
+	float *out;
+	int lda, trans_a, m, k;
+};
+
+/*
+ * out[i] = the sum over l of op(A)[i, l], a block's threads sharing each sum.
+ * Not trans_a (A (m, k), a sum along a row): a block per sum, its threads
+ * striding over l. trans_a (A (k, m), a sum down a column): a block per
+ * `lanes` neighbouring sums, each sum's `slices` threads striding over the
+ * rows. Each thread's partial sum to shared memory, then a tree over the
+ * slices, a barrier between levels; reads are consecutive across lanes.
+ */
+static __global__ void bias_grad_block_kernel(struct bias_grad_args g)
+{
+	__shared__ float part[COOP_MAX_THREADS];
+	unsigned int lanes = g.trans_a ? (blockDim.x < 32u ? blockDim.x : 32u) : 1u;
+	unsigned int slices = blockDim.x / lanes, slice = threadIdx.x / lanes;
+	unsigned int lane = threadIdx.x % lanes, top = 1;
+	while (top < slices)
+		top *= 2;
+	for (size_t first = (size_t)blockIdx.x * lanes; first < (size_t)g.m;
+	     first += (size_t)gridDim.x * lanes) {
+		size_t i = first + lane;
+		int live = slice < slices && i < (size_t)g.m;
+		float sum = 0.0f;
+		for (size_t l = slice; live && l < (size_t)g.k; l += slices)
+			sum += g.trans_a ? g.a[l * (size_t)g.lda + i] : g.a[i * (size_t)g.lda + l];
+		part[threadIdx.x] = sum;
+		__syncthreads();
+		for (unsigned int half = top / 2; half > 0; half /= 2) {
+			if (slice < half && slice + half < slices)
+				part[threadIdx.x] += part[threadIdx.x + half * lanes];
+			__syncthreads();
+		}
+		if (live && slice == 0)
+			g.out[i] = part[threadIdx.x];
+	}
+}
+KERNEL_COOP_THUNK(bias_grad_block_kernel, struct bias_grad_args)
 
 /* ---- convolution stages ------------------------------------------------------------- */
 
@@ -342,8 +462,8 @@ void kernels_softmax_xent(cudaStream_t stream, const struct kernel_geom *geom,
 {
 	if (work_2d(r->rows, r->cols) == 0)
 		return;
-	struct kernel_geom g = pick_geom(geom, (size_t)r->rows);
-	KERNEL_LAUNCH(softmax_xent_kernel, g, stream, *r);
+	struct kernel_geom g = pick_geom(geom, (size_t)r->rows * XENT_LANES);
+	KERNEL_LAUNCH_COOP(softmax_xent_kernel, g, stream, *r);
 }
 
 void kernels_argmax_hits(cudaStream_t stream, const struct kernel_geom *geom,
@@ -417,6 +537,17 @@ void kernels_bias_grad(cudaStream_t stream, const struct kernel_geom *geom, cons
 		return;
 	struct kernel_geom g = pick_geom(geom, (size_t)m);
 	KERNEL_LAUNCH(bias_grad_kernel, g, stream, a, lda, trans_a, m, k, out);
+}
+
+void kernels_bias_grad_block(cudaStream_t stream, const struct kernel_geom *geom, const float *a,
+			     int lda, int trans_a, int m, int k, float *out)
+{
+	if (m <= 0)
+		return;
+	struct bias_grad_args args = {a, out, lda, trans_a, m, k};
+	size_t blocks = trans_a ? ((size_t)m + 31) / 32 : (size_t)m;
+	struct kernel_geom g = pick_geom(geom, blocks * KERNEL_BLOCK);
+	KERNEL_LAUNCH_COOP(bias_grad_block_kernel, g, stream, args);
 }
 
 void kernels_conv_forward(cudaStream_t stream, const struct kernel_geom *geom,

@@ -48,7 +48,10 @@ void kernels_gather(cudaStream_t stream, const struct kernel_geom *geom,
 /* Work: 1. */
 void kernels_advance(cudaStream_t stream, const struct kernel_geom *geom, int32_t *cursor,
 		     int delta);
-/* Work: rows (one thread per row; the counters moved on by the thread of row 0). */
+/*
+ * Work: rows * 32 (a warp's lanes per row, sharing it through shared memory;
+ * the counters moved on by the first lane of row 0).
+ */
 void kernels_softmax_xent(cudaStream_t stream, const struct kernel_geom *geom,
 			  const struct xent_req *r);
 /* Work: rows. */
@@ -81,6 +84,12 @@ void kernels_relu_backward(cudaStream_t stream, const struct kernel_geom *geom, 
  */
 void kernels_bias_grad(cudaStream_t stream, const struct kernel_geom *geom, const float *a,
 		       int lda, int trans_a, int m, int k, float *out);
+/*
+ * The same sums by block reduction: a block's threads share each sum (a block
+ * per sum, or per 32 neighbouring sums when trans_a). Work: 256 per block.
+ */
+void kernels_bias_grad_block(cudaStream_t stream, const struct kernel_geom *geom, const float *a,
+			     int lda, int trans_a, int m, int k, float *out);
 /*
  * A convolution stage forward (struct conv_stage): work: the windows
  * (oc * ph * pw * rows), then the entries of cols (c*k*k * oh*ow*rows) unless

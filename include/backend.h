@@ -118,7 +118,7 @@ struct conv_stage {
  */
 #define PLAN_NAME_LEN 96
 #define PLAN_KEY_LEN 160
-#define PLAN_MAX_CANDIDATES 32
+#define PLAN_MAX_CANDIDATES 64
 
 struct plan_candidate {
 	char name[PLAN_NAME_LEN];

@@ -46,6 +46,37 @@ ELEM_FN float relu_backward_elem(float dy, float y)
 }
 
 /*
+ * Softmax cross-entropy, in pieces that a row's threads can share (the CUDA
+ * kernel runs a row's columns on several threads, one thread folding the
+ * running max and the sum in column order, so the arithmetic is the row
+ * body's below, to the bit).
+ */
+/* The running maximum, taking logit when it is greater. */
+ELEM_FN float xent_max_elem(float max, float logit)
+{
+	return logit > max ? logit : max;
+}
+
+/* A column's exponential, shifted by the row's maximum. */
+ELEM_FN float xent_exp_elem(float logit, float max)
+{
+	return expf(logit - max);
+}
+
+/* A column's gradient: scale * (softmax_j - [j == label]), softmax_j = e * inv_sum. */
+ELEM_FN float xent_grad_elem(float e, float inv_sum, int is_label, float scale)
+{
+	float p = e * inv_sum;
+	return scale * (p - (is_label ? 1.0f : 0.0f));
+}
+
+/* The row's loss, -log softmax_label, from the sum of the exponentials. */
+ELEM_FN float xent_loss_elem(float sum, float label_logit, float max)
+{
+	return logf(sum) - (label_logit - max);
+}
+
+/*
  * One row of softmax cross-entropy with its gradient.
  * logits: (c), label in [0, c). Writes dlogits[j] = scale * (softmax_j - [j == label])
  * and returns the row's loss, -log softmax_label. Stable: subtracts the row max.
@@ -55,24 +86,21 @@ ELEM_FN float softmax_xent_row_elem(const float *logits, int label, int c, float
 {
 	float m = logits[0];
 	for (int j = 1; j < c; j++)
-		m = logits[j] > m ? logits[j] : m;
+		m = xent_max_elem(m, logits[j]);
 	/* Each exponential once: dlogits holds them until the sum is known. */
 	float s = 0.0f;
 	for (int j = 0; j < c; j++) {
-		float e = expf(logits[j] - m);
+		float e = xent_exp_elem(logits[j], m);
 		if (dlogits)
 			dlogits[j] = e;
 		s += e;
 	}
-	float log_s = logf(s);
 	if (dlogits) {
 		float inv = 1.0f / s;
-		for (int j = 0; j < c; j++) {
-			float p = dlogits[j] * inv;
-			dlogits[j] = scale * (p - (j == label ? 1.0f : 0.0f));
-		}
+		for (int j = 0; j < c; j++)
+			dlogits[j] = xent_grad_elem(dlogits[j], inv, j == label, scale);
 	}
-	return log_s - (logits[label] - m);
+	return xent_loss_elem(s, logits[label], m);
 }
 
 /* 1 when the row's first maximum is at label, else 0. */

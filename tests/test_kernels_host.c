@@ -216,7 +216,7 @@ Test(kernels_host, launchers_use_backend_geometry)
 			      .scale = 1.0f, .row_loss = loss, .dlogits = dl};
 	before = fake_cuda_stats.launches;
 	kernels_softmax_xent(NULL, NULL, &xr);
-	expect_launch(before, ROWS, "softmax_xent (rows)");
+	expect_launch(before, (size_t)ROWS * 32, "softmax_xent (rows * 32 lanes)");
 
 	before = fake_cuda_stats.launches;
 	kernels_argmax_hits(NULL, NULL, logits, labels, ROWS, COLS, hits);
@@ -248,6 +248,14 @@ Test(kernels_host, launchers_use_backend_geometry)
 	before = fake_cuda_stats.launches;
 	kernels_bias_grad(NULL, NULL, logits, 3, 0, ROWS, 3, loss);
 	expect_launch(before, ROWS, "bias_grad (m)");
+
+	/* By block reduction: a block per sum, or per 32 sums when trans_a. */
+	before = fake_cuda_stats.launches;
+	kernels_bias_grad_block(NULL, NULL, logits, 3, 0, ROWS, 3, loss);
+	expect_launch(before, (size_t)ROWS * 256, "bias_grad_block (m blocks)");
+	before = fake_cuda_stats.launches;
+	kernels_bias_grad_block(NULL, NULL, logits, ROWS, 1, ROWS, 3, loss);
+	expect_launch(before, (size_t)(ROWS + 31) / 32 * 256, "bias_grad_block trans_a (m / 32 blocks)");
 
 	/* LeNet-5's stages at 2 images: the convolution stage kernels' work sizes. */
 	const int B = 2;
@@ -960,13 +968,23 @@ Test(kernels_host, bias_grad)
 					kc_geom_name(gi, gn, sizeof(gn));
 					snprintf(what, sizeof(what), "bias_grad m=%d k=%d lda=%d trans_a=%d%s, %s", m,
 						 k, lda, trans, whole ? " whole numbers" : "", gn);
-					float *out = kc_guarded_f((size_t)m);
-					kernels_bias_grad(NULL, kc_geom_at(gi), a, lda, trans, m, k, out);
-					kc_check_guards_f(out, (size_t)m, what);
-					kc_expect_close(what, out, ref, (size_t)m, tol, 0.0, kc_seed);
-					if (whole && host)
-						kc_expect_same_f(what, out, host, (size_t)m, kc_seed);
-					kc_free_guarded_f(out);
+					for (int block = 0; block <= 1; block++) {
+						char named[200];
+						snprintf(named, sizeof(named), "%s%s", what,
+							 block ? ", by block reduction" : "");
+						float *out = kc_guarded_f((size_t)m);
+						if (block)
+							kernels_bias_grad_block(NULL, kc_geom_at(gi), a, lda, trans,
+										m, k, out);
+						else
+							kernels_bias_grad(NULL, kc_geom_at(gi), a, lda, trans, m, k,
+									  out);
+						kc_check_guards_f(out, (size_t)m, named);
+						kc_expect_close(named, out, ref, (size_t)m, tol, 0.0, kc_seed);
+						if (whole && host)
+							kc_expect_same_f(named, out, host, (size_t)m, kc_seed);
+						kc_free_guarded_f(out);
+					}
 				}
 				free(a);
 				free(ref);

@@ -8,9 +8,11 @@ if(MNIST_TESTS_CRITERION)
   add_unit_test(test_kernels_host
     ${CMAKE_CURRENT_SOURCE_DIR}/test_kernels_host.c
     ${CMAKE_CURRENT_SOURCE_DIR}/test_kernels_conv.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/test_kernels_barrier.c
     ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/kernel_check.c
     ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/kernels_host.c
     ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/fake_cuda.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/block_fibers.c
     ${CMAKE_CURRENT_SOURCE_DIR}/ref.c)
   # The stand-in <cuda_runtime.h> comes before any other on the path.
   target_include_directories(test_kernels_host BEFORE PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host

@@ -20,7 +20,8 @@ endif()
 add_library(cudasim STATIC
   ${MNIST_CUDASIM_DIR}/device.cc ${MNIST_CUDASIM_DIR}/memory.cc ${MNIST_CUDASIM_DIR}/stream.cc
   ${MNIST_CUDASIM_DIR}/copy.cc ${MNIST_CUDASIM_DIR}/cublas.cc ${MNIST_CUDASIM_DIR}/cublaslt.cc
-  ${MNIST_CUDASIM_DIR}/nccl.cc ${MNIST_CUDASIM_DIR}/timing.cc)
+  ${MNIST_CUDASIM_DIR}/nccl.cc ${MNIST_CUDASIM_DIR}/timing.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/block_fibers.c)
 # The stand-in headers come before any other <cuda_runtime.h>, <cublas_v2.h>, <cublasLt.h>, <nccl.h>.
 target_include_directories(cudasim BEFORE PUBLIC ${MNIST_CUDASIM_DIR})
 target_compile_options(cudasim PRIVATE ${MNIST_CUDASIM_CXX_WARNINGS})

@@ -11,6 +11,10 @@
  * same result in any order, so this runs the kernels' own index arithmetic,
  * bounds checks and launch geometry on the CPU.
  *
+ * Kernels whose threads share memory and wait at barriers
+ * (KERNEL_LAUNCH_COOP_ON) run each block's threads as fibers instead
+ * (block_fibers.h), so that __syncthreads holds.
+ *
  * A launch with a geometry CUDA would refuse (zero or more than 2^31-1
  * blocks, zero or more than 1024 threads per block) runs nothing and is
  * remembered, as a GPU leaves it for cudaGetLastError; KERNEL_LAUNCH's check
@@ -29,6 +33,8 @@
 
 #include <stdint.h>
 
+#include "block_fibers.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -36,6 +42,9 @@ extern "C" {
 #define __global__
 #define __device__
 #define __host__
+/* One copy per kernel: the running block's (block_fibers.h). */
+#define __shared__ static
+#define __syncthreads() block_fibers_sync()
 
 struct fake_uint3 {
 	unsigned int x, y, z;
@@ -72,6 +81,28 @@ void fake_cuda_check_launch(const char *kernel);
 			for (blockIdx.x = 0; blockIdx.x < gridDim.x; blockIdx.x++)        \
 				for (threadIdx.x = 0; threadIdx.x < blockDim.x; threadIdx.x++) \
 					kernel(__VA_ARGS__);                              \
+			fake_cuda_stats.threads += (unsigned long long)gridDim.x * blockDim.x; \
+		}                                                                         \
+	} while (0)
+
+/*
+ * A kernel whose block's threads cooperate (cuda/kernels.cu's
+ * KERNEL_LAUNCH_COOP): one argument, a struct by value; each block's threads
+ * run as fibers so that __syncthreads holds (block_fibers.h), in ascending
+ * order between barriers. KERNEL_COOP_THUNK(kernel, type), after the kernel,
+ * defines what a fiber calls.
+ */
+#define KERNEL_COOP_THUNK(kernel, type)                                                   \
+	static void kernel##_thunk(const void *arg) { kernel(*(const type *)arg); }
+
+#define KERNEL_LAUNCH_COOP_ON(kernel, geom, stream, arg)                                   \
+	do {                                                                              \
+		(void)(stream);                                                           \
+		__typeof__(arg) fake_coop_arg_ = (arg);                                   \
+		if (fake_cuda_begin((geom).grid, (geom).block, #kernel)) {                \
+			for (blockIdx.x = 0; blockIdx.x < gridDim.x; blockIdx.x++)        \
+				block_fibers_run(#kernel, blockIdx.x, blockDim.x, &threadIdx.x, \
+						 kernel##_thunk, &fake_coop_arg_, NULL, 0);       \
 			fake_cuda_stats.threads += (unsigned long long)gridDim.x * blockDim.x; \
 		}                                                                         \
 	} while (0)

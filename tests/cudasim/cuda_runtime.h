@@ -39,6 +39,9 @@
 #define __global__
 #define __device__
 #define __host__
+/* One copy per kernel: the running block's (tests/cuda_host/block_fibers.h). */
+#define __shared__ static
+#define __syncthreads() cudasim::barrier()
 
 enum cudaError {
 	cudaSuccess = 0,
@@ -223,7 +226,14 @@ template <class T, class... Rest> void collect(launch_ptrs &l, T v, Rest... rest
  * CUDA refuses is not queued, and its error is the thread's last error.
  */
 cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, unsigned int block,
-		   const launch_ptrs &ptrs, std::function<void()> body);
+		   const launch_ptrs &ptrs, std::function<void()> body, bool coop = false);
+
+/*
+ * __syncthreads in a kernel launched by KERNEL_LAUNCH_COOP_ON: the thread
+ * waits for its block (tests/cuda_host/block_fibers.h), its wait counted as a
+ * loop trip of its serial work (rule 10).
+ */
+void barrier();
 
 /* cudaFuncGetAttributes for any kernel: whether its image runs on the device. */
 cudaError_t func_attributes(struct cudaFuncAttributes *attr, const void *kernel);
@@ -256,6 +266,24 @@ template <class T> inline cudaError_t cudaFuncGetAttributes(struct cudaFuncAttri
 		(void)cudasim::launch((stream), #kernel, (geom).grid, (geom).block,       \
 				      cudasim_ptrs_,                                      \
 				      [cudasim_args_]() { std::apply(kernel, cudasim_args_); }); \
+	} while (0)
+
+/*
+ * A kernel whose block's threads cooperate (cuda/kernels.cu's
+ * KERNEL_LAUNCH_COOP; one argument, a struct by value): queued as above, each
+ * block's threads then run as fibers so that __syncthreads holds, in
+ * descending order between barriers (the unit tests' stand-in runs them
+ * ascending, so a read that a missing barrier leaves unordered differs
+ * between the two).
+ */
+#define KERNEL_COOP_THUNK(kernel, type)
+#define KERNEL_LAUNCH_COOP_ON(kernel, geom, stream, arg)                                  \
+	do {                                                                              \
+		cudasim::launch_ptrs cudasim_ptrs_ = {};                                  \
+		auto cudasim_arg_ = (arg);                                                \
+		(void)cudasim::launch((stream), #kernel, (geom).grid, (geom).block,       \
+				      cudasim_ptrs_, [cudasim_arg_]() { kernel(cudasim_arg_); }, \
+				      true);                                              \
 	} while (0)
 
 #endif /* MNIST_DDP_CUDASIM_CUDA_RUNTIME_H */

@@ -61,7 +61,17 @@
  *     capture. Not sticky: reading it clears it. What stops the program is its
  *     own check (the project's CUDA_CHECK_LAUNCH), never the simulator. A
  *     pointer argument that is not device memory is fatal (an illegal address
- *     on a GPU).
+ *     on a GPU). A kernel whose block's threads share memory and wait at
+ *     __syncthreads (KERNEL_LAUNCH_COOP_ON) runs each block's threads as
+ *     fibers (tests/cuda_host/block_fibers.h): __syncthreads waits until
+ *     every thread of the block has reached it, and writes before it are seen
+ *     after it, as the programming guide says; between barriers threads run
+ *     in descending order (the unit tests' runner ascending), so a missing
+ *     barrier shows in one of the two; a barrier that some threads of a block
+ *     never reach (CUDA allows conditional barriers only where the condition
+ *     is the block's) and a barrier in a kernel launched as a plain one are
+ *     fatal. __shared__ is one static copy per kernel: it is not poisoned
+ *     between blocks, so a read before any write in a block is not caught.
  *  6. Graph capture (cudaStreamCaptureModeGlobal and ThreadLocal): work
  *     queued on a capturing stream is recorded, not run. What CUDA forbids
  *     during capture fails with cudaErrorStreamCaptureUnsupported and

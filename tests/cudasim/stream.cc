@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "../cuda_host/block_fibers.h"
 #include "cudasim.h"
 
 uint3 blockIdx, threadIdx;
@@ -243,8 +244,38 @@ static void check_kernel_pointers(const char *kernel, const launch_ptrs &ptrs)
  * must stop it. A pointer argument that is not device memory is fatal: on a
  * GPU the kernel would fault on it (an illegal address, and a dead context).
  */
+/* A cooperative block's threads: each one's loop trips and items, kept across its switches. */
+struct coop_counts {
+	std::vector<unsigned long long> trips, strides;
+};
+
+static void coop_in(void *arg, unsigned int t)
+{
+	coop_counts *c = (coop_counts *)arg;
+	trips = c->trips[t];
+	strides = c->strides[t];
+}
+
+static void coop_out(void *arg, unsigned int t)
+{
+	coop_counts *c = (coop_counts *)arg;
+	c->trips[t] = trips;
+	c->strides[t] = strides;
+}
+
+static void coop_thread(const void *arg)
+{
+	(*(const std::function<void()> *)arg)();
+}
+
+void barrier()
+{
+	++trips;
+	block_fibers_sync();
+}
+
 cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, unsigned int block,
-		   const launch_ptrs &ptrs, std::function<void()> body)
+		   const launch_ptrs &ptrs, std::function<void()> body, bool coop)
 {
 	cudaError_t rc = init_error();
 	if (rc != cudaSuccess)
@@ -256,7 +287,7 @@ cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, u
 	check_kernel_pointers(kernel, ptrs);
 	op o;
 	o.label = std::string("kernel ") + kernel;
-	o.run = [kernel, grid, block, ptrs, body]() {
+	o.run = [kernel, grid, block, ptrs, body, coop]() mutable {
 		/* Checked again when it runs: a replayed graph may outlive its buffers. */
 		check_kernel_pointers(kernel, ptrs);
 		gridDim = {grid, 1, 1};
@@ -266,14 +297,27 @@ cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, u
 		/* Each thread's loop trips, counted by the hook (rule 10): its serial work. */
 		std::vector<double> worst(grid, 0.0);
 		unsigned long long items = 0, loops = 0;
-		for (blockIdx.x = 0; blockIdx.x < grid; blockIdx.x++)
+		coop_counts counts;
+		block_fiber_hooks hooks = {coop_in, coop_out, &counts};
+		for (blockIdx.x = 0; blockIdx.x < grid; blockIdx.x++) {
+			if (coop) {
+				counts.trips.assign(block, 0);
+				counts.strides.assign(block, 0);
+				block_fibers_run(kernel, blockIdx.x, block, &threadIdx.x, coop_thread,
+						 &body, &hooks, 1);
+			}
 			for (threadIdx.x = 0; threadIdx.x < block; threadIdx.x++) {
-				trips = strides = 0;
-				body();
+				if (coop) {
+					coop_in(&counts, threadIdx.x);
+				} else {
+					trips = strides = 0;
+					body();
+				}
 				items += strides;
 				loops += trips;
 				worst[blockIdx.x] = std::max(worst[blockIdx.x], thread_us(strides, trips));
 			}
+		}
 		run_us = kernel_us(block, worst, items, loops);
 	};
 	return submit(stream, std::move(o)); /* an unknown stream or an invalidated capture: set */

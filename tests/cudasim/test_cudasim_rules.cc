@@ -254,6 +254,85 @@ Test(kernel, a_launch_without_a_kernel_image_for_the_device_is_refused)
 	refused_launch({1, 1}, cudaErrorNoKernelImageForDevice);
 }
 
+/* Rule 5, cooperative kernels: each block reverses its slice through shared memory. */
+struct reverse_args {
+	const float *in;
+	float *out;
+	int n;
+	int divergent; /* 1: thread 0 returns before the barrier */
+	int barrier;   /* 0: no barrier (the reads race the writes) */
+};
+
+static __global__ void reverse_kernel(struct reverse_args a)
+{
+	__shared__ float slot[1024];
+	unsigned int t = threadIdx.x, n = blockDim.x;
+	size_t base = (size_t)blockIdx.x * n;
+	if (a.divergent && t == 0)
+		return;
+	slot[t] = base + t < (size_t)a.n ? a.in[base + t] : -1.0f;
+	if (a.barrier)
+		__syncthreads();
+	if (base + t < (size_t)a.n)
+		a.out[base + t] = slot[n - 1 - t];
+}
+
+/* The reversed array, run on a stream and read back. */
+static std::vector<float> reversed(struct geom g, int n, int divergent, int barrier)
+{
+	cudaStream_t s = new_stream();
+	std::vector<float> h(n);
+	for (int i = 0; i < n; i++)
+		h[i] = 1000.0f + i;
+	float *in = dalloc(n), *out = dalloc(n);
+	cr_assert_eq(cudaMemcpy(in, h.data(), n * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+	struct reverse_args a = {in, out, n, divergent, barrier};
+	KERNEL_LAUNCH_COOP_ON(reverse_kernel, g, s, a);
+	cr_assert_eq(cudaGetLastError(), cudaSuccess);
+	cr_assert_eq(cudaStreamSynchronize(s), cudaSuccess);
+	cr_assert_eq(cudaMemcpy(h.data(), out, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+	return h;
+}
+
+Test(kernel, a_barrier_holds_for_every_thread_of_the_block)
+{
+	const struct geom geoms[] = {{1, 1}, {3, 7}, {2, 256}, {1, 1024}};
+	for (const struct geom &g : geoms) {
+		int n = (int)(g.grid * g.block) - (g.block > 1 ? 1 : 0);
+		std::vector<float> h = reversed(g, n, 0, 1);
+		for (int i = 0; i < n; i++) {
+			unsigned int b = (unsigned int)i / g.block, t = (unsigned int)i % g.block;
+			int j = (int)(b * g.block + (g.block - 1 - t));
+			float want = j < n ? 1000.0f + j : -1.0f;
+			cr_assert_eq(h[i], want, "grid %u block %u: out[%d] = %g, expected %g", g.grid,
+				     g.block, i, h[i], want);
+		}
+	}
+}
+
+Test(kernel, a_missing_barrier_shows)
+{
+	std::vector<float> h = reversed({1, 64}, 64, 0, 0);
+	int wrong = 0;
+	for (int i = 0; i < 64; i++)
+		wrong += h[i] != 1000.0f + (63 - i);
+	cr_assert_gt(wrong, 0, "a kernel without its barrier gave the barrier's result");
+}
+
+Test(kernel, a_barrier_some_threads_never_reach_is_stopped, .signal = SIGABRT)
+{
+	reversed({1, 8}, 8, 1, 1);
+}
+
+Test(kernel, a_barrier_in_a_plain_launch_is_stopped, .signal = SIGABRT)
+{
+	float *d = dalloc(4);
+	struct reverse_args a = {d, d, 4, 0, 1};
+	struct geom g = {1, 4};
+	KERNEL_LAUNCH_ON(reverse_kernel, g, cudaStreamLegacy, a);
+	cudaDeviceSynchronize();
+}
+
 Test(kernel, arguments_are_taken_at_launch)
 {
 	cudaStream_t s = new_stream();

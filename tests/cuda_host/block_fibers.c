@@ -1,0 +1,191 @@
+/* block_fibers.c - a thread block's threads as fibers, so that __syncthreads holds: block_fibers.h. */
+#define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE */
+#include "block_fibers.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+/* AddressSanitizer follows a switch of stacks only when told (its fiber annotations). */
+#if defined(__SANITIZE_ADDRESS__)
+#define BLOCK_FIBERS_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BLOCK_FIBERS_ASAN 1
+#endif
+#endif
+#ifdef BLOCK_FIBERS_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+enum { MAX_THREADS = 1024, STACK_BYTES = 256 << 10 };
+
+enum fiber_state { RUNNING, AT_BARRIER, RETURNED };
+
+/*
+ * A fiber's first entry is a setcontext onto its own stack (ucontext); every
+ * switch after is _setjmp/_longjmp, which saves no signal mask: no system call.
+ */
+struct fiber {
+	ucontext_t start;
+	jmp_buf at;     /* where it stopped */
+	int started;
+	void *stack;
+	enum fiber_state state;
+};
+
+static struct {
+	struct fiber fibers[MAX_THREADS];
+	jmp_buf scheduler;
+	int active;             /* inside block_fibers_run */
+	unsigned int current;   /* the fiber running */
+	void (*body)(const void *);
+	const void *arg;
+#ifdef BLOCK_FIBERS_ASAN
+	void *fake_stack; /* the scheduler's, while a fiber runs */
+	const void *sched_bottom;
+	size_t sched_size;
+#endif
+} run;
+
+__attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "block_fibers: ");
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	abort();
+}
+
+/* From the running fiber back to the scheduler, to be resumed where it stopped. */
+static void to_scheduler(void)
+{
+	struct fiber *f = &run.fibers[run.current];
+#ifdef BLOCK_FIBERS_ASAN
+	void *fake = NULL;
+	if (_setjmp(f->at) == 0) {
+		__sanitizer_start_switch_fiber(&fake, run.sched_bottom, run.sched_size);
+		_longjmp(run.scheduler, 1);
+	}
+	__sanitizer_finish_switch_fiber(fake, &run.sched_bottom, &run.sched_size);
+#else
+	if (_setjmp(f->at) == 0)
+		_longjmp(run.scheduler, 1);
+#endif
+}
+
+/* A fiber runs a thread of each block it is given, from its first call to its return. */
+static void fiber_main(void)
+{
+#ifdef BLOCK_FIBERS_ASAN
+	__sanitizer_finish_switch_fiber(NULL, &run.sched_bottom, &run.sched_size);
+#endif
+	for (;;) {
+		run.body(run.arg);
+		run.fibers[run.current].state = RETURNED;
+		to_scheduler();
+	}
+}
+
+/* From the scheduler into fiber t until it waits or returns. */
+static void resume(unsigned int t)
+{
+	struct fiber *f = &run.fibers[t];
+	run.current = t;
+	f->state = RUNNING;
+	if (_setjmp(run.scheduler) == 0) {
+#ifdef BLOCK_FIBERS_ASAN
+		__sanitizer_start_switch_fiber(&run.fake_stack, f->stack, STACK_BYTES);
+#endif
+		if (f->started) {
+			_longjmp(f->at, 1);
+		} else {
+			f->started = 1;
+			setcontext(&f->start);
+			perror("block_fibers: setcontext");
+			abort();
+		}
+	}
+#ifdef BLOCK_FIBERS_ASAN
+	__sanitizer_finish_switch_fiber(run.fake_stack, NULL, NULL);
+#endif
+}
+
+/* Fiber t, ready to start a thread: made the first time it is needed, reused after. */
+static void start_fiber(unsigned int t)
+{
+	struct fiber *f = &run.fibers[t];
+	if (!f->stack) {
+		f->stack = mmap(NULL, STACK_BYTES, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (f->stack == MAP_FAILED) {
+			perror("block_fibers: mmap of a fiber stack");
+			abort();
+		}
+		if (getcontext(&f->start) != 0) {
+			perror("block_fibers: getcontext");
+			abort();
+		}
+		f->start.uc_stack.ss_sp = f->stack;
+		f->start.uc_stack.ss_size = STACK_BYTES;
+		f->start.uc_link = NULL; /* fiber_main never returns */
+		makecontext(&f->start, fiber_main, 0);
+	}
+	f->state = RUNNING;
+}
+
+void block_fibers_run(const char *kernel, unsigned int block, unsigned int threads,
+		      unsigned int *thread_index, void (*body)(const void *arg), const void *arg,
+		      const struct block_fiber_hooks *hooks, int descending)
+{
+	if (threads == 0 || threads > MAX_THREADS)
+		fail("%s: block %u of %u threads (at most %u)", kernel, block, threads, (unsigned int)MAX_THREADS);
+	if (run.active)
+		fail("%s: block %u launched while a block runs", kernel, block);
+	run.active = 1;
+	run.body = body;
+	run.arg = arg;
+	for (unsigned int t = 0; t < threads; t++)
+		start_fiber(t);
+	for (unsigned int barrier = 0;; barrier++) {
+		unsigned int waiting = 0, returned = 0;
+		for (unsigned int i = 0; i < threads; i++) {
+			unsigned int t = descending ? threads - 1 - i : i;
+			if (run.fibers[t].state == RETURNED)
+				continue;
+			*thread_index = t;
+			if (hooks && hooks->in)
+				hooks->in(hooks->arg, t);
+			resume(t);
+			if (hooks && hooks->out)
+				hooks->out(hooks->arg, t);
+		}
+		for (unsigned int t = 0; t < threads; t++) {
+			waiting += run.fibers[t].state == AT_BARRIER;
+			returned += run.fibers[t].state == RETURNED;
+		}
+		if (waiting == 0)
+			break;
+		if (returned > 0)
+			fail("%s: block %u: %u threads wait at a __syncthreads that the block's other "
+			     "threads never reach (they returned; CUDA requires a barrier's condition "
+			     "to be the same across the block), barrier %u",
+			     kernel, block, waiting, barrier + 1);
+	}
+	*thread_index = 0;
+	run.active = 0;
+}
+
+void block_fibers_sync(void)
+{
+	if (!run.active)
+		fail("__syncthreads in a kernel launched with KERNEL_LAUNCH; a kernel whose threads "
+		     "wait at barriers is launched with KERNEL_LAUNCH_COOP");
+	run.fibers[run.current].state = AT_BARRIER;
+	to_scheduler();
+}
