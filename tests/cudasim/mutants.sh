@@ -134,7 +134,7 @@ mutant counters-not-moved $K \
 	$'\t\t\tx.counters->step += 1;\n' $'\n' \
 	'gpu_ops_sim|mnist_train_sim_graph_nodes_seed'
 mutant loss-relu-gate-dropped $K \
-	'if (d && x.relu)' 'if (d && 0)' \
+	'd[lane] = x.relu ? relu_backward_elem(g, v) : g;' 'd[lane] = g;' \
 	'gpu_ops_sim'
 # Issue 25: measured plans.
 mutant checkpoint-plan-ignored $L \
@@ -143,6 +143,18 @@ mutant checkpoint-plan-ignored $L \
 mutant bias-gradient-kernel-not-run $L \
 	$'\t\tkernels_bias_grad(g->stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k, r->bias_grad);' $'\t\t(void)0;' \
 	'gpu_plan_sim|gpu_ops_sim_lt_default_only'
+mutant bias-gradient-block-not-run $L \
+	$'\t\tkernels_bias_grad_block(g->stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k,\n\t\t\t\t\tr->bias_grad);' $'\t\t(void)0;' \
+	'gpu_plan_sim'
+# Cooperative kernels: a barrier taken out (the simulator runs a block's threads in
+# descending order between barriers, so lane 0's write comes after the others' reads).
+mutant loss-barrier-after-max-dropped $K \
+	$'\t\t\t\trow_max[group] = m;\n\t\t\t}\n\t\t\t__syncthreads();' $'\t\t\t\trow_max[group] = m;\n\t\t\t}' \
+	'gpu_ops_sim'
+mutant bias-gradient-tree-barrier-dropped $K \
+	$'\t\t\t\tpart[threadIdx.x] += part[threadIdx.x + half * lanes];\n\t\t\t__syncthreads();' \
+	$'\t\t\t\tpart[threadIdx.x] += part[threadIdx.x + half * lanes];' \
+	'gpu_plan_sim'
 mutant relu-gradient-without-its-mask $L \
 	'return mask_written(g, r->relu_mask) ? CUBLASLT_EPILOGUE_DRELU' 'return 1 ? CUBLASLT_EPILOGUE_DEFAULT' \
 	'mnist_train_sim_graph_nodes_mlp'
