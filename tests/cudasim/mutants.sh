@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mutants.sh - plant bugs in the CUDA backend one at a time and check that
 # the simulator suite (ctest -L cudasim) catches each: a kill score for the
-# simulator and the GPU suite together. Too slow for the default suite (a
+# simulator and the GPU suite together (with, where a mutant names it among its
+# first tests, test_kernels_host: cuda/kernels.cu compiled for the CPU). Too slow for the default suite (a
 # rebuild and a test run per mutant); run it by hand after changing the
 # simulator, the GPU suite or cuda/ (docs/gpu.md):
 #
@@ -146,15 +147,18 @@ mutant bias-gradient-kernel-not-run $L \
 mutant bias-gradient-block-not-run $L \
 	$'\t\tkernels_bias_grad_block(g->stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k,\n\t\t\t\t\tr->bias_grad);' $'\t\t(void)0;' \
 	'gpu_plan_sim'
-# Cooperative kernels: a barrier taken out (the simulator runs a block's threads in
-# descending order between barriers, so lane 0's write comes after the others' reads).
+# Cooperative kernels: a barrier taken out. The simulator runs a block's threads in
+# descending order between barriers, so lane 0's write comes after the others' reads; a
+# tree reduction without its barriers comes out right in that order (each thread's upper
+# partner has finished), and only the unit tests' ascending runner (test_kernels_host,
+# cuda/kernels.cu compiled for the CPU, built here with the simulated programs) sees it.
 mutant loss-barrier-after-max-dropped $K \
 	$'\t\t\t\trow_max[group] = m;\n\t\t\t}\n\t\t\t__syncthreads();' $'\t\t\t\trow_max[group] = m;\n\t\t\t}' \
 	'gpu_ops_sim'
 mutant bias-gradient-tree-barrier-dropped $K \
 	$'\t\t\t\tpart[threadIdx.x] += part[threadIdx.x + half * lanes];\n\t\t\t__syncthreads();' \
 	$'\t\t\t\tpart[threadIdx.x] += part[threadIdx.x + half * lanes];' \
-	'gpu_plan_sim'
+	'test_kernels_host|gpu_plan_sim'
 mutant relu-gradient-without-its-mask $L \
 	'return mask_written(g, r->relu_mask) ? CUBLASLT_EPILOGUE_DRELU' 'return 1 ? CUBLASLT_EPILOGUE_DEFAULT' \
 	'mnist_train_sim_graph_nodes_mlp'
@@ -197,7 +201,8 @@ start=$(date +%s)
 	{ echo "mutants.sh: copying the source tree failed" >&2; exit 2; }
 mnist=$(readlink -f "$ROOT/MNIST_Data")
 SIM=(mnist-cuda-sim test_cudasim_rules cudasim_nccl_rules cudasim_launch_check gpu_ops_sim gpu_plan_sim
-	gpu_train_parity_sim gpu_graph_sim gpu_allreduce_sim gpu_deadline_sim gpu_train_step_sim allreduce_sim)
+	gpu_train_parity_sim gpu_graph_sim gpu_allreduce_sim gpu_deadline_sim gpu_train_step_sim allreduce_sim
+	test_kernels_host)
 build() { # LOG [TARGET...]: the simulated module and the test programs, and the other targets
 	local log=$1
 	shift
