@@ -143,10 +143,13 @@ static __global__ void advance_kernel(int32_t *cursor, int delta)
 
 /* ---- loss ------------------------------------------------------------------------------ */
 
-/* Lanes a row of the loss takes: a warp's; a block narrower than a warp gives each row all of it. */
-#define XENT_LANES 32u
-
-/* Threads per block at most: CUDA's limit, the size of a cooperative kernel's shared arrays. */
+/*
+ * The cooperative kernels' sizes: a warp's lanes (the threads sharing one
+ * row of the loss, or a transposed bias gradient's neighbouring sums; a block
+ * narrower than a warp gives them all of it), and CUDA's most threads per
+ * block (their shared arrays' size).
+ */
+#define COOP_LANES 32u
 #define COOP_MAX_THREADS 1024
 
 /*
@@ -162,8 +165,8 @@ static __global__ void advance_kernel(int32_t *cursor, int delta)
 static __global__ void softmax_xent_kernel(struct xent_req x)
 {
 	__shared__ float column[COOP_MAX_THREADS];
-	__shared__ float row_max[COOP_MAX_THREADS / XENT_LANES], row_sum[COOP_MAX_THREADS / XENT_LANES];
-	unsigned int lanes = blockDim.x < XENT_LANES ? blockDim.x : XENT_LANES;
+	__shared__ float row_max[COOP_MAX_THREADS / COOP_LANES], row_sum[COOP_MAX_THREADS / COOP_LANES];
+	unsigned int lanes = blockDim.x < COOP_LANES ? blockDim.x : COOP_LANES;
 	unsigned int groups = blockDim.x / lanes, group = threadIdx.x / lanes;
 	unsigned int lane = threadIdx.x % lanes;
 	int wide = x.cols > (int)lanes; /* the same for every thread */
@@ -317,7 +320,7 @@ struct bias_grad_args {
 static __global__ void bias_grad_block_kernel(struct bias_grad_args g)
 {
 	__shared__ float part[COOP_MAX_THREADS];
-	unsigned int lanes = g.trans_a ? (blockDim.x < 32u ? blockDim.x : 32u) : 1u;
+	unsigned int lanes = g.trans_a ? (blockDim.x < COOP_LANES ? blockDim.x : COOP_LANES) : 1u;
 	unsigned int slices = blockDim.x / lanes, slice = threadIdx.x / lanes;
 	unsigned int lane = threadIdx.x % lanes, top = 1;
 	while (top < slices)
@@ -462,7 +465,7 @@ void kernels_softmax_xent(cudaStream_t stream, const struct kernel_geom *geom,
 {
 	if (work_2d(r->rows, r->cols) == 0)
 		return;
-	struct kernel_geom g = pick_geom(geom, (size_t)r->rows * XENT_LANES);
+	struct kernel_geom g = pick_geom(geom, (size_t)r->rows * COOP_LANES);
 	KERNEL_LAUNCH_COOP(softmax_xent_kernel, g, stream, *r);
 }
 
@@ -545,7 +548,7 @@ void kernels_bias_grad_block(cudaStream_t stream, const struct kernel_geom *geom
 	if (m <= 0)
 		return;
 	struct bias_grad_args args = {a, out, lda, trans_a, m, k};
-	size_t blocks = trans_a ? ((size_t)m + 31) / 32 : (size_t)m;
+	size_t blocks = trans_a ? ((size_t)m + COOP_LANES - 1) / COOP_LANES : (size_t)m;
 	struct kernel_geom g = pick_geom(geom, blocks * KERNEL_BLOCK);
 	KERNEL_LAUNCH_COOP(bias_grad_block_kernel, g, stream, args);
 }

@@ -3,9 +3,8 @@
  * (tests/cuda_host/block_fibers.h): __syncthreads holds on the CPU, and the
  * barrier mistakes CUDA leaves undefined end the test instead of passing.
  *
- * The kernels here exist for the tests: each block reverses its slice of an
- * array through shared memory, which is right only if every thread's write
- * is seen by the thread reading it after the barrier. Threads run in
+ * The kernel, reverse_kernel (tests/cuda_host/reverse_kernel.h), reverses
+ * each block's slice of an array through shared memory. Threads run in
  * ascending order between barriers, so without the barrier thread 0 would
  * read the slot of a thread that has not run yet.
  */
@@ -16,37 +15,7 @@
 
 #include "cuda_runtime.h" /* the stand-in: tests/cuda_host/ */
 #include "kernels.h"
-
-struct reverse_args {
-	const int *in;
-	int *out;
-	int n;
-	int divergent; /* 1: thread 0 returns before the barrier */
-	int barrier;   /* 0: no barrier (the reads race the writes) */
-};
-
-/* out[i] = in[the mirror of i within its block's slice of blockDim.x items]. */
-static void reverse_kernel(struct reverse_args a)
-{
-	__shared__ int slot[1024];
-	unsigned int t = threadIdx.x, n = blockDim.x;
-	size_t base = (size_t)blockIdx.x * n;
-	if (a.divergent && t == 0)
-		return;
-	slot[t] = base + t < (size_t)a.n ? a.in[base + t] : -1;
-	if (a.barrier)
-		__syncthreads();
-	if (base + t < (size_t)a.n)
-		a.out[base + t] = slot[n - 1 - t];
-}
-KERNEL_COOP_THUNK(reverse_kernel, struct reverse_args)
-
-/* A plain launch (nested loops, no fibers) of a kernel that waits at a barrier. */
-static void plain_barrier_kernel(int *x)
-{
-	x[threadIdx.x] = 1;
-	__syncthreads();
-}
+#include "reverse_kernel.h" /* tests/cuda_host/ */
 
 static void run_reverse(unsigned int grid, unsigned int block, struct reverse_args a)
 {
@@ -61,18 +30,18 @@ Test(kernels_barrier, shared_memory_seen_after_barrier)
 	for (size_t gi = 0; gi < sizeof(geoms) / sizeof(geoms[0]); gi++) {
 		unsigned int grid = geoms[gi][0], block = geoms[gi][1];
 		int n = (int)(grid * block) - (block > 1 ? 1 : 0); /* the last block partial */
-		int *in = malloc((size_t)n * sizeof(int)), *out = malloc((size_t)n * sizeof(int));
+		float *in = malloc((size_t)n * sizeof(float)), *out = malloc((size_t)n * sizeof(float));
 		cr_assert(in && out);
 		for (int i = 0; i < n; i++) {
-			in[i] = 1000 + i;
-			out[i] = -5;
+			in[i] = 1000.0f + (float)i;
+			out[i] = -5.0f;
 		}
 		run_reverse(grid, block, (struct reverse_args){in, out, n, 0, 1});
 		for (int i = 0; i < n; i++) {
 			unsigned int b = (unsigned int)i / block, t = (unsigned int)i % block;
 			int j = (int)(b * block + (block - 1 - t));
-			int want = j < n ? in[j] : -1;
-			cr_assert_eq(out[i], want, "grid %u block %u: out[%d] = %d, expected %d", grid,
+			float want = j < n ? in[j] : -1.0f;
+			cr_assert_eq(out[i], want, "grid %u block %u: out[%d] = %g, expected %g", grid,
 				     block, i, out[i], want);
 		}
 		free(in);
@@ -84,9 +53,9 @@ Test(kernels_barrier, shared_memory_seen_after_barrier)
 Test(kernels_barrier, missing_barrier_shows)
 {
 	enum { N = 64 };
-	int in[N], out[N];
+	float in[N], out[N];
 	for (int i = 0; i < N; i++)
-		in[i] = 1000 + i;
+		in[i] = 1000.0f + (float)i;
 	run_reverse(1, N, (struct reverse_args){in, out, N, 0, 0});
 	int wrong = 0;
 	for (int i = 0; i < N; i++)
@@ -97,13 +66,15 @@ Test(kernels_barrier, missing_barrier_shows)
 /* CUDA: a barrier in conditional code only where the condition is the block's. */
 Test(kernels_barrier, divergent_barrier_aborts, .signal = SIGABRT)
 {
-	int in[8] = {0}, out[8];
+	float in[8] = {0}, out[8];
 	run_reverse(1, 8, (struct reverse_args){in, out, 8, 1, 1});
 }
 
+/* A plain launch (nested loops, no fibers) of a kernel that waits at a barrier. */
 Test(kernels_barrier, barrier_in_plain_launch_aborts, .signal = SIGABRT)
 {
-	static int x[4];
+	float in[4] = {0}, out[4];
+	struct reverse_args a = {in, out, 4, 0, 1};
 	struct kernel_geom g = {1, 4};
-	KERNEL_LAUNCH_ON(plain_barrier_kernel, g, NULL, x);
+	KERNEL_LAUNCH_ON(reverse_kernel, g, NULL, a);
 }

@@ -235,15 +235,6 @@ static void check_kernel_pointers(const char *kernel, const launch_ptrs &ptrs)
 			      kernel, i + 1, describe(ptrs.p[i]).c_str());
 }
 
-/*
- * A launch CUDA refuses runs nothing and reports through the thread's last
- * error, as a <<<>>> launch does (it returns nothing): no usable device, a
- * geometry outside CUDA's limits (cudaErrorInvalidConfiguration), no kernel
- * image for the device (cudaErrorNoKernelImageForDevice), or a stream whose
- * capture was invalidated. The program's own check of cudaGetLastError is what
- * must stop it. A pointer argument that is not device memory is fatal: on a
- * GPU the kernel would fault on it (an illegal address, and a dead context).
- */
 /* A cooperative block's threads: each one's loop trips and items, kept across its switches. */
 struct coop_counts {
 	std::vector<unsigned long long> trips, strides;
@@ -274,6 +265,15 @@ void barrier()
 	block_fibers_sync();
 }
 
+/*
+ * A launch CUDA refuses runs nothing and reports through the thread's last
+ * error, as a <<<>>> launch does (it returns nothing): no usable device, a
+ * geometry outside CUDA's limits (cudaErrorInvalidConfiguration), no kernel
+ * image for the device (cudaErrorNoKernelImageForDevice), or a stream whose
+ * capture was invalidated. The program's own check of cudaGetLastError is what
+ * must stop it. A pointer argument that is not device memory is fatal: on a
+ * GPU the kernel would fault on it (an illegal address, and a dead context).
+ */
 cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, unsigned int block,
 		   const launch_ptrs &ptrs, std::function<void()> body, bool coop)
 {
@@ -287,7 +287,7 @@ cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, u
 	check_kernel_pointers(kernel, ptrs);
 	op o;
 	o.label = std::string("kernel ") + kernel;
-	o.run = [kernel, grid, block, ptrs, body, coop]() mutable {
+	o.run = [kernel, grid, block, ptrs, body, coop]() {
 		/* Checked again when it runs: a replayed graph may outlive its buffers. */
 		check_kernel_pointers(kernel, ptrs);
 		gridDim = {grid, 1, 1};

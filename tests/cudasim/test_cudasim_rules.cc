@@ -29,6 +29,7 @@
 #include "gpu_common.h"
 #include "nccl.h"
 #include "ref.h"
+#include "../cuda_host/reverse_kernel.h"
 
 struct geom {
 	unsigned int grid, block;
@@ -254,28 +255,7 @@ Test(kernel, a_launch_without_a_kernel_image_for_the_device_is_refused)
 	refused_launch({1, 1}, cudaErrorNoKernelImageForDevice);
 }
 
-/* Rule 5, cooperative kernels: each block reverses its slice through shared memory. */
-struct reverse_args {
-	const float *in;
-	float *out;
-	int n;
-	int divergent; /* 1: thread 0 returns before the barrier */
-	int barrier;   /* 0: no barrier (the reads race the writes) */
-};
-
-static __global__ void reverse_kernel(struct reverse_args a)
-{
-	__shared__ float slot[1024];
-	unsigned int t = threadIdx.x, n = blockDim.x;
-	size_t base = (size_t)blockIdx.x * n;
-	if (a.divergent && t == 0)
-		return;
-	slot[t] = base + t < (size_t)a.n ? a.in[base + t] : -1.0f;
-	if (a.barrier)
-		__syncthreads();
-	if (base + t < (size_t)a.n)
-		a.out[base + t] = slot[n - 1 - t];
-}
+/* Rule 5, cooperative kernels: reverse_kernel (tests/cuda_host/reverse_kernel.h). */
 
 /* The reversed array, run on a stream and read back. */
 static std::vector<float> reversed(struct geom g, int n, int divergent, int barrier)
