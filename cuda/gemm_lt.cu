@@ -18,7 +18,10 @@
  *     backward pass then taking the ReLU's gradient from its output;
  *   - cuBLASLt's plain product, the epilogue in kernels of ours (bias_act,
  *     relu_backward), each algorithm likewise;
- *   - cublasSgemm with those kernels.
+ *   - cublasSgemm with those kernels;
+ *   - for a long k and few outputs (the convolutions' weight gradients), a
+ *     GEMM of ours split over k (kernels_gemm_ksplit), the bias gradient in
+ *     its sums, its partial sums in the libraries' workspace.
  * A bias gradient that the product does not fuse is a kernel of ours (one
  * thread per sum, or a block's threads per sum sharing it by block
  * reduction) or cublasSgemv against a vector of ones; each unfused way comes
@@ -73,7 +76,8 @@ enum bias_grad_way {
 
 /* One way to run a problem: a candidate. */
 struct gemm_way {
-	int lt;                         /* 1: cublasLtMatmul with algo; 0: cublasSgemm */
+	int lt;                         /* 1: cublasLtMatmul with algo; 0: cublasSgemm or ours */
+	int ksplit;                     /* > 0: ours, k split into this many chunks (not lt) */
 	cublasLtEpilogue_t lt_epilogue; /* what cuBLASLt does of the epilogue */
 	cublasLtMatmulAlgo_t algo;
 	int bias_grad;                  /* enum bias_grad_way */
@@ -359,7 +363,7 @@ static long long algo_attr(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConf
  * A way's name: what it runs, every configuration attribute of its
  * algorithm (together they determine the algorithm), and how its bias
  * gradient is summed:
- *   lt.bgradb.a21.t15.s3.k8.r1.w0.c0.i0.l0   sgemm+bg.gemv
+ *   lt.bgradb.a21.t15.s3.k8.r1.w0.c0.i0.l0   sgemm+bg.gemv   ksplit.c264
  */
 static void name_way(struct gemm_way *w)
 {
@@ -376,6 +380,8 @@ static void name_way(struct gemm_way *w)
 			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, sizeof(uint32_t)),
 			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, sizeof(uint16_t)),
 			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, sizeof(uint16_t)));
+	else if (w->ksplit)
+		snprintf(head, sizeof(head), "ksplit.c%d", w->ksplit);
 	else
 		snprintf(head, sizeof(head), "sgemm");
 	snprintf(w->name, sizeof(w->name), "%s%s", head,
@@ -450,6 +456,25 @@ static int ones_ready(struct cuda_gemm *g, int k, int capturing)
 	return 1;
 }
 
+/*
+ * Chunks of k for our split GEMM (kernels_gemm_ksplit) on r, 0 where it is no
+ * candidate: a k of at least KSPLIT_MIN_K (a shorter one is cuBLAS's), at
+ * least KSPLIT_MIN_CHUNK of k a chunk, at most KSPLIT_CHUNKS chunks (two
+ * blocks on each of an H100's 132 SMs), the partial sums within the
+ * workspace (free between the libraries' calls: one stream orders them all).
+ */
+#define KSPLIT_MIN_K 2048
+#define KSPLIT_MIN_CHUNK 512
+#define KSPLIT_CHUNKS 264
+static int ksplit_chunks(const struct cuda_gemm *g, const struct gemm_req *r)
+{
+	if (r->k < KSPLIT_MIN_K || !kernels_gemm_ksplit_fits(r))
+		return 0;
+	int chunks = r->k / KSPLIT_MIN_CHUNK < KSPLIT_CHUNKS ? r->k / KSPLIT_MIN_CHUNK : KSPLIT_CHUNKS;
+	size_t outs = (size_t)r->m * r->n + (r->bias_grad ? (size_t)r->m : 0);
+	return (size_t)chunks * outs * sizeof(float) <= g->workspace_bytes ? chunks : 0;
+}
+
 /* Append a way (named), unless the list is full. */
 static void add_way(struct gemm_way *ways, int *n, int lt, cublasLtEpilogue_t e,
 		    const cublasLtMatmulAlgo_t *algo, int bias_grad)
@@ -508,6 +533,14 @@ static int list_ways(struct cuda_gemm *g, const struct gemm_req *r, const struct
 	if (packed || (r->epilogue == GEMM_EPILOGUE_NONE))
 		for (int b = 0; b < n_bg; b++)
 			add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL, bg[b]);
+	/* Ours, for a long k and few outputs, its bias gradient in the same sums. */
+	int chunks = ksplit_chunks(g, r);
+	if (chunks > 0 && n < PLAN_MAX_CANDIDATES) {
+		add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL,
+			r->bias_grad ? BIAS_GRAD_FUSED : BIAS_GRAD_NONE);
+		ways[n - 1].ksplit = chunks;
+		name_way(&ways[n - 1]);
+	}
 	return n;
 }
 
@@ -517,7 +550,9 @@ static void run_way(struct cuda_gemm *g, const struct gemm_req *r, const struct 
 		    const struct lt_desc *d)
 {
 	struct gemm_colmajor c = gemm_map(r);
-	if (w->lt) {
+	if (w->ksplit) {
+		kernels_gemm_ksplit(g->stream, NULL, r, w->ksplit, (float *)g->workspace);
+	} else if (w->lt) {
 		set_epilogue_pointers(d->desc, w->lt_epilogue, r);
 		CUBLAS_CHECK(cublasLtMatmul(g->lt, d->desc, &c.alpha, c.a, d->la, c.b, d->lb, &c.beta,
 					    c.c, d->lc, c.c, d->lc, &w->algo, g->workspace,

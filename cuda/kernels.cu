@@ -345,6 +345,94 @@ static __global__ void bias_grad_block_kernel(struct bias_grad_args g)
 }
 KERNEL_COOP_THUNK(bias_grad_block_kernel, struct bias_grad_args)
 
+/* ---- a GEMM of few outputs and a long k: ours, split over k --------------------------- */
+
+/* gemm_ksplit_kernel's arguments: the request's operands, the partial sums, the split. */
+struct ksplit_args {
+	const float *a, *b;
+	float *part; /* (chunks, outs): each chunk's sums */
+	int trans_a, trans_b, m, n, k, lda, ldb;
+	int tile;          /* k per tile: a power of two, (m + n) * tile <= KSPLIT_TILE_FLOATS */
+	int chunk, chunks; /* k per chunk (a multiple of the tile), and how many */
+	int outs;          /* m * n, then m bias-gradient sums when there is one */
+};
+
+/* op(A)[i, l] and op(B)[l, j] of a request stored as struct gemm_req says. */
+static __host__ __device__ inline float ksplit_a(const struct ksplit_args *g, int i, int l)
+{
+	return g->trans_a ? g->a[(size_t)l * g->lda + i] : g->a[(size_t)i * g->lda + l];
+}
+
+static __host__ __device__ inline float ksplit_b(const struct ksplit_args *g, int l, int j)
+{
+	return g->trans_b ? g->b[(size_t)j * g->ldb + l] : g->b[(size_t)l * g->ldb + j];
+}
+
+/*
+ * Chunk c of k, for each output o < outs: the sum over the chunk's l of
+ * op(A)[i, l] op(B)[l, j] (o = i * n + j), or of op(A)[i, l] alone (o = m * n
+ * + i, the bias gradient), into part[c * outs + o]. The block loads the
+ * chunk tile by tile into shared memory, op(A)'s m rows and op(B)'s n
+ * columns of g.tile values each (consecutive l, consecutive addresses
+ * for A stored (m, k) and B stored (n, k), the convolutions' weight
+ * gradients), then each thread adds its outputs' dot products over the tile
+ * to their running sums, also in shared memory. Sums run in order of l.
+ */
+static __global__ void gemm_ksplit_kernel(struct ksplit_args g)
+{
+	__shared__ float tile[KSPLIT_TILE_FLOATS];
+	__shared__ float acc[KSPLIT_MAX_OUTS];
+	int rows = g.m + g.n, prod = g.m * g.n;
+	for (int c = (int)blockIdx.x; c < g.chunks; c += (int)gridDim.x) {
+		for (int o = (int)threadIdx.x; o < g.outs; o += (int)blockDim.x)
+			acc[o] = 0.0f;
+		int end = (c + 1) * g.chunk < g.k ? (c + 1) * g.chunk : g.k;
+		for (int l0 = c * g.chunk; l0 < end; l0 += g.tile) {
+			for (int e = (int)threadIdx.x; e < rows * g.tile; e += (int)blockDim.x) {
+				int row = e / g.tile, l = l0 + e % g.tile;
+				tile[e] = l >= end ? 0.0f
+					  : row < g.m ? ksplit_a(&g, row, l)
+						      : ksplit_b(&g, l, row - g.m);
+			}
+			__syncthreads();
+			for (int o = (int)threadIdx.x; o < g.outs; o += (int)blockDim.x) {
+				const float *ta = &tile[(o < prod ? o / g.n : o - prod) * g.tile];
+				const float *tb = &tile[(g.m + (o < prod ? o % g.n : 0)) * g.tile];
+				float sum = acc[o];
+				for (int t = 0; t < g.tile; t++)
+					sum += o < prod ? ta[t] * tb[t] : ta[t];
+				acc[o] = sum;
+			}
+			__syncthreads();
+		}
+		for (int o = (int)threadIdx.x; o < g.outs; o += (int)blockDim.x)
+			g.part[(size_t)c * g.outs + o] = acc[o];
+	}
+}
+KERNEL_COOP_THUNK(gemm_ksplit_kernel, struct ksplit_args)
+
+/*
+ * Item o: the chunks' sums in order of chunk; C[i, j] = alpha * sum (+ beta
+ * * C[i, j] unless beta is 0, which ignores C as BLAS does), or bias_grad[i]
+ * = sum for the bias gradient's items.
+ */
+static __global__ void gemm_ksplit_reduce_kernel(const float *part, int chunks, int outs, int m,
+						 int n, float alpha, float beta, float *c, int ldc,
+						 float *bias_grad)
+{
+	for (size_t o = grid_first(); o < (size_t)outs; o += grid_stride()) {
+		float sum = 0.0f;
+		for (int k = 0; k < chunks; k++)
+			sum += part[(size_t)k * outs + o];
+		if (o >= (size_t)m * n) {
+			bias_grad[o - (size_t)m * n] = sum;
+			continue;
+		}
+		float *at = &c[o / (size_t)n * ldc + o % (size_t)n];
+		*at = beta != 0.0f ? alpha * sum + beta * *at : alpha * sum;
+	}
+}
+
 /* ---- convolution stages ------------------------------------------------------------- */
 
 /* Where item i of a (c, h, w, batch) array lies: image b, column x, row y, channel c. */
@@ -551,6 +639,44 @@ void kernels_bias_grad_block(cudaStream_t stream, const struct kernel_geom *geom
 	size_t blocks = trans_a ? ((size_t)m + COOP_LANES - 1) / COOP_LANES : (size_t)m;
 	struct kernel_geom g = pick_geom(geom, blocks * KERNEL_BLOCK);
 	KERNEL_LAUNCH_COOP(bias_grad_block_kernel, g, stream, args);
+}
+
+int kernels_gemm_ksplit_fits(const struct gemm_req *r)
+{
+	return r->epilogue == GEMM_EPILOGUE_NONE && r->m > 0 && r->n > 0 && r->k > 0 &&
+	       (r->m + r->n) * KSPLIT_TILE_MIN <= KSPLIT_TILE_FLOATS &&
+	       (size_t)r->m * r->n + (r->bias_grad ? (size_t)r->m : 0) <= KSPLIT_MAX_OUTS;
+}
+
+void kernels_gemm_ksplit(cudaStream_t stream, const struct kernel_geom *geom,
+			 const struct gemm_req *r, int chunks, float *part)
+{
+	struct ksplit_args g;
+	memset(&g, 0, sizeof(g));
+	/* The longest tile the shared array holds, up to KSPLIT_TILE_MAX: fewer loads to wait for. */
+	g.tile = KSPLIT_TILE_MAX;
+	while (g.tile > 1 && (r->m + r->n) * g.tile > KSPLIT_TILE_FLOATS)
+		g.tile /= 2;
+	int tiles = (r->k + g.tile - 1) / g.tile;
+	chunks = chunks < 1 ? 1 : chunks > tiles ? tiles : chunks;
+	g.a = r->a;
+	g.b = r->b;
+	g.part = part;
+	g.trans_a = r->trans_a;
+	g.trans_b = r->trans_b;
+	g.m = r->m;
+	g.n = r->n;
+	g.k = r->k;
+	g.lda = r->lda;
+	g.ldb = r->ldb;
+	g.chunk = (tiles + chunks - 1) / chunks * g.tile;
+	g.chunks = (r->k + g.chunk - 1) / g.chunk;
+	g.outs = r->m * r->n + (r->bias_grad ? r->m : 0);
+	struct kernel_geom split = pick_geom(geom, (size_t)g.chunks * KERNEL_BLOCK);
+	KERNEL_LAUNCH_COOP(gemm_ksplit_kernel, split, stream, g);
+	struct kernel_geom reduce = pick_geom(geom, (size_t)g.outs);
+	KERNEL_LAUNCH(gemm_ksplit_reduce_kernel, reduce, stream, (const float *)part, g.chunks,
+		      g.outs, r->m, r->n, r->alpha, r->beta, r->c, r->ldc, r->bias_grad);
 }
 
 void kernels_conv_forward(cudaStream_t stream, const struct kernel_geom *geom,

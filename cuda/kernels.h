@@ -20,6 +20,7 @@
 #include "backend.h"
 #include "conv_shape.h"
 #include "elem.h"
+#include "gemm_map.h"
 
 /* nvcc: the CUDA runtime; a host-compiled test puts its own stand-in first on the path. */
 #include <cuda_runtime.h>
@@ -90,6 +91,25 @@ void kernels_bias_grad(cudaStream_t stream, const struct kernel_geom *geom, cons
  */
 void kernels_bias_grad_block(cudaStream_t stream, const struct kernel_geom *geom, const float *a,
 			     int lda, int trans_a, int m, int k, float *out);
+/*
+ * A GEMM of few outputs and a long k (the convolutions' weight gradients:
+ * m x n of 6 x 25 or 16 x 150, k up to 200,704), ours, for the plans to time
+ * against cuBLAS: k split into `chunks` (at most one per tile of k), each
+ * chunk's sums by one block into part (chunks * outs floats, outs = m * n,
+ * plus m with a bias gradient), then their sums in order of chunk into C
+ * (alpha, beta as BLAS) and the bias gradient. A tile is KSPLIT_TILE_MIN to
+ * KSPLIT_TILE_MAX values of k of each of op(A)'s rows and op(B)'s columns,
+ * as many as KSPLIT_TILE_FLOATS hold. Requests with no epilogue, (m + n) *
+ * KSPLIT_TILE_MIN <= KSPLIT_TILE_FLOATS and outs <= KSPLIT_MAX_OUTS only
+ * (kernels_gemm_ksplit_fits). Work: 256 per chunk, then outs.
+ */
+#define KSPLIT_TILE_FLOATS 4096
+#define KSPLIT_TILE_MIN 16
+#define KSPLIT_TILE_MAX 128
+#define KSPLIT_MAX_OUTS 4352
+int kernels_gemm_ksplit_fits(const struct gemm_req *r);
+void kernels_gemm_ksplit(cudaStream_t stream, const struct kernel_geom *geom,
+			 const struct gemm_req *r, int chunks, float *part);
 /*
  * A convolution stage forward (struct conv_stage): work: the windows
  * (oc * ph * pw * rows), then the entries of cols (c*k*k * oh*ow*rows) unless

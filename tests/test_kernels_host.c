@@ -1055,3 +1055,110 @@ Test(kernels_host, step_chain)
 	}
 	dataset_free(&d);
 }
+
+/* ---- our GEMM split over k ---------------------------------------------------------- */
+
+/*
+ * kernels_gemm_ksplit against the triple loop in double: every transpose, a
+ * row stride wider than the matrix (NaN padding: a stray read shows), the
+ * bias gradient or none, beta 0 over a C full of NaN (ignored, as BLAS does)
+ * or beta 0.5 over old values, chunk counts from one to more than k's tiles,
+ * every geometry. Whole numbers give exact sums whatever the order: equal to
+ * the reference; random values to a tolerance.
+ */
+Test(kernels_host, gemm_ksplit)
+{
+	/* m, n, k: the convolutions' weight gradients' shape at a small k, odd sizes, one value. */
+	const int shapes[][3] = {{6, 25, 3000}, {16, 150, 700}, {3, 4, 37}, {1, 1, 1}, {10, 84, 256}};
+	const int chunk_counts[] = {1, 7, 1000};
+	for (size_t s = 0; s < N_OF(shapes); s++)
+		for (int variant = 0; variant < 8; variant++) {
+			int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+			int trans_a = variant & 1, trans_b = (variant >> 1) & 1, whole = variant >> 2;
+			int with_bias = (variant + (int)s) % 2, with_beta = variant % 3 == 0;
+			int ar = trans_a ? k : m, ac = trans_a ? m : k, br = trans_b ? n : k, bc = trans_b ? k : n;
+			int lda = ac + 2, ldb = bc + 1, ldc = n + 3;
+			struct rng r = rng_make(kc_seed, 1200 + 8 * s + variant);
+			float *a = whole ? kc_whole_f(&r, (size_t)ar * lda, -3, 3) : kc_rand_f(&r, (size_t)ar * lda, -1.0, 1.0);
+			float *b = whole ? kc_whole_f(&r, (size_t)br * ldb, -3, 3) : kc_rand_f(&r, (size_t)br * ldb, -1.0, 1.0);
+			for (int i = 0; i < ar; i++)
+				for (int j = ac; j < lda; j++)
+					a[(size_t)i * lda + j] = NAN;
+			for (int i = 0; i < br; i++)
+				for (int j = bc; j < ldb; j++)
+					b[(size_t)i * ldb + j] = NAN;
+			float beta = with_beta ? 0.5f : 0.0f;
+			float *c0 = kc_whole_f(&r, (size_t)m * ldc, -4, 4);
+			double *ref = kc_dbuf((size_t)m * ldc), *ref_bg = kc_dbuf((size_t)m);
+			for (size_t i = 0; i < (size_t)m * ldc; i++)
+				ref[i] = c0[i];
+			ref_gemm(trans_a, trans_b, m, n, k, 1.5, a, lda, b, ldb, beta, ref, ldc);
+			ref_bias_grad(trans_a, m, k, a, lda, ref_bg);
+			double atol = whole ? 0.0 : 1e-5 * k, rtol = whole ? 0.0 : 1e-5;
+			size_t outs = (size_t)m * n + (size_t)m;
+			for (size_t ci = 0; ci < N_OF(chunk_counts); ci++)
+				for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+					char what[200], gn[64];
+					kc_geom_name(gi, gn, sizeof(gn));
+					snprintf(what, sizeof(what),
+						 "gemm_ksplit %dx%dx%d trans %d%d%s%s%s, %d chunks, %s", m, n, k,
+						 trans_a, trans_b, with_bias ? " bias_grad" : "",
+						 with_beta ? " beta 0.5" : "", whole ? " whole numbers" : "",
+						 chunk_counts[ci], gn);
+					float *c = kc_guarded_f((size_t)m * ldc), *bg = kc_guarded_f((size_t)m);
+					for (size_t i = 0; i < (size_t)m * ldc; i++)
+						c[i] = with_beta ? c0[i] : NAN;
+					float *part = kc_guarded_f((size_t)chunk_counts[ci] * outs);
+					struct gemm_req q = {.trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n,
+							     .k = k, .alpha = 1.5f, .a = a, .lda = lda, .b = b,
+							     .ldb = ldb, .beta = beta, .c = c, .ldc = ldc,
+							     .bias_grad = with_bias ? bg : NULL};
+					cr_assert(kernels_gemm_ksplit_fits(&q), "%s: fits", what);
+					kernels_gemm_ksplit(NULL, kc_geom_at(gi), &q, chunk_counts[ci], part);
+					kc_check_guards_f(c, (size_t)m * ldc, what);
+					kc_check_guards_f(bg, (size_t)m, what);
+					kc_check_guards_f(part, (size_t)chunk_counts[ci] * outs, what);
+					for (int i = 0; i < m; i++) {
+						kc_expect_close(what, c + (size_t)i * ldc, ref + (size_t)i * ldc,
+								(size_t)n, atol, rtol, kc_seed);
+						for (int j = n; j < ldc; j++)
+							cr_assert(isnan(c[(size_t)i * ldc + j]) ||
+									  c[(size_t)i * ldc + j] == c0[(size_t)i * ldc + j],
+								  "%s: wrote C[%d, %d] past n", what, i, j);
+					}
+					if (with_bias)
+						kc_expect_close(what, bg, ref_bg, (size_t)m, atol, rtol, kc_seed);
+					else
+						for (int i = 0; i < m; i++)
+							cr_assert(bg[i] == KC_GUARD_F, "%s: wrote a bias gradient", what);
+					kc_free_guarded_f(c);
+					kc_free_guarded_f(bg);
+					kc_free_guarded_f(part);
+				}
+			free(a);
+			free(b);
+			free(c0);
+			free(ref);
+			free(ref_bg);
+		}
+}
+
+/* What the GEMM split over k takes: no epilogue, few outputs, short enough edges. */
+Test(kernels_host, gemm_ksplit_fits)
+{
+	float f = 0.0f;
+	struct gemm_req q = {.m = 16, .n = 150, .k = 25600, .a = &f, .b = &f, .c = &f, .bias_grad = &f};
+	cr_assert(kernels_gemm_ksplit_fits(&q), "LeNet-5's second convolution's weight gradient");
+	q.epilogue = GEMM_EPILOGUE_BIAS;
+	cr_assert(!kernels_gemm_ksplit_fits(&q), "an epilogue");
+	q.epilogue = GEMM_EPILOGUE_NONE;
+	q.n = KSPLIT_TILE_FLOATS / KSPLIT_TILE_MIN;
+	cr_assert(!kernels_gemm_ksplit_fits(&q), "m + n past the tile's rows");
+	q.m = 64;
+	q.n = 68;
+	cr_assert(!kernels_gemm_ksplit_fits(&q), "m * n + m past the sums' room");
+	q.bias_grad = NULL;
+	cr_assert(kernels_gemm_ksplit_fits(&q), "m * n within it without the bias gradient");
+	q.k = 0;
+	cr_assert(!kernels_gemm_ksplit_fits(&q), "k = 0");
+}

@@ -159,6 +159,13 @@ mutant bias-gradient-tree-barrier-dropped $K \
 	$'\t\t\t\tpart[threadIdx.x] += part[threadIdx.x + half * lanes];\n\t\t\t__syncthreads();' \
 	$'\t\t\t\tpart[threadIdx.x] += part[threadIdx.x + half * lanes];' \
 	'test_kernels_host|gpu_plan_sim'
+# Our GEMM split over k: the last chunk's sums dropped; a tile overwritten while read.
+mutant ksplit-last-chunk-dropped $K \
+	'for (int k = 0; k < chunks; k++)' 'for (int k = 0; k < chunks - 1; k++)' \
+	'gpu_plan_sim'
+mutant ksplit-tile-barrier-dropped $K \
+	$'\t\t\t\tacc[o] = sum;\n\t\t\t}\n\t\t\t__syncthreads();' $'\t\t\t\tacc[o] = sum;\n\t\t\t}' \
+	'gpu_plan_sim'
 mutant relu-gradient-without-its-mask $L \
 	'return mask_written(g, r->relu_mask) ? CUBLASLT_EPILOGUE_DRELU' 'return 1 ? CUBLASLT_EPILOGUE_DEFAULT' \
 	'mnist_train_sim_graph_nodes_mlp'
