@@ -457,23 +457,35 @@ static int ones_ready(struct cuda_gemm *g, int k, int capturing)
 }
 
 /*
- * Chunks of k for our split GEMM (kernels_gemm_ksplit) on r, 0 where it is no
- * candidate: a k of at least KSPLIT_MIN_K (a shorter one is cuBLAS's), at
- * least KSPLIT_MIN_CHUNK of k a chunk, at most KSPLIT_CHUNKS chunks (two
- * blocks on each of an H100's 132 SMs), the partial sums within the
- * workspace (free between the libraries' calls: one stream orders them all).
+ * Chunks of k for our split GEMM (kernels_gemm_ksplit) on r with `chunk` of k
+ * a chunk, 0 where it is no candidate: a k of at least KSPLIT_MIN_K (a
+ * shorter one is cuBLAS's), at most KSPLIT_CHUNKS chunks (two blocks on each
+ * of an H100's 132 SMs), the partial sums within the workspace (free between
+ * the libraries' calls: one stream orders them all). The plans time two
+ * chunk lengths, KSPLIT_LONG_CHUNK and KSPLIT_SHORT_CHUNK: more chunks keep
+ * more SMs busy, fewer leave less for the reduce.
  */
 #define KSPLIT_MIN_K 2048
-#define KSPLIT_MIN_CHUNK 512
+#define KSPLIT_LONG_CHUNK 512
+#define KSPLIT_SHORT_CHUNK 128
 #define KSPLIT_CHUNKS 264
-static int ksplit_chunks(const struct cuda_gemm *g, const struct gemm_req *r)
+static int ksplit_chunks(const struct cuda_gemm *g, const struct gemm_req *r, int chunk)
 {
 	if (r->k < KSPLIT_MIN_K || !kernels_gemm_ksplit_fits(r))
 		return 0;
-	int chunks = r->k / KSPLIT_MIN_CHUNK < KSPLIT_CHUNKS ? r->k / KSPLIT_MIN_CHUNK : KSPLIT_CHUNKS;
+	int chunks = r->k / chunk < KSPLIT_CHUNKS ? r->k / chunk : KSPLIT_CHUNKS;
 	size_t outs = (size_t)r->m * r->n + (r->bias_grad ? (size_t)r->m : 0);
 	return (size_t)chunks * outs * sizeof(float) <= g->workspace_bytes ? chunks : 0;
 }
+
+/*
+ * The bias gradient by one thread per sum (BIAS_GRAD_KERNEL) walks all of k
+ * alone: a candidate for short k only (the FC layers' batch), where it can
+ * beat a library call's set-up; for the convolutions' k of tens of
+ * thousands it took milliseconds on the H100 (2026-11-27), time the plan
+ * would spend measuring it.
+ */
+#define BIAS_GRAD_KERNEL_MAX_K 1024
 
 /* Append a way (named), unless the list is full. */
 static void add_way(struct gemm_way *ways, int *n, int lt, cublasLtEpilogue_t e,
@@ -510,7 +522,8 @@ static int list_ways(struct cuda_gemm *g, const struct gemm_req *r, const struct
 	} else {
 		if (ones_ready(g, r->k, capturing))
 			bg[n_bg++] = BIAS_GRAD_GEMV;
-		bg[n_bg++] = BIAS_GRAD_KERNEL;
+		if (r->k <= BIAS_GRAD_KERNEL_MAX_K)
+			bg[n_bg++] = BIAS_GRAD_KERNEL;
 		bg[n_bg++] = BIAS_GRAD_BLOCK;
 	}
 	/* Our epilogue kernels need a packed output. */
@@ -534,13 +547,16 @@ static int list_ways(struct cuda_gemm *g, const struct gemm_req *r, const struct
 		for (int b = 0; b < n_bg; b++)
 			add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL, bg[b]);
 	/* Ours, for a long k and few outputs, its bias gradient in the same sums. */
-	int chunks = ksplit_chunks(g, r);
-	if (chunks > 0 && n < PLAN_MAX_CANDIDATES) {
-		add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL,
-			r->bias_grad ? BIAS_GRAD_FUSED : BIAS_GRAD_NONE);
-		ways[n - 1].ksplit = chunks;
-		name_way(&ways[n - 1]);
-	}
+	int long_chunks = ksplit_chunks(g, r, KSPLIT_LONG_CHUNK);
+	int short_chunks = ksplit_chunks(g, r, KSPLIT_SHORT_CHUNK);
+	int split[2] = {long_chunks, short_chunks != long_chunks ? short_chunks : 0};
+	for (int i = 0; i < 2; i++)
+		if (split[i] > 0 && n < PLAN_MAX_CANDIDATES) {
+			add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL,
+				r->bias_grad ? BIAS_GRAD_FUSED : BIAS_GRAD_NONE);
+			ways[n - 1].ksplit = split[i];
+			name_way(&ways[n - 1]);
+		}
 	return n;
 }
 

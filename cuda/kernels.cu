@@ -32,9 +32,12 @@
  */
 #include "kernels.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "elem.h"
+#include "fastdiv.h"
 
 /* The C harness (tests/cuda_host) brings a CUDA_CHECK_LAUNCH of its own. */
 #if defined(__CUDACC__) || defined(CUDASIM)
@@ -309,37 +312,62 @@ struct bias_grad_args {
 	int lda, trans_a, m, k;
 };
 
+/* How a block's threads share out sums: `lanes` neighbouring sums, `slices` threads each. */
+struct block_sums {
+	unsigned int lanes, slices, slice, lane, top; /* top: the least power of two >= slices */
+};
+
+static __device__ inline struct block_sums block_sums_make(unsigned int lanes)
+{
+	struct block_sums b;
+	b.lanes = lanes;
+	b.slices = blockDim.x / lanes;
+	b.slice = threadIdx.x / lanes;
+	b.lane = threadIdx.x % lanes;
+	b.top = 1;
+	while (b.top < b.slices)
+		b.top *= 2;
+	return b;
+}
+
+/*
+ * Each thread's partial sum to part[threadIdx.x], then a tree over the
+ * slices, a barrier between levels: slice 0's threads hold their lane's
+ * total in part[threadIdx.x] after. Every thread of the block calls it.
+ */
+static __device__ inline void block_sums_fold(const struct block_sums *b, float *part, float sum)
+{
+	part[threadIdx.x] = sum;
+	__syncthreads();
+	for (unsigned int half = b->top / 2; half > 0; half /= 2) {
+		if (b->slice < half && b->slice + half < b->slices)
+			part[threadIdx.x] += part[threadIdx.x + half * b->lanes];
+		__syncthreads();
+	}
+}
+
 /*
  * out[i] = the sum over l of op(A)[i, l], a block's threads sharing each sum.
  * Not trans_a (A (m, k), a sum along a row): a block per sum, its threads
  * striding over l. trans_a (A (k, m), a sum down a column): a block per
  * `lanes` neighbouring sums, each sum's `slices` threads striding over the
- * rows. Each thread's partial sum to shared memory, then a tree over the
- * slices, a barrier between levels; reads are consecutive across lanes.
+ * rows. Each thread's partial sum, then block_sums_fold; reads are
+ * consecutive across lanes.
  */
 static __global__ void bias_grad_block_kernel(struct bias_grad_args g)
 {
 	__shared__ float part[COOP_MAX_THREADS];
-	unsigned int lanes = g.trans_a ? (blockDim.x < COOP_LANES ? blockDim.x : COOP_LANES) : 1u;
-	unsigned int slices = blockDim.x / lanes, slice = threadIdx.x / lanes;
-	unsigned int lane = threadIdx.x % lanes, top = 1;
-	while (top < slices)
-		top *= 2;
-	for (size_t first = (size_t)blockIdx.x * lanes; first < (size_t)g.m;
-	     first += (size_t)gridDim.x * lanes) {
-		size_t i = first + lane;
-		int live = slice < slices && i < (size_t)g.m;
+	struct block_sums b =
+		block_sums_make(g.trans_a ? (blockDim.x < COOP_LANES ? blockDim.x : COOP_LANES) : 1u);
+	for (size_t first = (size_t)blockIdx.x * b.lanes; first < (size_t)g.m;
+	     first += (size_t)gridDim.x * b.lanes) {
+		size_t i = first + b.lane;
+		int live = b.slice < b.slices && i < (size_t)g.m;
 		float sum = 0.0f;
-		for (size_t l = slice; live && l < (size_t)g.k; l += slices)
+		for (size_t l = b.slice; live && l < (size_t)g.k; l += b.slices)
 			sum += g.trans_a ? g.a[l * (size_t)g.lda + i] : g.a[i * (size_t)g.lda + l];
-		part[threadIdx.x] = sum;
-		__syncthreads();
-		for (unsigned int half = top / 2; half > 0; half /= 2) {
-			if (slice < half && slice + half < slices)
-				part[threadIdx.x] += part[threadIdx.x + half * lanes];
-			__syncthreads();
-		}
-		if (live && slice == 0)
+		block_sums_fold(&b, part, sum);
+		if (live && b.slice == 0)
 			g.out[i] = part[threadIdx.x];
 	}
 }
@@ -352,7 +380,7 @@ struct ksplit_args {
 	const float *a, *b;
 	float *part; /* (chunks, outs): each chunk's sums */
 	int trans_a, trans_b, m, n, k, lda, ldb;
-	int tile;          /* k per tile: a power of two, (m + n) * tile <= KSPLIT_TILE_FLOATS */
+	int tile;          /* k per tile: a power of two, (m + n) * (tile + 1) <= KSPLIT_TILE_FLOATS */
 	int chunk, chunks; /* k per chunk (a multiple of the tile), and how many */
 	int outs;          /* m * n, then m bias-gradient sums when there is one */
 };
@@ -377,27 +405,30 @@ static __host__ __device__ inline float ksplit_b(const struct ksplit_args *g, in
  * for A stored (m, k) and B stored (n, k), the convolutions' weight
  * gradients), then each thread adds its outputs' dot products over the tile
  * to their running sums, also in shared memory. Sums run in order of l.
+ * A tile's rows lie g.tile + 1 floats apart: a warp's threads, reading value
+ * t of 32 neighbouring rows, then read 32 different banks of shared memory
+ * (g.tile apart, a multiple of 32, they would all read one, 32 times over).
  */
 static __global__ void gemm_ksplit_kernel(struct ksplit_args g)
 {
 	__shared__ float tile[KSPLIT_TILE_FLOATS];
 	__shared__ float acc[KSPLIT_MAX_OUTS];
-	int rows = g.m + g.n, prod = g.m * g.n;
+	int rows = g.m + g.n, prod = g.m * g.n, pitch = g.tile + 1;
 	for (int c = (int)blockIdx.x; c < g.chunks; c += (int)gridDim.x) {
 		for (int o = (int)threadIdx.x; o < g.outs; o += (int)blockDim.x)
 			acc[o] = 0.0f;
 		int end = (c + 1) * g.chunk < g.k ? (c + 1) * g.chunk : g.k;
 		for (int l0 = c * g.chunk; l0 < end; l0 += g.tile) {
 			for (int e = (int)threadIdx.x; e < rows * g.tile; e += (int)blockDim.x) {
-				int row = e / g.tile, l = l0 + e % g.tile;
-				tile[e] = l >= end ? 0.0f
+				int row = e / g.tile, t = e % g.tile, l = l0 + t;
+				tile[row * pitch + t] = l >= end ? 0.0f
 					  : row < g.m ? ksplit_a(&g, row, l)
 						      : ksplit_b(&g, l, row - g.m);
 			}
 			__syncthreads();
 			for (int o = (int)threadIdx.x; o < g.outs; o += (int)blockDim.x) {
-				const float *ta = &tile[(o < prod ? o / g.n : o - prod) * g.tile];
-				const float *tb = &tile[(g.m + (o < prod ? o % g.n : 0)) * g.tile];
+				const float *ta = &tile[(o < prod ? o / g.n : o - prod) * pitch];
+				const float *tb = &tile[(g.m + (o < prod ? o % g.n : 0)) * pitch];
 				float sum = acc[o];
 				for (int t = 0; t < g.tile; t++)
 					sum += o < prod ? ta[t] * tb[t] : ta[t];
@@ -411,45 +442,84 @@ static __global__ void gemm_ksplit_kernel(struct ksplit_args g)
 }
 KERNEL_COOP_THUNK(gemm_ksplit_kernel, struct ksplit_args)
 
+/* gemm_ksplit_reduce_kernel's arguments. */
+struct ksplit_reduce_args {
+	const float *part; /* (chunks, outs) */
+	int chunks, outs, m, n, ldc;
+	float alpha, beta;
+	float *c, *bias_grad;
+};
+
 /*
- * Item o: the chunks' sums in order of chunk; C[i, j] = alpha * sum (+ beta
- * * C[i, j] unless beta is 0, which ignores C as BLAS does), or bias_grad[i]
- * = sum for the bias gradient's items.
+ * Output o: the sum of its chunks' partial sums (column o of part), a
+ * block's threads sharing COOP_LANES neighbouring outputs, each output's
+ * slices striding over the chunks (block_sums_fold); then C[i, j] = alpha *
+ * sum (+ beta * C[i, j] unless beta is 0, which ignores C as BLAS does), or
+ * bias_grad[i] = sum for the bias gradient's outputs. The terms and their
+ * order depend on the block's size only: every run of a plan adds the same.
  */
-static __global__ void gemm_ksplit_reduce_kernel(const float *part, int chunks, int outs, int m,
-						 int n, float alpha, float beta, float *c, int ldc,
-						 float *bias_grad)
+static __global__ void gemm_ksplit_reduce_kernel(struct ksplit_reduce_args g)
 {
-	for (size_t o = grid_first(); o < (size_t)outs; o += grid_stride()) {
+	__shared__ float part[COOP_MAX_THREADS];
+	struct block_sums b = block_sums_make(blockDim.x < COOP_LANES ? blockDim.x : COOP_LANES);
+	size_t prod = (size_t)g.m * g.n;
+	for (size_t first = (size_t)blockIdx.x * b.lanes; first < (size_t)g.outs;
+	     first += (size_t)gridDim.x * b.lanes) {
+		size_t o = first + b.lane;
+		int live = b.slice < b.slices && o < (size_t)g.outs;
 		float sum = 0.0f;
-		for (int k = 0; k < chunks; k++)
-			sum += part[(size_t)k * outs + o];
-		if (o >= (size_t)m * n) {
-			bias_grad[o - (size_t)m * n] = sum;
+		for (size_t l = b.slice; live && l < (size_t)g.chunks; l += b.slices)
+			sum += g.part[l * (size_t)g.outs + o];
+		block_sums_fold(&b, part, sum);
+		if (!live || b.slice != 0)
+			continue;
+		sum = part[threadIdx.x];
+		if (o >= prod) {
+			g.bias_grad[o - prod] = sum;
 			continue;
 		}
-		float *at = &c[o / (size_t)n * ldc + o % (size_t)n];
-		*at = beta != 0.0f ? alpha * sum + beta * *at : alpha * sum;
+		float *at = &g.c[o / (size_t)g.n * g.ldc + o % (size_t)g.n];
+		*at = g.beta != 0.0f ? g.alpha * sum + g.beta * *at : g.alpha * sum;
 	}
 }
+KERNEL_COOP_THUNK(gemm_ksplit_reduce_kernel, struct ksplit_reduce_args)
 
 /* ---- convolution stages ------------------------------------------------------------- */
 
+/*
+ * The convolution kernels' items are counted in 32 bits and split into
+ * coordinates by fastdiv.h's multiplies, not by divisions: at LeNet-5's
+ * largest batch (65,536) the most items a launch has, conv2's windows and
+ * im2col entries, are about 1.0e9 < 2^31 (FASTDIV_MAX_N); the launchers
+ * check it.
+ */
+
 /* Where item i of a (c, h, w, batch) array lies: image b, column x, row y, channel c. */
 struct chwb {
-	size_t c;
+	uint32_t c;
 	int y, x, b;
 };
 
-static __host__ __device__ inline struct chwb chwb_of(size_t i, size_t batch, int h, int w)
+/* A (c, h, w, batch) array's divisors: batch, w, h. */
+struct chwb_divs {
+	struct fastdiv batch, w, h;
+};
+
+static struct chwb_divs chwb_divs_make(int batch, int h, int w)
+{
+	struct chwb_divs d = {fastdiv_make((uint32_t)batch), fastdiv_make((uint32_t)w),
+			      fastdiv_make((uint32_t)h)};
+	return d;
+}
+
+static __host__ __device__ inline struct chwb chwb_of(uint32_t i, const struct chwb_divs *d)
 {
 	struct chwb p;
-	size_t rest = i / batch;
-	p.b = (int)(i % batch);
-	p.x = (int)(rest % (size_t)w);
-	rest /= (size_t)w;
-	p.y = (int)(rest % (size_t)h);
-	p.c = rest / (size_t)h;
+	uint32_t rest = fastdiv_q(&d->batch, i), rest2 = fastdiv_q(&d->w, rest);
+	p.b = (int)(i - rest * d->batch.d);
+	p.x = (int)(rest - rest2 * d->w.d);
+	p.c = fastdiv_q(&d->h, rest2);
+	p.y = (int)(rest2 - p.c * d->h.d);
 	return p;
 }
 
@@ -461,71 +531,117 @@ static __host__ __device__ inline size_t pooled_at(const struct pool_shape *p, i
 	return batch_first ? (size_t)b * ((size_t)p->c * p->oh * p->ow) + f : f * batch + (size_t)b;
 }
 
+/* Offset of pixel (c, y, x) of image b in a (c, h, w, batch) array. */
+static __host__ __device__ inline size_t chwb_at(int h, int w, size_t batch, size_t c, int y, int x,
+						 int b)
+{
+	return ((c * (size_t)h + (size_t)y) * (size_t)w + (size_t)x) * batch + (size_t)b;
+}
+
+/* conv_forward_kernel's arguments. */
+struct conv_forward_args {
+	struct conv_shape s;
+	struct pool_shape p;
+	int oc, rows, batch_first;
+	const float *x, *w, *bias;
+	float *y, *cols;
+	int32_t *arg;
+	uint32_t windows, total; /* the window items, then the im2col entries up to total */
+	struct chwb_divs win;    /* the windows: (oc, ph, pw, rows) */
+	struct fastdiv ld, batch, ow, k; /* an entry: (tap, pixel, b), tap (ci, ky, kx), pixel (oy, ox) */
+};
+
 /*
  * Items [0, windows): window i of the output, (oc, py, px, b) batch
  * innermost: conv_pool_window_elem, written to y where its layout puts it,
  * and its argmax. Items from windows on, when cols is not NULL: entry
  * (tap, pixel) of the im2col matrix, im2col_elem.
  */
-static __global__ void conv_forward_kernel(struct conv_shape s, struct pool_shape p, int oc,
-					   int rows, int batch_first, const float *x, const float *w,
-					   const float *bias, float *y, int32_t *arg, float *cols)
+static __global__ void conv_forward_kernel(struct conv_forward_args a)
 {
-	size_t nb = (size_t)rows, fan_in = (size_t)s.c * s.k * s.k;
-	size_t windows = (size_t)oc * p.oh * p.ow * nb;
-	size_t ld = (size_t)s.oh * s.ow * nb, n_cols = cols ? fan_in * ld : 0;
-	for (size_t i = grid_first(); i < windows + n_cols; i += grid_stride()) {
-		if (i < windows) {
-			struct chwb q = chwb_of(i, nb, p.oh, p.ow);
-			y[pooled_at(&p, batch_first, nb, q.c, q.y, q.x, q.b)] = conv_pool_window_elem(
-				x, &s, rows, w + q.c * fan_in, bias[q.c], p.k, q.y, q.x, q.b, &arg[i]);
+	size_t nb = (size_t)a.rows, fan_in = (size_t)a.s.c * a.s.k * a.s.k;
+	uint32_t stride = (uint32_t)grid_stride();
+	for (uint32_t i = (uint32_t)grid_first(); i < a.total; i += stride) {
+		if (i < a.windows) {
+			struct chwb q = chwb_of(i, &a.win);
+			a.y[pooled_at(&a.p, a.batch_first, nb, q.c, q.y, q.x, q.b)] =
+				conv_pool_window_elem(a.x, &a.s, a.rows, a.w + q.c * fan_in, a.bias[q.c],
+						      a.p.k, q.y, q.x, q.b, &a.arg[i]);
 			continue;
 		}
-		size_t j = i - windows, tap = j / ld, col = j - tap * ld;
-		int kx = (int)(tap % (size_t)s.k), ky = (int)(tap / (size_t)s.k % (size_t)s.k);
-		size_t ci = tap / ((size_t)s.k * s.k);
-		int b = (int)(col % nb);
-		size_t pixel = col / nb;
-		int oy = (int)(pixel / (size_t)s.ow), ox = (int)(pixel % (size_t)s.ow);
-		cols[j] = im2col_elem(x + ci * (size_t)s.h * s.w * nb, &s, rows, oy, ox, ky, kx, b);
+		uint32_t j = i - a.windows, tap = fastdiv_q(&a.ld, j), col = j - tap * a.ld.d;
+		uint32_t pixel = fastdiv_q(&a.batch, col), oy = fastdiv_q(&a.ow, pixel);
+		uint32_t kyx = fastdiv_q(&a.k, tap), ci = fastdiv_q(&a.k, kyx);
+		int b = (int)(col - pixel * a.batch.d), ox = (int)(pixel - oy * a.ow.d);
+		int kx = (int)(tap - kyx * a.k.d), ky = (int)(kyx - ci * a.k.d);
+		a.cols[j] = im2col_elem(a.x + (size_t)ci * a.s.h * a.s.w * nb, &a.s, a.rows, (int)oy, ox,
+					ky, kx, b);
 	}
 }
 
-/* dz (oc, oh, ow, rows): item i is conv output pixel (c, y, x) of image b. */
-static __global__ void pool_backward_kernel(struct pool_shape p, int rows, int batch_first,
-					    const float *dy, const float *y, const int32_t *arg,
-					    float *dz)
+/* pool_backward_kernel's and conv_backward_data_kernel's window items. */
+struct window_args {
+	struct pool_shape p; /* the pool whose windows the items are */
+	int rows, batch_first;
+	uint32_t n;          /* windows: p.c * p.oh * p.ow * rows */
+	struct chwb_divs win;
+};
+
+static struct window_args window_args_make(const struct pool_shape *p, int rows, int batch_first)
 {
-	size_t nb = (size_t)rows, n = (size_t)p.c * p.h * p.w * nb;
-	for (size_t i = grid_first(); i < n; i += grid_stride()) {
-		struct chwb q = chwb_of(i, nb, p.h, p.w);
-		int py = q.y / p.k, px = q.x / p.k;
-		size_t o = (((size_t)q.c * p.oh + (size_t)py) * p.ow + (size_t)px) * nb + (size_t)q.b;
-		size_t at = pooled_at(&p, batch_first, nb, q.c, py, px, q.b);
-		dz[i] = pool_relu_backward_elem(dy[at], y[at], arg[o], q.y % p.k, q.x % p.k, p.k);
+	struct window_args a;
+	a.p = *p;
+	a.rows = rows;
+	a.batch_first = batch_first;
+	a.n = (uint32_t)work_2d(rows, p->c * p->oh * p->ow);
+	a.win = chwb_divs_make(rows, p->oh, p->ow);
+	return a;
+}
+
+/*
+ * Item i: window (c, py, px, b) of the pool, batch innermost, whose k x k
+ * conv outputs in dz (c, h, w, rows) it writes, each
+ * pool_relu_backward_elem of the window's dy and y through its argmax.
+ */
+static __global__ void pool_backward_kernel(struct window_args a, const float *dy, const float *y,
+					    const int32_t *arg, float *dz)
+{
+	size_t nb = (size_t)a.rows;
+	uint32_t stride = (uint32_t)grid_stride();
+	for (uint32_t i = (uint32_t)grid_first(); i < a.n; i += stride) {
+		struct chwb q = chwb_of(i, &a.win);
+		size_t at = pooled_at(&a.p, a.batch_first, nb, q.c, q.y, q.x, q.b);
+		float g = dy[at], gate = y[at];
+		int32_t best = arg[i];
+		for (int ky = 0; ky < a.p.k; ky++)
+			for (int kx = 0; kx < a.p.k; kx++)
+				dz[chwb_at(a.p.h, a.p.w, nb, q.c, q.y * a.p.k + ky, q.x * a.p.k + kx, q.b)] =
+					pool_relu_backward_elem(g, gate, best, ky, kx, a.p.k);
 	}
 }
 
 /*
- * dz_below (c', oh', ow', rows): item i is the below stage's conv output
- * pixel (c, y, x) of image b. The window it falls in, (py, px), is pixel
- * (c, py, px) of this stage's input; only the window's maximum takes the
- * gradient, conv_backward_data_elem of that input pixel.
+ * Item i: window (c, py, px, b) of the below stage's pool, batch innermost.
+ * Only the window's maximum takes a gradient: conv_backward_data_elem of
+ * that pixel of this stage's input, (c, py, px); the window's k x k conv
+ * outputs in dz_below (c', oh', ow', rows) are each pool_relu_backward_elem
+ * of it through the argmax and the ReLU, zero but at the maximum.
  */
-static __global__ void conv_backward_data_kernel(struct conv_shape s, int oc, int rows,
-						 const float *w, const float *dz,
-						 struct pool_shape bp, const float *below_y,
+static __global__ void conv_backward_data_kernel(struct conv_shape s, int oc, struct window_args a,
+						 const float *w, const float *dz, const float *below_y,
 						 const int32_t *below_arg, float *dz_below)
 {
-	size_t nb = (size_t)rows, n = (size_t)bp.c * bp.h * bp.w * nb;
-	for (size_t i = grid_first(); i < n; i += grid_stride()) {
-		struct chwb q = chwb_of(i, nb, bp.h, bp.w);
-		int py = q.y / bp.k, px = q.x / bp.k, ky = q.y % bp.k, kx = q.x % bp.k;
-		size_t o = (((size_t)q.c * bp.oh + (size_t)py) * bp.ow + (size_t)px) * nb + (size_t)q.b;
-		float g = below_arg[o] == ky * bp.k + kx
-				  ? conv_backward_data_elem(w, dz, &s, oc, rows, (int)q.c, py, px, q.b)
-				  : 0.0f;
-		dz_below[i] = pool_relu_backward_elem(g, below_y[o], below_arg[o], ky, kx, bp.k);
+	size_t nb = (size_t)a.rows;
+	uint32_t stride = (uint32_t)grid_stride();
+	for (uint32_t i = (uint32_t)grid_first(); i < a.n; i += stride) {
+		struct chwb q = chwb_of(i, &a.win);
+		int32_t best = below_arg[i];
+		float gate = below_y[i];
+		float g = conv_backward_data_elem(w, dz, &s, oc, a.rows, (int)q.c, q.y, q.x, q.b);
+		for (int ky = 0; ky < a.p.k; ky++)
+			for (int kx = 0; kx < a.p.k; kx++)
+				dz_below[chwb_at(a.p.h, a.p.w, nb, q.c, q.y * a.p.k + ky, q.x * a.p.k + kx,
+						 q.b)] = pool_relu_backward_elem(g, gate, best, ky, kx, a.p.k);
 	}
 }
 
@@ -644,7 +760,7 @@ void kernels_bias_grad_block(cudaStream_t stream, const struct kernel_geom *geom
 int kernels_gemm_ksplit_fits(const struct gemm_req *r)
 {
 	return r->epilogue == GEMM_EPILOGUE_NONE && r->m > 0 && r->n > 0 && r->k > 0 &&
-	       (r->m + r->n) * KSPLIT_TILE_MIN <= KSPLIT_TILE_FLOATS &&
+	       (r->m + r->n) * (KSPLIT_TILE_MIN + 1) <= KSPLIT_TILE_FLOATS &&
 	       (size_t)r->m * r->n + (r->bias_grad ? (size_t)r->m : 0) <= KSPLIT_MAX_OUTS;
 }
 
@@ -655,7 +771,7 @@ void kernels_gemm_ksplit(cudaStream_t stream, const struct kernel_geom *geom,
 	memset(&g, 0, sizeof(g));
 	/* The longest tile the shared array holds, up to KSPLIT_TILE_MAX: fewer loads to wait for. */
 	g.tile = KSPLIT_TILE_MAX;
-	while (g.tile > 1 && (r->m + r->n) * g.tile > KSPLIT_TILE_FLOATS)
+	while (g.tile > 1 && (r->m + r->n) * (g.tile + 1) > KSPLIT_TILE_FLOATS)
 		g.tile /= 2;
 	int tiles = (r->k + g.tile - 1) / g.tile;
 	chunks = chunks < 1 ? 1 : chunks > tiles ? tiles : chunks;
@@ -674,9 +790,21 @@ void kernels_gemm_ksplit(cudaStream_t stream, const struct kernel_geom *geom,
 	g.outs = r->m * r->n + (r->bias_grad ? r->m : 0);
 	struct kernel_geom split = pick_geom(geom, (size_t)g.chunks * KERNEL_BLOCK);
 	KERNEL_LAUNCH_COOP(gemm_ksplit_kernel, split, stream, g);
-	struct kernel_geom reduce = pick_geom(geom, (size_t)g.outs);
-	KERNEL_LAUNCH(gemm_ksplit_reduce_kernel, reduce, stream, (const float *)part, g.chunks,
-		      g.outs, r->m, r->n, r->alpha, r->beta, r->c, r->ldc, r->bias_grad);
+	struct ksplit_reduce_args ra = {part, g.chunks, g.outs, r->m, r->n, r->ldc,
+					r->alpha, r->beta, r->c, r->bias_grad};
+	size_t groups = ((size_t)g.outs + COOP_LANES - 1) / COOP_LANES;
+	struct kernel_geom reduce = pick_geom(geom, groups * KERNEL_BLOCK);
+	KERNEL_LAUNCH_COOP(gemm_ksplit_reduce_kernel, reduce, stream, ra);
+}
+
+/* The convolution kernels count items in 32 bits: more is a batch the options never allow. */
+static void conv_items_fit(const char *kernel, size_t n)
+{
+	if (n <= FASTDIV_MAX_N)
+		return;
+	fprintf(stderr, "mnist-train: %s: %zu work items, more than the %u its 32-bit indices reach\n",
+		kernel, n, FASTDIV_MAX_N);
+	abort();
 }
 
 void kernels_conv_forward(cudaStream_t stream, const struct kernel_geom *geom,
@@ -688,21 +816,42 @@ void kernels_conv_forward(cudaStream_t stream, const struct kernel_geom *geom,
 	size_t n_cols = cols ? work_2d(s->rows, c->oh * c->ow) * (size_t)(c->c * c->k * c->k) : 0;
 	if (windows == 0)
 		return;
+	conv_items_fit("conv_forward_kernel", windows + n_cols);
+	struct conv_forward_args a;
+	memset(&a, 0, sizeof(a));
+	a.s = *c;
+	a.p = *s->pool;
+	a.oc = s->oc;
+	a.rows = s->rows;
+	a.batch_first = s->batch_first;
+	a.x = x;
+	a.w = w;
+	a.bias = b;
+	a.y = y;
+	a.cols = cols;
+	a.arg = arg;
+	a.windows = (uint32_t)windows;
+	a.total = (uint32_t)(windows + n_cols);
+	a.win = chwb_divs_make(s->rows, s->pool->oh, s->pool->ow);
+	a.ld = fastdiv_make((uint32_t)work_2d(s->rows, c->oh * c->ow));
+	a.batch = fastdiv_make((uint32_t)s->rows);
+	a.ow = fastdiv_make((uint32_t)c->ow);
+	a.k = fastdiv_make((uint32_t)c->k);
 	struct kernel_geom g = pick_geom(geom, windows + n_cols);
-	KERNEL_LAUNCH(conv_forward_kernel, g, stream, *c, *s->pool, s->oc, s->rows, s->batch_first,
-		      x, w, b, y, arg, cols);
+	KERNEL_LAUNCH(conv_forward_kernel, g, stream, a);
 }
 
 void kernels_pool_backward(cudaStream_t stream, const struct kernel_geom *geom,
 			   const struct conv_stage *s, const float *dy, const float *y,
 			   const int32_t *arg, float *dz)
 {
-	size_t n = work_2d(s->rows, s->pool->c * s->pool->h * s->pool->w);
+	size_t n = work_2d(s->rows, s->pool->c * s->pool->oh * s->pool->ow);
 	if (n == 0)
 		return;
+	conv_items_fit("pool_backward_kernel", n);
+	struct window_args a = window_args_make(s->pool, s->rows, s->batch_first);
 	struct kernel_geom g = pick_geom(geom, n);
-	KERNEL_LAUNCH(pool_backward_kernel, g, stream, *s->pool, s->rows, s->batch_first, dy, y,
-		      arg, dz);
+	KERNEL_LAUNCH(pool_backward_kernel, g, stream, a, dy, y, arg, dz);
 }
 
 void kernels_conv_backward_data(cudaStream_t stream, const struct kernel_geom *geom,
@@ -711,12 +860,15 @@ void kernels_conv_backward_data(cudaStream_t stream, const struct kernel_geom *g
 				const int32_t *below_arg, float *dz_below)
 {
 	const struct pool_shape *bp = below->pool;
-	size_t n = work_2d(s->rows, bp->c * bp->h * bp->w);
+	size_t n = work_2d(s->rows, bp->c * bp->oh * bp->ow);
 	if (n == 0)
 		return;
+	conv_items_fit("conv_backward_data_kernel", n);
+	/* The below stage's pooled output is this stage's input: batch innermost, as it reads it. */
+	struct window_args a = window_args_make(bp, s->rows, 0);
 	struct kernel_geom g = pick_geom(geom, n);
-	KERNEL_LAUNCH(conv_backward_data_kernel, g, stream, *s->conv, s->oc, s->rows, w, dz, *bp,
-		      below_y, below_arg, dz_below);
+	KERNEL_LAUNCH(conv_backward_data_kernel, g, stream, *s->conv, s->oc, a, w, dz, below_y,
+		      below_arg, dz_below);
 }
 
 #if defined(CUDART_VERSION)

@@ -96,12 +96,13 @@ void kernels_bias_grad_block(cudaStream_t stream, const struct kernel_geom *geom
  * m x n of 6 x 25 or 16 x 150, k up to 200,704), ours, for the plans to time
  * against cuBLAS: k split into `chunks` (at most one per tile of k), each
  * chunk's sums by one block into part (chunks * outs floats, outs = m * n,
- * plus m with a bias gradient), then their sums in order of chunk into C
- * (alpha, beta as BLAS) and the bias gradient. A tile is KSPLIT_TILE_MIN to
- * KSPLIT_TILE_MAX values of k of each of op(A)'s rows and op(B)'s columns,
- * as many as KSPLIT_TILE_FLOATS hold. Requests with no epilogue, (m + n) *
- * KSPLIT_TILE_MIN <= KSPLIT_TILE_FLOATS and outs <= KSPLIT_MAX_OUTS only
- * (kernels_gemm_ksplit_fits). Work: 256 per chunk, then outs.
+ * plus m with a bias gradient), then each output's chunks summed by a block's
+ * threads into C (alpha, beta as BLAS) and the bias gradient. A tile is
+ * KSPLIT_TILE_MIN to KSPLIT_TILE_MAX values of k of each of op(A)'s rows and
+ * op(B)'s columns, as many as KSPLIT_TILE_FLOATS hold with each row padded
+ * by one. Requests with no epilogue, (m + n) * (KSPLIT_TILE_MIN + 1) <=
+ * KSPLIT_TILE_FLOATS and outs <= KSPLIT_MAX_OUTS only
+ * (kernels_gemm_ksplit_fits). Work: 256 per chunk, then 256 per 32 outs.
  */
 #define KSPLIT_TILE_FLOATS 4096
 #define KSPLIT_TILE_MIN 16
@@ -118,11 +119,15 @@ void kernels_gemm_ksplit(cudaStream_t stream, const struct kernel_geom *geom,
 void kernels_conv_forward(cudaStream_t stream, const struct kernel_geom *geom,
 			  const struct conv_stage *s, const float *x, const float *w,
 			  const float *b, float *y, int32_t *arg, float *cols);
-/* Work: the stage's conv outputs, oc * oh * ow * rows. */
+/* Work: the stage's pool windows, oc * ph * pw * rows, each writing its k x k conv outputs. */
 void kernels_pool_backward(cudaStream_t stream, const struct kernel_geom *geom,
 			   const struct conv_stage *s, const float *dy, const float *y,
 			   const int32_t *arg, float *dz);
-/* Work: the stage below's conv outputs, c' * oh' * ow' * rows. */
+/*
+ * Work: the stage below's pool windows, c' * ph' * pw' * rows (this stage's
+ * input pixels), each writing its k x k conv outputs of the stage below.
+ * The convolution launchers need at most FASTDIV_MAX_N items (cuda/fastdiv.h).
+ */
 void kernels_conv_backward_data(cudaStream_t stream, const struct kernel_geom *geom,
 				const struct conv_stage *s, const float *w, const float *dz,
 				const struct conv_stage *below, const float *below_y,

@@ -40,6 +40,7 @@
 #include "backend.h"
 #include "cuda_runtime.h" /* the stand-in: tests/cuda_host/ */
 #include "elem.h"
+#include "fastdiv.h"
 #include "kernel_check.h"
 #include "kernels.h"
 #include "ref.h"
@@ -276,10 +277,10 @@ Test(kernels_host, launchers_use_backend_geometry)
 	expect_launch(before, y1, "conv_forward without cols (windows)");
 	before = fake_cuda_stats.launches;
 	kernels_pool_backward(NULL, NULL, &s1, fy, fy, arg, fz);
-	expect_launch(before, z1, "pool_backward (the conv outputs)");
+	expect_launch(before, y1, "pool_backward (the pool windows)");
 	before = fake_cuda_stats.launches;
 	kernels_conv_backward_data(NULL, NULL, &s2, fw, fy, &s1, fy, arg, fz);
-	expect_launch(before, z1, "conv_backward_data (the stage below's conv outputs)");
+	expect_launch(before, y1, "conv_backward_data (the stage below's pool windows)");
 
 	free(fx);
 	free(fw);
@@ -1152,7 +1153,10 @@ Test(kernels_host, gemm_ksplit_fits)
 	q.epilogue = GEMM_EPILOGUE_BIAS;
 	cr_assert(!kernels_gemm_ksplit_fits(&q), "an epilogue");
 	q.epilogue = GEMM_EPILOGUE_NONE;
-	q.n = KSPLIT_TILE_FLOATS / KSPLIT_TILE_MIN;
+	/* A tile's rows are KSPLIT_TILE_MIN + 1 floats apart (one of padding). */
+	q.n = KSPLIT_TILE_FLOATS / (KSPLIT_TILE_MIN + 1) - q.m;
+	cr_assert(kernels_gemm_ksplit_fits(&q), "m + n as many rows as the tile holds");
+	q.n++;
 	cr_assert(!kernels_gemm_ksplit_fits(&q), "m + n past the tile's rows");
 	q.m = 64;
 	q.n = 68;
@@ -1161,4 +1165,42 @@ Test(kernels_host, gemm_ksplit_fits)
 	cr_assert(kernels_gemm_ksplit_fits(&q), "m * n within it without the bias gradient");
 	q.k = 0;
 	cr_assert(!kernels_gemm_ksplit_fits(&q), "k = 0");
+}
+
+/*
+ * fastdiv.h's quotient against the division it replaces: every divisor up to
+ * 4096 and a few large ones, with the dividends at and around each multiple
+ * of the divisor, the ends of the range and pseudo-random ones.
+ */
+static void expect_fastdiv(uint32_t d, uint32_t n)
+{
+	struct fastdiv f = fastdiv_make(d);
+	uint32_t got = fastdiv_q(&f, n);
+	cr_assert_eq(got, n / d, "fastdiv: %u / %u gave %u, want %u (mul %u, shift %u)", n, d, got,
+		     n / d, f.mul, f.shift);
+}
+
+Test(kernels_host, fastdiv_exact)
+{
+	static const uint32_t large[] = {65535, 65536, 65537, 1u << 20, (1u << 20) + 7, 3000017,
+					 1u << 30, (1u << 31) - 1, 1u << 31};
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	for (uint32_t i = 0; i < 4096 + sizeof(large) / sizeof(large[0]); i++) {
+		uint32_t d = i < 4096 ? i + 1 : large[i - 4096];
+		uint32_t ends[] = {0, 1, d - 1, d, FASTDIV_MAX_N, FASTDIV_MAX_N - 1, FASTDIV_MAX_N - d};
+		for (size_t e = 0; e < sizeof(ends) / sizeof(ends[0]); e++)
+			expect_fastdiv(d, ends[e]);
+		for (uint64_t q = 1; q * d <= FASTDIV_MAX_N; q = q * 3 + 1) {
+			expect_fastdiv(d, (uint32_t)(q * d) - 1);
+			expect_fastdiv(d, (uint32_t)(q * d));
+			if (q * d + 1 <= FASTDIV_MAX_N)
+				expect_fastdiv(d, (uint32_t)(q * d) + 1);
+		}
+		for (int r = 0; r < 64; r++) {
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			expect_fastdiv(d, (uint32_t)(x >> 33));
+		}
+	}
+	struct fastdiv zero = fastdiv_make(0);
+	cr_assert_eq(fastdiv_q(&zero, 12345), 12345u, "a divisor of 0 is taken as 1");
 }

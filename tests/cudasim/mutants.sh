@@ -59,6 +59,7 @@ mutant() {
 	names+=("$1") files+=("$2") olds+=("$3") news+=("$4") killers+=("$5")
 }
 B=cuda/backend_cuda.cu S=cuda/backend_cuda_start.cu K=cuda/kernels.cu P=cuda/probe.cu L=cuda/gemm_lt.cu
+F=cuda/fastdiv.h
 
 mutant mean-as-sum $B \
 	'op == REDUCE_SUM ? ncclSum : ncclAvg' 'op == REDUCE_SUM ? ncclSum : ncclSum' \
@@ -156,12 +157,12 @@ mutant loss-barrier-after-max-dropped $K \
 	$'\t\t\t\trow_max[group] = m;\n\t\t\t}\n\t\t\t__syncthreads();' $'\t\t\t\trow_max[group] = m;\n\t\t\t}' \
 	'gpu_ops_sim'
 mutant bias-gradient-tree-barrier-dropped $K \
-	$'\t\t\t\tpart[threadIdx.x] += part[threadIdx.x + half * lanes];\n\t\t\t__syncthreads();' \
-	$'\t\t\t\tpart[threadIdx.x] += part[threadIdx.x + half * lanes];' \
+	$'\t\t\tpart[threadIdx.x] += part[threadIdx.x + half * b->lanes];\n\t\t__syncthreads();' \
+	$'\t\t\tpart[threadIdx.x] += part[threadIdx.x + half * b->lanes];' \
 	'test_kernels_host|gpu_plan_sim'
 # Our GEMM split over k: the last chunk's sums dropped; a tile overwritten while read.
 mutant ksplit-last-chunk-dropped $K \
-	'for (int k = 0; k < chunks; k++)' 'for (int k = 0; k < chunks - 1; k++)' \
+	'live && l < (size_t)g.chunks;' 'live && l + 1 < (size_t)g.chunks;' \
 	'gpu_plan_sim'
 mutant ksplit-tile-barrier-dropped $K \
 	$'\t\t\t\tacc[o] = sum;\n\t\t\t}\n\t\t\t__syncthreads();' $'\t\t\t\tacc[o] = sum;\n\t\t\t}' \
@@ -170,8 +171,16 @@ mutant relu-gradient-without-its-mask $L \
 	'return mask_written(g, r->relu_mask) ? CUBLASLT_EPILOGUE_DRELU' 'return 1 ? CUBLASLT_EPILOGUE_DEFAULT' \
 	'mnist_train_sim_graph_nodes_mlp'
 mutant conv-cols-not-written $K \
-	'n_cols = cols ? fan_in * ld : 0;' 'n_cols = 0;' \
+	'a.total = (uint32_t)(windows + n_cols);' 'a.total = (uint32_t)windows;' \
 	'gpu_ops_sim'
+# The convolutions' index arithmetic (cuda/fastdiv.h): a multiplier one too large.
+mutant fastdiv-multiplier-off-by-one $F \
+	'/ d + 1);' '/ d + 2);' \
+	'test_kernels_host|gpu_ops_sim'
+# The input gradient by pool window: the window's maximum at its first pixel always.
+mutant conv-backward-data-first-pixel $K \
+	'int32_t best = below_arg[i];' 'int32_t best = 0;' \
+	'test_kernels_host|gpu_ops_sim'
 mutant nccl-at-one-rank $B \
 	$'\tif (n == 0 || c->dist->size == 1)\n\t\treturn;\n\tNCCL_CHECK(ncclAllReduce(' \
 	$'\tif (n == 0)\n\t\treturn;\n\tNCCL_CHECK(ncclAllReduce(' \
