@@ -10,9 +10,11 @@
 #   bash scripts/gpu-node/run.sh --limits     # each step's time limit, and the default's sum
 #
 # Default: env build quick, which ends inside 6 minutes on a 16-core node with one GPU (the
-# three limits add up to 355 s). By name: all (240 s: the suite but what stays CI's, below),
-# sanitize (120 s: compute-sanitizer's four tools over the three models, one short run
-# each), and, for longer loans, gpu, train, bench, torch, matrix-fc, matrix-lenet.
+# three limits add up to 355 s). By name: sanitize (300 s: compute-sanitizer's four tools
+# over seed, mlp, LeNet-5 and LeNet-5 with the measured GEMM plan, one short run each, all
+# 16 at once; a loan's second command, "build sanitize"), all (240 s: the suite but what
+# stays CI's, below), and, for longer loans, gpu, train, bench, torch, matrix-fc,
+# matrix-lenet.
 #   quick: the GPU suite (ctest -L '^gpu$'), the per-op breakdown of one step of each model
 #          (mnist-train --profile, where this build has it) and the GPU matrix (bench/train
 #          --backend cuda, 3 models x batch 32 and 256, 300 steps, 1 repetition, LeNet-5
@@ -35,7 +37,10 @@ set -uo pipefail
 
 # Each step's limit in seconds. The default (env build quick) adds up to 355 s: with the
 # kit's unpacking before the first step (about 4 s) and the summary, inside 6 minutes.
-declare -A LIMIT=([env]=20 [build]=100 [quick]=235 [all]=240 [sanitize]=120
+# The second command of a 15-minute loan, build sanitize, adds up to 400 s (build takes
+# seconds when BUILD_DIR is still there): with the machine's start (1-2 minutes) and the
+# first command, inside 15 minutes.
+declare -A LIMIT=([env]=20 [build]=100 [quick]=235 [all]=240 [sanitize]=300
 	[gpu]=120 [train]=400 [bench]=400 [torch]=400 [matrix-fc]=560 [matrix-lenet]=560)
 ORDER="env build quick all sanitize gpu train bench torch matrix-fc matrix-lenet"
 DEFAULT_STEPS="env build quick"
@@ -323,20 +328,35 @@ all_suite() {
 	cat "$out/all-summary.txt"
 	return $((rc ? 1 : 0))
 }
-# sanitize: compute-sanitizer's memcheck, initcheck, racecheck and synccheck over seed, mlp
-# and LeNet-5 (ctest -L gpu-sanitize), one 3-step run each (MNIST_SANITIZE_RUNS=one,
-# tests/sanitize/gpu_sanitize.sh), all 12 at once on the one GPU; zero errors, and a skip,
-# or no GPU, fails the step.
+# sanitize: compute-sanitizer's memcheck, initcheck, racecheck and synccheck over seed, mlp,
+# LeNet-5 (--gpu-plan heuristic) and LeNet-5 with --gpu-plan measure (the GEMM candidates
+# timed at the first step, the project's cooperative gemm_ksplit_kernel and
+# bias_grad_block_kernel among them): ctest -L gpu-sanitize, one 3-step run each
+# (MNIST_SANITIZE_RUNS=one, tests/sanitize/gpu_sanitize.sh, which says which options cut
+# the sanitizer's start-up and why), all 16 at once on the one GPU, each run given what the
+# step has left but its probe. On the H100 of 2026-11-27 one such run alone took 102-108 s,
+# nearly all of it start-up, and with 12 at once (89 s a run) synccheck's 3 ended in 99-102 s
+# each, probe included: the runs seem not to wait on each other much (not measured apart),
+# so none is held back to a second round, which would halve each run's time. Zero errors,
+# and a skip, no GPU, a run not ended or a test not started fails the step.
 sanitize_runs() {
-	local rc=0 g n junit=$out/ctest-sanitize.xml
+	local rc=0 g n count junit=$out/ctest-sanitize.xml
 	if ! g=$(gpu_present); then
 		echo "sanitize: no GPU ($g): nothing was sanitized, which fails this step"
 		echo "== summary: 0 tests: no GPU ($g)" >"$out/sanitize-summary.txt"
 		return 1
 	fi
+	count=$(ctest --test-dir "$build_dir" -N -L gpu-sanitize 2>/dev/null | grep -c 'Test *#')
+	if [ "$count" -eq 0 ]; then
+		echo "sanitize: no test labelled gpu-sanitize in $build_dir (the step build failed or was cut?)"
+		echo "== summary: 0 tests: none labelled gpu-sanitize in $build_dir" >"$out/sanitize-summary.txt"
+		return 1
+	fi
 	n=$(($(left_s) - 3))
-	export MNIST_SANITIZE_RUNS=one MNIST_SANITIZE_LIMIT=48 MNIST_SANITIZE_RUN_TIMEOUT=$((n - 20))
-	ctest --test-dir "$build_dir" -L gpu-sanitize -j12 --output-on-failure --timeout "$n" \
+	# Each run gets what is left but its probe (seconds; 60 at most) and a margin.
+	export MNIST_SANITIZE_RUNS=one MNIST_SANITIZE_LIMIT=48 MNIST_SANITIZE_RUN_TIMEOUT=$((n - 25))
+	echo "sanitize: $count tests at once, $MNIST_SANITIZE_RUN_TIMEOUT s a run, stopped in $n s"
+	ctest --test-dir "$build_dir" -L gpu-sanitize -j"$count" --output-on-failure --timeout "$n" \
 		--stop-time "$(stop_at "$n")" --output-junit "$junit" || rc=$?
 	python3 "$root/scripts/gpu-node/ctest_summary.py" "$build_dir" "$junit" -L gpu-sanitize \
 		>"$out/sanitize-summary.txt" 2>&1 || rc=1

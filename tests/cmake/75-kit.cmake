@@ -23,10 +23,11 @@ add_test(NAME kit_ctest_summary
                  ${CMAKE_CTEST_COMMAND})
 set_tests_properties(kit_ctest_summary PROPERTIES LABELS kit TIMEOUT 60)
 
-# scripts/gpu-node/run.sh: its steps' time limits (env + build + quick <= 360 s, all <= 240 s,
-# sanitize <= 120 s); without a GPU (a failing nvidia-smi first on PATH, the system's MPI:
-# KIT=none), quick reported skipped with the reason, never passed, and sanitize failed; and
-# quick where a stand-in nvidia-smi lists a GPU, every program it runs a stand-in: its
-# parts' statuses and SUMMARY.txt (goals, slowest ops, plan). Nothing is built: seconds.
+# scripts/gpu-node/run.sh: its steps' time limits (env + build + quick <= 360 s, build +
+# sanitize <= 420 s, sanitize <= 300 s, all <= 240 s); without a GPU (a failing nvidia-smi
+# first on PATH, the system's MPI: KIT=none), quick reported skipped with the reason, never
+# passed, and sanitize failed; and quick and sanitize where a stand-in nvidia-smi lists a
+# GPU, every program they run a stand-in: quick's parts' statuses and SUMMARY.txt (goals,
+# slowest ops, plan), sanitize's tests all at once with their time. Nothing is built: seconds.
 add_test(NAME kit_run_quick COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/kit/test_run_quick.sh ${CMAKE_COMMAND})
 set_tests_properties(kit_run_quick PROPERTIES LABELS kit TIMEOUT 60)

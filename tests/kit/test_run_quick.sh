@@ -5,8 +5,10 @@
 #   tests/kit/test_run_quick.sh CMAKE
 #
 # 1. run.sh --limits: the default steps are env, build and quick, and their limits add
-#    up to at most 360 s (a loan's first command, inside 6 minutes); all <= 240 s,
-#    sanitize <= 120 s; every step has a limit of at most 600 s (one command).
+#    up to at most 360 s (a loan's first command, inside 6 minutes); the second command,
+#    build and sanitize, at most 420 s (15 minutes less the machine's start, 2 minutes,
+#    and the first command); sanitize <= 300 s, all <= 240 s; every step has a limit of
+#    at most 600 s (one command).
 # 2. run.sh quick sanitize with no GPU (KIT=none: the system's MPI, no kit; an
 #    nvidia-smi that fails as it does without a driver, first on PATH, so that the
 #    result is the same on a GPU machine): quick prints its limit at its start, each
@@ -22,6 +24,8 @@
 #    passes, and SUMMARY.txt has the suite's counts and skip reason, each goal met or
 #    missed with its figure, the slowest ops of each profiled run with their share, and
 #    the plan chosen.
+# 4. sanitize with the same stand-ins: all its tests at once, each run given the step's
+#    time less its probe, MNIST_SANITIZE_RUNS=one; a failed test fails the step.
 # A few seconds. Exit 0 pass, 1 fail.
 set -uo pipefail
 if [ $# -ne 1 ]; then
@@ -55,7 +59,9 @@ for s in $default_steps; do
 done
 [ "$sum" -le 360 ] && ok "env + build + quick = $sum s <= 360 s" || fail "env + build + quick = $sum s > 360 s"
 grep -q "^default env build quick $sum\$" <<<"$limits" || fail "run.sh's own sum differs from $sum"
-for pair in all:240 sanitize:120; do
+second=$(($(limit build) + $(limit sanitize)))
+[ "$second" -le 420 ] && ok "build + sanitize = $second s <= 420 s" || fail "build + sanitize = $second s > 420 s"
+for pair in all:240 sanitize:300; do
 	s=${pair%:*} max=${pair#*:} l=$(limit "${pair%:*}")
 	[ -n "$l" ] && [ "$l" -le "$max" ] && ok "$s: $l s <= $max s" || fail "$s: limit '$l', expected <= $max s"
 done
@@ -83,11 +89,11 @@ expect() { # expect FILE REGEX WHAT
 }
 reason="nvidia-smi -L failed: NVIDIA-SMI has failed because it couldn't communicate"
 expect "$tmp/out" '^== quick: limit [0-9]+ s' "quick prints its limit at its start"
-expect "$tmp/out" '^== sanitize: limit 120 s' "sanitize prints its limit at its start"
+expect "$tmp/out" '^== sanitize: limit 300 s' "sanitize prints its limit at its start"
 expect "$tmp/out" '^quick: SKIPPED in [0-9]+ s: no GPU' "quick reported skipped, no GPU"
 expect "$summary" "^no GPU \\(nvidia-smi -L failed: NVIDIA-SMI has failed" "the summary's second line: no GPU and why"
 expect "$summary" '^  quick +[0-9]+ s +SKIPPED ' "summary: quick SKIPPED"
-expect "$summary" '^  sanitize +120 s +FAILED \(1\) .*no GPU' "summary: sanitize FAILED, no GPU"
+expect "$summary" '^  sanitize +300 s +FAILED \(1\) .*no GPU' "summary: sanitize FAILED, no GPU"
 for p in gpu-suite profile matrix; do
 	expect "$summary" "^  $p +SKIPPED +[0-9]+ s  no GPU" "summary: quick's $p SKIPPED, no GPU"
 	expect "$tmp/results/quick.log" "^quick: $p: skipped: no GPU \\($reason" "quick.log: $p skipped with the reason"
@@ -113,8 +119,9 @@ enable_testing()
 add_test(NAME gpu_passes COMMAND sh -c "echo fine")
 add_test(NAME gpu_skips COMMAND sh -c "echo 'SKIP gpu_skips: needs 2 GPUs, 1 visible'; exit 77")
 add_test(NAME not_gpu COMMAND sh -c "exit 1")
+add_test(NAME sanitize_env COMMAND sh -c "test \"$MNIST_SANITIZE_RUNS\" = one && test \"$MNIST_SANITIZE_RUN_TIMEOUT\" -ge 250")
 set_tests_properties(gpu_passes gpu_skips PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
-set_tests_properties(not_gpu PROPERTIES LABELS gpu-sanitize)
+set_tests_properties(not_gpu sanitize_env PROPERTIES LABELS gpu-sanitize)
 CMAKE
 "$cmake_bin" -S "$tmp/src" -B "$tmp/fake" >/dev/null || { fail "cmake of the stand-in project"; exit 1; }
 touch "$tmp/fake/libmnist-cuda.so"
@@ -184,5 +191,20 @@ expect "$summary" '^  lenet b256 +step 200.0 us: fc1 forward gemm 150.0 us 75%; 
 expect "$summary" '^  seed b32 +fc1.fwd algo-b 7.5 us$' "summary: the plan chosen"
 expect "$tmp/gpu/quick/plans.txt" '^fc1.fwd \[32x784x10\]: chosen algo-b of \[algo-a 9.5 us, algo-b 7.5 us\]$' \
 	"plans.txt: every candidate"
+
+# 4. sanitize where a GPU is listed, the same stand-ins: every test labelled gpu-sanitize
+# started at once, each run given the step's time less its probe (MNIST_SANITIZE_RUN_TIMEOUT
+# at least 250 s of the 300), one run a test; a failed test fails the step.
+(cd "$root" && env -u CUDA_VISIBLE_DEVICES PATH="$tmp/bin:$PATH" KIT=none BUILD_DIR="$tmp/fake" \
+	PYTHON="$tmp/bin/fake-python" RESULTS_DIR="$tmp/gpu" bash scripts/gpu-node/run.sh sanitize) >"$tmp/out4" 2>&1
+rc=$?
+sed 's/^/    /' "$tmp/out4"
+[ "$rc" -eq 1 ] && ok "run.sh sanitize exited 1 (a gpu-sanitize test failed)" || fail "run.sh sanitize exited $rc, expected 1"
+expect "$tmp/gpu/sanitize.log" '^sanitize: 2 tests at once, (2[5-9][0-9]) s a run, stopped in [0-9]+ s$' \
+	"sanitize: all tests at once, 250 s a run or more"
+expect "$tmp/gpu/SUMMARY.txt" '^  sanitize +300 s +FAILED \(1\) ' "summary: sanitize FAILED"
+# sanitize_env passes only where it sees MNIST_SANITIZE_RUNS=one and 250 s a run or more.
+expect "$tmp/gpu/SUMMARY.txt" '^sanitize: 2 tests: 1 passed, 1 failed' \
+	"summary: sanitize's counts (sanitize_env saw MNIST_SANITIZE_RUNS=one, >= 250 s a run; not_gpu failed)"
 [ "$failures" -eq 0 ] || exit 1
 echo "test_run_quick: all checks passed"
