@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "clock.h"
 #include "cuda_check.cuh"
 #include "kernels.h"
 
@@ -734,7 +735,7 @@ static int choose_way(struct cuda_gemm *g, const struct gemm_req *r, struct gemm
 	if (timed)
 		g->drain(g->share_arg);
 	if (timed && g->rank == 0) {
-		double best = -1.0;
+		double best = -1.0, t0 = clock_seconds();
 		for (int i = 0; i < n; i++) {
 			double us = time_way(g, r, &ways[i], best);
 			rep->cand[i].us = us;
@@ -743,6 +744,7 @@ static int choose_way(struct cuda_gemm *g, const struct gemm_req *r, struct gemm
 				chosen = i;
 			}
 		}
+		g->measure_secs += clock_seconds() - t0;
 	}
 	snprintf(rep->source, sizeof(rep->source), "%s", timed ? "measured" : "heuristic");
 	if (g->collective && g->share) {
@@ -827,6 +829,7 @@ void cuda_gemm_plan_get(struct cuda_gemm *g, struct plan_info *out)
 	cuda_gemm_library(out->library, sizeof(out->library));
 	out->n_ops = g->n_plans;
 	out->ops = g->report;
+	out->measure_ms = g->measure_secs * 1e3;
 }
 
 int cuda_gemm_plan_set(struct cuda_gemm *g, const struct plan_info *in, char *why, size_t whylen)

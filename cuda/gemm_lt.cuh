@@ -55,6 +55,7 @@ struct cuda_gemm {
 	float *ones;             /* (n_ones) 1.0f, for a bias gradient by cublasSgemv */
 	size_t n_ones;
 	cudaEvent_t time_start, time_stop; /* for timing candidates */
+	double measure_secs;     /* wall time spent timing them, on this rank */
 	struct plan_op *report;  /* plan_get's copy of the plans' reports */
 };
 

@@ -140,6 +140,7 @@ struct plan_info {
 	char library[64];  /* the math library and its version: "cublasLt 130100" */
 	int n_ops;
 	struct plan_op *ops;
+	double measure_ms; /* wall time rank 0 spent timing candidates so far; < 0: not known */
 };
 
 /* How new problems are planned (->plan_mode). */

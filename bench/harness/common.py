@@ -82,6 +82,17 @@ def read_metrics(path):
     return rows, steps, evals
 
 
+def plan_ms(path):
+    """The gpu_plan record's measure_ms (rank 0's wall time timing GEMM candidates), or None."""
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                d = json.loads(line)
+                if d.get("event") == "gpu_plan":
+                    return d.get("measure_ms")
+    return None
+
+
 def steady_step_ms(st):
     """The mean step without the set-up of the first: from a step_times event, (steps x mean -
     max) / (steps - 1). mnist-train's slowest step is its first (cuBLAS's start, the graph's
@@ -116,7 +127,7 @@ def med_result(results):
            "step_median_ms": median([r["step_median_ms"] for r in results]),
            "step_p95_ms": median([r["step_p95_ms"] for r in results]),
            "acc": mid["acc"], "metrics": mid["metrics"], "reps": len(results)}
-    for k in ("steady_ips", "steady_ms", "graph_nodes", "wall_s", "steps"):
+    for k in ("steady_ips", "steady_ms", "graph_nodes", "wall_s", "steps", "plan_ms"):
         if any(r.get(k) is not None for r in results):
             out[k] = median([r.get(k) for r in results])
     return out
@@ -178,6 +189,7 @@ class Runner:
                 "step_p95_ms": st and st["p95_ms"], "steps": st and st["steps"], "steady_ms": steady,
                 "steady_ips": batch * ranks / (steady / 1e3) if steady else None,
                 "graph_nodes": int(s["graph_nodes"]) if s.get("graph_nodes", "").isdigit() else None,
+                "plan_ms": plan_ms(mfile),
                 "metrics": mfile, "loss_rows": rows, "evals": evals, "backend": s.get("backend"),
                 "device": m and m.group(2), "wall_s": wall}
 

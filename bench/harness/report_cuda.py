@@ -127,7 +127,7 @@ def write_results(a, node, t_info, t_why, cells, tta, allreduce_out, allreduce_n
         L += FAILURES
         L.append("```\n")
 
-    L.append("## Goals (issue 21; issue 15's allreduce)\n")
+    L.append("## Goals (issues 21 and 25; issue 15's allreduce)\n")
     L.append("| goal | measured | verdict |")
     L.append("|---|---|---|")
     for goal, measured, verdict in judge(a, node, t_why, cells, tta, step_ops(allreduce_out)):

@@ -41,6 +41,8 @@ char *plan_json_dump(const struct plan_info *p, int with_candidates, const char 
 	for (int i = 0; i < p->n_ops; i++)
 		json_array_append_new(ops, op_json(&p->ops[i], with_candidates));
 	json_object_set_new(root, "ops", ops);
+	if (with_candidates && p->measure_ms >= 0.0)
+		json_object_set_new(root, "measure_ms", json_real(p->measure_ms));
 	char *text = json_dumps(root, PLAN_JSON_FLAGS);
 	json_decref(root);
 	if (!text)
@@ -73,6 +75,7 @@ enum status plan_json_parse(const char *text, struct plan_info *out, char *err, 
 	json_error_t je;
 	enum status rc = STATUS_BAD_INPUT;
 	memset(out, 0, sizeof(*out));
+	out->measure_ms = -1.0;
 	json_t *root = json_loads(text, 0, &je);
 	if (!root)
 		return status_fail(err, errlen, STATUS_BAD_INPUT, "not JSON (%s, at character %d)",

@@ -111,10 +111,10 @@ for b in bad:
 sys.exit(1 if bad else 0)
 PY
 
-# Goals (issue 21's nine, issue 15's allreduce): every one "not measured (simulated run)", none
-# met or missed, and a figure shown beside one only labelled SIMULATED.
+# Goals (issue 21's nine, issue 25's plan measurement, issue 15's allreduce): every one "not
+# measured (simulated run)", none met or missed, and a figure shown beside one only labelled SIMULATED.
 goals=$(sed -n '/^## Goals/,/^## /p' "$md" | grep -E '^\| [^-g]')
-[ "$(echo "$goals" | grep -c .)" -eq 10 ] || fail "expected 10 goal rows, got: $goals"
+[ "$(echo "$goals" | grep -c .)" -eq 11 ] || fail "expected 11 goal rows, got: $goals"
 echo "$goals" | grep -vq '| not measured (simulated run) |$' && fail "a goal is judged from a simulated run: $goals"
 echo "$goals" | awk -F' [|] ' '$2 != "-" && $2 !~ /\(SIMULATED\)$/' | grep -q . &&
 	fail "a goal's simulated figure is not labelled SIMULATED: $goals"

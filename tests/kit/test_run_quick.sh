@@ -155,7 +155,7 @@ mkdir -p "$dir"
 cat >"$dir/2026-01-01-stand-in-quick.md" <<'MD'
 # GPU matrix
 
-## Goals (issue 21; issue 15's allreduce)
+## Goals (issues 21 and 25; issue 15's allreduce)
 
 | goal | measured | verdict |
 |---|---|---|
