@@ -37,7 +37,7 @@ struct fastdiv {
 	uint32_t d, mul, shift;
 };
 
-/* The divisor d >= 1 (0 is taken as 1). */
+/* The divisor d >= 1 (0 is taken as 1), up to 2^32 - 1. */
 static inline struct fastdiv fastdiv_make(uint32_t d)
 {
 	struct fastdiv f;
@@ -60,7 +60,7 @@ static __host__ __device__ inline uint32_t fastdiv_q(const struct fastdiv *f, ui
 #else
 	uint32_t hi = (uint32_t)(((uint64_t)n * f->mul) >> 32);
 #endif
-	return (hi + n) >> f->shift;
+	return (uint32_t)(((uint64_t)hi + n) >> f->shift); /* shift 32 for d > 2^31: 64 bits */
 }
 
 #ifdef __cplusplus

@@ -1183,13 +1183,14 @@ static void expect_fastdiv(uint32_t d, uint32_t n)
 Test(kernels_host, fastdiv_exact)
 {
 	static const uint32_t large[] = {65535, 65536, 65537, 1u << 20, (1u << 20) + 7, 3000017,
-					 1u << 30, (1u << 31) - 1, 1u << 31};
+					 1u << 30, (1u << 31) - 1, 1u << 31, (1u << 31) + 1, 0xffffffffu};
 	uint64_t x = 0x9e3779b97f4a7c15ull;
 	for (uint32_t i = 0; i < 4096 + sizeof(large) / sizeof(large[0]); i++) {
 		uint32_t d = i < 4096 ? i + 1 : large[i - 4096];
 		uint32_t ends[] = {0, 1, d - 1, d, FASTDIV_MAX_N, FASTDIV_MAX_N - 1, FASTDIV_MAX_N - d};
 		for (size_t e = 0; e < sizeof(ends) / sizeof(ends[0]); e++)
-			expect_fastdiv(d, ends[e]);
+			if (ends[e] <= FASTDIV_MAX_N) /* the dividends it is exact for */
+				expect_fastdiv(d, ends[e]);
 		for (uint64_t q = 1; q * d <= FASTDIV_MAX_N; q = q * 3 + 1) {
 			expect_fastdiv(d, (uint32_t)(q * d) - 1);
 			expect_fastdiv(d, (uint32_t)(q * d));
