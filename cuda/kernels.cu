@@ -1,5 +1,7 @@
 /*
- * kernels.cu - the CUDA backend's element kernels and their launchers.
+ * kernels.cu - the CUDA backend's element kernels and their launchers (the
+ * convolution stages' in kernels_conv.cu, the launch macros they share in
+ * kernel_launch.cuh).
  *
  * Most kernels are grid-stride loops that compute indices and call one body
  * from include/elem.h, the same body the host backend loops over: no shared
@@ -32,39 +34,10 @@
  */
 #include "kernels.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "elem.h"
-#include "fastdiv.h"
-
-/* The C harness (tests/cuda_host) brings a CUDA_CHECK_LAUNCH of its own. */
-#if defined(__CUDACC__) || defined(CUDASIM)
-#include "cuda_check.cuh"
-#endif
-
-#if defined(__CUDACC__)
-#define KERNEL_LAUNCH_ON(kernel, geom, stream, ...) \
-	kernel<<<(geom).grid, (geom).block, 0, (stream)>>>(__VA_ARGS__)
-#define KERNEL_LAUNCH_COOP_ON(kernel, geom, stream, arg) \
-	kernel<<<(geom).grid, (geom).block, 0, (stream)>>>(arg)
-/* What a stand-in runs a cooperative kernel's thread through; nothing on a GPU. */
-#define KERNEL_COOP_THUNK(kernel, type)
-#endif
-
-#define KERNEL_LAUNCH(kernel, geom, stream, ...)                                          \
-	do {                                                                              \
-		KERNEL_LAUNCH_ON(kernel, geom, stream, __VA_ARGS__);                      \
-		CUDA_CHECK_LAUNCH(#kernel);                                               \
-	} while (0)
-
-/* A kernel whose block's threads share memory and wait at __syncthreads. */
-#define KERNEL_LAUNCH_COOP(kernel, geom, stream, arg)                                    \
-	do {                                                                              \
-		KERNEL_LAUNCH_COOP_ON(kernel, geom, stream, arg);                         \
-		CUDA_CHECK_LAUNCH(#kernel);                                               \
-	} while (0)
+#include "kernel_launch.cuh"
 
 struct kernel_geom kernel_geom_for(size_t n)
 {
@@ -73,29 +46,6 @@ struct kernel_geom kernel_geom_for(size_t n)
 	g.block = KERNEL_BLOCK;
 	g.grid = (unsigned int)(blocks < KERNEL_MAX_GRID ? blocks : KERNEL_MAX_GRID);
 	return g;
-}
-
-/* The geometry to launch with: the caller's, or the backend's for n items. */
-static struct kernel_geom pick_geom(const struct kernel_geom *geom, size_t n)
-{
-	return geom ? *geom : kernel_geom_for(n);
-}
-
-/* rows * cols as a work size; 0 when either is not positive. */
-static __host__ __device__ inline size_t work_2d(int rows, int cols)
-{
-	return rows > 0 && cols > 0 ? (size_t)rows * (size_t)cols : 0;
-}
-
-/* This thread's first item and the distance to its next one. */
-static __device__ inline size_t grid_first(void)
-{
-	return (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-}
-
-static __device__ inline size_t grid_stride(void)
-{
-	return (size_t)gridDim.x * blockDim.x;
 }
 
 /* ---- the batch ---------------------------------------------------------------------- */
@@ -484,167 +434,6 @@ static __global__ void gemm_ksplit_reduce_kernel(struct ksplit_reduce_args g)
 }
 KERNEL_COOP_THUNK(gemm_ksplit_reduce_kernel, struct ksplit_reduce_args)
 
-/* ---- convolution stages ------------------------------------------------------------- */
-
-/*
- * The convolution kernels' items are counted in 32 bits and split into
- * coordinates by fastdiv.h's multiplies, not by divisions: at LeNet-5's
- * largest batch (65,536) the most items a launch has, conv2's windows and
- * im2col entries, are about 1.0e9 < 2^31 (FASTDIV_MAX_N); the launchers
- * check it.
- */
-
-/* Where item i of a (c, h, w, batch) array lies: image b, column x, row y, channel c. */
-struct chwb {
-	uint32_t c;
-	int y, x, b;
-};
-
-/* A (c, h, w, batch) array's divisors: batch, w, h. */
-struct chwb_divs {
-	struct fastdiv batch, w, h;
-};
-
-static struct chwb_divs chwb_divs_make(int batch, int h, int w)
-{
-	struct chwb_divs d = {fastdiv_make((uint32_t)batch), fastdiv_make((uint32_t)w),
-			      fastdiv_make((uint32_t)h)};
-	return d;
-}
-
-static __host__ __device__ inline struct chwb chwb_of(uint32_t i, const struct chwb_divs *d)
-{
-	struct chwb p;
-	uint32_t rest = fastdiv_q(&d->batch, i), rest2 = fastdiv_q(&d->w, rest);
-	p.b = (int)(i - rest * d->batch.d);
-	p.x = (int)(rest - rest2 * d->w.d);
-	p.c = fastdiv_q(&d->h, rest2);
-	p.y = (int)(rest2 - p.c * d->h.d);
-	return p;
-}
-
-/* Offset of window (c, py, px) of image b in a stage's output y: batch innermost or batch first. */
-static __host__ __device__ inline size_t pooled_at(const struct pool_shape *p, int batch_first,
-						   size_t batch, size_t c, int py, int px, int b)
-{
-	size_t f = (c * (size_t)p->oh + (size_t)py) * (size_t)p->ow + (size_t)px;
-	return batch_first ? (size_t)b * ((size_t)p->c * p->oh * p->ow) + f : f * batch + (size_t)b;
-}
-
-/* Offset of pixel (c, y, x) of image b in a (c, h, w, batch) array. */
-static __host__ __device__ inline size_t chwb_at(int h, int w, size_t batch, size_t c, int y, int x,
-						 int b)
-{
-	return ((c * (size_t)h + (size_t)y) * (size_t)w + (size_t)x) * batch + (size_t)b;
-}
-
-/* conv_forward_kernel's arguments. */
-struct conv_forward_args {
-	struct conv_shape s;
-	struct pool_shape p;
-	int oc, rows, batch_first;
-	const float *x, *w, *bias;
-	float *y, *cols;
-	int32_t *arg;
-	uint32_t windows, total; /* the window items, then the im2col entries up to total */
-	struct chwb_divs win;    /* the windows: (oc, ph, pw, rows) */
-	struct fastdiv ld, batch, ow, k; /* an entry: (tap, pixel, b), tap (ci, ky, kx), pixel (oy, ox) */
-};
-
-/*
- * Items [0, windows): window i of the output, (oc, py, px, b) batch
- * innermost: conv_pool_window_elem, written to y where its layout puts it,
- * and its argmax. Items from windows on, when cols is not NULL: entry
- * (tap, pixel) of the im2col matrix, im2col_elem.
- */
-static __global__ void conv_forward_kernel(struct conv_forward_args a)
-{
-	size_t nb = (size_t)a.rows, fan_in = (size_t)a.s.c * a.s.k * a.s.k;
-	uint32_t stride = (uint32_t)grid_stride();
-	for (uint32_t i = (uint32_t)grid_first(); i < a.total; i += stride) {
-		if (i < a.windows) {
-			struct chwb q = chwb_of(i, &a.win);
-			a.y[pooled_at(&a.p, a.batch_first, nb, q.c, q.y, q.x, q.b)] =
-				conv_pool_window_elem(a.x, &a.s, a.rows, a.w + q.c * fan_in, a.bias[q.c],
-						      a.p.k, q.y, q.x, q.b, &a.arg[i]);
-			continue;
-		}
-		uint32_t j = i - a.windows, tap = fastdiv_q(&a.ld, j), col = j - tap * a.ld.d;
-		uint32_t pixel = fastdiv_q(&a.batch, col), oy = fastdiv_q(&a.ow, pixel);
-		uint32_t kyx = fastdiv_q(&a.k, tap), ci = fastdiv_q(&a.k, kyx);
-		int b = (int)(col - pixel * a.batch.d), ox = (int)(pixel - oy * a.ow.d);
-		int kx = (int)(tap - kyx * a.k.d), ky = (int)(kyx - ci * a.k.d);
-		a.cols[j] = im2col_elem(a.x + (size_t)ci * a.s.h * a.s.w * nb, &a.s, a.rows, (int)oy, ox,
-					ky, kx, b);
-	}
-}
-
-/* pool_backward_kernel's and conv_backward_data_kernel's window items. */
-struct window_args {
-	struct pool_shape p; /* the pool whose windows the items are */
-	int rows, batch_first;
-	uint32_t n;          /* windows: p.c * p.oh * p.ow * rows */
-	struct chwb_divs win;
-};
-
-static struct window_args window_args_make(const struct pool_shape *p, int rows, int batch_first)
-{
-	struct window_args a;
-	a.p = *p;
-	a.rows = rows;
-	a.batch_first = batch_first;
-	a.n = (uint32_t)work_2d(rows, p->c * p->oh * p->ow);
-	a.win = chwb_divs_make(rows, p->oh, p->ow);
-	return a;
-}
-
-/*
- * Item i: window (c, py, px, b) of the pool, batch innermost, whose k x k
- * conv outputs in dz (c, h, w, rows) it writes, each
- * pool_relu_backward_elem of the window's dy and y through its argmax.
- */
-static __global__ void pool_backward_kernel(struct window_args a, const float *dy, const float *y,
-					    const int32_t *arg, float *dz)
-{
-	size_t nb = (size_t)a.rows;
-	uint32_t stride = (uint32_t)grid_stride();
-	for (uint32_t i = (uint32_t)grid_first(); i < a.n; i += stride) {
-		struct chwb q = chwb_of(i, &a.win);
-		size_t at = pooled_at(&a.p, a.batch_first, nb, q.c, q.y, q.x, q.b);
-		float g = dy[at], gate = y[at];
-		int32_t best = arg[i];
-		for (int ky = 0; ky < a.p.k; ky++)
-			for (int kx = 0; kx < a.p.k; kx++)
-				dz[chwb_at(a.p.h, a.p.w, nb, q.c, q.y * a.p.k + ky, q.x * a.p.k + kx, q.b)] =
-					pool_relu_backward_elem(g, gate, best, ky, kx, a.p.k);
-	}
-}
-
-/*
- * Item i: window (c, py, px, b) of the below stage's pool, batch innermost.
- * Only the window's maximum takes a gradient: conv_backward_data_elem of
- * that pixel of this stage's input, (c, py, px); the window's k x k conv
- * outputs in dz_below (c', oh', ow', rows) are each pool_relu_backward_elem
- * of it through the argmax and the ReLU, zero but at the maximum.
- */
-static __global__ void conv_backward_data_kernel(struct conv_shape s, int oc, struct window_args a,
-						 const float *w, const float *dz, const float *below_y,
-						 const int32_t *below_arg, float *dz_below)
-{
-	size_t nb = (size_t)a.rows;
-	uint32_t stride = (uint32_t)grid_stride();
-	for (uint32_t i = (uint32_t)grid_first(); i < a.n; i += stride) {
-		struct chwb q = chwb_of(i, &a.win);
-		int32_t best = below_arg[i];
-		float gate = below_y[i];
-		float g = conv_backward_data_elem(w, dz, &s, oc, a.rows, (int)q.c, q.y, q.x, q.b);
-		for (int ky = 0; ky < a.p.k; ky++)
-			for (int kx = 0; kx < a.p.k; kx++)
-				dz_below[chwb_at(a.p.h, a.p.w, nb, q.c, q.y * a.p.k + ky, q.x * a.p.k + kx,
-						 q.b)] = pool_relu_backward_elem(g, gate, best, ky, kx, a.p.k);
-	}
-}
-
 /* ---- launchers ------------------------------------------------------------------------- */
 
 void kernels_gather(cudaStream_t stream, const struct kernel_geom *geom,
@@ -795,80 +584,6 @@ void kernels_gemm_ksplit(cudaStream_t stream, const struct kernel_geom *geom,
 	size_t groups = ((size_t)g.outs + COOP_LANES - 1) / COOP_LANES;
 	struct kernel_geom reduce = pick_geom(geom, groups * KERNEL_BLOCK);
 	KERNEL_LAUNCH_COOP(gemm_ksplit_reduce_kernel, reduce, stream, ra);
-}
-
-/* The convolution kernels count items in 32 bits: more is a batch the options never allow. */
-static void conv_items_fit(const char *kernel, size_t n)
-{
-	if (n <= FASTDIV_MAX_N)
-		return;
-	fprintf(stderr, "mnist-train: %s: %zu work items, more than the %u its 32-bit indices reach\n",
-		kernel, n, FASTDIV_MAX_N);
-	abort();
-}
-
-void kernels_conv_forward(cudaStream_t stream, const struct kernel_geom *geom,
-			  const struct conv_stage *s, const float *x, const float *w,
-			  const float *b, float *y, int32_t *arg, float *cols)
-{
-	const struct conv_shape *c = s->conv;
-	size_t windows = work_2d(s->rows, s->oc * s->pool->oh * s->pool->ow);
-	size_t n_cols = cols ? work_2d(s->rows, c->oh * c->ow) * (size_t)(c->c * c->k * c->k) : 0;
-	if (windows == 0)
-		return;
-	conv_items_fit("conv_forward_kernel", windows + n_cols);
-	struct conv_forward_args a;
-	memset(&a, 0, sizeof(a));
-	a.s = *c;
-	a.p = *s->pool;
-	a.oc = s->oc;
-	a.rows = s->rows;
-	a.batch_first = s->batch_first;
-	a.x = x;
-	a.w = w;
-	a.bias = b;
-	a.y = y;
-	a.cols = cols;
-	a.arg = arg;
-	a.windows = (uint32_t)windows;
-	a.total = (uint32_t)(windows + n_cols);
-	a.win = chwb_divs_make(s->rows, s->pool->oh, s->pool->ow);
-	a.ld = fastdiv_make((uint32_t)work_2d(s->rows, c->oh * c->ow));
-	a.batch = fastdiv_make((uint32_t)s->rows);
-	a.ow = fastdiv_make((uint32_t)c->ow);
-	a.k = fastdiv_make((uint32_t)c->k);
-	struct kernel_geom g = pick_geom(geom, windows + n_cols);
-	KERNEL_LAUNCH(conv_forward_kernel, g, stream, a);
-}
-
-void kernels_pool_backward(cudaStream_t stream, const struct kernel_geom *geom,
-			   const struct conv_stage *s, const float *dy, const float *y,
-			   const int32_t *arg, float *dz)
-{
-	size_t n = work_2d(s->rows, s->pool->c * s->pool->oh * s->pool->ow);
-	if (n == 0)
-		return;
-	conv_items_fit("pool_backward_kernel", n);
-	struct window_args a = window_args_make(s->pool, s->rows, s->batch_first);
-	struct kernel_geom g = pick_geom(geom, n);
-	KERNEL_LAUNCH(pool_backward_kernel, g, stream, a, dy, y, arg, dz);
-}
-
-void kernels_conv_backward_data(cudaStream_t stream, const struct kernel_geom *geom,
-				const struct conv_stage *s, const float *w, const float *dz,
-				const struct conv_stage *below, const float *below_y,
-				const int32_t *below_arg, float *dz_below)
-{
-	const struct pool_shape *bp = below->pool;
-	size_t n = work_2d(s->rows, bp->c * bp->oh * bp->ow);
-	if (n == 0)
-		return;
-	conv_items_fit("conv_backward_data_kernel", n);
-	/* The below stage's pooled output is this stage's input: batch innermost, as it reads it. */
-	struct window_args a = window_args_make(bp, s->rows, 0);
-	struct kernel_geom g = pick_geom(geom, n);
-	KERNEL_LAUNCH(conv_backward_data_kernel, g, stream, *s->conv, s->oc, a, w, dz, below_y,
-		      below_arg, dz_below);
 }
 
 #if defined(CUDART_VERSION)

@@ -6,3 +6,4 @@
  * builds into the CUDA backend. Linked into tests/test_kernels_host only.
  */
 #include "../../cuda/kernels.cu"
+#include "../../cuda/kernels_conv.cu"

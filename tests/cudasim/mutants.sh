@@ -59,7 +59,7 @@ mutant() {
 	names+=("$1") files+=("$2") olds+=("$3") news+=("$4") killers+=("$5")
 }
 B=cuda/backend_cuda.cu S=cuda/backend_cuda_start.cu K=cuda/kernels.cu P=cuda/probe.cu L=cuda/gemm_lt.cu
-F=cuda/fastdiv.h
+F=cuda/fastdiv.h C=cuda/kernels_conv.cu
 
 mutant mean-as-sum $B \
 	'op == REDUCE_SUM ? ncclSum : ncclAvg' 'op == REDUCE_SUM ? ncclSum : ncclSum' \
@@ -170,7 +170,7 @@ mutant ksplit-tile-barrier-dropped $K \
 mutant relu-gradient-without-its-mask $L \
 	'return mask_written(g, r->relu_mask) ? CUBLASLT_EPILOGUE_DRELU' 'return 1 ? CUBLASLT_EPILOGUE_DEFAULT' \
 	'mnist_train_sim_graph_nodes_mlp'
-mutant conv-cols-not-written $K \
+mutant conv-cols-not-written $C \
 	'a.total = (uint32_t)(windows + n_cols);' 'a.total = (uint32_t)windows;' \
 	'gpu_ops_sim'
 # The convolutions' index arithmetic (cuda/fastdiv.h): a multiplier one too large.
@@ -178,7 +178,7 @@ mutant fastdiv-multiplier-off-by-one $F \
 	'/ d + 1);' '/ d + 2);' \
 	'test_kernels_host|gpu_ops_sim'
 # The input gradient by pool window: the window's maximum at its first pixel always.
-mutant conv-backward-data-first-pixel $K \
+mutant conv-backward-data-first-pixel $C \
 	'int32_t best = below_arg[i];' 'int32_t best = 0;' \
 	'test_kernels_host|gpu_ops_sim'
 mutant nccl-at-one-rank $B \

@@ -23,3 +23,4 @@
 #include "loop_hook.h"
 
 #include "../../cuda/kernels.cu"
+#include "../../cuda/kernels_conv.cu"
