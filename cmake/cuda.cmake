@@ -183,6 +183,7 @@ add_library(mnist_cuda_objects OBJECT
   ${CMAKE_SOURCE_DIR}/cuda/probe.cu
   ${CMAKE_SOURCE_DIR}/cuda/cuda_check.cu
   ${CMAKE_SOURCE_DIR}/cuda/gemm_lt.cu
+  ${CMAKE_SOURCE_DIR}/cuda/gemm_names.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels_conv.cu)
 set_target_properties(mnist_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON

@@ -41,6 +41,7 @@
  * GPU offers a candidate of that name, without timing.
  */
 #include "gemm_lt.cuh"
+#include "gemm_way.cuh"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -58,32 +59,6 @@
 #define GEMM_TIME_REPS 3
 /* A first run this many times the best so far is not run again. */
 #define GEMM_SLOW_FACTOR 4.0
-
-/* A problem, as far as a plan depends on it. */
-struct gemm_key {
-	int trans_a, trans_b, m, n, k, lda, ldb, ldc; /* the row-major request's */
-	int epilogue, mask, bias_grad, tf32;
-	unsigned align_a, align_b, align_c, align_bias;
-};
-
-/* How a bias gradient is summed. */
-enum bias_grad_way {
-	BIAS_GRAD_NONE = 0, /* the request has none */
-	BIAS_GRAD_FUSED,    /* cuBLASLt's BGRADB epilogue */
-	BIAS_GRAD_KERNEL,   /* bias_grad_kernel: one thread per sum */
-	BIAS_GRAD_GEMV,     /* cublasSgemv of op(A) with a vector of ones */
-	BIAS_GRAD_BLOCK,    /* bias_grad_block_kernel: a block's threads per sum */
-};
-
-/* One way to run a problem: a candidate. */
-struct gemm_way {
-	int lt;                         /* 1: cublasLtMatmul with algo; 0: cublasSgemm or ours */
-	int ksplit;                     /* > 0: ours, k split into this many chunks (not lt) */
-	cublasLtEpilogue_t lt_epilogue; /* what cuBLASLt does of the epilogue */
-	cublasLtMatmulAlgo_t algo;
-	int bias_grad;                  /* enum bias_grad_way */
-	char name[PLAN_NAME_LEN];
-};
 
 /* cuBLASLt's descriptors of a problem with one epilogue. */
 struct lt_desc {
@@ -138,38 +113,6 @@ static struct gemm_key key_of(const struct cuda_gemm *g, const struct gemm_req *
 	k.align_bias = alignment_of(r->bias_grad ? (const void *)r->bias_grad
 						 : (const void *)r->bias);
 	return k;
-}
-
-/* The key as a plan names it: every field, so equal text means an equal problem. */
-static void key_text(const struct gemm_key *k, char *buf, size_t len)
-{
-	snprintf(buf, len,
-		 "%c%c m=%d n=%d k=%d lda=%d ldb=%d ldc=%d epi=%d mask=%d bgrad=%d tf32=%d "
-		 "align=%u/%u/%u/%u",
-		 k->trans_a ? 't' : 'n', k->trans_b ? 't' : 'n', k->m, k->n, k->k, k->lda, k->ldb,
-		 k->ldc, k->epilogue, k->mask, k->bias_grad, k->tf32, k->align_a, k->align_b,
-		 k->align_c, k->align_bias);
-}
-
-static const char *epilogue_word(int e)
-{
-	switch (e) {
-	case GEMM_EPILOGUE_BIAS:
-		return " bias";
-	case GEMM_EPILOGUE_BIAS_RELU:
-		return " bias+relu";
-	case GEMM_EPILOGUE_DRELU:
-		return " drelu";
-	default:
-		return "";
-	}
-}
-
-/* For people: "nt 6x25x200704 bias_grad" (m x n x k of the row-major request). */
-static void shape_text(const struct gemm_key *k, char *buf, size_t len)
-{
-	snprintf(buf, len, "%c%c %dx%dx%d%s%s", k->trans_a ? 't' : 'n', k->trans_b ? 't' : 'n',
-		 k->m, k->n, k->k, epilogue_word(k->epilogue), k->bias_grad ? " bias_grad" : "");
 }
 
 size_t cuda_gemm_relu_mask_bytes(int rows, int cols)
@@ -325,73 +268,6 @@ static int list_algos(const struct cuda_gemm *g, const struct gemm_req *r,
 	return n;
 }
 
-/* ---- names ------------------------------------------------------------------------------ */
-
-static const char *lt_epilogue_word(cublasLtEpilogue_t e)
-{
-	switch (e) {
-	case CUBLASLT_EPILOGUE_BIAS:
-		return "bias";
-	case CUBLASLT_EPILOGUE_RELU_BIAS:
-		return "relu_bias";
-	case CUBLASLT_EPILOGUE_RELU_AUX_BIAS:
-		return "relu_aux_bias";
-	case CUBLASLT_EPILOGUE_DRELU:
-		return "drelu";
-	case CUBLASLT_EPILOGUE_BGRADB:
-		return "bgradb";
-	default:
-		return "plain";
-	}
-}
-
-/* One of an algorithm's configuration attributes, -1 where the library does not say. */
-static long long algo_attr(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr,
-			   size_t size)
-{
-	uint64_t v = 0;
-	size_t written = 0;
-	if (cublasLtMatmulAlgoConfigGetAttribute(a, attr, &v, size, &written) != CUBLAS_STATUS_SUCCESS)
-		return -1;
-	if (size == sizeof(int32_t))
-		return (long long)(int32_t)(uint32_t)v;
-	if (size == sizeof(uint16_t))
-		return (long long)(uint16_t)v;
-	return (long long)v;
-}
-
-/*
- * A way's name: what it runs, every configuration attribute of its
- * algorithm (together they determine the algorithm), and how its bias
- * gradient is summed:
- *   lt.bgradb.a21.t15.s3.k8.r1.w0.c0.i0.l0   sgemm+bg.gemv   ksplit.c264
- */
-static void name_way(struct gemm_way *w)
-{
-	char head[80];
-	if (w->lt)
-		snprintf(head, sizeof(head), "lt.%s.a%lld.t%lld.s%lld.k%lld.r%lld.w%lld.c%lld.i%lld.l%lld",
-			 lt_epilogue_word(w->lt_epilogue),
-			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_ID, sizeof(int32_t)),
-			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, sizeof(uint32_t)),
-			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, sizeof(uint32_t)),
-			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, sizeof(int32_t)),
-			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, sizeof(uint32_t)),
-			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, sizeof(uint32_t)),
-			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, sizeof(uint32_t)),
-			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, sizeof(uint16_t)),
-			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, sizeof(uint16_t)));
-	else if (w->ksplit)
-		snprintf(head, sizeof(head), "ksplit.c%d", w->ksplit);
-	else
-		snprintf(head, sizeof(head), "sgemm");
-	snprintf(w->name, sizeof(w->name), "%s%s", head,
-		 w->bias_grad == BIAS_GRAD_KERNEL ? "+bg.kernel"
-		 : w->bias_grad == BIAS_GRAD_GEMV ? "+bg.gemv"
-		 : w->bias_grad == BIAS_GRAD_BLOCK ? "+bg.block"
-						   : "");
-}
-
 /* ---- candidates ------------------------------------------------------------------------- */
 
 /* The epilogue cuBLASLt would fuse for r, all of it. */
@@ -501,7 +377,7 @@ static void add_way(struct gemm_way *ways, int *n, int lt, cublasLtEpilogue_t e,
 	if (algo)
 		w->algo = *algo;
 	w->bias_grad = bias_grad;
-	name_way(w);
+	gemm_way_name(w);
 }
 
 /* Every way to run r, best guess first (the file comment's order). */
@@ -556,7 +432,7 @@ static int list_ways(struct cuda_gemm *g, const struct gemm_req *r, const struct
 			add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL,
 				r->bias_grad ? BIAS_GRAD_FUSED : BIAS_GRAD_NONE);
 			ways[n - 1].ksplit = split[i];
-			name_way(&ways[n - 1]);
+			gemm_way_name(&ways[n - 1]);
 		}
 	return n;
 }
@@ -775,8 +651,8 @@ static struct gemm_plan *plan_for(struct cuda_gemm *g, const struct gemm_req *r)
 	struct gemm_plan fresh;
 	memset(&fresh, 0, sizeof(fresh));
 	fresh.key = k;
-	key_text(&k, fresh.report.key, sizeof(fresh.report.key));
-	shape_text(&k, fresh.report.shape, sizeof(fresh.report.shape));
+	gemm_key_text(&k, fresh.report.key, sizeof(fresh.report.key));
+	gemm_shape_text(&k, fresh.report.shape, sizeof(fresh.report.shape));
 	snprintf(fresh.report.op, sizeof(fresh.report.op), "gemm");
 
 	int n = list_ways(g, r, &k, capturing, ways);

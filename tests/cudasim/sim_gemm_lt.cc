@@ -4,3 +4,4 @@
  * include path). Tests only: the product builds cuda/gemm_lt.cu with nvcc.
  */
 #include "../../cuda/gemm_lt.cu"
+#include "../../cuda/gemm_names.cu"

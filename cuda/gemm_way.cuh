@@ -1,0 +1,47 @@
+/*
+ * gemm_way.cuh - what cuda/gemm_lt.cu and cuda/gemm_names.cu share: a GEMM
+ * problem's key, one way to run it (a plan's candidate), and their names.
+ */
+#ifndef MNIST_DDP_GEMM_WAY_CUH
+#define MNIST_DDP_GEMM_WAY_CUH
+
+#include <stddef.h>
+
+#include <cublasLt.h>
+
+#include "backend.h"
+
+/* A problem, as far as a plan depends on it. */
+struct gemm_key {
+	int trans_a, trans_b, m, n, k, lda, ldb, ldc; /* the row-major request's */
+	int epilogue, mask, bias_grad, tf32;
+	unsigned align_a, align_b, align_c, align_bias;
+};
+
+/* How a bias gradient is summed. */
+enum bias_grad_way {
+	BIAS_GRAD_NONE = 0, /* the request has none */
+	BIAS_GRAD_FUSED,    /* cuBLASLt's BGRADB epilogue */
+	BIAS_GRAD_KERNEL,   /* bias_grad_kernel: one thread per sum */
+	BIAS_GRAD_GEMV,     /* cublasSgemv of op(A) with a vector of ones */
+	BIAS_GRAD_BLOCK,    /* bias_grad_block_kernel: a block's threads per sum */
+};
+
+/* One way to run a problem: a candidate. */
+struct gemm_way {
+	int lt;                         /* 1: cublasLtMatmul with algo; 0: cublasSgemm or ours */
+	int ksplit;                     /* > 0: ours, k split into this many chunks (not lt) */
+	cublasLtEpilogue_t lt_epilogue; /* what cuBLASLt does of the epilogue */
+	cublasLtMatmulAlgo_t algo;
+	int bias_grad;                  /* enum bias_grad_way */
+	char name[PLAN_NAME_LEN];
+};
+
+/* The key as a plan names it: every field, so equal text means an equal problem. */
+void gemm_key_text(const struct gemm_key *k, char *buf, size_t len);
+/* For people: "nt 6x25x200704 bias_grad" (m x n x k of the row-major request). */
+void gemm_shape_text(const struct gemm_key *k, char *buf, size_t len);
+/* w->name from what w runs (gemm_names.cu says how). */
+void gemm_way_name(struct gemm_way *w);
+
+#endif /* MNIST_DDP_GEMM_WAY_CUH */
