@@ -520,6 +520,20 @@ static double time_way_graph(struct cuda_gemm *g, const struct gemm_req *r,
 	return (double)ms * 1e3 / GEMM_TIME_REPS;
 }
 
+/* Microseconds per run of w, reps runs launched on the stream between events. */
+static double stream_us(struct cuda_gemm *g, const struct gemm_req *r, const struct gemm_way *w,
+			const struct lt_desc *d, int reps)
+{
+	float ms = 0.0f;
+	CUDA_CHECK(cudaEventRecord(g->time_start, g->stream));
+	for (int i = 0; i < reps; i++)
+		run_way(g, r, w, d);
+	CUDA_CHECK(cudaEventRecord(g->time_stop, g->stream));
+	CUDA_CHECK(cudaEventSynchronize(g->time_stop));
+	CUDA_CHECK(cudaEventElapsedTime(&ms, g->time_start, g->time_stop));
+	return (double)ms * 1e3 / reps;
+}
+
 /*
  * Microseconds per run of w on r's own buffers: one run on the stream, then,
  * unless it is slow, time_way_graph (the stream's runs where the graph's
@@ -536,31 +550,13 @@ static double time_way(struct cuda_gemm *g, const struct gemm_req *r, const stru
 		CUDA_CHECK(cudaEventCreate(&g->time_start));
 		CUDA_CHECK(cudaEventCreate(&g->time_stop));
 	}
-	float ms = 0.0f;
-	int reps = 1;
-	CUDA_CHECK(cudaEventRecord(g->time_start, g->stream));
-	run_way(g, r, w, &d);
-	CUDA_CHECK(cudaEventRecord(g->time_stop, g->stream));
-	CUDA_CHECK(cudaEventSynchronize(g->time_stop));
-	CUDA_CHECK(cudaEventElapsedTime(&ms, g->time_start, g->time_stop));
-	double us = -1.0;
-	if (best < 0.0 || ms * 1e3 <= GEMM_SLOW_FACTOR * best)
-		us = time_way_graph(g, r, w, &d);
-	if (us >= 0.0) {
-		destroy_desc(&d);
-		return us;
-	}
-	if (best < 0.0 || ms * 1e3 <= GEMM_SLOW_FACTOR * best) {
-		reps = GEMM_TIME_REPS;
-		CUDA_CHECK(cudaEventRecord(g->time_start, g->stream));
-		for (int i = 0; i < reps; i++)
-			run_way(g, r, w, &d);
-		CUDA_CHECK(cudaEventRecord(g->time_stop, g->stream));
-		CUDA_CHECK(cudaEventSynchronize(g->time_stop));
-		CUDA_CHECK(cudaEventElapsedTime(&ms, g->time_start, g->time_stop));
+	double us = stream_us(g, r, w, &d, 1);
+	if (best < 0.0 || us <= GEMM_SLOW_FACTOR * best) {
+		double replayed = time_way_graph(g, r, w, &d);
+		us = replayed >= 0.0 ? replayed : stream_us(g, r, w, &d, GEMM_TIME_REPS);
 	}
 	destroy_desc(&d);
-	return (double)ms * 1e3 / reps;
+	return us;
 }
 
 /* ---- plans ------------------------------------------------------------------------------ */

@@ -64,7 +64,7 @@ plot {", ".join(plots)}
         plots = []
         for label, mfile, color in runs:
             dat = mfile[:-6] + ".loss.dat"
-            rows, _, _ = read_metrics(mfile)
+            rows, _, _, _ = read_metrics(mfile)
             with open(dat, "w") as f:
                 f.write("# elapsed_s loss\n")
                 for d in rows:

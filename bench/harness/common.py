@@ -67,8 +67,9 @@ def summary_of(text):
 
 
 def read_metrics(path):
-    """(the loss rows, the step_times event or None, the eval events) of a --metrics file."""
-    rows, steps, evals = [], None, []
+    """(the loss rows, the step_times event or None, the eval events, the gpu_plan record's
+    measure_ms or None) of a --metrics file."""
+    rows, steps, evals, plan = [], None, [], None
     if os.path.exists(path):
         with open(path) as f:
             for line in f:
@@ -77,20 +78,11 @@ def read_metrics(path):
                     steps = d
                 elif d.get("event") == "eval":
                     evals.append(d)
+                elif d.get("event") == "gpu_plan":
+                    plan = d.get("measure_ms")
                 elif "event" not in d:
                     rows.append(d)
-    return rows, steps, evals
-
-
-def plan_ms(path):
-    """The gpu_plan record's measure_ms (rank 0's wall time timing GEMM candidates), or None."""
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                d = json.loads(line)
-                if d.get("event") == "gpu_plan":
-                    return d.get("measure_ms")
-    return None
+    return rows, steps, evals, plan
 
 
 def steady_step_ms(st):
@@ -180,7 +172,7 @@ class Runner:
         s = summary_of(p.stdout)
         if s is None:
             sys.exit(f"bench/train: no summary line from: {COMMANDS[-1]}\n{p.stderr[-3000:]}")
-        rows, st, evals = read_metrics(mfile)
+        rows, st, evals, plan = read_metrics(mfile)
         ranks = int(s.get("ranks", 1))
         steady = steady_step_ms(st)
         m = re.search(r"backend (\w+) \((.*?)\), model", p.stderr)
@@ -189,7 +181,7 @@ class Runner:
                 "step_p95_ms": st and st["p95_ms"], "steps": st and st["steps"], "steady_ms": steady,
                 "steady_ips": batch * ranks / (steady / 1e3) if steady else None,
                 "graph_nodes": int(s["graph_nodes"]) if s.get("graph_nodes", "").isdigit() else None,
-                "plan_ms": plan_ms(mfile),
+                "plan_ms": plan,
                 "metrics": mfile, "loss_rows": rows, "evals": evals, "backend": s.get("backend"),
                 "device": m and m.group(2), "wall_s": wall}
 
@@ -222,7 +214,7 @@ class Runner:
         if any(p.returncode for p in procs):
             sys.exit(f"bench/train: the PyTorch reference failed: {COMMANDS[-1]}\n" + outs[0][1][-3000:])
         s = summary_of(outs[0][0])
-        rows, st, _ = read_metrics(mfile)
+        rows, st, _, _ = read_metrics(mfile)
         steady = steady_step_ms(st)
         return {"ips": float(s["images_per_second"]), "train_seconds": float(s["train_seconds"]),
                 "acc": float(s["test_accuracy"]), "step_median_ms": float(s["step_median_ms"]),
