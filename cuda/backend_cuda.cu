@@ -127,7 +127,9 @@ static void note_collective(struct cuda_ctx *c, const char *what)
 
 /*
  * After a wait (every event recorded is complete): the intervals between the
- * step-start events, the last one kept as the start of the next interval.
+ * step-start events, each kept once per step it spans (its time shared
+ * among them; an interval across an epoch's end counts as one step), the
+ * last event kept as the start of the next interval.
  */
 static void step_times_read(struct cuda_ctx *c)
 {
@@ -136,11 +138,17 @@ static void step_times_read(struct cuda_ctx *c)
 	for (int i = 1; i < c->step_n && c->step_us && c->step_count < CUDA_STEP_TIMES; i++) {
 		float ms = 0.0f;
 		CUDA_CHECK(cudaEventElapsedTime(&ms, c->step_ev[i - 1], c->step_ev[i]));
-		c->step_us[c->step_count++] = ms * 1000.0f;
+		const int *from = c->step_at[i - 1], *to = c->step_at[i];
+		int steps = from[0] == to[0] && to[1] > from[1] ? to[1] - from[1] : 1;
+		for (int k = 0; k < steps && c->step_count < CUDA_STEP_TIMES; k++)
+			c->step_us[c->step_count++] = ms * 1000.0f / (float)steps;
 	}
-	cudaEvent_t last = c->step_ev[c->step_n - 1];
-	c->step_ev[c->step_n - 1] = c->step_ev[0];
+	int n = c->step_n - 1;
+	cudaEvent_t last = c->step_ev[n];
+	c->step_ev[n] = c->step_ev[0];
 	c->step_ev[0] = last;
+	c->step_at[0][0] = c->step_at[n][0];
+	c->step_at[0][1] = c->step_at[n][1];
 	c->step_n = 1;
 }
 
@@ -400,6 +408,8 @@ static void cuda_set_position(void *ctx, int epoch, int step)
 		if (!c->step_ev[c->step_n])
 			CUDA_CHECK(cudaEventCreate(&c->step_ev[c->step_n]));
 		CUDA_CHECK(cudaEventRecord(c->step_ev[c->step_n], c->stream));
+		c->step_at[c->step_n][0] = epoch;
+		c->step_at[c->step_n][1] = step;
 		c->step_n++;
 	}
 }

@@ -53,12 +53,15 @@ struct cuda_ctx {
 
 	/*
 	 * On the CUDA simulator only (CUDASIM: tests/cudasim/cudasim.h, rule 10):
-	 * an event at each step's start, and the intervals between consecutive
-	 * ones, read once a wait has completed them (no wait of their own), for
-	 * the summary's sim_step_us. On a GPU none is recorded: its step is
-	 * timed as it was, by the host's clock (bench/train).
+	 * an event at each launch's first step (set_position), and the intervals
+	 * between consecutive ones, read once a wait has completed them (no wait
+	 * of their own), each over the steps between the two positions (a graph
+	 * launch may run several: --graph-steps), for the summary's sim_step_us.
+	 * On a GPU none is recorded: its step is timed as it was, by the host's
+	 * clock (bench/train).
 	 */
 	cudaEvent_t step_ev[CUDA_STEP_EVENTS]; /* [0, step_n) recorded since the last wait */
+	int step_at[CUDA_STEP_EVENTS][2];      /* each event's position: epoch, step */
 	int step_n;
 	float *step_us;  /* intervals, microseconds; NULL on a GPU (nothing recorded) */
 	size_t step_count;

@@ -65,6 +65,11 @@ static int with_checkpoint_dir(const struct train_config *c)
 	return c->checkpoint_dir[0] != '\0';
 }
 
+static int with_graph(const struct train_config *c)
+{
+	return c->use_graph;
+}
+
 /* More OpenBLAS threads than the node has cores only slows every rank down. */
 static enum status threads_fit(const struct train_config *c, char *err, size_t errlen)
 {
@@ -175,8 +180,14 @@ const struct setting config_settings[] = {
 	 .help = "OpenBLAS threads per rank, at most the node's cores; 0: the node's cores shared "
 		 "by its ranks"},
 	{.flag = "no-graph", .type = SETTING_FLAG, .offset = FIELD(use_graph), .lo = 0,
+	 .where = SETTING_AGREE, /* capturing a step is a collective: all ranks or none */
 	 .help = "CUDA backend: launch each step's kernels one by one instead of replaying a "
 		 "captured CUDA graph"},
+	{.flag = "graph-steps", .arg = "N", .type = SETTING_INT, .offset = FIELD(graph_steps),
+	 .def = "8", .lo = 1, .hi = CONFIG_GRAPH_STEPS_MAX, .where = SETTING_AGREE,
+	 .help = "CUDA backend: steps replayed by one graph launch, at most (a launch ends where "
+		 "the host reads the loss, saves a checkpoint or ends an epoch); 1: a launch a step",
+	 .applies = with_graph, .needs = "only applies to a captured step (drop --no-graph)"},
 	{.flag = "tf32", .type = SETTING_FLAG, .offset = FIELD(tf32), .lo = 1, .where = SETTING_AGREE,
 	 .help = "CUDA backend: GEMMs on TF32 tensor cores (inputs rounded to a 10-bit mantissa, "
 		 "float32 sums); by default float32 throughout"},

@@ -26,6 +26,8 @@ extern "C" {
 #endif
 
 #define CONFIG_MAX_HIDDEN 6
+/* --graph-steps: the most steps one graph launch replays. */
+#define CONFIG_GRAPH_STEPS_MAX 64
 #define CONFIG_PATH_MAX 4096
 
 enum model_kind {
@@ -81,6 +83,7 @@ struct train_config {
 	int drop_last;
 	int threads; /* 0 = automatic */
 	int use_graph; /* capture the step when the backend can (--no-graph: 0) */
+	int graph_steps; /* steps replayed by one graph launch, at most */
 	int tf32;      /* TF32 tensor-core GEMMs (CUDA backend) */
 	int gpu_plan;  /* enum plan_policy (backend.h): measure or heuristic */
 	int log_every;

@@ -263,8 +263,10 @@ struct run {
 	float *host_params, *host_rows, *host_lr, *host_state; /* host copies */
 	int32_t *host_index;
 	struct progress prog;
-	void *graph;  /* the captured step, once recorded */
+	/* graphs[n]: n steps captured as one graph, once recorded (--graph-steps, run_steps). */
+	void *graphs[CONFIG_GRAPH_STEPS_MAX + 1];
 	int capture;  /* whether to try */
+	int log_steps; /* the steps some rank reports at are its multiples (run_log_steps) */
 	int planned;  /* a full step ran uncaptured: the backend's plan for it is made */
 	long long images;
 	double t0, paused; /* the training clock's start; seconds of --eval-every scoring */
@@ -339,6 +341,34 @@ static void run_start_state(struct run *r)
 	r->rs.params = r->rs.state = NULL;
 }
 
+static int gcd(int a, int b)
+{
+	while (b) {
+		int t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/*
+ * --log-every may differ between ranks (each rank prints its own loss lines):
+ * the greatest common divisor of every rank's, so that the steps at which
+ * some rank reads its loss are its multiples, the same on every rank, and
+ * every rank launches the same groups of steps (run_steps).
+ */
+static int run_log_steps(const struct run *r)
+{
+	int mine = r->c->log_every, all = mine;
+	int *each = r->d->rank == 0 ? xmalloc((size_t)r->d->size * sizeof(int)) : NULL;
+	dist_gather(r->d, &mine, sizeof(mine), each, 0, "--log-every");
+	for (int i = 0; each && i < r->d->size; i++)
+		all = gcd(all, each[i]);
+	free(each);
+	dist_bcast(r->d, &all, sizeof(all), 0, "--log-every");
+	return all;
+}
+
 /*
  * The progress display, the step-time buffer of --metrics (rank 0: each
  * step's wall time, the backend synchronized at its end, into a buffer
@@ -349,6 +379,7 @@ static void run_start_clock(struct run *r)
 {
 	progress_start(&r->prog, r->d->rank == 0);
 	r->capture = r->c->use_graph && backend_can_capture(r->be);
+	r->log_steps = run_log_steps(r);
 	r->res->steps_per_epoch = r->smp.steps;
 	long long max_steps = (long long)r->c->epochs * r->smp.steps;
 	r->max_timed = max_steps < TRAIN_STEP_TIMES_MAX ? (int)max_steps : TRAIN_STEP_TIMES_MAX;
@@ -446,44 +477,103 @@ static void plan_publish(struct run *r)
 }
 
 /*
- * One step: replayed from the captured graph when the batch is full (the
- * second full step records it), else launched op by op. Returns its rows.
+ * Whether the host needs the step's end before the next step starts: to read
+ * its loss (step_report, on this rank or another), to save a checkpoint
+ * (save_if_due) or to end the epoch. The same on every rank (run_log_steps;
+ * --save-every and --checkpoint-dir agree), so every rank launches the same
+ * groups and meets each graph's capture, a collective, with the others.
  */
-static int run_step(struct run *r, int epoch, int step)
+static int step_needs_host(const struct run *r, int epoch, int step)
+{
+	long long done = (long long)epoch * r->smp.steps + step + 1;
+	return step == r->smp.steps - 1 || step % r->log_steps == 0 || resume_save_due(&r->rs, done);
+}
+
+/*
+ * The steps one launch runs from `step`: once the step is captured, as many
+ * full steps as --graph-steps allows that the host need not see end (the
+ * last of them may need it), rounded down to a length that is captured: a
+ * power of two or --graph-steps itself, so that a run records few graphs
+ * (--log-every 10, --graph-steps 8: groups of 8 and 2). Otherwise one.
+ */
+static int group_length(const struct run *r, int epoch, int step)
+{
+	int most = r->c->graph_steps, n = 1;
+	if (!r->capture || !r->planned)
+		return 1;
+	while (n < most && step + n < r->smp.steps && !step_needs_host(r, epoch, step + n - 1) &&
+	       sampler_batch_rows(&r->smp, step + n) == r->c->batch_size)
+		n++;
+	if (n == most)
+		return n;
+	int p = 1;
+	while (p * 2 <= n)
+		p *= 2;
+	return p;
+}
+
+/*
+ * The graph of n steps, recorded at its first use, or NULL when capture
+ * failed: plain launches from then on. Capture only records, nothing runs;
+ * it starts on an idle stream, the steps queued before it complete (a rank
+ * meets the capture's agreement with no collective of its own pending). The
+ * first recording also records one step alone, whose nodes the summary's
+ * graph_nodes counts (a graph of n steps may hold more than n steps' nodes).
+ */
+static void *group_graph(struct run *r, int n)
 {
 	const struct backend *be = r->be;
-	double t_step = r->step_secs ? clock_seconds() : 0.0;
-	int rows = sampler_batch_rows(&r->smp, step);
-	int full = rows == r->c->batch_size;
-	backend_set_position(be, epoch, step);
-	/*
-	 * The first full step runs uncaptured, so that its plan can be measured
-	 * (plan_collective); the next is recorded once (capture only records,
-	 * nothing runs yet) and replayed.
-	 */
-	if (r->capture && full && r->planned && !r->graph) {
-		if (backend_capture_begin(be) == 0) {
-			step_ops(&r->st, rows);
-			r->graph = backend_capture_end(be);
-			r->res->graph_nodes = (long long)backend_graph_nodes(be, r->graph);
-		}
-		if (!r->graph)
-			r->capture = 0; /* plain launches from now on */
+	if (r->graphs[n] || !r->capture)
+		return r->graphs[n];
+	if (n > 1 && !group_graph(r, 1))
+		return NULL;
+	backend_synchronize(be);
+	if (backend_capture_begin(be) == 0) {
+		for (int i = 0; i < n; i++)
+			step_ops(&r->st, r->c->batch_size);
+		r->graphs[n] = backend_capture_end(be);
+		if (n == 1 && r->graphs[1])
+			r->res->graph_nodes = (long long)backend_graph_nodes(be, r->graphs[1]);
 	}
-	if (r->graph && full)
-		backend_replay(be, r->graph);
+	if (!r->graphs[n])
+		r->capture = 0;
+	return r->graphs[n];
+}
+
+/*
+ * One launch's steps from `step`: a group of full steps replayed from its
+ * graph (group_length), else one step launched op by op. The first full
+ * step runs uncaptured, so that its plan can be measured (plan_collective).
+ * With --metrics, rank 0 waits for the group's end and each of its steps is
+ * timed as the group's wall time over its steps. Returns the steps run;
+ * *rows: the rows of the last.
+ */
+static int run_steps(struct run *r, int epoch, int step, int *rows)
+{
+	const struct backend *be = r->be;
+	double t_start = r->step_secs ? clock_seconds() : 0.0;
+	*rows = sampler_batch_rows(&r->smp, step);
+	int full = *rows == r->c->batch_size;
+	int n = full ? group_length(r, epoch, step) : 1;
+	backend_set_position(be, epoch, step);
+	void *graph = full && r->planned ? group_graph(r, n) : NULL;
+	if (graph)
+		backend_replay(be, graph);
 	else
-		step_ops(&r->st, rows);
+		for (int i = 0; i < n; i++)
+			step_ops(&r->st, *rows);
 	if (full && !r->planned) {
 		r->planned = 1;
 		plan_publish(r);
 	}
-	r->images += (long long)rows * r->d->size;
+	r->images += (long long)*rows * r->d->size * n;
 	if (r->step_secs && r->n_timed < r->max_timed) {
 		backend_synchronize(be);
-		r->step_secs[r->n_timed++] = (float)(clock_seconds() - t_step);
+		float each = (float)((clock_seconds() - t_start) / n);
+		for (int i = 0; i < n && r->n_timed < r->max_timed; i++)
+			r->step_secs[r->n_timed++] = each;
 	}
-	return rows;
+	return n;
 }
 
 /*
@@ -620,8 +710,9 @@ static void run_profile(struct run *r)
 static void run_free(struct run *r)
 {
 	const struct backend *be = r->be;
-	if (r->graph)
-		backend_graph_destroy(be, r->graph);
+	for (int n = 1; n <= CONFIG_GRAPH_STEPS_MAX; n++)
+		if (r->graphs[n])
+			backend_graph_destroy(be, r->graphs[n]);
 	free(r->step_secs);
 	free(r->host_index);
 	free(r->host_rows);
@@ -666,11 +757,11 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 		/* A resumed run starts its first epoch at the step after the checkpoint's. */
 		int first = epoch == r.rs.epoch ? r.rs.step : 0;
 		epoch_begin(&r, epoch, first);
-		for (int step = first; step < r.smp.steps; step++) {
-			int rows = run_step(&r, epoch, step);
-			step_report(&r, epoch, step, rows);
-			save_if_due(&r, epoch, step);
-			show_progress(&r, epoch, step);
+		for (int step = first, rows; step < r.smp.steps;) {
+			step += run_steps(&r, epoch, step, &rows);
+			step_report(&r, epoch, step - 1, rows);
+			save_if_due(&r, epoch, step - 1);
+			show_progress(&r, epoch, step - 1);
 		}
 		/* The last epoch's score is the final evaluation's (run_finish). */
 		if (test && eval_due(c, epoch) && epoch < c->epochs - 1)

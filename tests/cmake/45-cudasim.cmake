@@ -349,6 +349,15 @@ foreach(_case "seed;2;" "mlp;2;" "mlp_adamw;2;--optimizer;adamw;--lr;0.001" "len
   endif()
 endforeach()
 
+# --graph-steps: several steps a graph launch, bitwise the same run as one a launch, the
+# groups the loop promises (graphs of 1, 8 and 2 steps for --log-every 10), the loss lines
+# unchanged, the modelled step shorter, at 1 and 2 ranks; bad values exit 2.
+add_test(NAME mnist_train_sim_graph_steps_seed
+         COMMAND ${MNIST_CUDASIM_DIR}/graph_steps.sh ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR}
+                 ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV} -- seed)
+set_tests_properties(mnist_train_sim_graph_steps_seed PROPERTIES LABELS cudasim TIMEOUT 300 PROCESSORS 2
+                     PASS_REGULAR_EXPRESSION "PASS graph_steps" FAIL_REGULAR_EXPRESSION "FAIL:")
+
 # Issue 26: the modelled step (cudasim.h rule 10) of each model at one rank, batch 32, each
 # step synchronised: bounded at this tree's prediction when the bound was set plus 25%
 # (first at c143872's backend: seed 33.8, mlp 74.8, LeNet-5 667.6 us, LeNet-5's

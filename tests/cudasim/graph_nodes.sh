@@ -59,10 +59,11 @@ nodes() { # RANKS NAME ARGS...: prints graph_nodes of the run's summary
 		echo "FAIL: $MODEL $name: no graph_nodes= on the summary line" >&2
 		return 1
 	fi
-	# The program's kernels in the training step's graph (the last one instantiated).
+	# The program's kernels in one training step's graph: the first one instantiated (the
+	# run records one step alone before any group of steps, --graph-steps).
 	local k
 	k=$(sed -n 's/^cudasim: graph instantiated: [0-9]* nodes, \([0-9]*\) kernels of the program.*/\1/p' \
-		"$TMP/$name.err" | tail -n 1)
+		"$TMP/$name.err" | head -n 1)
 	echo "$n ${k:-0}"
 }
 
