@@ -32,11 +32,14 @@ def host_matrix(a, R):
 # The GPU matrix's columns: key, label, who runs it.
 CUDA_VARIANTS = (
     ("ours", "mnist-train (graph)", "ours"),
+    ("ours_single", "mnist-train graph, 1 step a launch", "ours"),
     ("ours_nograph", "mnist-train --no-graph", "ours"),
     ("torch", "PyTorch eager", "torch"),
     ("torch_graph", "PyTorch CUDA graph", "torch"),
     ("torch_compiled", "PyTorch inductor + CUDA graph", "torch"),
 )
+# mnist-train's extra flags per column: the default launches up to --graph-steps 8 steps at once.
+OURS_FLAGS = {"ours_single": ("--graph-steps", "1")}
 TORCH_VARIANT = {"torch": "eager", "torch_graph": "graph", "torch_compiled": "compiled"}
 
 
@@ -70,7 +73,9 @@ def cuda_matrix(a, R, clock, t_why, t_info):
                 if key in not_run[cell]:
                     continue
                 if side == "ours":
-                    fn = lambda: R.ours(m, b, r, graph=key == "ours", extra=extra.get(m, ()))  # noqa: E731
+                    fn = lambda: R.ours(m, b, r, graph=key != "ours_nograph",  # noqa: E731
+                                        extra=tuple(extra.get(m, ())) + OURS_FLAGS.get(key, ()),
+                                        tag="-single" if key == "ours_single" else "")
                 else:
                     fn = lambda: R.torch_cell(m, b, r, TORCH_VARIANT[key])  # noqa: E731
                 res = attempt(f"{label}, {m} b{b} r{r}", fn)

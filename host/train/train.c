@@ -379,12 +379,12 @@ static void run_start_clock(struct run *r)
 {
 	progress_start(&r->prog, r->d->rank == 0);
 	r->capture = r->c->use_graph && backend_can_capture(r->be);
-	r->log_steps = run_log_steps(r);
 	r->res->steps_per_epoch = r->smp.steps;
 	long long max_steps = (long long)r->c->epochs * r->smp.steps;
 	r->max_timed = max_steps < TRAIN_STEP_TIMES_MAX ? (int)max_steps : TRAIN_STEP_TIMES_MAX;
 	r->step_secs = r->metrics ? xmalloc((size_t)r->max_timed * sizeof(float)) : NULL;
-	backend_synchronize(r->be);
+	backend_synchronize(r->be); /* the start state's broadcast done before the host's collectives */
+	r->log_steps = run_log_steps(r);
 	dist_barrier(r->d, "start of training");
 	plan_collective(r, 1);
 	r->t0 = clock_seconds();
