@@ -21,7 +21,10 @@
  *   - cublasSgemm with those kernels;
  *   - for a long k and few outputs (the convolutions' weight gradients), a
  *     GEMM of ours split over k (kernels_gemm_ksplit), the bias gradient in
- *     its sums, its partial sums in the libraries' workspace.
+ *     its sums, its partial sums in the libraries' workspace;
+ *   - for a k of at most GEMM_TILE_MAX_K (the dense layers), a GEMM of ours
+ *     whole in one kernel (kernels_gemm_tile), the epilogue or the bias
+ *     gradient in it.
  * A bias gradient that the product does not fuse is a kernel of ours (one
  * thread per sum, or a block's threads per sum sharing it by block
  * reduction) or cublasSgemv against a vector of ones; each unfused way comes
@@ -434,6 +437,13 @@ static int list_ways(struct cuda_gemm *g, const struct gemm_req *r, const struct
 			ways[n - 1].ksplit = split[i];
 			gemm_way_name(&ways[n - 1]);
 		}
+	/* Ours, whole in one launch: the epilogue and the bias gradient inside. */
+	if (kernels_gemm_tile_fits(r) && n < PLAN_MAX_CANDIDATES) {
+		add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL,
+			r->bias_grad ? BIAS_GRAD_FUSED : BIAS_GRAD_NONE);
+		ways[n - 1].tile = 1;
+		gemm_way_name(&ways[n - 1]);
+	}
 	return n;
 }
 
@@ -443,6 +453,10 @@ static void run_way(struct cuda_gemm *g, const struct gemm_req *r, const struct 
 		    const struct lt_desc *d)
 {
 	struct gemm_colmajor c = gemm_map(r);
+	if (w->tile) { /* all of it, the epilogue and the bias gradient */
+		kernels_gemm_tile(g->stream, NULL, r);
+		return;
+	}
 	if (w->ksplit) {
 		kernels_gemm_ksplit(g->stream, NULL, r, w->ksplit, (float *)g->workspace);
 	} else if (w->lt) {
@@ -663,8 +677,8 @@ static struct gemm_plan *plan_for(struct cuda_gemm *g, const struct gemm_req *r)
 	if (fresh.way.lt && !make_desc(g, r, fresh.way.lt_epilogue, &fresh.d))
 		die(1, "CUDA GEMM %s: cuBLASLt refused the descriptors of %s", fresh.report.shape,
 		    fresh.way.name);
-	fresh.then_bias_act = needs_bias_act(r, fresh.way.lt_epilogue);
-	fresh.then_drelu = needs_drelu(r, fresh.way.lt_epilogue);
+	fresh.then_bias_act = !fresh.way.tile && needs_bias_act(r, fresh.way.lt_epilogue);
+	fresh.then_drelu = !fresh.way.tile && needs_drelu(r, fresh.way.lt_epilogue);
 	fresh.mask_written = fresh.way.lt && fresh.way.lt_epilogue == CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
 	if (fresh.mask_written)
 		note_mask_written(g, r->relu_mask);

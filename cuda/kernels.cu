@@ -434,6 +434,100 @@ static __global__ void gemm_ksplit_reduce_kernel(struct ksplit_reduce_args g)
 }
 KERNEL_COOP_THUNK(gemm_ksplit_reduce_kernel, struct ksplit_reduce_args)
 
+/* ---- a small GEMM of ours, whole in one kernel: the epilogue and the bias gradient in it ---- */
+
+/* gemm_tile_kernel's arguments: the request, as struct gemm_req holds it. */
+struct tile_args {
+	const float *a, *b, *bias, *act;
+	float *c, *bias_grad;
+	int trans_a, trans_b, m, n, k, lda, ldb, ldc;
+	float alpha, beta;
+	int epilogue;      /* enum gemm_epilogue */
+	int tiles_n;       /* tiles along n */
+};
+
+/*
+ * One tile of C, GEMM_TILE x GEMM_TILE outputs, per block (striding over the
+ * tiles): k walked in steps of GEMM_TILE, op(A)'s tile rows and op(B)'s tile
+ * columns loaded into shared memory (each read along the way the matrix is
+ * stored, so that a warp's loads are coalesced; rows padded by one, so that
+ * a warp reading value t of 32 rows reads 32 banks), each output's running
+ * sum in shared memory. Then C[i, j] = alpha * sum (+ beta * C[i, j] unless
+ * beta is 0) through the epilogue (gemm_map.h: bias_act_elem or
+ * relu_backward_elem, the ReLU record not written), and, with a bias
+ * gradient, the blocks of the first tile column also sum op(A)'s rows over
+ * k. Sums run in order of l: every geometry adds the same terms in the same
+ * order. No split over k: for the dense layers' products, whose k is at most
+ * a few hundred where it is the batch, one launch where cuBLASLt may take two
+ * or three (a split-K reduction, a bias-gradient kernel).
+ */
+static __global__ void gemm_tile_kernel(struct tile_args g)
+{
+	__shared__ float ta[GEMM_TILE * (GEMM_TILE + 1)]; /* op(A)[i0 + r, l0 + t] at r * pitch + t */
+	__shared__ float tb[GEMM_TILE * (GEMM_TILE + 1)]; /* op(B)[l0 + t, j0 + r] at r * pitch + t */
+	__shared__ float acc[GEMM_TILE * GEMM_TILE];
+	__shared__ float rows_sum[GEMM_TILE];
+	const int T = GEMM_TILE, pitch = GEMM_TILE + 1;
+	int tiles = (g.m + T - 1) / T * g.tiles_n;
+	for (int tile = (int)blockIdx.x; tile < tiles; tile += (int)gridDim.x) {
+		int i0 = tile / g.tiles_n * T, j0 = tile % g.tiles_n * T;
+		int with_bias = g.bias_grad && j0 == 0;
+		for (int o = (int)threadIdx.x; o < T * T; o += (int)blockDim.x)
+			acc[o] = 0.0f;
+		for (int o = (int)threadIdx.x; o < T; o += (int)blockDim.x)
+			rows_sum[o] = 0.0f;
+		for (int l0 = 0; l0 < g.k; l0 += T) {
+			for (int e = (int)threadIdx.x; e < T * T; e += (int)blockDim.x) {
+				/* A stored (m, k): consecutive threads along l; stored (k, m): along i. */
+				int r = g.trans_a ? e % T : e / T, t = g.trans_a ? e / T : e % T;
+				int i = i0 + r, l = l0 + t;
+				ta[r * pitch + t] = i >= g.m || l >= g.k ? 0.0f
+					: g.trans_a ? g.a[(size_t)l * g.lda + i] : g.a[(size_t)i * g.lda + l];
+				/* B stored (n, k): along l; stored (k, n): along j. */
+				r = g.trans_b ? e / T : e % T;
+				t = g.trans_b ? e % T : e / T;
+				int j = j0 + r;
+				l = l0 + t;
+				tb[r * pitch + t] = j >= g.n || l >= g.k ? 0.0f
+					: g.trans_b ? g.b[(size_t)j * g.ldb + l] : g.b[(size_t)l * g.ldb + j];
+			}
+			__syncthreads();
+			for (int o = (int)threadIdx.x; o < T * T; o += (int)blockDim.x) {
+				const float *ra = &ta[o / T * pitch], *rb = &tb[o % T * pitch];
+				float sum = acc[o];
+				for (int t = 0; t < T; t++)
+					sum += ra[t] * rb[t];
+				acc[o] = sum;
+			}
+			if (with_bias)
+				for (int o = (int)threadIdx.x; o < T; o += (int)blockDim.x) {
+					float sum = rows_sum[o];
+					for (int t = 0; t < T; t++)
+						sum += ta[o * pitch + t];
+					rows_sum[o] = sum;
+				}
+			__syncthreads();
+		}
+		for (int o = (int)threadIdx.x; o < T * T; o += (int)blockDim.x) {
+			int i = i0 + o / T, j = j0 + o % T;
+			if (i >= g.m || j >= g.n)
+				continue;
+			float *at = &g.c[(size_t)i * g.ldc + j];
+			float v = g.beta != 0.0f ? g.alpha * acc[o] + g.beta * *at : g.alpha * acc[o];
+			if (g.epilogue == GEMM_EPILOGUE_BIAS || g.epilogue == GEMM_EPILOGUE_BIAS_RELU)
+				v = bias_act_elem(v, g.bias[j], g.epilogue == GEMM_EPILOGUE_BIAS_RELU);
+			else if (g.epilogue == GEMM_EPILOGUE_DRELU)
+				v = relu_backward_elem(v, g.act[(size_t)i * g.ldc + j]);
+			*at = v;
+		}
+		if (with_bias)
+			for (int o = (int)threadIdx.x; o < T && i0 + o < g.m; o += (int)blockDim.x)
+				g.bias_grad[i0 + o] = rows_sum[o];
+		__syncthreads(); /* the tile's shared sums read before the next tile's zeroing */
+	}
+}
+KERNEL_COOP_THUNK(gemm_tile_kernel, struct tile_args)
+
 /* ---- launchers ------------------------------------------------------------------------- */
 
 void kernels_gather(cudaStream_t stream, const struct kernel_geom *geom,
@@ -584,6 +678,42 @@ void kernels_gemm_ksplit(cudaStream_t stream, const struct kernel_geom *geom,
 	size_t groups = ((size_t)g.outs + COOP_LANES - 1) / COOP_LANES;
 	struct kernel_geom reduce = pick_geom(geom, groups * KERNEL_BLOCK);
 	KERNEL_LAUNCH_COOP(gemm_ksplit_reduce_kernel, reduce, stream, ra);
+}
+
+int kernels_gemm_tile_fits(const struct gemm_req *r)
+{
+	return r->m > 0 && r->n > 0 && r->k > 0 && r->k <= GEMM_TILE_MAX_K &&
+	       (r->epilogue == GEMM_EPILOGUE_NONE || !r->bias_grad) &&
+	       (size_t)((r->m + GEMM_TILE - 1) / GEMM_TILE) * ((r->n + GEMM_TILE - 1) / GEMM_TILE) <=
+		       GEMM_TILE_MAX_TILES;
+}
+
+void kernels_gemm_tile(cudaStream_t stream, const struct kernel_geom *geom,
+		       const struct gemm_req *r)
+{
+	struct tile_args g;
+	memset(&g, 0, sizeof(g));
+	g.a = r->a;
+	g.b = r->b;
+	g.bias = r->bias;
+	g.act = r->act;
+	g.c = r->c;
+	g.bias_grad = r->epilogue == GEMM_EPILOGUE_NONE ? r->bias_grad : NULL;
+	g.trans_a = r->trans_a;
+	g.trans_b = r->trans_b;
+	g.m = r->m;
+	g.n = r->n;
+	g.k = r->k;
+	g.lda = r->lda;
+	g.ldb = r->ldb;
+	g.ldc = r->ldc;
+	g.alpha = r->alpha;
+	g.beta = r->beta;
+	g.epilogue = (int)r->epilogue;
+	g.tiles_n = (r->n + GEMM_TILE - 1) / GEMM_TILE;
+	size_t tiles = (size_t)((r->m + GEMM_TILE - 1) / GEMM_TILE) * (size_t)g.tiles_n;
+	struct kernel_geom t = pick_geom(geom, tiles * KERNEL_BLOCK);
+	KERNEL_LAUNCH_COOP(gemm_tile_kernel, t, stream, g);
 }
 
 #if defined(CUDART_VERSION)

@@ -1161,6 +1161,126 @@ Test(kernels_host, gemm_ksplit)
 		}
 }
 
+/* ---- our GEMM whole in one kernel ----------------------------------------------------- */
+
+/*
+ * kernels_gemm_tile against the triple loop in double, then the epilogue
+ * (gemm_map.h) on the reference's value: every transpose, every epilogue and
+ * the bias gradient, row strides wider than the matrices (NaN padding: a
+ * stray read shows), beta 0 over a C full of NaN (ignored) or beta 0.5, a
+ * tile edge cut by m and n, a single value; the backend's geometry and
+ * others (a block of fewer threads than a tile's outputs, a grid of fewer
+ * blocks than tiles, idle blocks). Whole numbers give exact sums: equal.
+ */
+Test(kernels_host, gemm_tile)
+{
+	const int shapes[][3] = {{32, 10, 100}, {10, 70, 32}, {33, 65, 70}, {1, 1, 1}};
+	const enum gemm_epilogue epis[] = {GEMM_EPILOGUE_NONE, GEMM_EPILOGUE_BIAS,
+					   GEMM_EPILOGUE_BIAS_RELU, GEMM_EPILOGUE_DRELU};
+	for (size_t s = 0; s < N_OF(shapes); s++)
+		for (int variant = 0; variant < 16; variant++) {
+			int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+			int trans_a = variant & 1, trans_b = (variant >> 1) & 1;
+			enum gemm_epilogue epi = epis[variant >> 2];
+			int whole = (variant + (int)s) % 2, with_beta = variant % 3 == 0;
+			int with_bias = epi == GEMM_EPILOGUE_NONE && (variant >> 1) % 2 == 0;
+			int ar = trans_a ? k : m, ac = trans_a ? m : k, br = trans_b ? n : k, bc = trans_b ? k : n;
+			int lda = ac + 2, ldb = bc + 1, ldc = n + 3;
+			struct rng r = rng_make(kc_seed, 1400 + 16 * s + variant);
+			float *a = whole ? kc_whole_f(&r, (size_t)ar * lda, -3, 3) : kc_rand_f(&r, (size_t)ar * lda, -1.0, 1.0);
+			float *b = whole ? kc_whole_f(&r, (size_t)br * ldb, -3, 3) : kc_rand_f(&r, (size_t)br * ldb, -1.0, 1.0);
+			for (int i = 0; i < ar; i++)
+				for (int j = ac; j < lda; j++)
+					a[(size_t)i * lda + j] = NAN;
+			for (int i = 0; i < br; i++)
+				for (int j = bc; j < ldb; j++)
+					b[(size_t)i * ldb + j] = NAN;
+			float *bias = kc_whole_f(&r, (size_t)n, -4, 4);
+			float *act = kc_whole_f(&r, (size_t)m * ldc, -1, 1); /* a ReLU's output: 0 or 1 */
+			for (size_t i = 0; i < (size_t)m * ldc; i++)
+				act[i] = act[i] > 0.0f ? act[i] : 0.0f;
+			float beta = with_beta ? 0.5f : 0.0f;
+			float *c0 = kc_whole_f(&r, (size_t)m * ldc, -4, 4);
+			double *ref = kc_dbuf((size_t)m * ldc), *ref_bg = kc_dbuf((size_t)m);
+			for (size_t i = 0; i < (size_t)m * ldc; i++)
+				ref[i] = c0[i];
+			ref_gemm(trans_a, trans_b, m, n, k, 1.5, a, lda, b, ldb, beta, ref, ldc);
+			ref_bias_grad(trans_a, m, k, a, lda, ref_bg);
+			for (int i = 0; i < m; i++)
+				for (int j = 0; j < n; j++) {
+					double *v = &ref[(size_t)i * ldc + j];
+					if (epi == GEMM_EPILOGUE_BIAS || epi == GEMM_EPILOGUE_BIAS_RELU)
+						*v = bias_act_elem((float)*v, bias[j], epi == GEMM_EPILOGUE_BIAS_RELU);
+					else if (epi == GEMM_EPILOGUE_DRELU)
+						*v = relu_backward_elem((float)*v, act[(size_t)i * ldc + j]);
+				}
+			double atol = whole ? 0.0 : 1e-5 * k, rtol = whole ? 0.0 : 1e-5;
+			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+				/* Every block's threads are fibers here (ASan makes them slow): some grids. */
+				if (variant % 4 != 0 && gi != -1 && gi != 2)
+					continue;
+				char what[200], gn[64];
+				kc_geom_name(gi, gn, sizeof(gn));
+				snprintf(what, sizeof(what), "gemm_tile %dx%dx%d trans %d%d epilogue %d%s%s%s, %s", m, n,
+					 k, trans_a, trans_b, (int)epi, with_bias ? " bias_grad" : "",
+					 with_beta ? " beta 0.5" : "", whole ? " whole numbers" : "", gn);
+				float *c = kc_guarded_f((size_t)m * ldc), *bg = kc_guarded_f((size_t)m);
+				for (size_t i = 0; i < (size_t)m * ldc; i++)
+					c[i] = with_beta ? c0[i] : NAN;
+				struct gemm_req q = {.trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n, .k = k,
+						     .alpha = 1.5f, .a = a, .lda = lda, .b = b, .ldb = ldb,
+						     .beta = beta, .c = c, .ldc = ldc, .epilogue = epi,
+						     .bias = bias, .act = act, .bias_grad = with_bias ? bg : NULL};
+				cr_assert(kernels_gemm_tile_fits(&q), "%s: fits", what);
+				kernels_gemm_tile(NULL, kc_geom_at(gi), &q);
+				kc_check_guards_f(c, (size_t)m * ldc, what);
+				kc_check_guards_f(bg, (size_t)m, what);
+				for (int i = 0; i < m; i++) {
+					kc_expect_close(what, c + (size_t)i * ldc, ref + (size_t)i * ldc, (size_t)n, atol,
+							rtol, kc_seed);
+					for (int j = n; j < ldc; j++)
+						cr_assert(isnan(c[(size_t)i * ldc + j]) ||
+								  c[(size_t)i * ldc + j] == c0[(size_t)i * ldc + j],
+							  "%s: wrote C[%d, %d] past n", what, i, j);
+				}
+				if (with_bias)
+					kc_expect_close(what, bg, ref_bg, (size_t)m, atol, rtol, kc_seed);
+				else
+					for (int i = 0; i < m; i++)
+						cr_assert(bg[i] == KC_GUARD_F, "%s: wrote a bias gradient", what);
+				kc_free_guarded_f(c);
+				kc_free_guarded_f(bg);
+			}
+			free(a);
+			free(b);
+			free(bias);
+			free(act);
+			free(c0);
+			free(ref);
+			free(ref_bg);
+		}
+}
+
+/* What the whole-in-one-kernel GEMM takes: a k of the dense layers, not too many tiles. */
+Test(kernels_host, gemm_tile_fits)
+{
+	struct gemm_req q = {.m = 32, .n = 512, .k = 784};
+	cr_assert(kernels_gemm_tile_fits(&q), "the mlp's first layer at batch 32");
+	q.k = GEMM_TILE_MAX_K + 1;
+	cr_assert(!kernels_gemm_tile_fits(&q), "k past GEMM_TILE_MAX_K");
+	q.k = 1;
+	q.bias_grad = (float *)&q;
+	q.epilogue = GEMM_EPILOGUE_BIAS;
+	cr_assert(!kernels_gemm_tile_fits(&q), "an epilogue and a bias gradient");
+	q.epilogue = GEMM_EPILOGUE_NONE;
+	cr_assert(kernels_gemm_tile_fits(&q), "a bias gradient alone");
+	q.m = 2048 + 1;
+	q.n = 2048;
+	cr_assert(!kernels_gemm_tile_fits(&q), "past GEMM_TILE_MAX_TILES tiles");
+	q.m = 0;
+	cr_assert(!kernels_gemm_tile_fits(&q), "m = 0");
+}
+
 /* What the GEMM split over k takes: no epilogue, few outputs, short enough edges. */
 Test(kernels_host, gemm_ksplit_fits)
 {
