@@ -24,7 +24,7 @@
  *     its sums, its partial sums in the libraries' workspace;
  *   - for a k of at most GEMM_TILE_MAX_K (the dense layers), a GEMM of ours
  *     whole in one kernel (kernels_gemm_tile), the epilogue or the bias
- *     gradient in it.
+ *     gradient in it, k in steps of 32, and of 128 where k is longer.
  * A bias gradient that the product does not fuse is a kernel of ours (one
  * thread per sum, or a block's threads per sum sharing it by block
  * reduction) or cublasSgemv against a vector of ones; each unfused way comes
@@ -437,13 +437,15 @@ static int list_ways(struct cuda_gemm *g, const struct gemm_req *r, const struct
 			ways[n - 1].ksplit = split[i];
 			gemm_way_name(&ways[n - 1]);
 		}
-	/* Ours, whole in one launch: the epilogue and the bias gradient inside. */
-	if (kernels_gemm_tile_fits(r) && n < PLAN_MAX_CANDIDATES) {
-		add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL,
-			r->bias_grad ? BIAS_GRAD_FUSED : BIAS_GRAD_NONE);
-		ways[n - 1].tile = 1;
-		gemm_way_name(&ways[n - 1]);
-	}
+	/* Ours, whole in one launch: the epilogue and the bias gradient inside; two steps of k. */
+	const int ksteps[2] = {GEMM_TILE, GEMM_TILE_KMAX};
+	for (int i = 0; i < 2 && kernels_gemm_tile_fits(r); i++)
+		if (n < PLAN_MAX_CANDIDATES && (i == 0 || r->k > GEMM_TILE)) {
+			add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL,
+				r->bias_grad ? BIAS_GRAD_FUSED : BIAS_GRAD_NONE);
+			ways[n - 1].tile = ksteps[i];
+			gemm_way_name(&ways[n - 1]);
+		}
 	return n;
 }
 
@@ -454,7 +456,7 @@ static void run_way(struct cuda_gemm *g, const struct gemm_req *r, const struct 
 {
 	struct gemm_colmajor c = gemm_map(r);
 	if (w->tile) { /* all of it, the epilogue and the bias gradient */
-		kernels_gemm_tile(g->stream, NULL, r);
+		kernels_gemm_tile(g->stream, NULL, r, w->tile);
 		return;
 	}
 	if (w->ksplit) {

@@ -76,7 +76,7 @@ static long long algo_attr(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConf
  * A way's name: what it runs, every configuration attribute of its
  * algorithm (together they determine the algorithm), and how its bias
  * gradient is summed:
- *   lt.bgradb.a21.t15.s3.k8.r1.w0.c0.i0.l0   sgemm+bg.gemv   ksplit.c264   tile
+ *   lt.bgradb.a21.t15.s3.k8.r1.w0.c0.i0.l0   sgemm+bg.gemv   ksplit.c264   tile.k128
  */
 void gemm_way_name(struct gemm_way *w)
 {
@@ -96,7 +96,7 @@ void gemm_way_name(struct gemm_way *w)
 	else if (w->ksplit)
 		snprintf(head, sizeof(head), "ksplit.c%d", w->ksplit);
 	else if (w->tile)
-		snprintf(head, sizeof(head), "tile");
+		snprintf(head, sizeof(head), "tile.k%d", w->tile);
 	else
 		snprintf(head, sizeof(head), "sgemm");
 	snprintf(w->name, sizeof(w->name), "%s%s", head,

@@ -31,7 +31,7 @@ enum bias_grad_way {
 struct gemm_way {
 	int lt;                         /* 1: cublasLtMatmul with algo; 0: cublasSgemm or ours */
 	int ksplit;                     /* > 0: ours, k split into this many chunks (not lt) */
-	int tile;                       /* 1: ours, whole in one kernel (kernels_gemm_tile) */
+	int tile;                       /* > 0: ours, whole in one kernel, k in steps of this */
 	cublasLtEpilogue_t lt_epilogue; /* what cuBLASLt does of the epilogue */
 	cublasLtMatmulAlgo_t algo;
 	int bias_grad;                  /* enum bias_grad_way */

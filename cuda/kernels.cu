@@ -436,7 +436,7 @@ KERNEL_COOP_THUNK(gemm_ksplit_reduce_kernel, struct ksplit_reduce_args)
 
 /* ---- a small GEMM of ours, whole in one kernel: the epilogue and the bias gradient in it ---- */
 
-/* gemm_tile_kernel's arguments: the request, as struct gemm_req holds it. */
+/* gemm_tile_kernel's arguments: the request, as struct gemm_req holds it, and the step of k. */
 struct tile_args {
 	const float *a, *b, *bias, *act;
 	float *c, *bias_grad;
@@ -444,11 +444,12 @@ struct tile_args {
 	float alpha, beta;
 	int epilogue;      /* enum gemm_epilogue */
 	int tiles_n;       /* tiles along n */
+	int kstep;         /* k per step: GEMM_TILE or GEMM_TILE_KMAX */
 };
 
 /*
  * One tile of C, GEMM_TILE x GEMM_TILE outputs, per block (striding over the
- * tiles): k walked in steps of GEMM_TILE, op(A)'s tile rows and op(B)'s tile
+ * tiles): k walked in steps of g.kstep, op(A)'s tile rows and op(B)'s tile
  * columns loaded into shared memory (each read along the way the matrix is
  * stored, so that a warp's loads are coalesced; rows padded by one, so that
  * a warp reading value t of 32 rows reads 32 banks), each output's running
@@ -459,15 +460,16 @@ struct tile_args {
  * k. Sums run in order of l: every geometry adds the same terms in the same
  * order. No split over k: for the dense layers' products, whose k is at most
  * a few hundred where it is the batch, one launch where cuBLASLt may take two
- * or three (a split-K reduction, a bias-gradient kernel).
+ * or three (a split-K reduction, a bias-gradient kernel); a longer step of k
+ * waits for fewer loads one after another, a shorter one wastes less past k.
  */
 static __global__ void gemm_tile_kernel(struct tile_args g)
 {
-	__shared__ float ta[GEMM_TILE * (GEMM_TILE + 1)]; /* op(A)[i0 + r, l0 + t] at r * pitch + t */
-	__shared__ float tb[GEMM_TILE * (GEMM_TILE + 1)]; /* op(B)[l0 + t, j0 + r] at r * pitch + t */
+	__shared__ float ta[GEMM_TILE * (GEMM_TILE_KMAX + 1)]; /* op(A)[i0 + r, l0 + t] at r * pitch + t */
+	__shared__ float tb[GEMM_TILE * (GEMM_TILE_KMAX + 1)]; /* op(B)[l0 + t, j0 + r] at r * pitch + t */
 	__shared__ float acc[GEMM_TILE * GEMM_TILE];
 	__shared__ float rows_sum[GEMM_TILE];
-	const int T = GEMM_TILE, pitch = GEMM_TILE + 1;
+	const int T = GEMM_TILE, K = g.kstep, pitch = g.kstep + 1;
 	int tiles = (g.m + T - 1) / T * g.tiles_n;
 	for (int tile = (int)blockIdx.x; tile < tiles; tile += (int)gridDim.x) {
 		int i0 = tile / g.tiles_n * T, j0 = tile % g.tiles_n * T;
@@ -476,16 +478,16 @@ static __global__ void gemm_tile_kernel(struct tile_args g)
 			acc[o] = 0.0f;
 		for (int o = (int)threadIdx.x; o < T; o += (int)blockDim.x)
 			rows_sum[o] = 0.0f;
-		for (int l0 = 0; l0 < g.k; l0 += T) {
-			for (int e = (int)threadIdx.x; e < T * T; e += (int)blockDim.x) {
+		for (int l0 = 0; l0 < g.k; l0 += K) {
+			for (int e = (int)threadIdx.x; e < T * K; e += (int)blockDim.x) {
 				/* A stored (m, k): consecutive threads along l; stored (k, m): along i. */
-				int r = g.trans_a ? e % T : e / T, t = g.trans_a ? e / T : e % T;
+				int r = g.trans_a ? e % T : e / K, t = g.trans_a ? e / T : e % K;
 				int i = i0 + r, l = l0 + t;
 				ta[r * pitch + t] = i >= g.m || l >= g.k ? 0.0f
 					: g.trans_a ? g.a[(size_t)l * g.lda + i] : g.a[(size_t)i * g.lda + l];
 				/* B stored (n, k): along l; stored (k, n): along j. */
-				r = g.trans_b ? e / T : e % T;
-				t = g.trans_b ? e % T : e / T;
+				r = g.trans_b ? e / K : e % T;
+				t = g.trans_b ? e % K : e / T;
 				int j = j0 + r;
 				l = l0 + t;
 				tb[r * pitch + t] = j >= g.n || l >= g.k ? 0.0f
@@ -495,14 +497,14 @@ static __global__ void gemm_tile_kernel(struct tile_args g)
 			for (int o = (int)threadIdx.x; o < T * T; o += (int)blockDim.x) {
 				const float *ra = &ta[o / T * pitch], *rb = &tb[o % T * pitch];
 				float sum = acc[o];
-				for (int t = 0; t < T; t++)
+				for (int t = 0; t < K; t++)
 					sum += ra[t] * rb[t];
 				acc[o] = sum;
 			}
 			if (with_bias)
 				for (int o = (int)threadIdx.x; o < T; o += (int)blockDim.x) {
 					float sum = rows_sum[o];
-					for (int t = 0; t < T; t++)
+					for (int t = 0; t < K; t++)
 						sum += ta[o * pitch + t];
 					rows_sum[o] = sum;
 				}
@@ -689,7 +691,7 @@ int kernels_gemm_tile_fits(const struct gemm_req *r)
 }
 
 void kernels_gemm_tile(cudaStream_t stream, const struct kernel_geom *geom,
-		       const struct gemm_req *r)
+		       const struct gemm_req *r, int kstep)
 {
 	struct tile_args g;
 	memset(&g, 0, sizeof(g));
@@ -711,6 +713,7 @@ void kernels_gemm_tile(cudaStream_t stream, const struct kernel_geom *geom,
 	g.beta = r->beta;
 	g.epilogue = (int)r->epilogue;
 	g.tiles_n = (r->n + GEMM_TILE - 1) / GEMM_TILE;
+	g.kstep = kstep == GEMM_TILE_KMAX ? GEMM_TILE_KMAX : GEMM_TILE;
 	size_t tiles = (size_t)((r->m + GEMM_TILE - 1) / GEMM_TILE) * (size_t)g.tiles_n;
 	struct kernel_geom t = pick_geom(geom, tiles * KERNEL_BLOCK);
 	KERNEL_LAUNCH_COOP(gemm_tile_kernel, t, stream, g);

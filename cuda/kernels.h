@@ -113,18 +113,19 @@ void kernels_gemm_ksplit(cudaStream_t stream, const struct kernel_geom *geom,
 			 const struct gemm_req *r, int chunks, float *part);
 /*
  * A small GEMM, ours, whole in one launch, for the plans to time against
- * cuBLASLt: a block per GEMM_TILE x GEMM_TILE tile of C walking all of k,
- * the epilogue (gemm_map.h; the ReLU record not written) or the bias
- * gradient in the same kernel. For the dense layers' products: k at most
- * GEMM_TILE_MAX_K, at most GEMM_TILE_MAX_TILES tiles (kernels_gemm_tile_fits).
- * Work: 256 per tile.
+ * cuBLASLt: a block per GEMM_TILE x GEMM_TILE tile of C walking all of k in
+ * steps of kstep (GEMM_TILE or GEMM_TILE_KMAX), the epilogue (gemm_map.h;
+ * the ReLU record not written) or the bias gradient in the same kernel. For
+ * the dense layers' products: k at most GEMM_TILE_MAX_K, at most
+ * GEMM_TILE_MAX_TILES tiles (kernels_gemm_tile_fits). Work: 256 per tile.
  */
 #define GEMM_TILE 32
+#define GEMM_TILE_KMAX 128
 #define GEMM_TILE_MAX_K 1024
 #define GEMM_TILE_MAX_TILES 4096
 int kernels_gemm_tile_fits(const struct gemm_req *r);
 void kernels_gemm_tile(cudaStream_t stream, const struct kernel_geom *geom,
-		       const struct gemm_req *r);
+		       const struct gemm_req *r, int kstep);
 /*
  * A convolution stage forward (struct conv_stage): work: the windows
  * (oc * ph * pw * rows), then the entries of cols (c*k*k * oh*ow*rows) unless

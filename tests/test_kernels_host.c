@@ -1232,7 +1232,9 @@ Test(kernels_host, gemm_tile)
 						     .beta = beta, .c = c, .ldc = ldc, .epilogue = epi,
 						     .bias = bias, .act = act, .bias_grad = with_bias ? bg : NULL};
 				cr_assert(kernels_gemm_tile_fits(&q), "%s: fits", what);
-				kernels_gemm_tile(NULL, kc_geom_at(gi), &q);
+				int kstep = (variant + gi) % 2 ? GEMM_TILE_KMAX : GEMM_TILE;
+				snprintf(what + strlen(what), sizeof(what) - strlen(what), ", k in steps of %d", kstep);
+				kernels_gemm_tile(NULL, kc_geom_at(gi), &q, kstep);
 				kc_check_guards_f(c, (size_t)m * ldc, what);
 				kc_check_guards_f(bg, (size_t)m, what);
 				for (int i = 0; i < m; i++) {
