@@ -167,6 +167,14 @@ mutant ksplit-last-chunk-dropped $K \
 mutant ksplit-tile-barrier-dropped $K \
 	$'\t\t\t\tacc[o] = sum;\n\t\t\t}\n\t\t\t__syncthreads();' $'\t\t\t\tacc[o] = sum;\n\t\t\t}' \
 	'gpu_plan_sim'
+# Our GEMM whole in one kernel: the ReLU's gradient not applied; the bias gradient's last step of k lost.
+mutant tile-drelu-dropped $K \
+	$'\t\t\telse if (g.epilogue == GEMM_EPILOGUE_DRELU)\n\t\t\t\tv = relu_backward_elem(v, g.act[(size_t)i * g.ldc + j]);' '' \
+	'test_kernels_host|gpu_plan_sim'
+mutant tile-bias-grad-last-step-dropped $K \
+	$'\t\t\tif (with_bias)\n\t\t\t\tfor (int o = (int)threadIdx.x; o < T; o += (int)blockDim.x) {' \
+	$'\t\t\tif (with_bias && l0 + K < g.k)\n\t\t\t\tfor (int o = (int)threadIdx.x; o < T; o += (int)blockDim.x) {' \
+	'test_kernels_host|gpu_plan_sim'
 mutant relu-gradient-without-its-mask $L \
 	'return mask_written(g, r->relu_mask) ? CUBLASLT_EPILOGUE_DRELU' 'return 1 ? CUBLASLT_EPILOGUE_DEFAULT' \
 	'mnist_train_sim_graph_nodes_mlp'
