@@ -73,7 +73,6 @@ struct gemm_plan {
 	struct gemm_key key;
 	struct gemm_way way;
 	int mask_written;          /* the ReLU record is written (RELU_AUX_BIAS) */
-	int then_bias_act, then_drelu; /* what our kernels do after the product */
 	struct lt_desc d;          /* the way's, when it is cuBLASLt's */
 	struct plan_op report;     /* what was considered, and what each took */
 };
@@ -679,8 +678,6 @@ static struct gemm_plan *plan_for(struct cuda_gemm *g, const struct gemm_req *r)
 	if (fresh.way.lt && !make_desc(g, r, fresh.way.lt_epilogue, &fresh.d))
 		die(1, "CUDA GEMM %s: cuBLASLt refused the descriptors of %s", fresh.report.shape,
 		    fresh.way.name);
-	fresh.then_bias_act = !fresh.way.tile && needs_bias_act(r, fresh.way.lt_epilogue);
-	fresh.then_drelu = !fresh.way.tile && needs_drelu(r, fresh.way.lt_epilogue);
 	fresh.mask_written = fresh.way.lt && fresh.way.lt_epilogue == CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
 	if (fresh.mask_written)
 		note_mask_written(g, r->relu_mask);

@@ -436,16 +436,18 @@ KERNEL_COOP_THUNK(gemm_ksplit_reduce_kernel, struct ksplit_reduce_args)
 
 /* ---- a small GEMM of ours, whole in one kernel: the epilogue and the bias gradient in it ---- */
 
-/* gemm_tile_kernel's arguments: the request, as struct gemm_req holds it, and the step of k. */
+/* gemm_tile_kernel's arguments: the request (kernels_gemm_tile_fits), its tiles, the step of k. */
 struct tile_args {
-	const float *a, *b, *bias, *act;
-	float *c, *bias_grad;
-	int trans_a, trans_b, m, n, k, lda, ldb, ldc;
-	float alpha, beta;
-	int epilogue;      /* enum gemm_epilogue */
-	int tiles_n;       /* tiles along n */
-	int kstep;         /* k per step: GEMM_TILE or GEMM_TILE_KMAX */
+	struct gemm_req r;
+	int tiles_n; /* tiles along n */
+	int kstep;   /* k per step: GEMM_TILE or GEMM_TILE_KMAX */
 };
+
+/* Tiles of GEMM_TILE outputs along an edge of `len`. */
+static __host__ __device__ inline int tiles_along(int len)
+{
+	return (len + GEMM_TILE - 1) / GEMM_TILE;
+}
 
 /*
  * One tile of C, GEMM_TILE x GEMM_TILE outputs, per block (striding over the
@@ -463,16 +465,17 @@ struct tile_args {
  * or three (a split-K reduction, a bias-gradient kernel); a longer step of k
  * waits for fewer loads one after another, a shorter one wastes less past k.
  */
-static __global__ void gemm_tile_kernel(struct tile_args g)
+static __global__ void gemm_tile_kernel(struct tile_args args)
 {
+	const struct gemm_req g = args.r;
 	__shared__ float ta[GEMM_TILE * (GEMM_TILE_KMAX + 1)]; /* op(A)[i0 + r, l0 + t] at r * pitch + t */
 	__shared__ float tb[GEMM_TILE * (GEMM_TILE_KMAX + 1)]; /* op(B)[l0 + t, j0 + r] at r * pitch + t */
 	__shared__ float acc[GEMM_TILE * GEMM_TILE];
 	__shared__ float rows_sum[GEMM_TILE];
-	const int T = GEMM_TILE, K = g.kstep, pitch = g.kstep + 1;
-	int tiles = (g.m + T - 1) / T * g.tiles_n;
+	const int T = GEMM_TILE, K = args.kstep, pitch = args.kstep + 1;
+	int tiles = tiles_along(g.m) * args.tiles_n;
 	for (int tile = (int)blockIdx.x; tile < tiles; tile += (int)gridDim.x) {
-		int i0 = tile / g.tiles_n * T, j0 = tile % g.tiles_n * T;
+		int i0 = tile / args.tiles_n * T, j0 = tile % args.tiles_n * T;
 		int with_bias = g.bias_grad && j0 == 0;
 		for (int o = (int)threadIdx.x; o < T * T; o += (int)blockDim.x)
 			acc[o] = 0.0f;
@@ -686,36 +689,14 @@ int kernels_gemm_tile_fits(const struct gemm_req *r)
 {
 	return r->m > 0 && r->n > 0 && r->k > 0 && r->k <= GEMM_TILE_MAX_K &&
 	       (r->epilogue == GEMM_EPILOGUE_NONE || !r->bias_grad) &&
-	       (size_t)((r->m + GEMM_TILE - 1) / GEMM_TILE) * ((r->n + GEMM_TILE - 1) / GEMM_TILE) <=
-		       GEMM_TILE_MAX_TILES;
+	       (size_t)tiles_along(r->m) * (size_t)tiles_along(r->n) <= GEMM_TILE_MAX_TILES;
 }
 
 void kernels_gemm_tile(cudaStream_t stream, const struct kernel_geom *geom,
 		       const struct gemm_req *r, int kstep)
 {
-	struct tile_args g;
-	memset(&g, 0, sizeof(g));
-	g.a = r->a;
-	g.b = r->b;
-	g.bias = r->bias;
-	g.act = r->act;
-	g.c = r->c;
-	g.bias_grad = r->epilogue == GEMM_EPILOGUE_NONE ? r->bias_grad : NULL;
-	g.trans_a = r->trans_a;
-	g.trans_b = r->trans_b;
-	g.m = r->m;
-	g.n = r->n;
-	g.k = r->k;
-	g.lda = r->lda;
-	g.ldb = r->ldb;
-	g.ldc = r->ldc;
-	g.alpha = r->alpha;
-	g.beta = r->beta;
-	g.epilogue = (int)r->epilogue;
-	g.tiles_n = (r->n + GEMM_TILE - 1) / GEMM_TILE;
-	g.kstep = kstep == GEMM_TILE_KMAX ? GEMM_TILE_KMAX : GEMM_TILE;
-	size_t tiles = (size_t)((r->m + GEMM_TILE - 1) / GEMM_TILE) * (size_t)g.tiles_n;
-	struct kernel_geom t = pick_geom(geom, tiles * KERNEL_BLOCK);
+	struct tile_args g = {*r, tiles_along(r->n), kstep == GEMM_TILE_KMAX ? GEMM_TILE_KMAX : GEMM_TILE};
+	struct kernel_geom t = pick_geom(geom, (size_t)tiles_along(r->m) * (size_t)g.tiles_n * KERNEL_BLOCK);
 	KERNEL_LAUNCH_COOP(gemm_tile_kernel, t, stream, g);
 }
 

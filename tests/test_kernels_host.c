@@ -1057,6 +1057,41 @@ Test(kernels_host, step_chain)
 	dataset_free(&d);
 }
 
+/* ---- our GEMMs: what both tests share ---------------------------------------------- */
+
+/* A GEMM operand (rows, cols) at row stride ld, whole numbers or not, NaN past cols. */
+static float *gemm_operand(struct rng *r, int rows, int cols, int ld, int whole)
+{
+	float *x = whole ? kc_whole_f(r, (size_t)rows * ld, -3, 3) : kc_rand_f(r, (size_t)rows * ld, -1.0, 1.0);
+	for (int i = 0; i < rows; i++)
+		for (int j = cols; j < ld; j++)
+			x[(size_t)i * ld + j] = NAN;
+	return x;
+}
+
+/*
+ * C (m, n) at ldc against the reference, nothing written past n (NaN or
+ * c0's old value there), and the bias gradient against its reference, or
+ * untouched (its guard value) when there is none.
+ */
+static void gemm_expect(const char *what, const float *c, const float *c0, const double *ref, int m,
+			int n, int ldc, const float *bg, const double *ref_bg, int with_bias, double atol,
+			double rtol)
+{
+	for (int i = 0; i < m; i++) {
+		kc_expect_close(what, c + (size_t)i * ldc, ref + (size_t)i * ldc, (size_t)n, atol, rtol,
+				kc_seed);
+		for (int j = n; j < ldc; j++)
+			cr_assert(isnan(c[(size_t)i * ldc + j]) || c[(size_t)i * ldc + j] == c0[(size_t)i * ldc + j],
+				  "%s: wrote C[%d, %d] past n", what, i, j);
+	}
+	if (with_bias)
+		kc_expect_close(what, bg, ref_bg, (size_t)m, atol, rtol, kc_seed);
+	else
+		for (int i = 0; i < m; i++)
+			cr_assert(bg[i] == KC_GUARD_F, "%s: wrote a bias gradient", what);
+}
+
 /* ---- our GEMM split over k ---------------------------------------------------------- */
 
 /*
@@ -1080,14 +1115,7 @@ Test(kernels_host, gemm_ksplit)
 			int ar = trans_a ? k : m, ac = trans_a ? m : k, br = trans_b ? n : k, bc = trans_b ? k : n;
 			int lda = ac + 2, ldb = bc + 1, ldc = n + 3;
 			struct rng r = rng_make(kc_seed, 1200 + 8 * s + variant);
-			float *a = whole ? kc_whole_f(&r, (size_t)ar * lda, -3, 3) : kc_rand_f(&r, (size_t)ar * lda, -1.0, 1.0);
-			float *b = whole ? kc_whole_f(&r, (size_t)br * ldb, -3, 3) : kc_rand_f(&r, (size_t)br * ldb, -1.0, 1.0);
-			for (int i = 0; i < ar; i++)
-				for (int j = ac; j < lda; j++)
-					a[(size_t)i * lda + j] = NAN;
-			for (int i = 0; i < br; i++)
-				for (int j = bc; j < ldb; j++)
-					b[(size_t)i * ldb + j] = NAN;
+			float *a = gemm_operand(&r, ar, ac, lda, whole), *b = gemm_operand(&r, br, bc, ldb, whole);
 			float beta = with_beta ? 0.5f : 0.0f;
 			float *c0 = kc_whole_f(&r, (size_t)m * ldc, -4, 4);
 			double *ref = kc_dbuf((size_t)m * ldc), *ref_bg = kc_dbuf((size_t)m);
@@ -1136,19 +1164,7 @@ Test(kernels_host, gemm_ksplit)
 					kc_check_guards_f(c, (size_t)m * ldc, what);
 					kc_check_guards_f(bg, (size_t)m, what);
 					kc_check_guards_f(part, n_part, what);
-					for (int i = 0; i < m; i++) {
-						kc_expect_close(what, c + (size_t)i * ldc, ref + (size_t)i * ldc,
-								(size_t)n, atol, rtol, kc_seed);
-						for (int j = n; j < ldc; j++)
-							cr_assert(isnan(c[(size_t)i * ldc + j]) ||
-									  c[(size_t)i * ldc + j] == c0[(size_t)i * ldc + j],
-								  "%s: wrote C[%d, %d] past n", what, i, j);
-					}
-					if (with_bias)
-						kc_expect_close(what, bg, ref_bg, (size_t)m, atol, rtol, kc_seed);
-					else
-						for (int i = 0; i < m; i++)
-							cr_assert(bg[i] == KC_GUARD_F, "%s: wrote a bias gradient", what);
+					gemm_expect(what, c, c0, ref, m, n, ldc, bg, ref_bg, with_bias, atol, rtol);
 					kc_free_guarded_f(c);
 					kc_free_guarded_f(bg);
 					kc_free_guarded_f(part);
@@ -1187,14 +1203,7 @@ Test(kernels_host, gemm_tile)
 			int ar = trans_a ? k : m, ac = trans_a ? m : k, br = trans_b ? n : k, bc = trans_b ? k : n;
 			int lda = ac + 2, ldb = bc + 1, ldc = n + 3;
 			struct rng r = rng_make(kc_seed, 1400 + 16 * s + variant);
-			float *a = whole ? kc_whole_f(&r, (size_t)ar * lda, -3, 3) : kc_rand_f(&r, (size_t)ar * lda, -1.0, 1.0);
-			float *b = whole ? kc_whole_f(&r, (size_t)br * ldb, -3, 3) : kc_rand_f(&r, (size_t)br * ldb, -1.0, 1.0);
-			for (int i = 0; i < ar; i++)
-				for (int j = ac; j < lda; j++)
-					a[(size_t)i * lda + j] = NAN;
-			for (int i = 0; i < br; i++)
-				for (int j = bc; j < ldb; j++)
-					b[(size_t)i * ldb + j] = NAN;
+			float *a = gemm_operand(&r, ar, ac, lda, whole), *b = gemm_operand(&r, br, bc, ldb, whole);
 			float *bias = kc_whole_f(&r, (size_t)n, -4, 4);
 			float *act = kc_whole_f(&r, (size_t)m * ldc, -1, 1); /* a ReLU's output: 0 or 1 */
 			for (size_t i = 0; i < (size_t)m * ldc; i++)
@@ -1237,19 +1246,7 @@ Test(kernels_host, gemm_tile)
 				kernels_gemm_tile(NULL, kc_geom_at(gi), &q, kstep);
 				kc_check_guards_f(c, (size_t)m * ldc, what);
 				kc_check_guards_f(bg, (size_t)m, what);
-				for (int i = 0; i < m; i++) {
-					kc_expect_close(what, c + (size_t)i * ldc, ref + (size_t)i * ldc, (size_t)n, atol,
-							rtol, kc_seed);
-					for (int j = n; j < ldc; j++)
-						cr_assert(isnan(c[(size_t)i * ldc + j]) ||
-								  c[(size_t)i * ldc + j] == c0[(size_t)i * ldc + j],
-							  "%s: wrote C[%d, %d] past n", what, i, j);
-				}
-				if (with_bias)
-					kc_expect_close(what, bg, ref_bg, (size_t)m, atol, rtol, kc_seed);
-				else
-					for (int i = 0; i < m; i++)
-						cr_assert(bg[i] == KC_GUARD_F, "%s: wrote a bias gradient", what);
+				gemm_expect(what, c, c0, ref, m, n, ldc, bg, ref_bg, with_bias, atol, rtol);
 				kc_free_guarded_f(c);
 				kc_free_guarded_f(bg);
 			}

@@ -38,8 +38,9 @@ CUDA_VARIANTS = (
     ("torch_graph", "PyTorch CUDA graph", "torch"),
     ("torch_compiled", "PyTorch inductor + CUDA graph", "torch"),
 )
-# mnist-train's extra flags per column: the default launches up to --graph-steps 8 steps at once.
-OURS_FLAGS = {"ours_single": ("--graph-steps", "1")}
+# mnist-train's extra flags and metrics-file tag per column (the default launches up to
+# --graph-steps 8 steps at once).
+OURS_RUN = {"ours_single": (("--graph-steps", "1"), "-single")}
 TORCH_VARIANT = {"torch": "eager", "torch_graph": "graph", "torch_compiled": "compiled"}
 
 
@@ -73,9 +74,9 @@ def cuda_matrix(a, R, clock, t_why, t_info):
                 if key in not_run[cell]:
                     continue
                 if side == "ours":
+                    flags, tag = OURS_RUN.get(key, ((), ""))
                     fn = lambda: R.ours(m, b, r, graph=key != "ours_nograph",  # noqa: E731
-                                        extra=tuple(extra.get(m, ())) + OURS_FLAGS.get(key, ()),
-                                        tag="-single" if key == "ours_single" else "")
+                                        extra=tuple(extra.get(m, ())) + flags, tag=tag)
                 else:
                     fn = lambda: R.torch_cell(m, b, r, TORCH_VARIANT[key])  # noqa: E731
                 res = attempt(f"{label}, {m} b{b} r{r}", fn)
