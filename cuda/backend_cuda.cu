@@ -128,27 +128,32 @@ static void note_collective(struct cuda_ctx *c, const char *what)
 /*
  * After a wait (every event recorded is complete): the intervals between the
  * step-start events, each kept once per step it spans (its time shared
- * among them; an interval across an epoch's end counts as one step), the
- * last event kept as the start of the next interval.
+ * among them), those holding set-up or no step (from an epoch's end on) apart,
+ * the last event kept as the start of the next interval.
  */
 static void step_times_read(struct cuda_ctx *c)
 {
 	if (c->step_n < 2)
 		return;
-	for (int i = 1; i < c->step_n && c->step_us && c->step_count < CUDA_STEP_TIMES; i++) {
+	const size_t kept = CUDA_STEP_TIMES / 2;
+	for (int i = 1; i < c->step_n && c->step_us; i++) {
 		float ms = 0.0f;
 		CUDA_CHECK(cudaEventElapsedTime(&ms, c->step_ev[i - 1], c->step_ev[i]));
 		const int *from = c->step_at[i - 1], *to = c->step_at[i];
-		int steps = from[0] == to[0] && to[1] > from[1] ? to[1] - from[1] : 1;
-		for (int k = 0; k < steps && c->step_count < CUDA_STEP_TIMES; k++)
+		int steps = from[0] == to[0] && to[1] > from[1] ? to[1] - from[1] : 0;
+		if (from[2] || steps == 0) { /* set-up, or between epochs: no step's time */
+			if (c->set_up_count < kept)
+				c->step_us[kept + c->set_up_count++] = ms * 1000.0f;
+			continue;
+		}
+		for (int k = 0; k < steps && c->step_count < kept; k++)
 			c->step_us[c->step_count++] = ms * 1000.0f / (float)steps;
 	}
 	int n = c->step_n - 1;
 	cudaEvent_t last = c->step_ev[n];
 	c->step_ev[n] = c->step_ev[0];
 	c->step_ev[0] = last;
-	c->step_at[0][0] = c->step_at[n][0];
-	c->step_at[0][1] = c->step_at[n][1];
+	memcpy(c->step_at[0], c->step_at[n], sizeof(c->step_at[0]));
 	c->step_n = 1;
 }
 
@@ -281,6 +286,7 @@ static void cuda_plan_mode(void *ctx, enum plan_policy policy, int collective)
 	struct cuda_ctx *c = ctx_of(ctx);
 	c->gemm.policy = policy;
 	c->gemm.collective = collective != 0;
+	c->set_up = 1; /* a plan may be measured from here */
 }
 
 static void cuda_plan_get(void *ctx, struct plan_info *out)
@@ -405,11 +411,16 @@ static void cuda_set_position(void *ctx, int epoch, int step)
 	c->step = step;
 	/* A step starts (simulator only): stamp it, while there is an event free. */
 	if (c->step_us && c->step_n < CUDA_STEP_EVENTS) {
+		if (c->step_n > 0)
+			c->step_at[c->step_n - 1][2] = c->set_up || c->gemm.n_plans != c->plans_seen;
+		c->set_up = 0;
+		c->plans_seen = c->gemm.n_plans;
 		if (!c->step_ev[c->step_n])
 			CUDA_CHECK(cudaEventCreate(&c->step_ev[c->step_n]));
 		CUDA_CHECK(cudaEventRecord(c->step_ev[c->step_n], c->stream));
 		c->step_at[c->step_n][0] = epoch;
 		c->step_at[c->step_n][1] = step;
+		c->step_at[c->step_n][2] = 0;
 		c->step_n++;
 	}
 }
@@ -420,16 +431,24 @@ static int cmp_float(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static double median_of(float *v, size_t n)
+{
+	qsort(v, n, sizeof(float), cmp_float);
+	size_t h = n / 2;
+	return n % 2 ? v[h] : 0.5 * ((double)v[h - 1] + v[h]);
+}
+
+/* The median step; only when every interval held set-up, the median of those. */
 static double cuda_sim_step_us(void *ctx)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
 	if (!c->step_us)
 		return -1.0; /* a GPU: steps are not timed here */
-	if (c->step_count == 0)
-		return NAN;
-	qsort(c->step_us, c->step_count, sizeof(float), cmp_float);
-	size_t h = c->step_count / 2;
-	return c->step_count % 2 ? c->step_us[h] : 0.5 * ((double)c->step_us[h - 1] + c->step_us[h]);
+	if (c->step_count)
+		return median_of(c->step_us, c->step_count);
+	if (c->set_up_count)
+		return median_of(c->step_us + CUDA_STEP_TIMES / 2, c->set_up_count);
+	return NAN;
 }
 
 /* ---- timing (--profile) --------------------------------------------------------- */
@@ -494,6 +513,7 @@ static int cuda_capture_begin(void *ctx)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
 	cudaError_t rc = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal);
+	c->set_up = 1;
 	if (rc != cudaSuccess)
 		warn_capture("capture", rc);
 	if (!capture_agreed(c, rc == cudaSuccess)) {

@@ -251,7 +251,8 @@ struct backend_ops {
 	 *   rank R on HOST: allreduce at epoch E step S not complete after T s
 	 * on stderr and the job is aborted with status 1. set_position: the epoch
 	 * and step (as in the loss lines) that the collectives which follow belong
-	 * to, for that message; called every step, so it must be cheap.
+	 * to, for that message, or the epoch's step count after its last step
+	 * (what follows is no step); called every launch, so it must be cheap.
 	 */
 	void (*set_timeout)(void *ctx, double seconds);
 	void (*set_position)(void *ctx, int epoch, int step);

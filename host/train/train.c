@@ -763,6 +763,7 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 			save_if_due(&r, epoch, step - 1);
 			show_progress(&r, epoch, step - 1);
 		}
+		backend_set_position(r.be, epoch, r.smp.steps); /* the epoch's end */
 		/* The last epoch's score is the final evaluation's (run_finish). */
 		if (test && eval_due(c, epoch) && epoch < c->epochs - 1)
 			eval_pause(&r, test, epoch);
