@@ -13,12 +13,14 @@ cd "$(dirname "$0")/.."
 export CMAKE_ARGS="-DMNIST_DDP_WERROR=ON ${CMAKE_ARGS:-}"
 export MNIST_DDP_SETUP=test # the tests' packages too (Slurm, munge, PyTorch)
 bash scripts/setup.sh
+echo "test.sh: set up and built in ${SECONDS} s"
 
 export OPENBLAS_NUM_THREADS=1
 # Tests that start several processes declare them (PROCESSORS), so ctest runs a
 # single-process test beside another one but never oversubscribes the cores.
 echo "== ctest: the whole suite (build/)"
 ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 600
+echo "test.sh: the whole suite done at ${SECONDS} s"
 [ "${MNIST_DDP_QUICK:-0}" = 1 ] && exit 0
 
 # The unit suite again, every object built with AddressSanitizer and
@@ -37,11 +39,13 @@ fi
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
 	ctest --test-dir build-asan -L unit -j"$(nproc)" --output-on-failure --timeout 600
+echo "test.sh: the sanitizer suite done at ${SECONDS} s"
 
-# libFuzzer on the two readers of untrusted files, 20 s each (clang).
+# libFuzzer on the two readers of untrusted files, 20 s each (clang), side by side (each
+# fuzzer is one process).
 echo "== fuzzing: the IDX and checkpoint readers (build-fuzz/)"
 CC=clang cmake -S . -B build-fuzz -DMNIST_DDP_FUZZ=ON -DMNIST_DDP_CUDA=OFF \
 	-DMNIST_DDP_WERROR=ON >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target fuzz_idx fuzz_checkpoint >/dev/null
-ctest --test-dir build-fuzz -L fuzz --output-on-failure --timeout 600
-echo "test.sh: all suites passed"
+ctest --test-dir build-fuzz -L fuzz -j"$(nproc)" --output-on-failure --timeout 600
+echo "test.sh: all suites passed in ${SECONDS} s"

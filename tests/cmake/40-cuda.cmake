@@ -4,10 +4,8 @@
 # compiler with the stand-in tests/cuda_host/cuda_runtime.h and run on the CPU against the naive
 # references and the host backend. Needs no CUDA toolkit: built in every build
 # but MNIST_DDP_TESTS=gpu (it is a Criterion program).
-# Its sweep of our split GEMM (most of its time under ASan: every block's threads are fibers)
-# runs as test_kernels_host_apart.
 if(MNIST_TESTS_CRITERION)
-  add_unit_test(test_kernels_host APART kernels_host/gemm_ksplit
+  add_unit_test(test_kernels_host
     ${CMAKE_CURRENT_SOURCE_DIR}/test_kernels_host.c
     ${CMAKE_CURRENT_SOURCE_DIR}/test_kernels_conv.c
     ${CMAKE_CURRENT_SOURCE_DIR}/test_kernels_barrier.c
