@@ -59,15 +59,16 @@ struct cuda_ctx {
 	 * launch may run several: --graph-steps), for the summary's sim_step_us.
 	 * An interval in which the run set itself up (a plan measured, a graph
 	 * recorded) is no step's time: it is kept apart and counts only when no
-	 * other was timed. On a GPU none is recorded: its step is timed as it was, by the host's
-	 * clock (bench/train).
+	 * other was timed. On a GPU none is recorded: its step is timed as it
+	 * was, by the host's clock (bench/train).
 	 */
 	cudaEvent_t step_ev[CUDA_STEP_EVENTS]; /* [0, step_n) recorded since the last wait */
-	int step_at[CUDA_STEP_EVENTS][3];      /* each event's position: epoch, step; 1: set-up before the next */
+	int step_at[CUDA_STEP_EVENTS][3]; /* each event's epoch, step, and 1: set-up before the next */
 	int step_n;
-	int set_up;      /* a plan measured or a graph recorded since the last event */
-	int plans_seen;  /* gemm.n_plans at the last event */
-	float *step_us;  /* intervals, microseconds, [0, CUDA_STEP_TIMES / 2) steps, the rest set-up; NULL on a GPU */
+	int set_up;     /* a plan measured or a graph recorded since the last event */
+	int plans_seen; /* gemm.n_plans at the last event */
+	/* Intervals (us): [0, CUDA_STEP_TIMES / 2) steps', the rest set-up's; NULL on a GPU. */
+	float *step_us;
 	size_t step_count, set_up_count;
 };
 

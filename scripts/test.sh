@@ -25,10 +25,12 @@ echo "test.sh: the whole suite done at ${SECONDS} s"
 
 # The unit suite again, every object built with AddressSanitizer and
 # UndefinedBehaviorSanitizer (host backend only: nvcc objects carry no ASan); its
-# tests are single processes that share nothing, so they run side by side.
+# tests are single processes that share nothing, so they run side by side. -O1, as the
+# sanitizers' documentation advises: on 2 cores it builds in 70 s where -O2 took 115, and the
+# tests run about as fast.
 echo "== ctest -L unit under ASan + UBSan (build-asan/)"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMNIST_DDP_SANITIZE=ON \
-	-DMNIST_DDP_CUDA=OFF -DMNIST_DDP_WERROR=ON >/dev/null
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
+	-DMNIST_DDP_SANITIZE=ON -DMNIST_DDP_CUDA=OFF -DMNIST_DDP_WERROR=ON >/dev/null
 cmake --build build-asan -j"$(nproc)" --target unit-tests >/dev/null # what -L unit runs
 # A build that is not instrumented would pass for the wrong reason. (grep reads all of
 # nm's output: with -q it could stop early, and pipefail would count nm's SIGPIPE.)
