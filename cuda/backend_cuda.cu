@@ -286,7 +286,6 @@ static void cuda_plan_mode(void *ctx, enum plan_policy policy, int collective)
 	struct cuda_ctx *c = ctx_of(ctx);
 	c->gemm.policy = policy;
 	c->gemm.collective = collective != 0;
-	c->set_up = 1; /* a plan may be measured from here */
 }
 
 static void cuda_plan_get(void *ctx, struct plan_info *out)

@@ -1070,6 +1070,20 @@ static float *gemm_operand(struct rng *r, int rows, int cols, int ld, int whole)
 }
 
 /*
+ * In double: ref (m, n at ldc) = 1.5 op(A) op(B) + beta c0, and ref_bg the bias
+ * gradient of op(A), the two GEMM tests' expectations.
+ */
+static void gemm_reference(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda,
+			   const float *b, int ldb, float beta, const float *c0, int ldc, double *ref,
+			   double *ref_bg)
+{
+	for (size_t i = 0; i < (size_t)m * ldc; i++)
+		ref[i] = c0[i];
+	ref_gemm(trans_a, trans_b, m, n, k, 1.5, a, lda, b, ldb, beta, ref, ldc);
+	ref_bias_grad(trans_a, m, k, a, lda, ref_bg);
+}
+
+/*
  * C (m, n) at ldc against the reference, nothing written past n (NaN or
  * c0's old value there), and the bias gradient against its reference, or
  * untouched (its guard value) when there is none.
@@ -1119,10 +1133,7 @@ Test(kernels_host, gemm_ksplit)
 			float beta = with_beta ? 0.5f : 0.0f;
 			float *c0 = kc_whole_f(&r, (size_t)m * ldc, -4, 4);
 			double *ref = kc_dbuf((size_t)m * ldc), *ref_bg = kc_dbuf((size_t)m);
-			for (size_t i = 0; i < (size_t)m * ldc; i++)
-				ref[i] = c0[i];
-			ref_gemm(trans_a, trans_b, m, n, k, 1.5, a, lda, b, ldb, beta, ref, ldc);
-			ref_bias_grad(trans_a, m, k, a, lda, ref_bg);
+			gemm_reference(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c0, ldc, ref, ref_bg);
 			double atol = whole ? 0.0 : 1e-5 * k, rtol = whole ? 0.0 : 1e-5;
 			size_t outs = (size_t)m * n + (size_t)m;
 			for (size_t ci = 0; ci < N_OF(chunk_counts); ci++)
@@ -1211,10 +1222,7 @@ Test(kernels_host, gemm_tile)
 			float beta = with_beta ? 0.5f : 0.0f;
 			float *c0 = kc_whole_f(&r, (size_t)m * ldc, -4, 4);
 			double *ref = kc_dbuf((size_t)m * ldc), *ref_bg = kc_dbuf((size_t)m);
-			for (size_t i = 0; i < (size_t)m * ldc; i++)
-				ref[i] = c0[i];
-			ref_gemm(trans_a, trans_b, m, n, k, 1.5, a, lda, b, ldb, beta, ref, ldc);
-			ref_bias_grad(trans_a, m, k, a, lda, ref_bg);
+			gemm_reference(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c0, ldc, ref, ref_bg);
 			for (int i = 0; i < m; i++)
 				for (int j = 0; j < n; j++) {
 					double *v = &ref[(size_t)i * ldc + j];
