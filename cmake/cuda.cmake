@@ -181,6 +181,7 @@ add_library(mnist_cuda_objects OBJECT
   ${CMAKE_SOURCE_DIR}/cuda/backend_cuda.cu
   ${CMAKE_SOURCE_DIR}/cuda/backend_cuda_start.cu
   ${CMAKE_SOURCE_DIR}/cuda/probe.cu
+  ${CMAKE_SOURCE_DIR}/cuda/conv_plan.cu
   ${CMAKE_SOURCE_DIR}/cuda/cuda_check.cu
   ${CMAKE_SOURCE_DIR}/cuda/gemm_lt.cu
   ${CMAKE_SOURCE_DIR}/cuda/gemm_names.cu

@@ -259,7 +259,13 @@ static size_t cuda_relu_mask_bytes(void *ctx, int rows, int cols)
 	return cuda_gemm_relu_mask_bytes(rows, cols);
 }
 
-/* ---- plans (cuda/gemm_lt.cu) ------------------------------------------------------- */
+/* ---- plans (cuda/gemm_lt.cu, cuda/conv_plan.cu) ---------------------------------------- */
+
+/* Plans made so far, every op's. */
+static int plans_made(const struct cuda_ctx *c)
+{
+	return c->gemm.n_plans + c->conv.n_plans;
+}
 
 void cuda_share_choice(void *arg, int *index, char name[PLAN_NAME_LEN])
 {
@@ -291,13 +297,14 @@ static void cuda_plan_mode(void *ctx, enum plan_policy policy, int collective)
 static void cuda_plan_get(void *ctx, struct plan_info *out)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
-	cuda_gemm_plan_get(&c->gemm, out);
+	cuda_gemm_plan_get(&c->gemm, c->conv.reports, c->conv.n_plans, out);
 	snprintf(out->device, sizeof(out->device), "%s", c->name);
 }
 
 static int cuda_plan_set(void *ctx, const struct plan_info *in, char *why, size_t whylen)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
+	cuda_conv_forget(&c->conv, &c->gemm);
 	if (strcmp(in->device, c->name)) {
 		cuda_gemm_plan_set(&c->gemm, in, why, whylen); /* forgets what there was */
 		snprintf(why, whylen, "the plan is for %s, this GPU is %s", in->device, c->name);
@@ -354,7 +361,8 @@ static void cuda_adamw_update(void *ctx, float *p, const float *g, float *m, flo
 static void cuda_conv_forward(void *ctx, const struct conv_stage *s, const float *x,
 			      const float *w, const float *b, float *y, int32_t *arg, float *cols)
 {
-	kernels_conv_forward(ctx_of(ctx)->stream, NULL, s, x, w, b, y, arg, cols);
+	struct cuda_ctx *c = ctx_of(ctx);
+	cuda_conv_forward_run(&c->conv, &c->gemm, s, x, w, b, y, arg, cols);
 }
 
 static void cuda_pool_backward(void *ctx, const struct conv_stage *s, const float *dy,
@@ -367,8 +375,8 @@ static void cuda_conv_backward_data(void *ctx, const struct conv_stage *s, const
 				    const float *dz, const struct conv_stage *below,
 				    const float *below_y, const int32_t *below_arg, float *dz_below)
 {
-	kernels_conv_backward_data(ctx_of(ctx)->stream, NULL, s, w, dz, below, below_y, below_arg,
-				   dz_below);
+	struct cuda_ctx *c = ctx_of(ctx);
+	cuda_conv_input_grad_run(&c->conv, &c->gemm, s, w, dz, below, below_y, below_arg, dz_below);
 }
 
 /* ---- communication ---------------------------------------------------------- */
@@ -411,9 +419,9 @@ static void cuda_set_position(void *ctx, int epoch, int step)
 	/* A step starts (simulator only): stamp it, while there is an event free. */
 	if (c->step_us && c->step_n < CUDA_STEP_EVENTS) {
 		if (c->step_n > 0)
-			c->step_at[c->step_n - 1][2] = c->set_up || c->gemm.n_plans != c->plans_seen;
+			c->step_at[c->step_n - 1][2] = c->set_up || plans_made(c) != c->plans_seen;
 		c->set_up = 0;
-		c->plans_seen = c->gemm.n_plans;
+		c->plans_seen = plans_made(c);
 		if (!c->step_ev[c->step_n])
 			CUDA_CHECK(cudaEventCreate(&c->step_ev[c->step_n]));
 		CUDA_CHECK(cudaEventRecord(c->step_ev[c->step_n], c->stream));
@@ -611,6 +619,7 @@ static void cuda_destroy(void *ctx)
 		NCCL_CHECK(ncclCommDestroy(c->nccl));
 		c->nccl = NULL;
 	}
+	cuda_conv_forget(&c->conv, &c->gemm);
 	cuda_gemm_release(&c->gemm);
 	CUBLAS_CHECK(cublasLtDestroy(c->gemm.lt));
 	c->gemm.lt = NULL;

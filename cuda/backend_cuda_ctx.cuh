@@ -16,6 +16,7 @@
 
 #include "backend.h"
 #include "dist.h"
+#include "conv_plan.cuh"
 #include "gemm_lt.cuh"
 
 /* cuBLAS workspace: NVIDIA's recommendation for Hopper, ample for older GPUs. */
@@ -43,6 +44,7 @@ struct cuda_ctx {
 	cudaStream_t stream;   /* every op, in order */
 	cudaEvent_t waited;    /* recorded on stream by a timed wait */
 	struct cuda_gemm gemm; /* cuBLASLt and cuBLAS on stream, their workspace, the plans */
+	struct cuda_conv conv; /* the convolutions' plans (they choose as gemm does) */
 	ncclComm_t nccl;       /* all ranks of the job */
 	char name[128];        /* the device's name */
 
@@ -66,7 +68,7 @@ struct cuda_ctx {
 	int step_at[CUDA_STEP_EVENTS][3]; /* each event's epoch, step, and 1: set-up before the next */
 	int step_n;
 	int set_up;     /* a plan measured or a graph recorded since the last event */
-	int plans_seen; /* gemm.n_plans at the last event */
+	int plans_seen; /* gemm's and conv's plans at the last event */
 	/* Intervals (us): [0, CUDA_STEP_TIMES / 2) steps', the rest set-up's; NULL on a GPU. */
 	float *step_us;
 	size_t step_count, set_up_count;

@@ -63,12 +63,6 @@
 /* A first run this many times the best so far is not run again. */
 #define GEMM_SLOW_FACTOR 4.0
 
-/* cuBLASLt's descriptors of a problem with one epilogue. */
-struct lt_desc {
-	cublasLtMatmulDesc_t desc;
-	cublasLtMatrixLayout_t la, lb, lc;
-};
-
 struct gemm_plan {
 	struct gemm_key key;
 	struct gemm_way way;
@@ -83,8 +77,7 @@ struct gemm_preset {
 	char name[PLAN_NAME_LEN];
 };
 
-/* The largest power of two dividing p's address, at most 256 (cuBLASLt's alignment preferences). */
-static unsigned alignment_of(const void *p)
+unsigned gemm_alignment(const void *p)
 {
 	uintptr_t a = (uintptr_t)p;
 	unsigned align = 256;
@@ -109,10 +102,10 @@ static struct gemm_key key_of(const struct cuda_gemm *g, const struct gemm_req *
 	k.mask = r->relu_mask != NULL;
 	k.bias_grad = r->bias_grad != NULL;
 	k.tf32 = g->tf32;
-	k.align_a = alignment_of(r->a);
-	k.align_b = alignment_of(r->b);
-	k.align_c = alignment_of(r->c);
-	k.align_bias = alignment_of(r->bias_grad ? (const void *)r->bias_grad
+	k.align_a = gemm_alignment(r->a);
+	k.align_b = gemm_alignment(r->b);
+	k.align_c = gemm_alignment(r->c);
+	k.align_bias = gemm_alignment(r->bias_grad ? (const void *)r->bias_grad
 						 : (const void *)r->bias);
 	return k;
 }
@@ -177,7 +170,7 @@ static void set_epilogue_pointers(cublasLtMatmulDesc_t desc, cublasLtEpilogue_t 
 		set_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux));
 }
 
-static void destroy_desc(struct lt_desc *d)
+void gemm_way_desc_destroy(struct lt_desc *d)
 {
 	if (d->desc)
 		cublasLtMatmulDescDestroy(d->desc);
@@ -206,7 +199,7 @@ static int make_desc(const struct cuda_gemm *g, const struct gemm_req *r, cublas
 	    cublasLtMatrixLayoutCreate(&d->lb, CUDA_R_32F, c.trans_b ? c.n : c.k,
 				       c.trans_b ? c.k : c.n, c.ldb) != CUBLAS_STATUS_SUCCESS ||
 	    cublasLtMatrixLayoutCreate(&d->lc, CUDA_R_32F, c.m, c.n, c.ldc) != CUBLAS_STATUS_SUCCESS) {
-		destroy_desc(d);
+		gemm_way_desc_destroy(d);
 		return 0;
 	}
 	set_attr(d->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
@@ -266,7 +259,7 @@ static int list_algos(const struct cuda_gemm *g, const struct gemm_req *r,
 		if (found[i].state == CUBLAS_STATUS_SUCCESS &&
 		    found[i].workspaceSize <= g->workspace_bytes)
 			out[n++] = found[i].algo;
-	destroy_desc(&d);
+	gemm_way_desc_destroy(&d);
 	return n;
 }
 
@@ -450,8 +443,8 @@ static int list_ways(struct cuda_gemm *g, const struct gemm_req *r, const struct
 
 /* ---- running a way ---------------------------------------------------------------------- */
 
-static void run_way(struct cuda_gemm *g, const struct gemm_req *r, const struct gemm_way *w,
-		    const struct lt_desc *d)
+void gemm_way_run(struct cuda_gemm *g, const struct gemm_req *r, const struct gemm_way *w,
+		  const struct lt_desc *d)
 {
 	struct gemm_colmajor c = gemm_map(r);
 	if (w->tile) { /* all of it, the epilogue and the bias gradient */
@@ -496,16 +489,30 @@ static void run_way(struct cuda_gemm *g, const struct gemm_req *r, const struct 
 	}
 }
 
+int gemm_way_desc(const struct cuda_gemm *g, const struct gemm_req *r, const struct gemm_way *w,
+		  struct lt_desc *d)
+{
+	memset(d, 0, sizeof(*d));
+	return !w->lt || make_desc(g, r, w->lt_epilogue, d);
+}
+
+int gemm_ways(struct cuda_gemm *g, const struct gemm_req *r, int capturing, struct gemm_way *ways)
+{
+	struct gemm_key k = key_of(g, r);
+	return list_ways(g, r, &k, capturing, ways);
+}
+
+/* ---- timing and choosing (every op's plans) --------------------------------------------- */
+
 /*
- * Microseconds per run of w where the step runs it, in a replayed graph:
+ * Microseconds per run where the step runs it, in a replayed graph:
  * GEMM_TIME_REPS runs captured in one graph, launched once to settle, once
  * timed between events. Timed as launches on the stream, each library call's
  * and kernel's submission from the host (about 3 us on the H100, 2026-11-27)
  * lay between the events, and the plans favoured ways of fewer calls over
  * ways of less work on the device. -1 when the stream cannot capture it.
  */
-static double time_way_graph(struct cuda_gemm *g, const struct gemm_req *r,
-			     const struct gemm_way *w, const struct lt_desc *d)
+static double time_graph(struct cuda_gemm *g, plan_run_fn run, void *arg)
 {
 	cudaGraph_t graph = NULL;
 	cudaGraphExec_t exec = NULL;
@@ -514,7 +521,7 @@ static double time_way_graph(struct cuda_gemm *g, const struct gemm_req *r,
 		return -1.0;
 	}
 	for (int i = 0; i < GEMM_TIME_REPS; i++)
-		run_way(g, r, w, d);
+		run(arg);
 	cudaError_t rc = cudaStreamEndCapture(g->stream, &graph);
 	if (rc == cudaSuccess)
 		rc = cudaGraphInstantiate(&exec, graph, 0);
@@ -535,46 +542,65 @@ static double time_way_graph(struct cuda_gemm *g, const struct gemm_req *r,
 	return (double)ms * 1e3 / GEMM_TIME_REPS;
 }
 
-/* Microseconds per run of w, reps runs launched on the stream between events. */
-static double stream_us(struct cuda_gemm *g, const struct gemm_req *r, const struct gemm_way *w,
-			const struct lt_desc *d, int reps)
+/* Microseconds per run, reps runs launched on the stream between events. */
+static double stream_us(struct cuda_gemm *g, plan_run_fn run, void *arg, int reps)
 {
 	float ms = 0.0f;
 	CUDA_CHECK(cudaEventRecord(g->time_start, g->stream));
 	for (int i = 0; i < reps; i++)
-		run_way(g, r, w, d);
+		run(arg);
 	CUDA_CHECK(cudaEventRecord(g->time_stop, g->stream));
 	CUDA_CHECK(cudaEventSynchronize(g->time_stop));
 	CUDA_CHECK(cudaEventElapsedTime(&ms, g->time_start, g->time_stop));
 	return (double)ms * 1e3 / reps;
 }
 
-/*
- * Microseconds per run of w on r's own buffers: one run on the stream, then,
- * unless it is slow, time_way_graph (the stream's runs where the graph's
- * cannot be had).
- */
-static double time_way(struct cuda_gemm *g, const struct gemm_req *r, const struct gemm_way *w,
-		       double best)
+double cuda_plan_time(struct cuda_gemm *g, plan_run_fn run, void *arg, double best)
 {
-	struct lt_desc d;
-	memset(&d, 0, sizeof(d));
-	if (w->lt && !make_desc(g, r, w->lt_epilogue, &d))
-		return -1.0;
 	if (!g->time_start) {
 		CUDA_CHECK(cudaEventCreate(&g->time_start));
 		CUDA_CHECK(cudaEventCreate(&g->time_stop));
 	}
-	double us = stream_us(g, r, w, &d, 1);
+	double us = stream_us(g, run, arg, 1);
 	if (best < 0.0 || us <= GEMM_SLOW_FACTOR * best) {
-		double replayed = time_way_graph(g, r, w, &d);
-		us = replayed >= 0.0 ? replayed : stream_us(g, r, w, &d, GEMM_TIME_REPS);
+		double replayed = time_graph(g, run, arg);
+		us = replayed >= 0.0 ? replayed : stream_us(g, run, arg, GEMM_TIME_REPS);
 	}
-	destroy_desc(&d);
 	return us;
 }
 
-/* ---- plans ------------------------------------------------------------------------------ */
+/* One GEMM way on its request, for cuda_plan_time. */
+struct way_run {
+	struct cuda_gemm *g;
+	const struct gemm_req *r;
+	const struct gemm_way *w;
+	const struct lt_desc *d;
+};
+
+static void run_one_way(void *arg)
+{
+	const struct way_run *x = (const struct way_run *)arg;
+	gemm_way_run(x->g, x->r, x->w, x->d);
+}
+
+/* The GEMM's ways, for cuda_plan_choose. */
+struct ways_timed {
+	struct cuda_gemm *g;
+	const struct gemm_req *r;
+	const struct gemm_way *ways;
+};
+
+static double time_way(void *arg, int i, double best)
+{
+	const struct ways_timed *t = (const struct ways_timed *)arg;
+	struct lt_desc d;
+	if (!gemm_way_desc(t->g, t->r, &t->ways[i], &d))
+		return -1.0;
+	struct way_run x = {t->g, t->r, &t->ways[i], &d};
+	double us = cuda_plan_time(t->g, run_one_way, &x, best);
+	gemm_way_desc_destroy(&d);
+	return us;
+}
 
 static const char *preset_for(const struct cuda_gemm *g, const char *key)
 {
@@ -584,32 +610,27 @@ static const char *preset_for(const struct cuda_gemm *g, const char *key)
 	return NULL;
 }
 
-/* Which of the n ways p runs: a preset's, rank 0's measured or first one, shared. */
-static int choose_way(struct cuda_gemm *g, const struct gemm_req *r, struct gemm_plan *p,
-		      const struct gemm_way *ways, int n, int capturing)
+int cuda_plan_choose(struct cuda_gemm *g, struct plan_op *rep, int capturing, plan_time_fn time,
+		     void *arg)
 {
-	struct plan_op *rep = &p->report;
 	const char *preset = preset_for(g, rep->key);
-	int chosen = 0;
+	int n = rep->n_candidates, chosen = 0;
 
-	for (int i = 0; i < n; i++) {
-		snprintf(rep->cand[i].name, sizeof(rep->cand[i].name), "%s", ways[i].name);
+	for (int i = 0; i < n; i++)
 		rep->cand[i].us = -1.0;
-	}
-	rep->n_candidates = n;
 	if (preset) {
 		for (int i = 0; i < n; i++)
-			if (!strcmp(ways[i].name, preset)) {
+			if (!strcmp(rep->cand[i].name, preset)) {
 				snprintf(rep->source, sizeof(rep->source), "checkpoint");
 				return i;
 			}
 		g->preset_missed++;
 		if (g->rank == 0)
 			fprintf(stderr,
-				"mnist-train: the checkpoint's plan runs gemm %s as %s, which this GPU "
+				"mnist-train: the checkpoint's plan runs %s %s as %s, which this GPU "
 				"does not offer; planned anew (the resumed run is not bitwise the one "
 				"saved)\n",
-				rep->shape, preset);
+				rep->op, rep->shape, preset);
 	}
 	/*
 	 * Measured only in a collective stretch, and there by rank 0 alone. Every
@@ -624,7 +645,7 @@ static int choose_way(struct cuda_gemm *g, const struct gemm_req *r, struct gemm
 	if (timed && g->rank == 0) {
 		double best = -1.0, t0 = clock_seconds();
 		for (int i = 0; i < n; i++) {
-			double us = time_way(g, r, &ways[i], best);
+			double us = time(arg, i, best);
 			rep->cand[i].us = us;
 			if (us >= 0.0 && (best < 0.0 || us < best)) {
 				best = us;
@@ -636,16 +657,18 @@ static int choose_way(struct cuda_gemm *g, const struct gemm_req *r, struct gemm
 	snprintf(rep->source, sizeof(rep->source), "%s", timed ? "measured" : "heuristic");
 	if (g->collective && g->share) {
 		char name[PLAN_NAME_LEN];
-		snprintf(name, sizeof(name), "%s", ways[chosen].name);
+		snprintf(name, sizeof(name), "%s", rep->cand[chosen].name);
 		g->share(g->share_arg, &chosen, name);
-		if (chosen < 0 || chosen >= n || strcmp(ways[chosen].name, name))
-			die(1, "CUDA GEMM %s: rank 0 chose %s, which this rank's GPU or cuBLAS does "
+		if (chosen < 0 || chosen >= n || strcmp(rep->cand[chosen].name, name))
+			die(1, "CUDA %s %s: rank 0 chose %s, which this rank's GPU or cuBLAS does "
 			       "not offer as its candidate %d (every rank needs the same GPU model and "
 			       "library)",
-			    rep->shape, name, chosen);
+			    rep->op, rep->shape, name, chosen);
 	}
 	return chosen;
 }
+
+/* ---- plans ------------------------------------------------------------------------------ */
 
 static struct gemm_plan *plan_for(struct cuda_gemm *g, const struct gemm_req *r)
 {
@@ -654,9 +677,7 @@ static struct gemm_plan *plan_for(struct cuda_gemm *g, const struct gemm_req *r)
 		if (!memcmp(&g->plans[i].key, &k, sizeof(k)))
 			return &g->plans[i];
 
-	cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-	CUDA_CHECK(cudaStreamIsCapturing(g->stream, &status));
-	int capturing = status != cudaStreamCaptureStatusNone;
+	int capturing = cuda_plan_capturing(g);
 	struct gemm_way *ways =
 		(struct gemm_way *)xmalloc(PLAN_MAX_CANDIDATES * sizeof(struct gemm_way));
 	struct gemm_plan fresh;
@@ -671,11 +692,16 @@ static struct gemm_plan *plan_for(struct cuda_gemm *g, const struct gemm_req *r)
 		die(1, "CUDA GEMM %s: no way to run it (an epilogue kernel needs a packed output: "
 		       "ldc %d, n %d)",
 		    fresh.report.shape, r->ldc, r->n);
-	int chosen = choose_way(g, r, &fresh, ways, n, capturing);
+	for (int i = 0; i < n; i++)
+		snprintf(fresh.report.cand[i].name, sizeof(fresh.report.cand[i].name), "%s",
+			 ways[i].name);
+	fresh.report.n_candidates = n;
+	struct ways_timed t = {g, r, ways};
+	int chosen = cuda_plan_choose(g, &fresh.report, capturing, time_way, &t);
 	fresh.way = ways[chosen];
 	free(ways);
 	snprintf(fresh.report.chosen, sizeof(fresh.report.chosen), "%s", fresh.way.name);
-	if (fresh.way.lt && !make_desc(g, r, fresh.way.lt_epilogue, &fresh.d))
+	if (!gemm_way_desc(g, r, &fresh.way, &fresh.d))
 		die(1, "CUDA GEMM %s: cuBLASLt refused the descriptors of %s", fresh.report.shape,
 		    fresh.way.name);
 	fresh.mask_written = fresh.way.lt && fresh.way.lt_epilogue == CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
@@ -691,12 +717,19 @@ static struct gemm_plan *plan_for(struct cuda_gemm *g, const struct gemm_req *r)
 	return &g->plans[g->n_plans++];
 }
 
+int cuda_plan_capturing(struct cuda_gemm *g)
+{
+	cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+	CUDA_CHECK(cudaStreamIsCapturing(g->stream, &status));
+	return status != cudaStreamCaptureStatusNone;
+}
+
 void cuda_gemm_run(struct cuda_gemm *g, const struct gemm_req *r)
 {
 	if (r->m <= 0 || r->n <= 0)
 		return;
 	struct gemm_plan *p = plan_for(g, r);
-	run_way(g, r, &p->way, &p->d);
+	gemm_way_run(g, r, &p->way, &p->d);
 }
 
 void cuda_gemm_library(char *buf, size_t len)
@@ -704,15 +737,18 @@ void cuda_gemm_library(char *buf, size_t len)
 	snprintf(buf, len, "cublasLt %zu", (size_t)cublasLtGetVersion());
 }
 
-void cuda_gemm_plan_get(struct cuda_gemm *g, struct plan_info *out)
+void cuda_gemm_plan_get(struct cuda_gemm *g, const struct plan_op *more, int n_more,
+			struct plan_info *out)
 {
+	int n = g->n_plans + n_more;
 	free(g->report);
-	g->report = (struct plan_op *)xmalloc((size_t)(g->n_plans ? g->n_plans : 1) *
-					       sizeof(struct plan_op));
+	g->report = (struct plan_op *)xmalloc((size_t)(n ? n : 1) * sizeof(struct plan_op));
 	for (int i = 0; i < g->n_plans; i++)
 		g->report[i] = g->plans[i].report;
+	for (int i = 0; i < n_more; i++)
+		g->report[g->n_plans + i] = more[i];
 	cuda_gemm_library(out->library, sizeof(out->library));
-	out->n_ops = g->n_plans;
+	out->n_ops = n;
 	out->ops = g->report;
 	out->measure_ms = g->measure_secs * 1e3;
 }
@@ -731,9 +767,7 @@ int cuda_gemm_plan_set(struct cuda_gemm *g, const struct plan_info *in, char *wh
 	}
 	g->presets = (struct gemm_preset *)xmalloc((size_t)(in->n_ops ? in->n_ops : 1) *
 						   sizeof(struct gemm_preset));
-	for (int i = 0; i < in->n_ops; i++) {
-		if (strcmp(in->ops[i].op, "gemm"))
-			continue;
+	for (int i = 0; i < in->n_ops; i++) { /* every op's: keys differ between ops */
 		snprintf(g->presets[g->n_presets].key, PLAN_KEY_LEN, "%s", in->ops[i].key);
 		snprintf(g->presets[g->n_presets].name, PLAN_NAME_LEN, "%s", in->ops[i].chosen);
 		g->n_presets++;
@@ -744,7 +778,7 @@ int cuda_gemm_plan_set(struct cuda_gemm *g, const struct plan_info *in, char *wh
 void cuda_gemm_forget(struct cuda_gemm *g)
 {
 	for (int i = 0; i < g->n_plans; i++)
-		destroy_desc(&g->plans[i].d);
+		gemm_way_desc_destroy(&g->plans[i].d);
 	free(g->plans);
 	free(g->masks);
 	g->plans = NULL;

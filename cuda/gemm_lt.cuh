@@ -69,14 +69,48 @@ void cuda_gemm_run(struct cuda_gemm *g, const struct gemm_req *r);
  */
 size_t cuda_gemm_relu_mask_bytes(int rows, int cols);
 
-/* The plans so far (out->ops in g, valid until the next call); device is the caller's. */
-void cuda_gemm_plan_get(struct cuda_gemm *g, struct plan_info *out);
+/*
+ * The plans so far, the GEMMs' then `more` (other ops' plans: the
+ * convolutions'), out->ops in g, valid until the next call; device is the
+ * caller's.
+ */
+void cuda_gemm_plan_get(struct cuda_gemm *g, const struct plan_op *more, int n_more,
+			struct plan_info *out);
 
 /*
- * Take a plan's ways by name for the problems it lists (every plan so far is
- * forgotten first). 0, or 1 when its library is not this one (why filled).
+ * Take a plan's ways by name for the problems it lists, every op's (the
+ * presets cuda_plan_choose finds by key); every GEMM plan so far is
+ * forgotten first. 0, or 1 when its library is not this one (why filled).
  */
 int cuda_gemm_plan_set(struct cuda_gemm *g, const struct plan_info *in, char *why, size_t whylen);
+
+/* ---- choosing among an op's ways (the GEMMs', the convolutions': cuda/conv_plan.cu) ---- */
+
+/* Queue one run of a candidate on g->stream. */
+typedef void (*plan_run_fn)(void *arg);
+/* Microseconds per run of candidate `way`, given the best so far (< 0: none); < 0: cannot run. */
+typedef double (*plan_time_fn)(void *arg, int way, double best);
+
+/*
+ * Microseconds per run of `run` on the device: one run on the stream, then,
+ * unless it took over a few times `best`, a few runs captured in a graph and
+ * replayed, as the step runs them.
+ */
+double cuda_plan_time(struct cuda_gemm *g, plan_run_fn run, void *arg, double best);
+
+/*
+ * Which of an op's ways runs it. rep holds the op's key, op, shape and its
+ * candidates' names (n_candidates, the first the heuristic's choice); on
+ * return their measured times and the source: a checkpoint's preset of that
+ * name (untimed), else in a collective stretch under PLAN_MEASURE rank 0's
+ * fastest by `time`, else the first; in a collective stretch rank 0's
+ * choice is every rank's (g->share).
+ */
+int cuda_plan_choose(struct cuda_gemm *g, struct plan_op *rep, int capturing, plan_time_fn time,
+		     void *arg);
+
+/* Whether g's stream is capturing: nothing can be timed or allocated. */
+int cuda_plan_capturing(struct cuda_gemm *g);
 
 /* "cublasLt N": the library a plan's names belong to. */
 void cuda_gemm_library(char *buf, size_t len);

@@ -1,6 +1,8 @@
 /*
- * gemm_way.cuh - what cuda/gemm_lt.cu and cuda/gemm_names.cu share: a GEMM
- * problem's key, one way to run it (a plan's candidate), and their names.
+ * gemm_way.cuh - what cuda/gemm_lt.cu shares with cuda/gemm_names.cu and
+ * cuda/conv_plan.cu: a GEMM problem's key, one way to run it (a plan's
+ * candidate), their names, and running a way by itself (a convolution's
+ * GEMM-based ways run one).
  */
 #ifndef MNIST_DDP_GEMM_WAY_CUH
 #define MNIST_DDP_GEMM_WAY_CUH
@@ -37,6 +39,27 @@ struct gemm_way {
 	int bias_grad;                  /* enum bias_grad_way */
 	char name[PLAN_NAME_LEN];
 };
+
+/* cuBLASLt's descriptors of a problem with one epilogue. */
+struct lt_desc {
+	cublasLtMatmulDesc_t desc;
+	cublasLtMatrixLayout_t la, lb, lc;
+};
+
+struct cuda_gemm;
+struct gemm_req;
+
+/* Every way to run r, best guess first (cuda/gemm_lt.cu's file comment): their count. */
+int gemm_ways(struct cuda_gemm *g, const struct gemm_req *r, int capturing, struct gemm_way *ways);
+/* w's descriptors for r (none for a way not cuBLASLt's): 1, or 0 when cuBLASLt refuses them. */
+int gemm_way_desc(const struct cuda_gemm *g, const struct gemm_req *r, const struct gemm_way *w,
+		  struct lt_desc *d);
+void gemm_way_desc_destroy(struct lt_desc *d);
+/* Queue r run as w (with its descriptors d) on g's stream. */
+void gemm_way_run(struct cuda_gemm *g, const struct gemm_req *r, const struct gemm_way *w,
+		  const struct lt_desc *d);
+/* The largest power of two dividing p's address, at most 256 (cuBLASLt's alignment preferences). */
+unsigned gemm_alignment(const void *p);
 
 /* The key as a plan names it: every field, so equal text means an equal problem. */
 void gemm_key_text(const struct gemm_key *k, char *buf, size_t len);

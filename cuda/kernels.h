@@ -134,6 +134,17 @@ void kernels_gemm_tile(cudaStream_t stream, const struct kernel_geom *geom,
 void kernels_conv_forward(cudaStream_t stream, const struct kernel_geom *geom,
 			  const struct conv_stage *s, const float *x, const float *w,
 			  const float *b, float *y, int32_t *arg, float *cols);
+/*
+ * The same stage forward when a GEMM sums its convolution (cuda/conv_plan.cu):
+ * first the im2col matrix alone (work: its entries), then, from the GEMM's
+ * z = W cols (oc, oh, ow, rows), the bias, ReLU, pool and argmax (work: the
+ * windows).
+ */
+void kernels_conv_im2col(cudaStream_t stream, const struct kernel_geom *geom,
+			 const struct conv_stage *s, const float *x, float *cols);
+void kernels_conv_pool(cudaStream_t stream, const struct kernel_geom *geom,
+		       const struct conv_stage *s, const float *z, const float *b, float *y,
+		       int32_t *arg);
 /* Work: the stage's pool windows, oc * ph * pw * rows, each writing its k x k conv outputs. */
 void kernels_pool_backward(cudaStream_t stream, const struct kernel_geom *geom,
 			   const struct conv_stage *s, const float *dy, const float *y,
@@ -147,6 +158,11 @@ void kernels_conv_backward_data(cudaStream_t stream, const struct kernel_geom *g
 				const struct conv_stage *s, const float *w, const float *dz,
 				const struct conv_stage *below, const float *below_y,
 				const int32_t *below_arg, float *dz_below);
+/* The same, each input pixel's gradient gathered from dcols = W^T dz (c*k*k, oh*ow*rows). */
+void kernels_col2im_backward(cudaStream_t stream, const struct kernel_geom *geom,
+			     const struct conv_stage *s, const float *dcols,
+			     const struct conv_stage *below, const float *below_y,
+			     const int32_t *below_arg, float *dz_below);
 
 #if defined(CUDART_VERSION) /* a CUDA runtime: nvcc's, or the tests' simulator (tests/cudasim) */
 /*

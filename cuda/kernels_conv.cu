@@ -2,7 +2,11 @@
  * kernels_conv.cu - the convolution stages' kernels and their launchers: a
  * stage forward (convolution, bias, ReLU and max-pool, with the im2col
  * matrix the weight gradient needs), the pool's gradient, and the input
- * gradient through the pool and ReLU of the stage below. Grid-stride loops
+ * gradient through the pool and ReLU of the stage below; each convolution
+ * summed directly, or, for the ways that leave it to a GEMM
+ * (cuda/conv_plan.cu), the im2col matrix alone, the stage's bias, ReLU and
+ * pool from the GEMM's output, and the input gradient gathered from the
+ * GEMM's W^T dz (col2im). Grid-stride loops
  * over items, each calling include/elem.h's body, as in cuda/kernels.cu
  * (whose file comment says how each build runs them).
  */
@@ -76,6 +80,7 @@ struct conv_forward_args {
 	struct pool_shape p;
 	int oc, rows, batch_first;
 	const float *x, *w, *bias;
+	const float *z; /* not NULL: the convolution summed by a GEMM, (oc, oh, ow, rows) */
 	float *y, *cols;
 	int32_t *arg;
 	uint32_t windows, total; /* the window items, then the im2col entries up to total */
@@ -85,9 +90,10 @@ struct conv_forward_args {
 
 /*
  * Items [0, windows): window i of the output, (oc, py, px, b) batch
- * innermost: conv_pool_window_elem, written to y where its layout puts it,
- * and its argmax. Items from windows on, when cols is not NULL: entry
- * (tap, pixel) of the im2col matrix, im2col_elem.
+ * innermost: conv_pool_window_elem (bias_relu_pool_window_elem of z when
+ * z is given), written to y where its layout puts it, and its argmax. Items
+ * from windows on, when cols is not NULL: entry (tap, pixel) of the im2col
+ * matrix, im2col_elem.
  */
 static __global__ void conv_forward_kernel(struct conv_forward_args a)
 {
@@ -96,9 +102,15 @@ static __global__ void conv_forward_kernel(struct conv_forward_args a)
 	for (uint32_t i = (uint32_t)grid_first(); i < a.total; i += stride) {
 		if (i < a.windows) {
 			struct chwb q = chwb_of(i, &a.win);
-			a.y[pooled_at(&a.p, a.batch_first, nb, q.c, q.y, q.x, q.b)] =
-				conv_pool_window_elem(a.x, &a.s, a.rows, a.w + q.c * fan_in, a.bias[q.c],
-						      a.p.k, q.y, q.x, q.b, &a.arg[i]);
+			size_t at = pooled_at(&a.p, a.batch_first, nb, q.c, q.y, q.x, q.b);
+			if (a.z)
+				a.y[at] = bias_relu_pool_window_elem(a.z + q.c * ((size_t)a.s.oh * a.s.ow * nb),
+								     a.s.ow, a.rows, a.bias[q.c], a.p.k,
+								     q.y, q.x, q.b, &a.arg[i]);
+			else
+				a.y[at] = conv_pool_window_elem(a.x, &a.s, a.rows, a.w + q.c * fan_in,
+								a.bias[q.c], a.p.k, q.y, q.x, q.b,
+								&a.arg[i]);
 			continue;
 		}
 		uint32_t j = i - a.windows, tap = fastdiv_q(&a.ld, j), col = j - tap * a.ld.d;
@@ -155,13 +167,15 @@ static __global__ void pool_backward_kernel(struct window_args a, const float *d
 /*
  * Item i: window (c, py, px, b) of the below stage's pool, batch innermost.
  * Only the window's maximum takes a gradient: conv_backward_data_elem of
- * that pixel of this stage's input, (c, py, px); the window's k x k conv
+ * that pixel of this stage's input, (c, py, px), or, when dcols (W^T dz,
+ * summed by a GEMM) is given, col2im_elem of it; the window's k x k conv
  * outputs in dz_below (c', oh', ow', rows) are each pool_relu_backward_elem
  * of it through the argmax and the ReLU, zero but at the maximum.
  */
 static __global__ void conv_backward_data_kernel(struct conv_shape s, int oc, struct window_args a,
-						 const float *w, const float *dz, const float *below_y,
-						 const int32_t *below_arg, float *dz_below)
+						 const float *w, const float *dz, const float *dcols,
+						 const float *below_y, const int32_t *below_arg,
+						 float *dz_below)
 {
 	size_t nb = (size_t)a.rows;
 	uint32_t stride = (uint32_t)grid_stride();
@@ -169,7 +183,8 @@ static __global__ void conv_backward_data_kernel(struct conv_shape s, int oc, st
 		struct chwb q = chwb_of(i, &a.win);
 		int32_t best = below_arg[i];
 		float gate = below_y[i];
-		float g = conv_backward_data_elem(w, dz, &s, oc, a.rows, (int)q.c, q.y, q.x, q.b);
+		float g = dcols ? col2im_elem(dcols, &s, a.rows, (int)q.c, q.y, q.x, q.b)
+				: conv_backward_data_elem(w, dz, &s, oc, a.rows, (int)q.c, q.y, q.x, q.b);
 		for (int ky = 0; ky < a.p.k; ky++)
 			for (int kx = 0; kx < a.p.k; kx++)
 				dz_below[chwb_at(a.p.h, a.p.w, nb, q.c, q.y * a.p.k + ky, q.x * a.p.k + kx,
@@ -189,14 +204,19 @@ static void conv_items_fit(const char *kernel, size_t n)
 	abort();
 }
 
-void kernels_conv_forward(cudaStream_t stream, const struct kernel_geom *geom,
-			  const struct conv_stage *s, const float *x, const float *w,
-			  const float *b, float *y, int32_t *arg, float *cols)
+/*
+ * conv_forward_kernel's launch: the windows (with windows; from z when given,
+ * else summed directly) and, when cols is not NULL, the im2col entries.
+ */
+static void conv_forward_launch(cudaStream_t stream, const struct kernel_geom *geom,
+				const struct conv_stage *s, int with_windows, const float *x,
+				const float *w, const float *b, const float *z, float *y,
+				int32_t *arg, float *cols)
 {
 	const struct conv_shape *c = s->conv;
-	size_t windows = work_2d(s->rows, s->oc * s->pool->oh * s->pool->ow);
+	size_t windows = with_windows ? work_2d(s->rows, s->oc * s->pool->oh * s->pool->ow) : 0;
 	size_t n_cols = cols ? work_2d(s->rows, c->oh * c->ow) * (size_t)(c->c * c->k * c->k) : 0;
-	if (windows == 0)
+	if (windows + n_cols == 0)
 		return;
 	conv_items_fit("conv_forward_kernel", windows + n_cols);
 	struct conv_forward_args a;
@@ -209,6 +229,7 @@ void kernels_conv_forward(cudaStream_t stream, const struct kernel_geom *geom,
 	a.x = x;
 	a.w = w;
 	a.bias = b;
+	a.z = z;
 	a.y = y;
 	a.cols = cols;
 	a.arg = arg;
@@ -221,6 +242,28 @@ void kernels_conv_forward(cudaStream_t stream, const struct kernel_geom *geom,
 	a.k = fastdiv_make((uint32_t)c->k);
 	struct kernel_geom g = pick_geom(geom, windows + n_cols);
 	KERNEL_LAUNCH(conv_forward_kernel, g, stream, a);
+}
+
+void kernels_conv_forward(cudaStream_t stream, const struct kernel_geom *geom,
+			  const struct conv_stage *s, const float *x, const float *w,
+			  const float *b, float *y, int32_t *arg, float *cols)
+{
+	if (work_2d(s->rows, s->oc * s->pool->oh * s->pool->ow) == 0)
+		return;
+	conv_forward_launch(stream, geom, s, 1, x, w, b, NULL, y, arg, cols);
+}
+
+void kernels_conv_im2col(cudaStream_t stream, const struct kernel_geom *geom,
+			 const struct conv_stage *s, const float *x, float *cols)
+{
+	conv_forward_launch(stream, geom, s, 0, x, NULL, NULL, NULL, NULL, NULL, cols);
+}
+
+void kernels_conv_pool(cudaStream_t stream, const struct kernel_geom *geom,
+		       const struct conv_stage *s, const float *z, const float *b, float *y,
+		       int32_t *arg)
+{
+	conv_forward_launch(stream, geom, s, 1, NULL, NULL, b, z, y, arg, NULL);
 }
 
 void kernels_pool_backward(cudaStream_t stream, const struct kernel_geom *geom,
@@ -236,10 +279,11 @@ void kernels_pool_backward(cudaStream_t stream, const struct kernel_geom *geom,
 	KERNEL_LAUNCH(pool_backward_kernel, g, stream, a, dy, y, arg, dz);
 }
 
-void kernels_conv_backward_data(cudaStream_t stream, const struct kernel_geom *geom,
-				const struct conv_stage *s, const float *w, const float *dz,
-				const struct conv_stage *below, const float *below_y,
-				const int32_t *below_arg, float *dz_below)
+static void conv_backward_data_launch(cudaStream_t stream, const struct kernel_geom *geom,
+				      const struct conv_stage *s, const float *w, const float *dz,
+				      const float *dcols, const struct conv_stage *below,
+				      const float *below_y, const int32_t *below_arg,
+				      float *dz_below)
 {
 	const struct pool_shape *bp = below->pool;
 	size_t n = work_2d(s->rows, bp->c * bp->oh * bp->ow);
@@ -249,6 +293,24 @@ void kernels_conv_backward_data(cudaStream_t stream, const struct kernel_geom *g
 	/* The below stage's pooled output is this stage's input: batch innermost, as it reads it. */
 	struct window_args a = window_args_make(bp, s->rows, 0);
 	struct kernel_geom g = pick_geom(geom, n);
-	KERNEL_LAUNCH(conv_backward_data_kernel, g, stream, *s->conv, s->oc, a, w, dz, below_y,
-		      below_arg, dz_below);
+	KERNEL_LAUNCH(conv_backward_data_kernel, g, stream, *s->conv, s->oc, a, w, dz, dcols,
+		      below_y, below_arg, dz_below);
+}
+
+void kernels_conv_backward_data(cudaStream_t stream, const struct kernel_geom *geom,
+				const struct conv_stage *s, const float *w, const float *dz,
+				const struct conv_stage *below, const float *below_y,
+				const int32_t *below_arg, float *dz_below)
+{
+	conv_backward_data_launch(stream, geom, s, w, dz, NULL, below, below_y, below_arg,
+				  dz_below);
+}
+
+void kernels_col2im_backward(cudaStream_t stream, const struct kernel_geom *geom,
+			     const struct conv_stage *s, const float *dcols,
+			     const struct conv_stage *below, const float *below_y,
+			     const int32_t *below_arg, float *dz_below)
+{
+	conv_backward_data_launch(stream, geom, s, NULL, NULL, dcols, below, below_y, below_arg,
+				  dz_below);
 }

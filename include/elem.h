@@ -321,6 +321,18 @@ ELEM_FN float conv_pixel_elem(const float *x, const struct conv_shape *s, int ba
 }
 
 /*
+ * A max-pool window's choice, value by value in its row order: v, at offset
+ * `at`, replaces the best so far (*best, *arg) when it is the window's first
+ * or maxpool_takes_elem says so.
+ */
+ELEM_FN void pool_pick_elem(float v, int32_t at, float *best, int32_t *arg)
+{
+	int take = (at == 0) | maxpool_takes_elem(v, *best);
+	*best = select_elem(take, v, *best);
+	*arg = take ? at : *arg;
+}
+
+/*
  * Window (py, px) of image b of a convolution stage (conv, bias, ReLU, then a
  * pool of k x k windows tiling the output): the largest of the window's
  * bias_act_elem(conv_pixel_elem, bias, 1), and in *arg its offset ky*k + kx,
@@ -333,14 +345,31 @@ ELEM_FN float conv_pool_window_elem(const float *x, const struct conv_shape *s, 
 	float best = 0.0f;
 	int32_t at = 0;
 	for (int ky = 0; ky < k; ky++)
-		for (int kx = 0; kx < k; kx++) {
-			float v = bias_act_elem(conv_pixel_elem(x, s, batch, w_row, py * k + ky,
-								px * k + kx, b),
-						bias, 1);
-			int take = (ky == 0 && kx == 0) | maxpool_takes_elem(v, best);
-			best = select_elem(take, v, best);
-			at = take ? ky * k + kx : at;
-		}
+		for (int kx = 0; kx < k; kx++)
+			pool_pick_elem(bias_act_elem(conv_pixel_elem(x, s, batch, w_row, py * k + ky,
+								     px * k + kx, b),
+						     bias, 1),
+				       ky * k + kx, &best, &at);
+	*arg = at;
+	return best;
+}
+
+/*
+ * The same window from z, the stage's convolution already summed (one
+ * channel of it before the bias, (oh, ow, batch), oh and ow its width: a
+ * GEMM's W cols): the largest of the window's bias_act_elem(z, bias, 1), and
+ * in *arg its offset, as conv_pool_window_elem chooses.
+ */
+ELEM_FN float bias_relu_pool_window_elem(const float *z, int ow, int batch, float bias, int k,
+					 int py, int px, int b, int32_t *arg)
+{
+	const float *p = z + ((size_t)py * k * ow + (size_t)px * k) * batch + b;
+	float best = 0.0f;
+	int32_t at = 0;
+	for (int ky = 0; ky < k; ky++)
+		for (int kx = 0; kx < k; kx++)
+			pool_pick_elem(bias_act_elem(p[((size_t)ky * ow + kx) * batch], bias, 1),
+				       ky * k + kx, &best, &at);
 	*arg = at;
 	return best;
 }

@@ -3,7 +3,10 @@
  * on the CPU (see test_kernels_host.c for how): conv_forward (conv + bias +
  * ReLU + max-pool with its argmax, and the im2col matrix as a second range of
  * the same launch), pool_backward (through the pool and the ReLU) and
- * conv_backward_data (through the stage below's pool and ReLU).
+ * conv_backward_data (through the stage below's pool and ReLU); and the
+ * launches of the plans' GEMM ways (cuda/conv_plan.cu): the im2col matrix
+ * alone, the bias, ReLU and pool from a GEMM's z, the input gradient
+ * gathered from a GEMM's W^T dz.
  *
  *   ctest --test-dir build -R test_kernels_host --output-on-failure
  *
@@ -484,6 +487,144 @@ Test(kernels_conv, conv_backward_data)
 			free(ref);
 			free(host);
 			free(h);
+		}
+}
+
+/* ---- the GEMM's ways: im2col, pool from z, col2im ----------------------------------------- */
+
+/*
+ * A stage forward as the plans' GEMM ways run it (cuda/conv_plan.cu):
+ * kernels_conv_im2col writes the im2col matrix alone, exactly the
+ * reference's; kernels_conv_pool takes z, the convolution without its bias
+ * (here the reference's, in float), and gives y and arg: within float
+ * tolerance of the reference on random inputs (the argmax where decided),
+ * exactly the reference's and the direct kernel's on whole numbers, ties
+ * included. Every stage case, both output layouts, every geometry.
+ */
+Test(kernels_conv, conv_forward_by_gemm)
+{
+	for (size_t ci = 0; ci < N_OF(stage_cases); ci++)
+		for (int bf = 0; bf <= 1; bf++)
+			for (int whole = 0; whole <= 1; whole++) {
+				struct kstage s;
+				stage_make(&s, &stage_cases[ci], bf);
+				struct rng r = rng_make(kc_seed, 1700 + 4 * ci + 2 * bf + whole);
+				float *x = whole ? kc_whole_f(&r, s.nx, -2, 2) : kc_rand_f(&r, s.nx, -1.0, 1.0);
+				float *w = stage_weights(&r, &s, whole);
+				float *b = whole ? kc_whole_f(&r, (size_t)s.st.oc, -3, 3)
+						 : kc_rand_f(&r, (size_t)s.st.oc, -0.3, 0.3);
+				double *ref_y = kc_dbuf(s.ny), *ref_z = kc_dbuf(s.nz), *ref_cols = kc_dbuf(s.ncols);
+				double *inner = kc_dbuf(s.ny);
+				int32_t *ref_arg = malloc(s.ny * sizeof(int32_t));
+				unsigned char *decided = malloc(s.ny);
+				float *z = malloc(s.nz * sizeof(float));
+				cr_assert(ref_arg && decided && z);
+				ref_conv_stage_forward(x, w, b, &s.conv, &s.pool, s.st.oc, s.st.rows, bf, ref_y,
+						       ref_arg, ref_z, ref_cols);
+				y_innermost(&s, ref_y, inner);
+				size_t plane = s.nz / (size_t)s.st.oc;
+				for (size_t i = 0; i < s.nz; i++)
+					z[i] = (float)(ref_z[i] - (double)b[i / plane]);
+				double atol = whole ? 0.0 : 5e-5, rtol = whole ? 0.0 : 1e-5;
+				for (size_t o = 0; o < s.ny; o++)
+					decided[o] = whole || window_decided(&s, ref_z, inner, o, 4 * atol + 1e-6);
+				float *direct_y = kc_guard_filled_f(s.ny);
+				int32_t *direct_arg = kc_guard_filled_i(s.ny);
+				kernels_conv_forward(NULL, NULL, &s.st, x, w, b, direct_y, direct_arg, NULL);
+				for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+					char what[320], gn[64];
+					kc_geom_name(gi, gn, sizeof(gn));
+					snprintf(what, sizeof(what), "conv_im2col %s%s, %s", s.name,
+						 whole ? " whole numbers" : "", gn);
+					float *cols = kc_guarded_f(s.ncols);
+					kernels_conv_im2col(NULL, kc_geom_at(gi), &s.st, x, cols);
+					kc_check_guards_f(cols, s.ncols, what);
+					kc_expect_close(what, cols, ref_cols, s.ncols, 0.0, 0.0, kc_seed);
+					kc_free_guarded_f(cols);
+
+					snprintf(what, sizeof(what), "conv_pool %s%s, %s", s.name,
+						 whole ? " whole numbers" : "", gn);
+					float *y = kc_guarded_f(s.ny);
+					int32_t *arg = kc_guarded_i(s.ny);
+					kernels_conv_pool(NULL, kc_geom_at(gi), &s.st, z, b, y, arg);
+					kc_check_guards_f(y, s.ny, what);
+					kc_check_guards_i(arg, s.ny, what);
+					kc_expect_close(what, y, ref_y, s.ny, atol, rtol, kc_seed);
+					expect_arg(what, arg, ref_arg, decided, s.ny);
+					if (whole) {
+						kc_expect_same_f(what, y, direct_y, s.ny, kc_seed);
+						kc_expect_same_i(what, arg, direct_arg, s.ny, kc_seed);
+					}
+					kc_free_guarded_f(y);
+					kc_free_guarded_i(arg);
+				}
+				free(x);
+				free(w);
+				free(b);
+				free(ref_y);
+				free(ref_z);
+				free(ref_cols);
+				free(inner);
+				free(ref_arg);
+				free(decided);
+				free(z);
+				free(direct_y);
+				free(direct_arg);
+			}
+}
+
+/*
+ * The input gradient as the plans' GEMM ways run it: dcols = W^T dz (here in
+ * double, then float), gathered by kernels_col2im_backward through the stage
+ * below's pool and ReLU: within tolerance of the reference on random inputs,
+ * exactly it on whole numbers. Every pair case, every geometry.
+ */
+Test(kernels_conv, col2im_backward)
+{
+	for (size_t pi = 0; pi < N_OF(pair_cases); pi++)
+		for (int whole = 0; whole <= 1; whole++) {
+			struct kstage below, s;
+			stage_make(&below, &pair_cases[pi].below, 0);
+			stage_above(&s, &below, &pair_cases[pi]);
+			struct rng r = rng_make(kc_seed, 1800 + 2 * pi + whole);
+			float *w = stage_weights(&r, &s, whole);
+			float *dz = whole ? kc_whole_f(&r, s.nz, -3, 3) : kc_rand_f(&r, s.nz, -1.0, 1.0);
+			float *below_y = malloc(below.ny * sizeof(float));
+			int32_t *below_arg = malloc(below.ny * sizeof(int32_t));
+			float *dcols = malloc(s.ncols * sizeof(float));
+			cr_assert(below_y && below_arg && dcols);
+			pool_inputs(&r, &below, below_y, below_arg);
+			size_t t = s.nw / (size_t)s.st.oc, p = s.ncols / t;
+			for (size_t ti = 0; ti < t; ti++)
+				for (size_t j = 0; j < p; j++) {
+					double sum = 0.0;
+					for (size_t o = 0; o < (size_t)s.st.oc; o++)
+						sum += (double)w[o * t + ti] * dz[o * p + j];
+					dcols[ti * p + j] = (float)sum;
+				}
+			double *ref = kc_dbuf(below.nz);
+			ref_conv_backward_data(w, dz, &s.conv, s.st.oc, s.st.rows, &below.pool, below_y,
+					       below_arg, ref);
+			double atol = whole ? 0.0 : 5e-5, rtol = whole ? 0.0 : 1e-5;
+			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+				char what[400], gn[64];
+				kc_geom_name(gi, gn, sizeof(gn));
+				snprintf(what, sizeof(what), "col2im_backward k%d pad%d -> %d over %s%s, %s",
+					 s.conv.k, s.conv.pad, s.st.oc, below.name, whole ? " whole numbers" : "",
+					 gn);
+				float *dzb = kc_guarded_f(below.nz);
+				kernels_col2im_backward(NULL, kc_geom_at(gi), &s.st, dcols, &below.st, below_y,
+							below_arg, dzb);
+				kc_check_guards_f(dzb, below.nz, what);
+				kc_expect_close(what, dzb, ref, below.nz, atol, rtol, kc_seed);
+				kc_free_guarded_f(dzb);
+			}
+			free(w);
+			free(dz);
+			free(below_y);
+			free(below_arg);
+			free(dcols);
+			free(ref);
 		}
 }
 

@@ -94,7 +94,7 @@ static void plan_model(struct gpu_test *t, const char *name, enum model_kind kin
 
 	for (int i = 0; i < n_ops; i++) {
 		gpu_test_check(t, ops[i].n_candidates >= 1 && !strcmp(ops[i].source, "measured"),
-			       "%s: gemm %s: %d candidates, %s", name, ops[i].shape,
+			       "%s: %s %s: %d candidates, %s", name, ops[i].op, ops[i].shape,
 			       ops[i].n_candidates, ops[i].source);
 		for (int j = 0; j < ops[i].n_candidates; j++) {
 			struct plan_op want = ops[i];
@@ -119,9 +119,10 @@ static void plan_model(struct gpu_test *t, const char *name, enum model_kind kin
 				       !refused && ran && !strcmp(ran->chosen, want.chosen) &&
 					       !strcmp(ran->source, "checkpoint") &&
 					       fabs(l - lh) <= PLAN_TOL * fabs(lh) && err <= PLAN_TOL,
-				       "%s: gemm %s as %s: %s%s, loss %.7g host %.7g, gradients %.3g "
+				       "%s: %s %s as %s: %s%s, loss %.7g host %.7g, gradients %.3g "
 				       "(limit %.0e)",
-				       name, want.shape, want.chosen, refused ? "refused: " : "ran as ",
+				       name, want.op, want.shape, want.chosen,
+				       refused ? "refused: " : "ran as ",
 				       refused ? why : ran ? ran->chosen : "(not met)", l, lh, err,
 				       PLAN_TOL);
 			runs++;

@@ -1,0 +1,325 @@
+/*
+ * conv_plan.cu - the convolution stages' plans: see cuda/conv_plan.cuh.
+ *
+ * A stage's convolution is a GEMM, out (oc, oh*ow*rows) = W (oc, c*k*k) *
+ * cols (include/conv_shape.h), and its input gradient one too, dcols =
+ * W^T dz, gathered back to the input's pixels (col2im). The direct kernels
+ * sum both without the matrices in between, one thread per pooled window:
+ * few launches, but each thread walks every tap. The GEMM's ways leave the
+ * sums to a library's tiles:
+ *   forward      kernels_conv_im2col (cols, which the weight gradient needs
+ *                anyway), the GEMM into z, then kernels_conv_pool (bias, ReLU,
+ *                pool and argmax from z): "im2col+<the GEMM's way>";
+ *   input grad   the GEMM into dcols, then kernels_col2im_backward (through
+ *                the stage below's pool and ReLU): "<the GEMM's way>+col2im".
+ * Candidates: "direct" first (the heuristic's choice), then one per way
+ * gemm_ways lists for the GEMM (cuBLASLt's algorithms, cublasSgemm, ours),
+ * each timed as a whole by cuda_plan_choose. A forward without cols
+ * (scoring the test set, never in a step) runs direct, unplanned. z or dcols
+ * lives in a buffer of the plan's own, allocated when the plan is made
+ * (never while the stream captures: then, as when it cannot be had, only
+ * direct is offered) and kept while the plan runs a GEMM's way. The outcome
+ * is the same to rounding whichever way runs.
+ */
+#include "conv_plan.cuh"
+#include "gemm_way.cuh"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cuda_check.cuh"
+#include "gemm_map.h"
+#include "kernels.h"
+
+enum conv_op { CONV_FORWARD, CONV_INPUT_GRAD };
+
+struct conv_plan {
+	int way;             /* 0: direct; else the GEMM's way gw */
+	struct gemm_way gw;
+	struct lt_desc d;    /* gw's, when it is cuBLASLt's */
+	float *scratch;      /* z or dcols, while way > 0 */
+};
+
+/* One call of a convolution op: what it reads and writes. */
+struct conv_call {
+	enum conv_op op;
+	const struct conv_stage *s, *below; /* below: the input gradient's */
+	const float *x, *w, *b, *dz, *below_y;
+	const int32_t *below_arg;
+	float *y, *cols, *dz_below;
+	int32_t *arg;
+};
+
+/* Columns of the stage's GEMM: its output pixels, oh * ow * rows. */
+static size_t gemm_cols(const struct conv_stage *s)
+{
+	return (size_t)s->conv->oh * s->conv->ow * (size_t)s->rows;
+}
+
+static int taps(const struct conv_stage *s)
+{
+	return s->conv->c * s->conv->k * s->conv->k;
+}
+
+/* Floats of the scratch the GEMM writes: z (oc, P) forward, dcols (c*k*k, P) for the input grad. */
+static size_t scratch_floats(const struct conv_call *c)
+{
+	return (size_t)(c->op == CONV_FORWARD ? c->s->oc : taps(c->s)) * gemm_cols(c->s);
+}
+
+/* The call's GEMM (row-major, include/gemm_map.h) into scratch. */
+static struct gemm_req gemm_of_call(const struct conv_call *c, float *scratch)
+{
+	int p = (int)gemm_cols(c->s), t = taps(c->s);
+	struct gemm_req r;
+	memset(&r, 0, sizeof(r));
+	r.alpha = 1.0f;
+	r.beta = 0.0f;
+	r.c = scratch;
+	r.ldc = p;
+	r.n = p;
+	if (c->op == CONV_FORWARD) { /* z (oc, P) = W (oc, taps) cols (taps, P) */
+		r.m = c->s->oc;
+		r.k = t;
+		r.a = c->w;
+		r.lda = t;
+		r.b = c->cols;
+		r.ldb = p;
+	} else { /* dcols (taps, P) = W^T (taps, oc) dz (oc, P) */
+		r.trans_a = 1;
+		r.m = t;
+		r.k = c->s->oc;
+		r.a = c->w;
+		r.lda = t;
+		r.b = c->dz;
+		r.ldb = p;
+	}
+	return r;
+}
+
+/* Queue the call run as `way` (0: direct; else gw with d, through scratch). */
+static void run_call(struct cuda_gemm *g, const struct conv_call *c, int way,
+		     const struct gemm_way *gw, const struct lt_desc *d, float *scratch)
+{
+	if (c->op == CONV_FORWARD) {
+		if (!way) {
+			kernels_conv_forward(g->stream, NULL, c->s, c->x, c->w, c->b, c->y, c->arg,
+					     c->cols);
+			return;
+		}
+		struct gemm_req r = gemm_of_call(c, scratch);
+		kernels_conv_im2col(g->stream, NULL, c->s, c->x, c->cols);
+		gemm_way_run(g, &r, gw, d);
+		kernels_conv_pool(g->stream, NULL, c->s, scratch, c->b, c->y, c->arg);
+		return;
+	}
+	if (!way) {
+		kernels_conv_backward_data(g->stream, NULL, c->s, c->w, c->dz, c->below, c->below_y,
+					   c->below_arg, c->dz_below);
+		return;
+	}
+	struct gemm_req r = gemm_of_call(c, scratch);
+	gemm_way_run(g, &r, gw, d);
+	kernels_col2im_backward(g->stream, NULL, c->s, scratch, c->below, c->below_y, c->below_arg,
+				c->dz_below);
+}
+
+/* The key a plan is filed under: every field the ways depend on. */
+static void key_text(const struct cuda_gemm *g, const struct conv_call *c, char *buf, size_t len)
+{
+	const struct conv_shape *v = c->s->conv;
+	const struct pool_shape *p = c->op == CONV_FORWARD ? c->s->pool : c->below->pool;
+	snprintf(buf, len,
+		 "%s c=%d h=%d w=%d k=%d pad=%d oc=%d rows=%d pool=%dx%dx%d/%d bf=%d tf32=%d "
+		 "align=%u/%u",
+		 c->op == CONV_FORWARD ? "forward" : "input_grad", v->c, v->h, v->w, v->k, v->pad,
+		 c->s->oc, c->s->rows, p->c, p->h, p->w, p->k,
+		 c->op == CONV_FORWARD ? c->s->batch_first : 0, g->tf32, gemm_alignment(c->w),
+		 gemm_alignment(c->op == CONV_FORWARD ? (const void *)c->cols : (const void *)c->dz));
+}
+
+/* For people: "6x1x5x5 on 28x28 pad2, b256" (oc x c x k x k). */
+static void shape_text(const struct conv_call *c, char *buf, size_t len)
+{
+	const struct conv_shape *v = c->s->conv;
+	snprintf(buf, len, "%dx%dx%dx%d on %dx%d pad%d, b%d", c->s->oc, v->c, v->k, v->k, v->h,
+		 v->w, v->pad, c->s->rows);
+}
+
+/* The candidates, for cuda_plan_choose's timing. */
+struct conv_ways {
+	struct cuda_gemm *g;
+	const struct conv_call *c;
+	const struct gemm_way *ways; /* candidate i > 0 is ways[i - 1] */
+	float *scratch;
+};
+
+/* One candidate's run, for cuda_plan_time. */
+struct conv_run {
+	struct cuda_gemm *g;
+	const struct conv_call *c;
+	int way;
+	const struct gemm_way *gw;
+	const struct lt_desc *d;
+	float *scratch;
+};
+
+static void run_candidate(void *arg)
+{
+	const struct conv_run *x = (const struct conv_run *)arg;
+	run_call(x->g, x->c, x->way, x->gw, x->d, x->scratch);
+}
+
+static double time_candidate(void *arg, int i, double best)
+{
+	const struct conv_ways *t = (const struct conv_ways *)arg;
+	struct lt_desc d;
+	memset(&d, 0, sizeof(d));
+	const struct gemm_way *gw = i > 0 ? &t->ways[i - 1] : NULL;
+	if (gw) {
+		struct gemm_req r = gemm_of_call(t->c, t->scratch);
+		if (!gemm_way_desc(t->g, &r, gw, &d))
+			return -1.0;
+	}
+	struct conv_run x = {t->g, t->c, i, gw, &d, t->scratch};
+	double us = cuda_plan_time(t->g, run_candidate, &x, best);
+	gemm_way_desc_destroy(&d);
+	return us;
+}
+
+/* The plan for c's problem: made, and its way chosen, the first time it is met. */
+static struct conv_plan *plan_for(struct cuda_conv *cv, struct cuda_gemm *g,
+				  const struct conv_call *c)
+{
+	char key[PLAN_KEY_LEN];
+	key_text(g, c, key, sizeof(key));
+	for (int i = 0; i < cv->n_plans; i++)
+		if (!strcmp(cv->reports[i].key, key))
+			return &cv->plans[i];
+
+	struct plan_op *rep = (struct plan_op *)xmalloc(sizeof(*rep));
+	memset(rep, 0, sizeof(*rep));
+	snprintf(rep->key, sizeof(rep->key), "%s", key);
+	snprintf(rep->op, sizeof(rep->op), "%s",
+		 c->op == CONV_FORWARD ? "conv_forward" : "conv_input_grad");
+	shape_text(c, rep->shape, sizeof(rep->shape));
+
+	/* The GEMM's ways, where its output can have a buffer now. */
+	int capturing = cuda_plan_capturing(g), n_ways = 0;
+	float *scratch = NULL;
+	struct gemm_way *ways =
+		(struct gemm_way *)xmalloc(PLAN_MAX_CANDIDATES * sizeof(struct gemm_way));
+	if (!capturing) {
+		if (cudaMalloc((void **)&scratch, scratch_floats(c) * sizeof(float)) != cudaSuccess) {
+			(void)cudaGetLastError(); /* not sticky: keep it from a later launch check */
+			scratch = NULL;
+		}
+	}
+	if (scratch) {
+		struct gemm_req r = gemm_of_call(c, scratch);
+		n_ways = gemm_ways(g, &r, capturing, ways);
+		if (n_ways > PLAN_MAX_CANDIDATES - 1)
+			n_ways = PLAN_MAX_CANDIDATES - 1;
+	}
+	snprintf(rep->cand[0].name, sizeof(rep->cand[0].name), "direct");
+	for (int i = 0; i < n_ways; i++)
+		snprintf(rep->cand[i + 1].name, sizeof(rep->cand[i + 1].name),
+			 c->op == CONV_FORWARD ? "im2col+%s" : "%s+col2im", ways[i].name);
+	rep->n_candidates = 1 + n_ways;
+	struct conv_ways t = {g, c, ways, scratch};
+	int chosen = cuda_plan_choose(g, rep, capturing, time_candidate, &t);
+	snprintf(rep->chosen, sizeof(rep->chosen), "%s", rep->cand[chosen].name);
+
+	struct conv_plan fresh;
+	memset(&fresh, 0, sizeof(fresh));
+	fresh.way = chosen;
+	if (chosen > 0) {
+		fresh.gw = ways[chosen - 1];
+		fresh.scratch = scratch;
+		struct gemm_req r = gemm_of_call(c, scratch);
+		if (!gemm_way_desc(g, &r, &fresh.gw, &fresh.d))
+			die(1, "CUDA %s %s: cuBLASLt refused the descriptors of %s", rep->op,
+			    rep->shape, rep->chosen);
+	} else if (scratch) {
+		g->drain(g->share_arg); /* the timed runs may still use it */
+		CUDA_CHECK(cudaFree(scratch));
+	}
+	free(ways);
+
+	if (cv->n_plans == cv->cap_plans) {
+		cv->cap_plans = cv->cap_plans ? 2 * cv->cap_plans : 8;
+		cv->plans = (struct conv_plan *)xrealloc(cv->plans,
+							 (size_t)cv->cap_plans * sizeof(*cv->plans));
+		cv->reports = (struct plan_op *)xrealloc(cv->reports,
+							 (size_t)cv->cap_plans * sizeof(*cv->reports));
+	}
+	cv->plans[cv->n_plans] = fresh;
+	cv->reports[cv->n_plans] = *rep;
+	free(rep);
+	return &cv->plans[cv->n_plans++];
+}
+
+static void run_planned(struct cuda_conv *cv, struct cuda_gemm *g, const struct conv_call *c)
+{
+	const struct conv_plan *p = plan_for(cv, g, c);
+	run_call(g, c, p->way, &p->gw, &p->d, p->scratch);
+}
+
+void cuda_conv_forward_run(struct cuda_conv *cv, struct cuda_gemm *g, const struct conv_stage *s,
+			   const float *x, const float *w, const float *b, float *y, int32_t *arg,
+			   float *cols)
+{
+	struct conv_call c;
+	memset(&c, 0, sizeof(c));
+	c.op = CONV_FORWARD;
+	c.s = s;
+	c.x = x;
+	c.w = w;
+	c.b = b;
+	c.y = y;
+	c.arg = arg;
+	c.cols = cols;
+	if (!cols || gemm_cols(s) == 0) /* scoring: direct, unplanned */
+		run_call(g, &c, 0, NULL, NULL, NULL);
+	else
+		run_planned(cv, g, &c);
+}
+
+void cuda_conv_input_grad_run(struct cuda_conv *cv, struct cuda_gemm *g,
+			      const struct conv_stage *s, const float *w, const float *dz,
+			      const struct conv_stage *below, const float *below_y,
+			      const int32_t *below_arg, float *dz_below)
+{
+	struct conv_call c;
+	memset(&c, 0, sizeof(c));
+	c.op = CONV_INPUT_GRAD;
+	c.s = s;
+	c.below = below;
+	c.w = w;
+	c.dz = dz;
+	c.below_y = below_y;
+	c.below_arg = below_arg;
+	c.dz_below = dz_below;
+	if (gemm_cols(s) == 0)
+		return;
+	run_planned(cv, g, &c);
+}
+
+void cuda_conv_forget(struct cuda_conv *cv, struct cuda_gemm *g)
+{
+	int drained = 0;
+	for (int i = 0; i < cv->n_plans; i++) {
+		gemm_way_desc_destroy(&cv->plans[i].d);
+		if (cv->plans[i].scratch) {
+			if (!drained && g->drain)
+				g->drain(g->share_arg);
+			drained = 1;
+			cudaFree(cv->plans[i].scratch);
+		}
+	}
+	free(cv->plans);
+	free(cv->reports);
+	memset(cv, 0, sizeof(*cv));
+}
