@@ -193,9 +193,9 @@ const struct setting config_settings[] = {
 		 "float32 sums); by default float32 throughout"},
 	{.flag = "gpu-plan", .arg = "HOW", .type = SETTING_CHOICE, .offset = FIELD(gpu_plan),
 	 .def = "measure", .choices = gpu_plan_names, .expect = "plan", .where = SETTING_AGREE,
-	 .help = "CUDA backend: measure (time every way to run each GEMM on the device at the first "
-		 "step, rank 0 for all, and keep the fastest) or heuristic (cuBLASLt's first choice, "
-		 "untimed)"},
+	 .help = "CUDA backend: measure (time every way to run each GEMM and convolution on the "
+		 "device at the first step, rank 0 for all, and keep the fastest) or heuristic "
+		 "(cuBLASLt's first choice, direct convolutions, untimed)"},
 
 	{.flag = "log-every", .arg = "N", .type = SETTING_INT, .offset = FIELD(log_every), .def = "10",
 	 .lo = 1, .hi = 1000000000, .group = "Output", .help = "print a loss line every N steps"},

@@ -17,7 +17,8 @@
 #   - the model trained is left as it was: param_crc32 equals a run without
 #     --profile;
 #   - LeNet-5's run on the CUDA backend has its plan in --metrics: one gpu_plan record
-#     of its 11 GEMMs, each timed, the chosen way among its candidates (none on the host).
+#     of its 11 GEMMs and 3 convolution ops (2 forwards, conv2's input gradient), each
+#     timed, the chosen way among its candidates (none on the host).
 # Exit 0 pass, 1 fail (every failure is printed).
 set -uo pipefail
 
@@ -97,22 +98,25 @@ check lenet 18
 [ -n "$(crc lenet)" ] && [ "$(crc lenet)" = "$(crc lenet_plain)" ] ||
 	fail "lenet: param_crc32 $(crc lenet) with --profile, $(crc lenet_plain) without: the profile changed the model"
 grep -q '^  conv1  weight grad ' "$TMP/lenet.out" || fail "lenet: no 'conv1 weight grad' row"
-# The CUDA backend's plan of the same run: one gpu_plan record, LeNet-5's 11 GEMMs, each
-# measured by rank 0 with its choice among its candidates; none on the host.
+# The CUDA backend's plan of the same run: one gpu_plan record, LeNet-5's 11 GEMMs and 3
+# convolution ops, each measured by rank 0 with its choice among its candidates; none on
+# the host.
 python3 - "$TMP/lenet.jsonl" "$BACKEND" <<'PY' || fail "lenet: gpu_plan: see above"
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 recs = [r for r in recs if r.get("event") == "gpu_plan"]
 if sys.argv[2] != "cuda":
     sys.exit(print("%d gpu_plan records on the host, expected none" % len(recs)) or 1 if recs else 0)
-if len(recs) != 1 or len(recs[0]["ops"]) != 11:
-    sys.exit(print("%d gpu_plan records (%s ops), expected one of 11" % (len(recs), [len(r["ops"]) for r in recs])) or 1)
+want = {"gemm": 11, "conv_forward": 2, "conv_input_grad": 1}
+got = [{k: sum(o["op"] == k for o in r["ops"]) for k in want} for r in recs]
+if len(recs) != 1 or got[0] != want or len(recs[0]["ops"]) != sum(want.values()):
+    sys.exit(print("%d gpu_plan records (%s ops), expected one of %s" % (len(recs), got, want)) or 1)
 for op in recs[0]["ops"]:
     names = [c["name"] for c in op["candidates"]]
     timed = [c["us"] for c in op["candidates"] if c["us"] is not None]
     if op["chosen"] not in names or (len(names) > 1 and (op["source"] != "measured" or len(timed) != len(names))):
-        sys.exit(print("gemm %s: chose %s (%s) among %s, timed %d" % (op["shape"], op["chosen"], op["source"], names, len(timed))) or 1)
-print("ok: gpu_plan: 11 GEMMs, each measured, the choice among its candidates")
+        sys.exit(print("%s %s: chose %s (%s) among %s, timed %d" % (op["op"], op["shape"], op["chosen"], op["source"], names, len(timed))) or 1)
+print("ok: gpu_plan: 11 GEMMs and 3 convolution ops, each measured, the choice among its candidates")
 PY
 
 run mlp2 2 --model mlp --hidden 64,32 --profile --metrics "$TMP/mlp2.jsonl"

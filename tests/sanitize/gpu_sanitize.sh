@@ -7,9 +7,9 @@
 #
 # TOOL: memcheck, initcheck, racecheck or synccheck. MODEL: seed, mlp, lenet (GEMM plan
 # --gpu-plan heuristic: cuBLASLt's first choice, nothing timed) or lenet-measure (LeNet-5
-# with --gpu-plan measure: every way to run each GEMM is launched and timed at the first
-# step, among them the project's cooperative kernels gemm_ksplit_kernel and
-# bias_grad_block_kernel, which run nowhere else). DATA_DIR: MNIST_Data (train/, raw or
+# with --gpu-plan measure: every way to run each GEMM and convolution is launched and timed
+# at the first step, among them the project's cooperative kernels gemm_ksplit_kernel and
+# bias_grad_block_kernel and the convolutions' GEMM ways, which run nowhere else). DATA_DIR: MNIST_Data (train/, raw or
 # .gz); the runs see no test set (no evaluation pass: only training steps are sanitized).
 # TOOLKIT_BIN: where to look for compute-sanitizer besides PATH (the toolkit's bin/, from
 # CMake; "none" or empty: none); COMPUTE_SANITIZER, when set, names the one to use.
