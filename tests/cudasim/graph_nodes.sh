@@ -11,8 +11,9 @@
 #
 # The runs take cuBLASLt's heuristic plan (--gpu-plan heuristic: the epilogues fused
 # where cuBLASLt offers them), so the count is the step's own structure; a measured
-# plan may choose our epilogue kernels (bias_act, relu_backward, bias_grad) where they
-# are faster, and no bound here may forbid that.
+# plan may choose our epilogue kernels (bias_act, relu_backward, bias_grad), or a
+# convolution as a GEMM between two kernels of ours (im2col, then the pool from z; col2im
+# for its input gradient), where they are faster, and no bound here may forbid that.
 #
 # Runs mnist-train (the simulated build) with --backend cuda on 1 rank, then on
 # 2, for a few steps of MODEL, and reads graph_nodes= from each summary and the
