@@ -265,6 +265,7 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
 		 g.blocks == 1 ? "" : "s", g.k_per_block,
 		 o.kernels == 2 ? (parts > 1 ? " + split-K reduction" : " as dot + reduction kernels") : "");
 	o.detail = o.label + shape;
+	o.module = o.label;
 	return submit(handle->stream, std::move(o)) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
 								    : CUBLAS_STATUS_EXECUTION_FAILED;
 }
@@ -290,6 +291,7 @@ cublasStatus_t cublasSgemv(cublasHandle_t handle, cublasOperation_t trans, int m
 	check_vector("cublasSgemv", "y", y, yn, incy);
 	op o;
 	o.label = "cublasSgemv";
+	o.module = o.label;
 	o.run = [=]() {
 		for (int i = 0; i < yn; i++) {
 			double acc = 0.0;

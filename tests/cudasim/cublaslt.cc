@@ -961,9 +961,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
 	snprintf(shape, sizeof(shape), " m=%lld n=%lld k=%lld, %g block%s of k=%g%s",
 		 (long long)p.m, (long long)p.n, (long long)p.k, g.blocks, g.blocks == 1 ? "" : "s",
 		 g.k_per_block, parts > 1 ? (two ? ", split-K" : ", split-K in place") : "");
+	/* Its kernel (rule 10's lazy loading): one per algorithm, tile, stages and epilogue. */
+	char kernel[160];
+	snprintf(kernel, sizeof(kernel), "%s algo %d tile %d stages %d epilogue %u", what.c_str(),
+		 (int)r.algo.id, (int)r.algo.tile, (int)r.algo.stages, (unsigned)ep);
 	if (two) {
 		op first;
 		first.label = what + " (split-K partial products)";
+		first.module = kernel;
 		first.run = [r]() {
 			check_pointers(r);
 			partial_products(r);
@@ -981,6 +986,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
 	};
 	last.us = two ? splitk_reduce_us((double)p.m, (double)p.n, parts) : g.us;
 	last.detail = two ? what + " (split-K reduction)" + shape : what + shape;
+	last.module = two ? what + " split-K reduction" : std::string(kernel);
 	if (bgrad) {
 		last.us += bgrad_us(bg_out, bg_len);
 		last.kernels += 1;

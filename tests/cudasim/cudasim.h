@@ -279,6 +279,18 @@
  *                                  modelled step, graph replay) and the ops of
  *                                  the last replay with their modelled times,
  *                                  longest first (or into PATH)
+ *       CUDASIM_LAZY_LOAD_US=N     the first launch of each kernel, captured or
+ *                                  not, costs the host N us more: CUDA's lazy
+ *                                  loading (CUDA_MODULE_LOADING=LAZY, the
+ *                                  default since CUDA 12.2) loads a module's
+ *                                  kernels at their first launch; a kernel is
+ *                                  one of ours by name, a cuBLASLt algorithm
+ *                                  by its id, tile, stages and epilogue,
+ *                                  cublasSgemm, cublasSgemv, cuBLASLt's
+ *                                  split-K reduction. On the H100 (2026-11-27)
+ *                                  plan candidates took 3.8-4.8 ms at their
+ *                                  first run where their twins took 13-75 us.
+ *                                  0 (the default): not modelled
  *     What the model leaves out: clocks and power states, caches beyond the
  *     per-trip figures, occupancy limits from registers and shared memory,
  *     overlap between streams (one stream's work never overlaps another's
@@ -403,6 +415,7 @@ struct op {
 	int kernels = 1;   /* kernels it is on a GPU, each paying the launch overhead; 0: a marker */
 	std::string detail; /* what the time report names it by (the label when empty) */
 	std::function<void(double start)> stamp; /* a marker's: told the modelled time it is reached */
+	std::string module; /* the code its kernels come from, loaded at its first launch (rule 10) */
 };
 
 /* Queue o on stream (or record it while the stream captures). */
@@ -430,6 +443,11 @@ cudaError_t drain(cudaStream_t stream, const char *api);
 extern unsigned long long trips, strides;
 /* The op being run sets this to its modelled device time (a kernel, from the trips it measured). */
 extern double run_us;
+/*
+ * The launch of an op whose kernels come from `module` (none when empty):
+ * the first one of each module costs the host CUDASIM_LAZY_LOAD_US (rule 10).
+ */
+void lazy_load(const std::string &module);
 /* One thread's serial time: items (grid-stride steps) and the loop trips in all. */
 double thread_us(unsigned long long items, unsigned long long loop_trips);
 /* Modelled time of a kernel: each block's slowest thread, all threads' items and trips. */

@@ -121,6 +121,7 @@ cudaError_t submit(cudaStream_t h, op o)
 		return set_error(cudaErrorInvalidResourceHandle);
 	if (s->capture == cudaStreamCaptureStatusInvalidated)
 		return set_error(cudaErrorStreamCaptureInvalidated);
+	lazy_load(o.module); /* a launch loads its module, captured or not */
 	if (s->capture == cudaStreamCaptureStatusActive) {
 		s->recorded.push_back(std::move(o));
 		return cudaSuccess;
@@ -287,6 +288,7 @@ cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, u
 	check_kernel_pointers(kernel, ptrs);
 	op o;
 	o.label = std::string("kernel ") + kernel;
+	o.module = o.label;
 	o.run = [kernel, grid, block, ptrs, body, coop]() {
 		/* Checked again when it runs: a replayed graph may outlive its buffers. */
 		check_kernel_pointers(kernel, ptrs);

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,29 @@ double bytes_us(double bytes)
 double launch_overhead_us(bool graph)
 {
 	return graph ? h100::kernel_in_graph_us : h100::kernel_on_stream_us;
+}
+
+void lazy_load(const std::string &module)
+{
+	static std::set<std::string> loaded;
+	static double cost = -1.0;
+	if (cost < 0.0) {
+		const char *env = getenv("CUDASIM_LAZY_LOAD_US");
+		char *end = NULL;
+		cost = env && *env ? strtod(env, &end) : 0.0;
+		if (env && *env && (*end || !(cost >= 0.0)))
+			cudasim::fatal("CUDASIM_LAZY_LOAD_US=%s: expected microseconds, a number >= 0", env);
+	}
+	if (cost > 0.0 && !module.empty() && loaded.insert(module).second) {
+		host_spend(cost);
+		static bool told = false;
+		if (!told)
+			atexit([]() {
+				fprintf(stderr, "cudasim: lazy loading: %zu kernels loaded at their first launch\n",
+					loaded.size());
+			});
+		told = true;
+	}
 }
 
 double thread_us(unsigned long long items, unsigned long long loop_trips)
