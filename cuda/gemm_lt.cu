@@ -21,7 +21,10 @@
  *   - cublasSgemm with those kernels;
  *   - for a long k and few outputs (the convolutions' weight gradients), a
  *     GEMM of ours split over k (kernels_gemm_ksplit), the bias gradient in
- *     its sums, its partial sums in the libraries' workspace;
+ *     its sums, its partial sums in the libraries' workspace; where B is a
+ *     convolution's im2col matrix (r->b_im2col), the same reading B's
+ *     entries from the convolution's input (an implicit GEMM: the input's
+ *     hundreds of kilobytes, cached, in place of the matrix's megabytes);
  *   - for a k of at most GEMM_TILE_MAX_K (the dense layers), a GEMM of ours
  *     whole in one kernel (kernels_gemm_tile), the epilogue or the bias
  *     gradient in it, k in steps of 32, and of 128 where k is longer.
@@ -109,6 +112,11 @@ static struct gemm_key key_of(const struct cuda_gemm *g, const struct gemm_req *
 	k.align_c = gemm_alignment(r->c);
 	k.align_bias = gemm_alignment(r->bias_grad ? (const void *)r->bias_grad
 						 : (const void *)r->bias);
+	if (r->b_im2col) {
+		k.im2col = 1;
+		k.conv = r->b_im2col->conv;
+		k.rows = r->b_im2col->rows;
+	}
 	return k;
 }
 
@@ -424,13 +432,16 @@ static int list_ways(struct cuda_gemm *g, const struct gemm_req *r, const struct
 	int long_chunks = ksplit_chunks(g, r, KSPLIT_LONG_CHUNK);
 	int short_chunks = ksplit_chunks(g, r, KSPLIT_SHORT_CHUNK);
 	int split[2] = {long_chunks, short_chunks != long_chunks ? short_chunks : 0};
-	for (int i = 0; i < 2; i++)
-		if (split[i] > 0 && n < PLAN_MAX_CANDIDATES) {
-			add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL,
-				r->bias_grad ? BIAS_GRAD_FUSED : BIAS_GRAD_NONE);
-			ways[n - 1].ksplit = split[i];
-			gemm_way_name(&ways[n - 1]);
-		}
+	/* Each also reading B's entries from x where B is its im2col matrix (implicit GEMM). */
+	for (int implicit = 0; implicit <= (r->b_im2col && kernels_gemm_im2col_fits(r)); implicit++)
+		for (int i = 0; i < 2; i++)
+			if (split[i] > 0 && n < PLAN_MAX_CANDIDATES) {
+				add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL,
+					r->bias_grad ? BIAS_GRAD_FUSED : BIAS_GRAD_NONE);
+				ways[n - 1].ksplit = split[i];
+				ways[n - 1].im2col = implicit;
+				gemm_way_name(&ways[n - 1]);
+			}
 	/* Ours, whole in one launch: the epilogue and the bias gradient inside; two steps of k. */
 	const int ksteps[2] = {GEMM_TILE, GEMM_TILE_KMAX};
 	for (int i = 0; i < 2 && kernels_gemm_tile_fits(r); i++)
@@ -454,7 +465,10 @@ void gemm_way_run(struct cuda_gemm *g, const struct gemm_req *r, const struct ge
 		return;
 	}
 	if (w->ksplit) {
-		kernels_gemm_ksplit(g->stream, NULL, r, w->ksplit, (float *)g->workspace);
+		struct gemm_req q = *r;
+		if (!w->im2col)
+			q.b_im2col = NULL; /* B read as stored */
+		kernels_gemm_ksplit(g->stream, NULL, &q, w->ksplit, (float *)g->workspace);
 	} else if (w->lt) {
 		set_epilogue_pointers(d->desc, w->lt_epilogue, r);
 		CUBLAS_CHECK(cublasLtMatmul(g->lt, d->desc, &c.alpha, c.a, d->la, c.b, d->lb, &c.beta,

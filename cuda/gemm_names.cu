@@ -11,12 +11,16 @@
 
 void gemm_key_text(const struct gemm_key *k, char *buf, size_t len)
 {
+	char im2col[64] = "";
+	if (k->im2col)
+		snprintf(im2col, sizeof(im2col), " im2col=%dx%dx%d/k%d/p%d/r%d", k->conv.c, k->conv.h,
+			 k->conv.w, k->conv.k, k->conv.pad, k->rows);
 	snprintf(buf, len,
 		 "%c%c m=%d n=%d k=%d lda=%d ldb=%d ldc=%d epi=%d mask=%d bgrad=%d tf32=%d "
-		 "align=%u/%u/%u/%u",
+		 "align=%u/%u/%u/%u%s",
 		 k->trans_a ? 't' : 'n', k->trans_b ? 't' : 'n', k->m, k->n, k->k, k->lda, k->ldb,
 		 k->ldc, k->epilogue, k->mask, k->bias_grad, k->tf32, k->align_a, k->align_b,
-		 k->align_c, k->align_bias);
+		 k->align_c, k->align_bias, im2col);
 }
 
 static const char *epilogue_word(int e)
@@ -94,7 +98,7 @@ void gemm_way_name(struct gemm_way *w)
 			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, sizeof(uint16_t)),
 			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, sizeof(uint16_t)));
 	else if (w->ksplit)
-		snprintf(head, sizeof(head), "ksplit.c%d", w->ksplit);
+		snprintf(head, sizeof(head), "ksplit.c%d%s", w->ksplit, w->im2col ? ".im2col" : "");
 	else if (w->tile)
 		snprintf(head, sizeof(head), "tile.k%d", w->tile);
 	else

@@ -18,6 +18,9 @@ struct gemm_key {
 	int trans_a, trans_b, m, n, k, lda, ldb, ldc; /* the row-major request's */
 	int epilogue, mask, bias_grad, tf32;
 	unsigned align_a, align_b, align_c, align_bias;
+	int im2col;                 /* B is an x's im2col matrix (struct gemm_im2col): then */
+	struct conv_shape conv;     /* its convolution */
+	int rows;
 };
 
 /* How a bias gradient is summed. */
@@ -34,6 +37,7 @@ struct gemm_way {
 	int lt;                         /* 1: cublasLtMatmul with algo; 0: cublasSgemm or ours */
 	int ksplit;                     /* > 0: ours, k split into this many chunks (not lt) */
 	int tile;                       /* > 0: ours, whole in one kernel, k in steps of this */
+	int im2col;                     /* ksplit reading B's entries from the im2col's x */
 	cublasLtEpilogue_t lt_epilogue; /* what cuBLASLt does of the epilogue */
 	cublasLtMatmulAlgo_t algo;
 	int bias_grad;                  /* enum bias_grad_way */

@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "elem.h"
+#include "fastdiv.h"
 #include "kernel_launch.cuh"
 
 struct kernel_geom kernel_geom_for(size_t n)
@@ -333,6 +334,11 @@ struct ksplit_args {
 	int tile;          /* k per tile: a power of two, (m + n) * (tile + 1) <= KSPLIT_TILE_FLOATS */
 	int chunk, chunks; /* k per chunk (a multiple of the tile), and how many */
 	int outs;          /* m * n, then m bias-gradient sums when there is one */
+	/* x not NULL: B is its im2col matrix (struct gemm_im2col), read from x */
+	const float *x;
+	struct conv_shape conv;
+	int rows;
+	struct fastdiv by_batch, by_ow, by_k; /* a column l: (pixel (oy, ox), b); a row j: tap (ci, ky, kx) */
 };
 
 /* op(A)[i, l] and op(B)[l, j] of a request stored as struct gemm_req says. */
@@ -343,6 +349,14 @@ static __host__ __device__ inline float ksplit_a(const struct ksplit_args *g, in
 
 static __host__ __device__ inline float ksplit_b(const struct ksplit_args *g, int l, int j)
 {
+	if (g->x) { /* op(B)[l, j] = cols[j, l]: what tap j reads for output pixel l, im2col_elem */
+		uint32_t pixel = fastdiv_q(&g->by_batch, (uint32_t)l), oy = fastdiv_q(&g->by_ow, pixel);
+		uint32_t kyx = fastdiv_q(&g->by_k, (uint32_t)j), ci = fastdiv_q(&g->by_k, kyx);
+		int b = (int)((uint32_t)l - pixel * g->by_batch.d), ox = (int)(pixel - oy * g->by_ow.d);
+		int kx = (int)((uint32_t)j - kyx * g->by_k.d), ky = (int)(kyx - ci * g->by_k.d);
+		size_t plane = (size_t)g->conv.h * g->conv.w * (size_t)g->rows;
+		return im2col_elem(g->x + ci * plane, &g->conv, g->rows, (int)oy, ox, ky, kx, b);
+	}
 	return g->trans_b ? g->b[(size_t)j * g->ldb + l] : g->b[(size_t)l * g->ldb + j];
 }
 
@@ -645,6 +659,15 @@ void kernels_bias_grad_block(cudaStream_t stream, const struct kernel_geom *geom
 	KERNEL_LAUNCH_COOP(bias_grad_block_kernel, g, stream, args);
 }
 
+int kernels_gemm_im2col_fits(const struct gemm_req *r)
+{
+	const struct gemm_im2col *ic = r->b_im2col;
+	return ic && ic->x && r->trans_b && ic->rows > 0 &&
+	       r->n == ic->conv.c * ic->conv.k * ic->conv.k &&
+	       (size_t)r->k == (size_t)ic->conv.oh * ic->conv.ow * (size_t)ic->rows &&
+	       (size_t)r->k <= FASTDIV_MAX_N;
+}
+
 int kernels_gemm_ksplit_fits(const struct gemm_req *r)
 {
 	return r->epilogue == GEMM_EPILOGUE_NONE && r->m > 0 && r->n > 0 && r->k > 0 &&
@@ -676,6 +699,14 @@ void kernels_gemm_ksplit(cudaStream_t stream, const struct kernel_geom *geom,
 	g.chunk = (tiles + chunks - 1) / chunks * g.tile;
 	g.chunks = (r->k + g.chunk - 1) / g.chunk;
 	g.outs = r->m * r->n + (r->bias_grad ? r->m : 0);
+	if (r->b_im2col && kernels_gemm_im2col_fits(r)) {
+		g.x = r->b_im2col->x;
+		g.conv = r->b_im2col->conv;
+		g.rows = r->b_im2col->rows;
+		g.by_batch = fastdiv_make((uint32_t)g.rows);
+		g.by_ow = fastdiv_make((uint32_t)g.conv.ow);
+		g.by_k = fastdiv_make((uint32_t)g.conv.k);
+	}
 	struct kernel_geom split = pick_geom(geom, (size_t)g.chunks * KERNEL_BLOCK);
 	KERNEL_LAUNCH_COOP(gemm_ksplit_kernel, split, stream, g);
 	struct ksplit_reduce_args ra = {part, g.chunks, g.outs, r->m, r->n, r->ldc,

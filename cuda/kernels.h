@@ -109,6 +109,12 @@ void kernels_bias_grad_block(cudaStream_t stream, const struct kernel_geom *geom
 #define KSPLIT_TILE_MAX 128
 #define KSPLIT_MAX_OUTS 4352
 int kernels_gemm_ksplit_fits(const struct gemm_req *r);
+/*
+ * Where r->b_im2col is set and kernels_gemm_im2col_fits, kernels_gemm_ksplit
+ * reads B's entries from its x (an implicit GEMM: im2col_elem, the same
+ * values, summed in the same order) and never reads r->b.
+ */
+int kernels_gemm_im2col_fits(const struct gemm_req *r);
 void kernels_gemm_ksplit(cudaStream_t stream, const struct kernel_geom *geom,
 			 const struct gemm_req *r, int chunks, float *part);
 /*

@@ -27,6 +27,8 @@
 #ifndef MNIST_DDP_GEMM_MAP_H
 #define MNIST_DDP_GEMM_MAP_H
 
+#include "conv_shape.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -36,6 +38,18 @@ enum gemm_epilogue {
 	GEMM_EPILOGUE_BIAS,
 	GEMM_EPILOGUE_BIAS_RELU,
 	GEMM_EPILOGUE_DRELU,
+};
+
+/*
+ * What a convolution's weight gradient's B is: the im2col matrix of x, a
+ * convolution's input (c, h, w, rows) (include/conv_shape.h), B stored
+ * (c*k*k, oh*ow*rows) and read transposed. A backend may read x in its
+ * place; B must hold the same matrix either way.
+ */
+struct gemm_im2col {
+	const float *x;
+	struct conv_shape conv;
+	int rows;
 };
 
 /* A row-major request: C (m, n) = alpha * op(A) (m, k) * op(B) (k, n) + beta * C. */
@@ -56,6 +70,7 @@ struct gemm_req {
 	const float *act;    /* (m, n) at ldc: DRELU */
 	void *relu_mask;     /* BIAS_RELU: written; DRELU: read; NULL: none kept */
 	float *bias_grad;    /* (m), with no epilogue: sums over l of op(A)[i, l] */
+	const struct gemm_im2col *b_im2col; /* B as the im2col matrix of an x (above); NULL: none */
 };
 
 /* The equivalent column-major call, argument for argument. */

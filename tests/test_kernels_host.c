@@ -1188,6 +1188,87 @@ Test(kernels_host, gemm_ksplit)
 		}
 }
 
+/*
+ * kernels_gemm_ksplit reading B from a convolution's input (r->b_im2col, an
+ * implicit GEMM): a convolution's weight gradient, dW (oc, c*k*k) = dz
+ * (oc, P) cols^T, with the bias gradient, for convolutions with and without
+ * padding (wider than the taps reach too), several channels and images, a
+ * 1 x 1 tap. B's entries are the im2col matrix's values summed in the same
+ * order, so the result must equal, bit for bit, the same launch on the
+ * explicit matrix (the reference's im2col, NaN in r->b where the implicit
+ * way must not look: it must not read b), and the triple loop in double to a
+ * tolerance. Chunk counts 1 and 7, two geometries.
+ */
+Test(kernels_host, gemm_ksplit_im2col)
+{
+	/* c, h, w, k, pad, oc, rows */
+	const int convs[][7] = {{1, 8, 8, 5, 2, 6, 3},  {6, 7, 7, 5, 0, 16, 2}, {2, 6, 9, 3, 1, 3, 2},
+				{2, 3, 3, 3, 4, 2, 1},  {3, 4, 6, 1, 0, 2, 2}};
+	const int chunk_counts[] = {1, 7};
+	for (size_t s = 0; s < N_OF(convs); s++) {
+		const int *v = convs[s];
+		struct conv_shape cs = conv_shape_make(v[0], v[1], v[2], v[3], v[4]);
+		int oc = v[5], rows = v[6], taps = cs.c * cs.k * cs.k, p = cs.oh * cs.ow * rows;
+		struct rng r = rng_make(kc_seed, 1300 + s);
+		float *x = kc_rand_f(&r, (size_t)cs.c * cs.h * cs.w * rows, -1.0, 1.0);
+		float *dz = kc_rand_f(&r, (size_t)oc * p, -1.0, 1.0);
+		double *cols_d = kc_dbuf((size_t)taps * p);
+		ref_im2col(x, &cs, rows, cols_d);
+		float *cols = malloc((size_t)taps * p * sizeof(float)), *nans = malloc((size_t)taps * p * sizeof(float));
+		cr_assert(cols && nans);
+		for (size_t i = 0; i < (size_t)taps * p; i++) {
+			cols[i] = (float)cols_d[i];
+			nans[i] = NAN;
+		}
+		double *ref = kc_dbuf((size_t)oc * taps), *ref_bg = kc_dbuf((size_t)oc);
+		float *c0 = kc_whole_f(&r, (size_t)oc * taps, -4, 4);
+		gemm_reference(0, 1, oc, taps, p, dz, p, cols, p, 0.0f, c0, taps, ref, ref_bg);
+		struct gemm_im2col ic = {x, cs, rows};
+		for (size_t ci = 0; ci < N_OF(chunk_counts); ci++)
+			for (int gi = -1; gi < KC_N_GEOMS; gi += 3) {
+				char what[200], gn[64];
+				kc_geom_name(gi, gn, sizeof(gn));
+				snprintf(what, sizeof(what), "gemm_ksplit im2col c%d %dx%d k%d pad%d -> %d, %d images, %d chunks, %s",
+					 cs.c, cs.h, cs.w, cs.k, cs.pad, oc, rows, chunk_counts[ci], gn);
+				size_t most = (size_t)(p + KSPLIT_TILE_MIN - 1) / KSPLIT_TILE_MIN;
+				size_t n_part = ((size_t)chunk_counts[ci] < most ? (size_t)chunk_counts[ci] : most) *
+						((size_t)oc * taps + (size_t)oc);
+				float *out[2], *bg[2];
+				for (int implicit = 0; implicit <= 1; implicit++) {
+					out[implicit] = kc_guarded_f((size_t)oc * taps);
+					bg[implicit] = kc_guarded_f((size_t)oc);
+					float *part = kc_guarded_f(n_part);
+					struct gemm_req q = {.trans_b = 1, .m = oc, .n = taps, .k = p, .alpha = 1.5f,
+							     .a = dz, .lda = p, .b = implicit ? nans : cols, .ldb = p,
+							     .c = out[implicit], .ldc = taps, .bias_grad = bg[implicit],
+							     .b_im2col = implicit ? &ic : NULL};
+					cr_assert(kernels_gemm_ksplit_fits(&q), "%s: fits", what);
+					cr_assert(!implicit || kernels_gemm_im2col_fits(&q), "%s: fits implicitly", what);
+					kernels_gemm_ksplit(NULL, kc_geom_at(gi), &q, chunk_counts[ci], part);
+					kc_check_guards_f(out[implicit], (size_t)oc * taps, what);
+					kc_check_guards_f(bg[implicit], (size_t)oc, what);
+					kc_check_guards_f(part, n_part, what);
+					kc_free_guarded_f(part);
+				}
+				kc_expect_same_f(what, out[1], out[0], (size_t)oc * taps, kc_seed);
+				kc_expect_same_f(what, bg[1], bg[0], (size_t)oc, kc_seed);
+				gemm_expect(what, out[1], c0, ref, oc, taps, taps, bg[1], ref_bg, 1, 1e-5 * p, 1e-5);
+				for (int implicit = 0; implicit <= 1; implicit++) {
+					kc_free_guarded_f(out[implicit]);
+					kc_free_guarded_f(bg[implicit]);
+				}
+			}
+		free(x);
+		free(dz);
+		free(cols_d);
+		free(cols);
+		free(nans);
+		free(ref);
+		free(ref_bg);
+		free(c0);
+	}
+}
+
 /* ---- our GEMM whole in one kernel ----------------------------------------------------- */
 
 /*

@@ -357,6 +357,7 @@ static void stage_weight_grad(const struct backend *be, const struct model *m,
 	const struct stage *st = &ws->plan.stage[s];
 	const struct layer *l = &m->layer[st->layer];
 	struct gemm_req r;
+	struct gemm_im2col im2col;
 	if (st->kind == STAGE_DENSE) {
 		/* dW (out, in) = dz^T (out, rows) * x (rows, in); db = the sums over rows of dz */
 		r = gemm_of(1, 0, l->units, l->in, rows, ws->dz[s], l->units, ws->act[s], l->in,
@@ -366,6 +367,8 @@ static void stage_weight_grad(const struct backend *be, const struct model *m,
 		int p = rows * l->conv.oh * l->conv.ow;
 		r = gemm_of(0, 1, l->units, l->fan_in, p, ws->dz[s], p, ws->cols[s], p,
 			    grads + l->w_off, l->fan_in);
+		im2col = (struct gemm_im2col){ws->act[s], l->conv, rows};
+		r.b_im2col = &im2col; /* cols is x's im2col matrix: a backend may read x instead */
 	}
 	r.bias_grad = grads + l->b_off;
 	backend_label(be, l->name, "weight grad");
