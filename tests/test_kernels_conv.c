@@ -154,6 +154,62 @@ static void expect_arg(const char *what, const int32_t *got, const int32_t *want
 /* ---- conv_forward ---------------------------------------------------------------------- */
 
 /*
+ * A forward case: a stage's inputs (random or whole numbers), the
+ * reference's outputs (y, its batch-innermost copy, argmax, z with the bias,
+ * cols), the windows whose argmax rounding cannot move (at least 3 in 4) and
+ * the tolerance of float sums of up to 150 products against double.
+ */
+struct fwd_case {
+	float *x, *w, *b;
+	double *ref_y, *ref_z, *ref_cols, *inner;
+	int32_t *ref_arg;
+	unsigned char *decided;
+	double atol, rtol;
+};
+
+static void fwd_case_make(struct fwd_case *f, const struct kstage *s, uint64_t stream, int whole)
+{
+	struct rng r = rng_make(kc_seed, stream);
+	f->x = whole ? kc_whole_f(&r, s->nx, -2, 2) : kc_rand_f(&r, s->nx, -1.0, 1.0);
+	f->w = stage_weights(&r, s, whole);
+	f->b = whole ? kc_whole_f(&r, (size_t)s->st.oc, -3, 3)
+		     : kc_rand_f(&r, (size_t)s->st.oc, -0.3, 0.3);
+	f->ref_y = kc_dbuf(s->ny);
+	f->ref_z = kc_dbuf(s->nz);
+	f->ref_cols = kc_dbuf(s->ncols);
+	f->inner = kc_dbuf(s->ny);
+	f->ref_arg = malloc(s->ny * sizeof(int32_t));
+	f->decided = malloc(s->ny);
+	cr_assert(f->ref_arg && f->decided);
+	ref_conv_stage_forward(f->x, f->w, f->b, &s->conv, &s->pool, s->st.oc, s->st.rows,
+			       s->st.batch_first, f->ref_y, f->ref_arg, f->ref_z, f->ref_cols);
+	y_innermost(s, f->ref_y, f->inner);
+	/* Float sums of up to 150 products against double: well inside 5e-5. */
+	f->atol = whole ? 0.0 : 5e-5;
+	f->rtol = whole ? 0.0 : 1e-5;
+	size_t n_decided = 0;
+	for (size_t o = 0; o < s->ny; o++) {
+		f->decided[o] = whole || window_decided(s, f->ref_z, f->inner, o, 4 * f->atol + 1e-6);
+		n_decided += f->decided[o];
+	}
+	cr_assert(n_decided * 4 >= s->ny * 3, "%s: only %zu of %zu windows decided", s->name,
+		  n_decided, s->ny);
+}
+
+static void fwd_case_free(struct fwd_case *f)
+{
+	free(f->x);
+	free(f->w);
+	free(f->b);
+	free(f->ref_y);
+	free(f->ref_z);
+	free(f->ref_cols);
+	free(f->inner);
+	free(f->ref_arg);
+	free(f->decided);
+}
+
+/*
  * Every stage case in both output layouts, with and without the im2col
  * matrix, on random and on whole-number inputs.
  */
@@ -164,28 +220,13 @@ Test(kernels_conv, conv_forward)
 			for (int whole = 0; whole <= 1; whole++) {
 				struct kstage s;
 				stage_make(&s, &stage_cases[ci], bf);
-				struct rng r = rng_make(kc_seed, 1100 + 4 * ci + 2 * bf + whole);
-				float *x = whole ? kc_whole_f(&r, s.nx, -2, 2) : kc_rand_f(&r, s.nx, -1.0, 1.0);
-				float *w = stage_weights(&r, &s, whole);
-				float *b = whole ? kc_whole_f(&r, (size_t)s.st.oc, -3, 3)
-						 : kc_rand_f(&r, (size_t)s.st.oc, -0.3, 0.3);
-				double *ref_y = kc_dbuf(s.ny), *ref_z = kc_dbuf(s.nz), *ref_cols = kc_dbuf(s.ncols);
-				double *inner = kc_dbuf(s.ny);
-				int32_t *ref_arg = malloc(s.ny * sizeof(int32_t));
-				unsigned char *decided = malloc(s.ny);
-				cr_assert(ref_arg && decided);
-				ref_conv_stage_forward(x, w, b, &s.conv, &s.pool, s.st.oc, s.st.rows, bf, ref_y,
-						       ref_arg, ref_z, ref_cols);
-				y_innermost(&s, ref_y, inner);
-				/* Float sums of up to 150 products against double: well inside 5e-5. */
-				double atol = whole ? 0.0 : 5e-5, rtol = whole ? 0.0 : 1e-5;
-				size_t n_decided = 0;
-				for (size_t o = 0; o < s.ny; o++) {
-					decided[o] = whole || window_decided(&s, ref_z, inner, o, 4 * atol + 1e-6);
-					n_decided += decided[o];
-				}
-				cr_assert(n_decided * 4 >= s.ny * 3, "%s: only %zu of %zu windows decided",
-					  s.name, n_decided, s.ny);
+				struct fwd_case f;
+				fwd_case_make(&f, &s, 1100 + 4 * ci + 2 * bf + whole, whole);
+				const float *x = f.x, *w = f.w, *b = f.b;
+				const double *ref_y = f.ref_y, *ref_cols = f.ref_cols;
+				const int32_t *ref_arg = f.ref_arg;
+				const unsigned char *decided = f.decided;
+				double atol = f.atol, rtol = f.rtol;
 
 				float *host_y = kc_guard_filled_f(s.ny), *host_cols = kc_guard_filled_f(s.ncols);
 				int32_t *host_arg = kc_guard_filled_i(s.ny);
@@ -248,15 +289,7 @@ Test(kernels_conv, conv_forward)
 					free(y);
 					free(arg);
 				}
-				free(x);
-				free(w);
-				free(b);
-				free(ref_y);
-				free(ref_z);
-				free(ref_cols);
-				free(inner);
-				free(ref_arg);
-				free(decided);
+				fwd_case_free(&f);
 				free(host_y);
 				free(host_cols);
 				free(host_arg);
@@ -435,7 +468,9 @@ static void stage_above(struct kstage *s, const struct kstage *below, const stru
  * dz of a stage (oc, oh, ow, batch) -> the gradient at the stage below's
  * conv outputs, through its pool and ReLU: random and whole-number inputs,
  * against the reference and the host (to a tolerance; exactly on whole
- * numbers).
+ * numbers). Then the same as the plans' GEMM ways run it (cuda/conv_plan.cu):
+ * dcols = W^T dz gathered by kernels_col2im_backward, against the reference
+ * (to the tolerance, exactly on whole numbers), every geometry.
  */
 Test(kernels_conv, conv_backward_data)
 {
@@ -480,6 +515,30 @@ Test(kernels_conv, conv_backward_data)
 				kc_expect_close(what, dzb, h, below.nz, 2 * atol, 2 * rtol, kc_seed);
 				kc_free_guarded_f(dzb);
 			}
+			/* As the plans' GEMM ways run it: dcols = W^T dz (in double, then float), col2im. */
+			float *dcols = malloc(s.ncols * sizeof(float));
+			cr_assert_not_null(dcols);
+			size_t t = s.nw / (size_t)s.st.oc, p = s.ncols / t;
+			for (size_t ti = 0; ti < t; ti++)
+				for (size_t j = 0; j < p; j++) {
+					double sum = 0.0;
+					for (size_t o = 0; o < (size_t)s.st.oc; o++)
+						sum += (double)w[o * t + ti] * dz[o * p + j];
+					dcols[ti * p + j] = (float)sum;
+				}
+			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+				kc_geom_name(gi, gn, sizeof(gn));
+				snprintf(what, sizeof(what), "col2im_backward k%d pad%d -> %d over %s%s, %s",
+					 s.conv.k, s.conv.pad, s.st.oc, below.name, whole ? " whole numbers" : "",
+					 gn);
+				float *dzb = kc_guarded_f(below.nz);
+				kernels_col2im_backward(NULL, kc_geom_at(gi), &s.st, dcols, &below.st, below_y,
+							below_arg, dzb);
+				kc_check_guards_f(dzb, below.nz, what);
+				kc_expect_close(what, dzb, ref, below.nz, atol, rtol, kc_seed);
+				kc_free_guarded_f(dzb);
+			}
+			free(dcols);
 			free(w);
 			free(dz);
 			free(below_y);
@@ -508,26 +567,14 @@ Test(kernels_conv, conv_forward_by_gemm)
 			for (int whole = 0; whole <= 1; whole++) {
 				struct kstage s;
 				stage_make(&s, &stage_cases[ci], bf);
-				struct rng r = rng_make(kc_seed, 1700 + 4 * ci + 2 * bf + whole);
-				float *x = whole ? kc_whole_f(&r, s.nx, -2, 2) : kc_rand_f(&r, s.nx, -1.0, 1.0);
-				float *w = stage_weights(&r, &s, whole);
-				float *b = whole ? kc_whole_f(&r, (size_t)s.st.oc, -3, 3)
-						 : kc_rand_f(&r, (size_t)s.st.oc, -0.3, 0.3);
-				double *ref_y = kc_dbuf(s.ny), *ref_z = kc_dbuf(s.nz), *ref_cols = kc_dbuf(s.ncols);
-				double *inner = kc_dbuf(s.ny);
-				int32_t *ref_arg = malloc(s.ny * sizeof(int32_t));
-				unsigned char *decided = malloc(s.ny);
+				struct fwd_case f;
+				fwd_case_make(&f, &s, 1700 + 4 * ci + 2 * bf + whole, whole);
+				const float *x = f.x, *w = f.w, *b = f.b;
 				float *z = malloc(s.nz * sizeof(float));
-				cr_assert(ref_arg && decided && z);
-				ref_conv_stage_forward(x, w, b, &s.conv, &s.pool, s.st.oc, s.st.rows, bf, ref_y,
-						       ref_arg, ref_z, ref_cols);
-				y_innermost(&s, ref_y, inner);
+				cr_assert_not_null(z);
 				size_t plane = s.nz / (size_t)s.st.oc;
 				for (size_t i = 0; i < s.nz; i++)
-					z[i] = (float)(ref_z[i] - (double)b[i / plane]);
-				double atol = whole ? 0.0 : 5e-5, rtol = whole ? 0.0 : 1e-5;
-				for (size_t o = 0; o < s.ny; o++)
-					decided[o] = whole || window_decided(&s, ref_z, inner, o, 4 * atol + 1e-6);
+					z[i] = (float)(f.ref_z[i] - (double)b[i / plane]);
 				float *direct_y = kc_guard_filled_f(s.ny);
 				int32_t *direct_arg = kc_guard_filled_i(s.ny);
 				kernels_conv_forward(NULL, NULL, &s.st, x, w, b, direct_y, direct_arg, NULL);
@@ -539,7 +586,7 @@ Test(kernels_conv, conv_forward_by_gemm)
 					float *cols = kc_guarded_f(s.ncols);
 					kernels_conv_im2col(NULL, kc_geom_at(gi), &s.st, x, cols);
 					kc_check_guards_f(cols, s.ncols, what);
-					kc_expect_close(what, cols, ref_cols, s.ncols, 0.0, 0.0, kc_seed);
+					kc_expect_close(what, cols, f.ref_cols, s.ncols, 0.0, 0.0, kc_seed);
 					kc_free_guarded_f(cols);
 
 					snprintf(what, sizeof(what), "conv_pool %s%s, %s", s.name,
@@ -549,8 +596,8 @@ Test(kernels_conv, conv_forward_by_gemm)
 					kernels_conv_pool(NULL, kc_geom_at(gi), &s.st, z, b, y, arg);
 					kc_check_guards_f(y, s.ny, what);
 					kc_check_guards_i(arg, s.ny, what);
-					kc_expect_close(what, y, ref_y, s.ny, atol, rtol, kc_seed);
-					expect_arg(what, arg, ref_arg, decided, s.ny);
+					kc_expect_close(what, y, f.ref_y, s.ny, f.atol, f.rtol, kc_seed);
+					expect_arg(what, arg, f.ref_arg, f.decided, s.ny);
 					if (whole) {
 						kc_expect_same_f(what, y, direct_y, s.ny, kc_seed);
 						kc_expect_same_i(what, arg, direct_arg, s.ny, kc_seed);
@@ -558,74 +605,11 @@ Test(kernels_conv, conv_forward_by_gemm)
 					kc_free_guarded_f(y);
 					kc_free_guarded_i(arg);
 				}
-				free(x);
-				free(w);
-				free(b);
-				free(ref_y);
-				free(ref_z);
-				free(ref_cols);
-				free(inner);
-				free(ref_arg);
-				free(decided);
+				fwd_case_free(&f);
 				free(z);
 				free(direct_y);
 				free(direct_arg);
 			}
-}
-
-/*
- * The input gradient as the plans' GEMM ways run it: dcols = W^T dz (here in
- * double, then float), gathered by kernels_col2im_backward through the stage
- * below's pool and ReLU: within tolerance of the reference on random inputs,
- * exactly it on whole numbers. Every pair case, every geometry.
- */
-Test(kernels_conv, col2im_backward)
-{
-	for (size_t pi = 0; pi < N_OF(pair_cases); pi++)
-		for (int whole = 0; whole <= 1; whole++) {
-			struct kstage below, s;
-			stage_make(&below, &pair_cases[pi].below, 0);
-			stage_above(&s, &below, &pair_cases[pi]);
-			struct rng r = rng_make(kc_seed, 1800 + 2 * pi + whole);
-			float *w = stage_weights(&r, &s, whole);
-			float *dz = whole ? kc_whole_f(&r, s.nz, -3, 3) : kc_rand_f(&r, s.nz, -1.0, 1.0);
-			float *below_y = malloc(below.ny * sizeof(float));
-			int32_t *below_arg = malloc(below.ny * sizeof(int32_t));
-			float *dcols = malloc(s.ncols * sizeof(float));
-			cr_assert(below_y && below_arg && dcols);
-			pool_inputs(&r, &below, below_y, below_arg);
-			size_t t = s.nw / (size_t)s.st.oc, p = s.ncols / t;
-			for (size_t ti = 0; ti < t; ti++)
-				for (size_t j = 0; j < p; j++) {
-					double sum = 0.0;
-					for (size_t o = 0; o < (size_t)s.st.oc; o++)
-						sum += (double)w[o * t + ti] * dz[o * p + j];
-					dcols[ti * p + j] = (float)sum;
-				}
-			double *ref = kc_dbuf(below.nz);
-			ref_conv_backward_data(w, dz, &s.conv, s.st.oc, s.st.rows, &below.pool, below_y,
-					       below_arg, ref);
-			double atol = whole ? 0.0 : 5e-5, rtol = whole ? 0.0 : 1e-5;
-			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
-				char what[400], gn[64];
-				kc_geom_name(gi, gn, sizeof(gn));
-				snprintf(what, sizeof(what), "col2im_backward k%d pad%d -> %d over %s%s, %s",
-					 s.conv.k, s.conv.pad, s.st.oc, below.name, whole ? " whole numbers" : "",
-					 gn);
-				float *dzb = kc_guarded_f(below.nz);
-				kernels_col2im_backward(NULL, kc_geom_at(gi), &s.st, dcols, &below.st, below_y,
-							below_arg, dzb);
-				kc_check_guards_f(dzb, below.nz, what);
-				kc_expect_close(what, dzb, ref, below.nz, atol, rtol, kc_seed);
-				kc_free_guarded_f(dzb);
-			}
-			free(w);
-			free(dz);
-			free(below_y);
-			free(below_arg);
-			free(dcols);
-			free(ref);
-		}
 }
 
 /* ---- LeNet-5's stages chained --------------------------------------------------------------- */
