@@ -21,7 +21,7 @@ endif()
 
 # The GPU parity suite (label gpu), built with the CUDA backend only:
 #   gpu_ops             every backend op, CUDA vs host, several shapes (1 rank)
-#   gpu_plan            every candidate of every GEMM of seed, mlp, LeNet-5, run by name (1 rank)
+#   gpu_plan            every candidate of every GEMM and convolution of seed, mlp, LeNet-5, run by name (1 rank)
 #   gpu_train_parity    200 training steps on both backends from one seed (1 rank)
 #   gpu_graph           a captured-and-replayed step vs plain launches (1 rank)
 #   gpu_allreduce_2     NCCL allreduce (avg, sum) and broadcast across 2 ranks

@@ -7,8 +7,10 @@
  *
  * A plan chooses, per problem, one of several ways to run it (cuda/gemm_lt.cu:
  * cuBLASLt's algorithms with the epilogue fused or not, cublasSgemm, the bias
- * gradient's kernel or cublasSgemv); which one wins is a measurement on the
- * GPU of the day, so every one of them must be right. For each model, one
+ * gradient's kernel or cublasSgemv, GEMMs of ours, implicit ones for the
+ * convolutions' weight gradients; cuda/conv_plan.cu: a convolution's forward
+ * and input gradient direct or as a GEMM); which one wins is a measurement
+ * on the GPU of the day, so every one of them must be right. For each model, one
  * training step (tests/gpu/gpu_train.h) in a collective stretch measures the
  * plan and lists each problem's candidates (->plan_get); then, for each
  * problem and each of its candidates, a fresh replica takes a plan naming
