@@ -319,8 +319,11 @@ Test(gradcheck, mlp_one_hidden_layer)
  * rarely, and when it does (the ReLU and argmax pattern at p +- h differs from
  * the one at p) the step shrinks tenfold, down to 1e-9. The analytic gradient
  * is model_backward's in float, so the tolerance is float's: atol 2e-6 +
- * rtol 1e-3. Every conv parameter and bias is checked, with a sample of each
- * dense layer's weights.
+ * rtol 1e-3. Every bias is checked, every weight of conv1, and samples of
+ * conv2's weights (800 of 2,400) and of each dense layer's (300): the stages'
+ * own check below takes every weight of a conv1 and samples a conv2's too;
+ * here the whole network's composition is what is checked, and conv2's
+ * every weight made this the longest unit test under AddressSanitizer (66 s).
  */
 #define LN_ROWS 2
 #define LN_ATOL 2e-6
@@ -357,8 +360,8 @@ Test(gradcheck, lenet_against_double_differences)
 		if (!layer_has_params(y))
 			continue;
 		size_t nw = (size_t)y->units * y->fan_in;
-		/* Conv layers: every weight; dense layers: 300 weights at random (all biases). */
-		size_t picks = y->kind == LAYER_CONV || nw <= 300 ? nw : 300;
+		/* At most 800 of a conv layer's weights, 300 of a dense layer's, at random (all biases). */
+		size_t most = y->kind == LAYER_CONV ? 800 : 300, picks = nw <= most ? nw : most;
 		for (size_t k = 0; k < picks + (size_t)y->units; k++) {
 			size_t i = k < picks ? y->w_off + (picks == nw ? k : rng_below(&r, nw))
 					     : y->b_off + (k - picks);
@@ -394,7 +397,7 @@ Test(gradcheck, lenet_against_double_differences)
 	cr_assert_eq(c.bad, 0, "%s: %zu components disagree, largest |err| %g (seed %llu)", what, c.bad,
 		     c.max_err, (unsigned long long)seed);
 	cr_assert(skipped * 100 <= checked, "%s: too many components straddle a kink", what);
-	cr_assert(checked > 3000 && large * 2 >= checked, "%s: only %zu of %zu far from zero", what,
+	cr_assert(checked > 1800 && large * 2 >= checked, "%s: only %zu of %zu far from zero", what,
 		  large, checked);
 
 	model_point_free(&pt);
