@@ -16,7 +16,8 @@
 # stays CI's, below), and, for longer loans, gpu, train, bench, torch, matrix-fc,
 # matrix-lenet.
 #   quick: the GPU suite (ctest -L '^gpu$'), the per-op breakdown of one step of each model
-#          (mnist-train --profile, where this build has it) and the GPU matrix (bench/train
+#          (mnist-train --profile, where this build has it; then seed b32's first step again
+#          with CUDA_MODULE_LOADING=EAGER, "set-up:" lines in the log) and the GPU matrix (bench/train
 #          --backend cuda, 3 models x batch 32 and 256, 300 steps, 1 repetition, LeNet-5
 #          AdamW time to 99%, --time-limit from what is left of the step). Without a GPU
 #          every part says "no GPU" and the step is reported skipped, never passed.
@@ -272,6 +273,24 @@ quick_profile() {
 			fi
 		done
 	done
+	# Where the first step's set-up goes (115-170 ms on the H100, even for seed --no-graph):
+	# the same seed b32 run with every module loaded when the context is made
+	# (CUDA_MODULE_LOADING=EAGER) against the lazy default; the plan's measure_ms beside.
+	if [ $rc -eq 0 ] && [ $(($(date +%s) + 15)) -le "$end" ] && [ "$(left_s)" -ge 130 ]; then
+		CUDA_MODULE_LOADING=EAGER timeout -k 3 20 mpirun -x CUDA_MODULE_LOADING -n 1 \
+			"$build_dir/mnist-train" --data "$d/data/train" --model seed --batch-size 32 \
+			--limit 1600 --epochs 1 --log-every 1000 --backend cuda --profile \
+			--metrics "$d/seed-b32-eager.jsonl" >"$d/seed-b32-eager.log" 2>&1 || true
+		for f in "$d/seed-b32.jsonl" "$d/seed-b32-eager.jsonl"; do
+			python3 - "$f" <<'PY' || true
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+st = next((r for r in recs if r.get("event") == "step_times"), {})
+plan = next((r for r in recs if r.get("event") == "gpu_plan"), {})
+print("set-up: %s: first step %s ms, the plan's measurement %s ms" % (sys.argv[1].rsplit("/", 1)[-1], st.get("max_ms"), plan.get("measure_ms")))
+PY
+		done
+	fi
 	case $rc in
 	0) part profile passed $((SECONDS - t0)) "$n runs: seed, mlp, lenet at batch 32 and 256" ;;
 	124) part profile cut $((SECONDS - t0)) "$n of 6 runs before the part's limit" ;;

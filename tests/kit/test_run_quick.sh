@@ -23,7 +23,8 @@
 #    bench/train, writing a results file with a Goals table. quick passes, each part
 #    passes, and SUMMARY.txt has the suite's counts and skip reason, each goal met or
 #    missed with its figure, the slowest ops of each profiled run with their share, and
-#    the plan chosen.
+#    the plan chosen; the quick log has the first step's set-up of seed b32 with modules
+#    loaded lazily and eagerly (CUDA_MODULE_LOADING=EAGER).
 # 4. sanitize with the same stand-ins: all its tests at once, each run given the step's
 #    time less its probe, MNIST_SANITIZE_RUNS=one; a failed test fails the step.
 # A few seconds. Exit 0 pass, 1 fail.
@@ -135,9 +136,9 @@ while [ $# -gt 0 ]; do
 done
 echo "op    layer shape us share"
 cat >"$metrics" <<JSON
-{"event": "step_times", "median_us": 20}
+{"event": "step_times", "median_us": 20, "max_ms": 150.5}
 {"event": "op_times", "step_us": 200.0, "ops_us": 200.0, "ops": [{"layer": "fc1", "phase": "forward", "op": "gemm", "shape": "${batch}x784x10", "kernels": 1, "us": 150.0}, {"layer": "fc1", "phase": "loss", "op": "softmax", "shape": "${batch}x10", "kernels": 1, "us": 30.0}, {"layer": "", "phase": "", "op": "sgd", "shape": "7850", "kernels": 1, "us": 20.0}]}
-{"event": "gpu_plan", "ops": [{"op": "fc1.fwd", "shape": "${batch}x784x10", "candidates": [{"name": "algo-a", "us": 9.5}, {"name": "algo-b", "us": 7.5}], "chosen": "algo-b"}]}
+{"event": "gpu_plan", "measure_ms": 9.7, "ops": [{"op": "fc1.fwd", "shape": "${batch}x784x10", "candidates": [{"name": "algo-a", "us": 9.5}, {"name": "algo-b", "us": 7.5}], "chosen": "algo-b"}]}
 JSON
 echo "summary: model=$model backend=cuda ranks=1"
 SH
@@ -189,6 +190,10 @@ expect "$summary" "^ +\(bench/allreduce's table not run or not found\)$" "summar
 expect "$summary" '^  lenet b256 +step 200.0 us: fc1 forward gemm 150.0 us 75%; fc1 loss softmax 30.0 us 15%; sgd 20.0 us 10%$' \
 	"summary: the slowest ops of lenet b256, with their share"
 expect "$summary" '^  seed b32 +fc1.fwd algo-b 7.5 us$' "summary: the plan chosen"
+expect "$tmp/gpu/quick.log" '^set-up: seed-b32.jsonl: first step 150.5 ms, the plan.s measurement 9.7 ms$' \
+	"quick: the first step's set-up, modules loaded lazily"
+expect "$tmp/gpu/quick.log" '^set-up: seed-b32-eager.jsonl: first step 150.5 ms' \
+	"quick: the same with CUDA_MODULE_LOADING=EAGER"
 expect "$tmp/gpu/quick/plans.txt" '^fc1.fwd \[32x784x10\]: chosen algo-b of \[algo-a 9.5 us, algo-b 7.5 us\]$' \
 	"plans.txt: every candidate"
 
