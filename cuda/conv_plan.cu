@@ -15,7 +15,9 @@
  * Candidates: "direct" first (the heuristic's choice), then one per way
  * gemm_ways lists for the GEMM (cuBLASLt's algorithms, cublasSgemm, ours),
  * each timed as a whole by cuda_plan_choose. A forward without cols
- * (scoring the test set, never in a step) runs direct, unplanned. z or dcols
+ * (scoring the test set, never in a step) runs direct, unplanned; a direct
+ * forward leaves cols unwritten once the weight gradient's plan reads the
+ * input in its place (cuda_gemm_im2col_unread: an implicit GEMM's way). z or dcols
  * lives in a buffer of the plan's own, allocated when the plan is made
  * (never while the stream captures: then, as when it cannot be had, only
  * direct is offered) and kept while the plan runs a GEMM's way. The outcome
@@ -281,10 +283,15 @@ void cuda_conv_forward_run(struct cuda_conv *cv, struct cuda_gemm *g, const stru
 	c.y = y;
 	c.arg = arg;
 	c.cols = cols;
-	if (!cols || gemm_cols(s) == 0) /* scoring: direct, unplanned */
+	if (!cols || gemm_cols(s) == 0) { /* scoring: direct, unplanned */
 		run_call(g, &c, 0, NULL, NULL, NULL);
-	else
-		run_planned(cv, g, &c);
+		return;
+	}
+	const struct conv_plan *p = plan_for(cv, g, &c);
+	/* The direct kernel writes the im2col matrix for the weight gradient only, unless it reads x. */
+	if (p->way == 0 && cuda_gemm_im2col_unread(g, cols, s->conv, s->rows))
+		c.cols = NULL;
+	run_call(g, &c, p->way, &p->gw, &p->d, p->scratch);
 }
 
 void cuda_conv_input_grad_run(struct cuda_conv *cv, struct cuda_gemm *g,

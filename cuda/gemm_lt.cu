@@ -72,6 +72,7 @@ struct gemm_plan {
 	struct gemm_key key;
 	struct gemm_way way;
 	int mask_written;          /* the ReLU record is written (RELU_AUX_BIAS) */
+	const float *b;            /* B of the request that made it (an im2col matrix's buffer) */
 	struct lt_desc d;          /* the way's, when it is cuBLASLt's */
 	struct plan_op report;     /* what was considered, and what each took */
 };
@@ -730,6 +731,7 @@ static struct gemm_plan *plan_for(struct cuda_gemm *g, const struct gemm_req *r)
 		die(1, "CUDA GEMM %s: cuBLASLt refused the descriptors of %s", fresh.report.shape,
 		    fresh.way.name);
 	fresh.mask_written = fresh.way.lt && fresh.way.lt_epilogue == CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
+	fresh.b = r->b;
 	if (fresh.mask_written)
 		note_mask_written(g, r->relu_mask);
 
@@ -747,6 +749,22 @@ int cuda_plan_capturing(struct cuda_gemm *g)
 	cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
 	CUDA_CHECK(cudaStreamIsCapturing(g->stream, &status));
 	return status != cudaStreamCaptureStatusNone;
+}
+
+int cuda_gemm_im2col_unread(const struct cuda_gemm *g, const float *cols,
+			    const struct conv_shape *conv, int rows)
+{
+	int implicit = 0;
+	for (int i = 0; i < g->n_plans; i++) {
+		const struct gemm_plan *p = &g->plans[i];
+		if (!p->key.im2col || p->b != cols || p->key.rows != rows ||
+		    memcmp(&p->key.conv, conv, sizeof(*conv)))
+			continue;
+		if (!p->way.im2col)
+			return 0; /* a way that reads the matrix */
+		implicit = 1;
+	}
+	return implicit;
 }
 
 void cuda_gemm_run(struct cuda_gemm *g, const struct gemm_req *r)

@@ -112,6 +112,15 @@ int cuda_plan_choose(struct cuda_gemm *g, struct plan_op *rep, int capturing, pl
 /* Whether g's stream is capturing: nothing can be timed or allocated. */
 int cuda_plan_capturing(struct cuda_gemm *g);
 
+/*
+ * Whether every GEMM planned so far that reads cols as the im2col matrix of a
+ * convolution's input (conv, rows: struct gemm_im2col) reads the input
+ * instead (an implicit way), and one does: then nothing reads cols, and a
+ * forward pass need not write it. 0 until such a plan is made.
+ */
+int cuda_gemm_im2col_unread(const struct cuda_gemm *g, const float *cols,
+			    const struct conv_shape *conv, int rows);
+
 /* "cublasLt N": the library a plan's names belong to. */
 void cuda_gemm_library(char *buf, size_t len);
 

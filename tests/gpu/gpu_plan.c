@@ -20,6 +20,10 @@
  *   - agree with the host backend's step: loss, and the gradient buffer
  *     (every layer's weight and bias gradients) to a normalised error of 1e-4.
  * Batch 8 keeps the simulator's runs short; the models are the trainer's.
+ * And where a convolution's weight gradient may read its input in place of
+ * the im2col matrix (an implicit way), the forward leaves the matrix
+ * unwritten once that way is planned, with the same parameters bit for bit
+ * as the explicit twin's (implicit_leaves_cols).
  * --self-test: a second host backend stands in (it plans nothing: the loop
  * over candidates is empty, and says so).
  */
@@ -46,6 +50,73 @@ static double one_step(const struct backend *be, const struct model *m, const st
 	gpu_download(be, grads, r.grads, m->n_params * sizeof(float));
 	gpu_run_destroy(&r);
 	return loss;
+}
+
+/*
+ * A weight gradient's implicit way (`ksplit.cN.im2col`: B's entries read from
+ * the convolution's input) against its explicit twin (`ksplit.cN`), each
+ * given by name for the problem `op`, two steps each on a fresh replica, the
+ * stage's im2col buffer filled with NaN between them: with the implicit way
+ * the second step's forward leaves the buffer unwritten (nothing reads it)
+ * and the parameters are bitwise the explicit way's, which rewrites it.
+ */
+static void implicit_leaves_cols(struct gpu_test *t, const char *name, const struct model *m,
+				 const struct gpu_data *g, const float *p0,
+				 const struct plan_info *measured, const struct plan_op *op, int stage)
+{
+	const char *imp = NULL;
+	for (int j = 0; j < op->n_candidates && !imp; j++) {
+		size_t n = strlen(op->cand[j].name);
+		if (n > 7 && !strcmp(op->cand[j].name + n - 7, ".im2col"))
+			imp = op->cand[j].name;
+	}
+	if (!imp)
+		return;
+	float *params[2];
+	int untouched[2];
+	for (int implicit = 0; implicit <= 1; implicit++) {
+		struct plan_op want = *op;
+		struct plan_info in = *measured;
+		char why[256] = "";
+		snprintf(want.chosen, sizeof(want.chosen), "%.*s", (int)strlen(imp) - (implicit ? 0 : 7),
+			 imp);
+		want.n_candidates = 0;
+		in.n_ops = 1;
+		in.ops = &want;
+		gpu_test_check(t, !backend_plan_set(&t->dev, &in, why, sizeof(why)),
+			       "%s: gemm %s given as %s %s", name, op->shape, want.chosen, why);
+		struct gpu_run r;
+		gpu_run_create(&r, &t->dev, m, g, p0, PLAN_BATCH, 0.01f, 0.0f, REDUCE_MEAN);
+		gpu_run_step(&r);
+		backend_synchronize(&t->dev);
+		const struct conv_shape *cs = &m->layer[r.ws.plan.stage[stage].layer].conv;
+		size_t n_cols = (size_t)cs->c * cs->k * cs->k * cs->oh * cs->ow * PLAN_BATCH;
+		float *cols = xmalloc(n_cols * sizeof(float));
+		for (size_t i = 0; i < n_cols; i++)
+			cols[i] = NAN;
+		backend_upload(&t->dev, r.ws.cols[stage], cols, n_cols * sizeof(float));
+		gpu_run_step(&r);
+		gpu_download(&t->dev, cols, r.ws.cols[stage], n_cols * sizeof(float));
+		untouched[implicit] = 1;
+		for (size_t i = 0; i < n_cols; i++)
+			untouched[implicit] &= isnan(cols[i]) != 0;
+		params[implicit] = xmalloc(m->n_params * sizeof(float));
+		gpu_run_params(&r, params[implicit]);
+		gpu_run_destroy(&r);
+		free(cols);
+	}
+	int same = !memcmp(params[0], params[1], m->n_params * sizeof(float));
+	int finite = 1;
+	for (size_t i = 0; i < m->n_params; i++)
+		finite &= isfinite(params[1][i]) != 0;
+	gpu_test_check(t, untouched[1] && !untouched[0] && same && finite,
+		       "%s: gemm %s as %s: the im2col matrix %s by the second step's forward (as its "
+		       "explicit twin: %s), parameters %s the twin's bit for bit, %s",
+		       name, op->shape, imp, untouched[1] ? "left unwritten" : "WRITTEN",
+		       untouched[0] ? "UNWRITTEN" : "written", same ? "equal to" : "NOT",
+		       finite ? "finite" : "NOT FINITE");
+	free(params[0]);
+	free(params[1]);
 }
 
 /* A deep copy of the ops of a plan (->plan_get's memory is the backend's). */
@@ -130,6 +201,10 @@ static void plan_model(struct gpu_test *t, const char *name, enum model_kind kin
 			runs++;
 		}
 	}
+	/* LeNet-5's first convolution's weight gradient (k = 784 x the batch): stage 0's matrix. */
+	for (int i = 0; i < n_ops; i++)
+		if (!strcmp(ops[i].op, "gemm") && strstr(ops[i].key, " im2col=1x28x28/"))
+			implicit_leaves_cols(t, name, &m, &g, p0, &measured, &ops[i], 0);
 	if (t->d.rank == 0)
 		printf("# %s: %d problems, %d candidates run by name\n", name, n_ops, runs);
 	free(ops);
