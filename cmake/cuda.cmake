@@ -186,7 +186,8 @@ add_library(mnist_cuda_objects OBJECT
   ${CMAKE_SOURCE_DIR}/cuda/gemm_lt.cu
   ${CMAKE_SOURCE_DIR}/cuda/gemm_names.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels.cu
-  ${CMAKE_SOURCE_DIR}/cuda/kernels_conv.cu)
+  ${CMAKE_SOURCE_DIR}/cuda/kernels_conv.cu
+  ${CMAKE_SOURCE_DIR}/cuda/plan_choose.cu)
 set_target_properties(mnist_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON
                       CUDA_VISIBILITY_PRESET hidden)
 target_include_directories(mnist_cuda_objects PUBLIC ${CMAKE_SOURCE_DIR}/include

@@ -37,7 +37,17 @@
 
 enum conv_op { CONV_FORWARD, CONV_INPUT_GRAD };
 
+/* A problem, as far as a plan depends on it; compared bytewise (every byte set). */
+struct conv_key {
+	int op; /* enum conv_op */
+	struct conv_shape conv;
+	struct pool_shape pool; /* the stage's (forward), the stage below's (input grad) */
+	int oc, rows, batch_first, tf32;
+	unsigned align_w, align_in; /* W's and the GEMM's B's (cols, or dz) */
+};
+
 struct conv_plan {
+	struct conv_key key;
 	int way;             /* 0: direct; else the GEMM's way gw */
 	struct gemm_way gw;
 	struct lt_desc d;    /* gw's, when it is cuBLASLt's */
@@ -129,17 +139,32 @@ static void run_call(struct cuda_gemm *g, const struct conv_call *c, int way,
 }
 
 /* The key a plan is filed under: every field the ways depend on. */
-static void key_text(const struct cuda_gemm *g, const struct conv_call *c, char *buf, size_t len)
+static struct conv_key key_of(const struct cuda_gemm *g, const struct conv_call *c)
 {
-	const struct conv_shape *v = c->s->conv;
-	const struct pool_shape *p = c->op == CONV_FORWARD ? c->s->pool : c->below->pool;
+	struct conv_key k;
+	memset(&k, 0, sizeof(k)); /* padding too: keys are compared bytewise */
+	k.op = (int)c->op;
+	k.conv = *c->s->conv;
+	k.pool = c->op == CONV_FORWARD ? *c->s->pool : *c->below->pool;
+	k.oc = c->s->oc;
+	k.rows = c->s->rows;
+	k.batch_first = c->op == CONV_FORWARD ? c->s->batch_first : 0;
+	k.tf32 = g->tf32;
+	k.align_w = gemm_alignment(c->w);
+	k.align_in = gemm_alignment(c->op == CONV_FORWARD ? (const void *)c->cols
+							  : (const void *)c->dz);
+	return k;
+}
+
+/* The key as a plan names it (a checkpoint's plan finds it by this text). */
+static void key_text(const struct conv_key *k, char *buf, size_t len)
+{
 	snprintf(buf, len,
 		 "%s c=%d h=%d w=%d k=%d pad=%d oc=%d rows=%d pool=%dx%dx%d/%d bf=%d tf32=%d "
 		 "align=%u/%u",
-		 c->op == CONV_FORWARD ? "forward" : "input_grad", v->c, v->h, v->w, v->k, v->pad,
-		 c->s->oc, c->s->rows, p->c, p->h, p->w, p->k,
-		 c->op == CONV_FORWARD ? c->s->batch_first : 0, g->tf32, gemm_alignment(c->w),
-		 gemm_alignment(c->op == CONV_FORWARD ? (const void *)c->cols : (const void *)c->dz));
+		 k->op == CONV_FORWARD ? "forward" : "input_grad", k->conv.c, k->conv.h, k->conv.w,
+		 k->conv.k, k->conv.pad, k->oc, k->rows, k->pool.c, k->pool.h, k->pool.w, k->pool.k,
+		 k->batch_first, k->tf32, k->align_w, k->align_in);
 }
 
 /* For people: "6x1x5x5 on 28x28 pad2, b256" (oc x c x k x k). */
@@ -195,15 +220,14 @@ static double time_candidate(void *arg, int i, double best)
 static struct conv_plan *plan_for(struct cuda_conv *cv, struct cuda_gemm *g,
 				  const struct conv_call *c)
 {
-	char key[PLAN_KEY_LEN];
-	key_text(g, c, key, sizeof(key));
+	struct conv_key key = key_of(g, c);
 	for (int i = 0; i < cv->n_plans; i++)
-		if (!strcmp(cv->reports[i].key, key))
+		if (!memcmp(&cv->plans[i].key, &key, sizeof(key)))
 			return &cv->plans[i];
 
 	struct plan_op *rep = (struct plan_op *)xmalloc(sizeof(*rep));
 	memset(rep, 0, sizeof(*rep));
-	snprintf(rep->key, sizeof(rep->key), "%s", key);
+	key_text(&key, rep->key, sizeof(rep->key));
 	snprintf(rep->op, sizeof(rep->op), "%s",
 		 c->op == CONV_FORWARD ? "conv_forward" : "conv_input_grad");
 	shape_text(c, rep->shape, sizeof(rep->shape));
@@ -236,6 +260,7 @@ static struct conv_plan *plan_for(struct cuda_conv *cv, struct cuda_gemm *g,
 
 	struct conv_plan fresh;
 	memset(&fresh, 0, sizeof(fresh));
+	fresh.key = key;
 	fresh.way = chosen;
 	if (chosen > 0) {
 		fresh.gw = ways[chosen - 1];
@@ -261,12 +286,6 @@ static struct conv_plan *plan_for(struct cuda_conv *cv, struct cuda_gemm *g,
 	cv->reports[cv->n_plans] = *rep;
 	free(rep);
 	return &cv->plans[cv->n_plans++];
-}
-
-static void run_planned(struct cuda_conv *cv, struct cuda_gemm *g, const struct conv_call *c)
-{
-	const struct conv_plan *p = plan_for(cv, g, c);
-	run_call(g, c, p->way, &p->gw, &p->d, p->scratch);
 }
 
 void cuda_conv_forward_run(struct cuda_conv *cv, struct cuda_gemm *g, const struct conv_stage *s,
@@ -311,7 +330,8 @@ void cuda_conv_input_grad_run(struct cuda_conv *cv, struct cuda_gemm *g,
 	c.dz_below = dz_below;
 	if (gemm_cols(s) == 0)
 		return;
-	run_planned(cv, g, &c);
+	const struct conv_plan *p = plan_for(cv, g, &c);
+	run_call(g, &c, p->way, &p->gw, &p->d, p->scratch);
 }
 
 void cuda_conv_forget(struct cuda_conv *cv, struct cuda_gemm *g)

@@ -32,12 +32,13 @@
  * thread per sum, or a block's threads per sum sharing it by block
  * reduction) or cublasSgemv against a vector of ones; each unfused way comes
  * with each of them. The outcome is the same to rounding whichever
- * way runs; what differs is the time. How the way is chosen (g->policy):
+ * way runs; what differs is the time. How the way is chosen (g->policy,
+ * cuda/plan_choose.cu):
  * PLAN_MEASURE times every candidate with CUDA events on the request's own
  * buffers (beta is 0 and no output aliases an input, so a run only rewrites
  * what the next rewrites again): one run (a second where the first took over
- * GEMM_SLOW_FACTOR times the best so far: it may have loaded its kernels),
- * then, unless that took over GEMM_SLOW_FACTOR times the best, GEMM_TIME_REPS
+ * PLAN_SLOW_FACTOR times the best so far: it may have loaded its kernels),
+ * then, unless that took over PLAN_SLOW_FACTOR times the best, PLAN_TIME_REPS
  * more captured in a graph and replayed, as the step runs them; the fastest
  * is kept. PLAN_HEURISTIC takes the first candidate, untimed. While the stream
  * captures (nothing can be timed, nothing allocated) it is the first too. In
@@ -63,10 +64,6 @@
 
 /* Algorithms asked of the heuristic per epilogue. */
 #define GEMM_LT_CANDIDATES 8
-/* Timed runs of a candidate after its first. */
-#define GEMM_TIME_REPS 3
-/* A first run this many times the best so far is not run again. */
-#define GEMM_SLOW_FACTOR 4.0
 
 struct gemm_plan {
 	struct gemm_key key;
@@ -75,12 +72,6 @@ struct gemm_plan {
 	const float *b;            /* B of the request that made it (an im2col matrix's buffer) */
 	struct lt_desc d;          /* the way's, when it is cuBLASLt's */
 	struct plan_op report;     /* what was considered, and what each took */
-};
-
-/* A checkpoint's choice for one problem. */
-struct gemm_preset {
-	char key[PLAN_KEY_LEN];
-	char name[PLAN_NAME_LEN];
 };
 
 unsigned gemm_alignment(const void *p)
@@ -519,81 +510,7 @@ int gemm_ways(struct cuda_gemm *g, const struct gemm_req *r, int capturing, stru
 	return list_ways(g, r, &k, capturing, ways);
 }
 
-/* ---- timing and choosing (every op's plans) --------------------------------------------- */
-
-/*
- * Microseconds per run where the step runs it, in a replayed graph:
- * GEMM_TIME_REPS runs captured in one graph, launched once to settle, once
- * timed between events. Timed as launches on the stream, each library call's
- * and kernel's submission from the host (about 3 us on the H100, 2026-11-27)
- * lay between the events, and the plans favoured ways of fewer calls over
- * ways of less work on the device. -1 when the stream cannot capture it.
- */
-static double time_graph(struct cuda_gemm *g, plan_run_fn run, void *arg)
-{
-	cudaGraph_t graph = NULL;
-	cudaGraphExec_t exec = NULL;
-	if (cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-		(void)cudaGetLastError();
-		return -1.0;
-	}
-	for (int i = 0; i < GEMM_TIME_REPS; i++)
-		run(arg);
-	cudaError_t rc = cudaStreamEndCapture(g->stream, &graph);
-	if (rc == cudaSuccess)
-		rc = cudaGraphInstantiate(&exec, graph, 0);
-	if (graph)
-		CUDA_CHECK(cudaGraphDestroy(graph));
-	if (rc != cudaSuccess) {
-		(void)cudaGetLastError();
-		return -1.0;
-	}
-	float ms = 0.0f;
-	CUDA_CHECK(cudaGraphLaunch(exec, g->stream));
-	CUDA_CHECK(cudaEventRecord(g->time_start, g->stream));
-	CUDA_CHECK(cudaGraphLaunch(exec, g->stream));
-	CUDA_CHECK(cudaEventRecord(g->time_stop, g->stream));
-	CUDA_CHECK(cudaEventSynchronize(g->time_stop));
-	CUDA_CHECK(cudaEventElapsedTime(&ms, g->time_start, g->time_stop));
-	CUDA_CHECK(cudaGraphExecDestroy(exec));
-	return (double)ms * 1e3 / GEMM_TIME_REPS;
-}
-
-/* Microseconds per run, reps runs launched on the stream between events. */
-static double stream_us(struct cuda_gemm *g, plan_run_fn run, void *arg, int reps)
-{
-	float ms = 0.0f;
-	CUDA_CHECK(cudaEventRecord(g->time_start, g->stream));
-	for (int i = 0; i < reps; i++)
-		run(arg);
-	CUDA_CHECK(cudaEventRecord(g->time_stop, g->stream));
-	CUDA_CHECK(cudaEventSynchronize(g->time_stop));
-	CUDA_CHECK(cudaEventElapsedTime(&ms, g->time_start, g->time_stop));
-	return (double)ms * 1e3 / reps;
-}
-
-double cuda_plan_time(struct cuda_gemm *g, plan_run_fn run, void *arg, double best)
-{
-	if (!g->time_start) {
-		CUDA_CHECK(cudaEventCreate(&g->time_start));
-		CUDA_CHECK(cudaEventCreate(&g->time_stop));
-	}
-	double us = stream_us(g, run, arg, 1);
-	/*
-	 * A first run can hold more than the run: CUDA loads a module's kernels
-	 * when one is first launched (lazy loading, the default since CUDA
-	 * 12.2), and on the H100 (2026-11-27) candidates whose twins took
-	 * 13-75 us took 3.8-4.8 ms at their first run, and were passed over for
-	 * it. One more run says which it was.
-	 */
-	if (best >= 0.0 && us > GEMM_SLOW_FACTOR * best)
-		us = stream_us(g, run, arg, 1);
-	if (best < 0.0 || us <= GEMM_SLOW_FACTOR * best) {
-		double replayed = time_graph(g, run, arg);
-		us = replayed >= 0.0 ? replayed : stream_us(g, run, arg, GEMM_TIME_REPS);
-	}
-	return us;
-}
+/* ---- timing a GEMM way (cuda/plan_choose.cu times and chooses every op's) ---------- */
 
 /* One GEMM way on its request, for cuda_plan_time. */
 struct way_run {
@@ -626,72 +543,6 @@ static double time_way(void *arg, int i, double best)
 	double us = cuda_plan_time(t->g, run_one_way, &x, best);
 	gemm_way_desc_destroy(&d);
 	return us;
-}
-
-static const char *preset_for(const struct cuda_gemm *g, const char *key)
-{
-	for (int i = 0; i < g->n_presets; i++)
-		if (!strcmp(g->presets[i].key, key))
-			return g->presets[i].name;
-	return NULL;
-}
-
-int cuda_plan_choose(struct cuda_gemm *g, struct plan_op *rep, int capturing, plan_time_fn time,
-		     void *arg)
-{
-	const char *preset = preset_for(g, rep->key);
-	int n = rep->n_candidates, chosen = 0;
-
-	for (int i = 0; i < n; i++)
-		rep->cand[i].us = -1.0;
-	if (preset) {
-		for (int i = 0; i < n; i++)
-			if (!strcmp(rep->cand[i].name, preset)) {
-				snprintf(rep->source, sizeof(rep->source), "checkpoint");
-				return i;
-			}
-		g->preset_missed++;
-		if (g->rank == 0)
-			fprintf(stderr,
-				"mnist-train: the checkpoint's plan runs %s %s as %s, which this GPU "
-				"does not offer; planned anew (the resumed run is not bitwise the one "
-				"saved)\n",
-				rep->op, rep->shape, preset);
-	}
-	/*
-	 * Measured only in a collective stretch, and there by rank 0 alone. Every
-	 * rank first waits for its queued work (under the collective deadline): a
-	 * collective queued before must complete on every rank, not only on the
-	 * one that times, or the timing's waits could block behind it while its
-	 * peers wait for the choice.
-	 */
-	int timed = g->policy == PLAN_MEASURE && g->collective && !capturing && n > 1;
-	if (timed)
-		g->drain(g->share_arg);
-	if (timed && g->rank == 0) {
-		double best = -1.0, t0 = clock_seconds();
-		for (int i = 0; i < n; i++) {
-			double us = time(arg, i, best);
-			rep->cand[i].us = us;
-			if (us >= 0.0 && (best < 0.0 || us < best)) {
-				best = us;
-				chosen = i;
-			}
-		}
-		g->measure_secs += clock_seconds() - t0;
-	}
-	snprintf(rep->source, sizeof(rep->source), "%s", timed ? "measured" : "heuristic");
-	if (g->collective && g->share) {
-		char name[PLAN_NAME_LEN];
-		snprintf(name, sizeof(name), "%s", rep->cand[chosen].name);
-		g->share(g->share_arg, &chosen, name);
-		if (chosen < 0 || chosen >= n || strcmp(rep->cand[chosen].name, name))
-			die(1, "CUDA %s %s: rank 0 chose %s, which this rank's GPU or cuBLAS does "
-			       "not offer as its candidate %d (every rank needs the same GPU model and "
-			       "library)",
-			    rep->op, rep->shape, name, chosen);
-	}
-	return chosen;
 }
 
 /* ---- plans ------------------------------------------------------------------------------ */
@@ -742,13 +593,6 @@ static struct gemm_plan *plan_for(struct cuda_gemm *g, const struct gemm_req *r)
 	}
 	g->plans[g->n_plans] = fresh;
 	return &g->plans[g->n_plans++];
-}
-
-int cuda_plan_capturing(struct cuda_gemm *g)
-{
-	cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-	CUDA_CHECK(cudaStreamIsCapturing(g->stream, &status));
-	return status != cudaStreamCaptureStatusNone;
 }
 
 int cuda_gemm_im2col_unread(const struct cuda_gemm *g, const float *cols,

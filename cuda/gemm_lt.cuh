@@ -20,7 +20,12 @@
 #include "gemm_map.h"
 
 struct gemm_plan;
-struct gemm_preset;
+
+/* A checkpoint's choice for one problem (any op's: cuda_plan_choose finds it by key). */
+struct gemm_preset {
+	char key[PLAN_KEY_LEN];
+	char name[PLAN_NAME_LEN];
+};
 
 /*
  * Rank 0's choice to every rank, in a collective stretch: *index and name
@@ -84,7 +89,10 @@ void cuda_gemm_plan_get(struct cuda_gemm *g, const struct plan_op *more, int n_m
  */
 int cuda_gemm_plan_set(struct cuda_gemm *g, const struct plan_info *in, char *why, size_t whylen);
 
-/* ---- choosing among an op's ways (the GEMMs', the convolutions': cuda/conv_plan.cu) ---- */
+/*
+ * ---- choosing among an op's ways (cuda/plan_choose.cu), for the GEMMs' plans
+ * and the convolutions' (cuda/conv_plan.cu) ----
+ */
 
 /* Queue one run of a candidate on g->stream. */
 typedef void (*plan_run_fn)(void *arg);

@@ -1,0 +1,168 @@
+/*
+ * plan_choose.cu - how every op's plan chooses its way (cuda/gemm_lt.cuh,
+ * "choosing among an op's ways"): a candidate timed on the device, where the
+ * step runs it, and the choice among an op's candidates: a checkpoint's
+ * preset, rank 0's fastest shared with every rank, or the first. The GEMMs'
+ * plans (cuda/gemm_lt.cu) and the convolutions' (cuda/conv_plan.cu) both
+ * call it.
+ */
+#include "gemm_lt.cuh"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "clock.h"
+#include "cuda_check.cuh"
+
+/* Timed runs of a candidate after its first. */
+#define PLAN_TIME_REPS 3
+/* A first run this many times the best so far is not run again. */
+#define PLAN_SLOW_FACTOR 4.0
+
+/*
+ * Microseconds per run where the step runs it, in a replayed graph:
+ * PLAN_TIME_REPS runs captured in one graph, launched once to settle, once
+ * timed between events. Timed as launches on the stream, each library call's
+ * and kernel's submission from the host (about 3 us on the H100, 2026-11-27)
+ * lay between the events, and the plans favoured ways of fewer calls over
+ * ways of less work on the device. -1 when the stream cannot capture it.
+ */
+static double time_graph(struct cuda_gemm *g, plan_run_fn run, void *arg)
+{
+	cudaGraph_t graph = NULL;
+	cudaGraphExec_t exec = NULL;
+	if (cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return -1.0;
+	}
+	for (int i = 0; i < PLAN_TIME_REPS; i++)
+		run(arg);
+	cudaError_t rc = cudaStreamEndCapture(g->stream, &graph);
+	if (rc == cudaSuccess)
+		rc = cudaGraphInstantiate(&exec, graph, 0);
+	if (graph)
+		CUDA_CHECK(cudaGraphDestroy(graph));
+	if (rc != cudaSuccess) {
+		(void)cudaGetLastError();
+		return -1.0;
+	}
+	float ms = 0.0f;
+	CUDA_CHECK(cudaGraphLaunch(exec, g->stream));
+	CUDA_CHECK(cudaEventRecord(g->time_start, g->stream));
+	CUDA_CHECK(cudaGraphLaunch(exec, g->stream));
+	CUDA_CHECK(cudaEventRecord(g->time_stop, g->stream));
+	CUDA_CHECK(cudaEventSynchronize(g->time_stop));
+	CUDA_CHECK(cudaEventElapsedTime(&ms, g->time_start, g->time_stop));
+	CUDA_CHECK(cudaGraphExecDestroy(exec));
+	return (double)ms * 1e3 / PLAN_TIME_REPS;
+}
+
+/* Microseconds per run, reps runs launched on the stream between events. */
+static double stream_us(struct cuda_gemm *g, plan_run_fn run, void *arg, int reps)
+{
+	float ms = 0.0f;
+	CUDA_CHECK(cudaEventRecord(g->time_start, g->stream));
+	for (int i = 0; i < reps; i++)
+		run(arg);
+	CUDA_CHECK(cudaEventRecord(g->time_stop, g->stream));
+	CUDA_CHECK(cudaEventSynchronize(g->time_stop));
+	CUDA_CHECK(cudaEventElapsedTime(&ms, g->time_start, g->time_stop));
+	return (double)ms * 1e3 / reps;
+}
+
+double cuda_plan_time(struct cuda_gemm *g, plan_run_fn run, void *arg, double best)
+{
+	if (!g->time_start) {
+		CUDA_CHECK(cudaEventCreate(&g->time_start));
+		CUDA_CHECK(cudaEventCreate(&g->time_stop));
+	}
+	double us = stream_us(g, run, arg, 1);
+	/*
+	 * A first run can hold more than the run: CUDA loads a module's kernels
+	 * when one is first launched (lazy loading, the default since CUDA
+	 * 12.2), and on the H100 (2026-11-27) candidates whose twins took
+	 * 13-75 us took 3.8-4.8 ms at their first run, and were passed over for
+	 * it. One more run says which it was.
+	 */
+	if (best >= 0.0 && us > PLAN_SLOW_FACTOR * best)
+		us = stream_us(g, run, arg, 1);
+	if (best < 0.0 || us <= PLAN_SLOW_FACTOR * best) {
+		double replayed = time_graph(g, run, arg);
+		us = replayed >= 0.0 ? replayed : stream_us(g, run, arg, PLAN_TIME_REPS);
+	}
+	return us;
+}
+
+static const char *preset_for(const struct cuda_gemm *g, const char *key)
+{
+	for (int i = 0; i < g->n_presets; i++)
+		if (!strcmp(g->presets[i].key, key))
+			return g->presets[i].name;
+	return NULL;
+}
+
+int cuda_plan_choose(struct cuda_gemm *g, struct plan_op *rep, int capturing, plan_time_fn time,
+		     void *arg)
+{
+	const char *preset = preset_for(g, rep->key);
+	int n = rep->n_candidates, chosen = 0;
+
+	for (int i = 0; i < n; i++)
+		rep->cand[i].us = -1.0;
+	if (preset) {
+		for (int i = 0; i < n; i++)
+			if (!strcmp(rep->cand[i].name, preset)) {
+				snprintf(rep->source, sizeof(rep->source), "checkpoint");
+				return i;
+			}
+		g->preset_missed++;
+		if (g->rank == 0)
+			fprintf(stderr,
+				"mnist-train: the checkpoint's plan runs %s %s as %s, which this GPU "
+				"does not offer; planned anew (the resumed run is not bitwise the one "
+				"saved)\n",
+				rep->op, rep->shape, preset);
+	}
+	/*
+	 * Measured only in a collective stretch, and there by rank 0 alone. Every
+	 * rank first waits for its queued work (under the collective deadline): a
+	 * collective queued before must complete on every rank, not only on the
+	 * one that times, or the timing's waits could block behind it while its
+	 * peers wait for the choice.
+	 */
+	int timed = g->policy == PLAN_MEASURE && g->collective && !capturing && n > 1;
+	if (timed)
+		g->drain(g->share_arg);
+	if (timed && g->rank == 0) {
+		double best = -1.0, t0 = clock_seconds();
+		for (int i = 0; i < n; i++) {
+			double us = time(arg, i, best);
+			rep->cand[i].us = us;
+			if (us >= 0.0 && (best < 0.0 || us < best)) {
+				best = us;
+				chosen = i;
+			}
+		}
+		g->measure_secs += clock_seconds() - t0;
+	}
+	snprintf(rep->source, sizeof(rep->source), "%s", timed ? "measured" : "heuristic");
+	if (g->collective && g->share) {
+		char name[PLAN_NAME_LEN];
+		snprintf(name, sizeof(name), "%s", rep->cand[chosen].name);
+		g->share(g->share_arg, &chosen, name);
+		if (chosen < 0 || chosen >= n || strcmp(rep->cand[chosen].name, name))
+			die(1, "CUDA %s %s: rank 0 chose %s, which this rank's GPU or cuBLAS does "
+			       "not offer as its candidate %d (every rank needs the same GPU model and "
+			       "library)",
+			    rep->op, rep->shape, name, chosen);
+	}
+	return chosen;
+}
+
+int cuda_plan_capturing(struct cuda_gemm *g)
+{
+	cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+	CUDA_CHECK(cudaStreamIsCapturing(g->stream, &status));
+	return status != cudaStreamCaptureStatusNone;
+}
