@@ -299,6 +299,9 @@ static void cuda_plan_get(void *ctx, struct plan_info *out)
 	struct cuda_ctx *c = ctx_of(ctx);
 	cuda_gemm_plan_get(&c->gemm, c->conv.reports, c->conv.n_plans, out);
 	snprintf(out->device, sizeof(out->device), "%s", c->name);
+	snprintf(out->launch, sizeof(out->launch), "%s",
+		 kernels_pdl ? "programmatic dependent launch"
+		 : c->pdl_able ? "plain launches (--no-pdl)" : c->pdl_note);
 }
 
 static int cuda_plan_set(void *ctx, const struct plan_info *in, char *why, size_t whylen)
@@ -320,6 +323,11 @@ static void cuda_set_tf32(void *ctx, int on)
 	/* cublasSgemm, where cuBLASLt has no algorithm: the handle's math mode. */
 	CUBLAS_CHECK(cublasSetMathMode(c->gemm.blas, on ? CUBLAS_TF32_TENSOR_OP_MATH
 							  : CUBLAS_DEFAULT_MATH));
+}
+
+static void cuda_set_pdl(void *ctx, int on)
+{
+	kernels_set_pdl(on && ctx_of(ctx)->pdl_able);
 }
 
 static void cuda_gather(void *ctx, const struct gather_req *g)
@@ -667,6 +675,7 @@ const struct backend_ops cuda_ops = {
 	.set_timeout = cuda_set_timeout,
 	.set_position = cuda_set_position,
 	.set_tf32 = cuda_set_tf32,
+	.set_pdl = cuda_set_pdl,
 	.plan_mode = cuda_plan_mode,
 	.plan_get = cuda_plan_get,
 	.plan_set = cuda_plan_set,

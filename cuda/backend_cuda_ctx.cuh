@@ -47,6 +47,8 @@ struct cuda_ctx {
 	struct cuda_conv conv; /* the convolutions' plans (they choose as gemm does) */
 	ncclComm_t nccl;       /* all ranks of the job */
 	char name[128];        /* the device's name */
+	int pdl_able;          /* the device takes programmatic dependent launches (probed) */
+	char pdl_note[160];    /* why it does not, when it does not */
 
 	double timeout;        /* seconds a wait on a collective may take; 0: no deadline */
 	int epoch, step;       /* from set_position: where the next collectives belong */

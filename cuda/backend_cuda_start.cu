@@ -21,6 +21,7 @@
 #include "backend_cuda_ctx.cuh"
 #include "check.h"
 #include "cuda_check.cuh"
+#include "kernels.h"
 #include "dist.h"
 #include "gemm_lt.cuh"
 
@@ -54,6 +55,50 @@ static int fail_cuda(char *why, size_t whylen, const char *what, cudaError_t rc)
 	snprintf(why, whylen, "%s: %s", what, text);
 	(void)cudaGetLastError();
 	return 1;
+}
+
+/*
+ * Programmatic dependent launch (cuda/kernel_launch.cuh) where compute
+ * capability 9.0 or later has it and the driver takes it, launched and
+ * captured; plain launches otherwise, saying why in pdl_note. On by default:
+ * --no-pdl turns it off (set_pdl).
+ */
+static void probe_pdl(struct cuda_ctx *c, const struct cudaDeviceProp *prop)
+{
+	char text[CUDA_CHECK_MSG_LEN];
+	int32_t *cursor = NULL, moved = 0;
+	cudaError_t rc = cudaSuccess;
+
+	c->pdl_able = 0;
+	if (prop->major < 9) {
+		snprintf(c->pdl_note, sizeof(c->pdl_note),
+			 "plain launches: compute capability %d.%d has no programmatic dependent "
+			 "launch",
+			 prop->major, prop->minor);
+	} else {
+		rc = cudaMalloc((void **)&cursor, sizeof(*cursor));
+		if (rc == cudaSuccess)
+			rc = cudaMemsetAsync(cursor, 0, sizeof(*cursor), c->stream);
+		if (rc == cudaSuccess)
+			rc = kernels_pdl_probe(c->stream, cursor);
+		if (rc == cudaSuccess)
+			rc = cudaMemcpy(&moved, cursor, sizeof(moved), cudaMemcpyDeviceToHost);
+		if (cursor)
+			(void)cudaFree(cursor);
+		if (rc != cudaSuccess) {
+			cuda_error_text(rc, text, sizeof(text));
+			snprintf(c->pdl_note, sizeof(c->pdl_note),
+				 "plain launches: a programmatic dependent launch failed: %s", text);
+		} else if (moved != 4) {
+			snprintf(c->pdl_note, sizeof(c->pdl_note),
+				 "plain launches: 4 programmatic dependent launches added %d, not 4",
+				 (int)moved);
+		} else {
+			c->pdl_able = 1;
+		}
+		(void)cudaGetLastError();
+	}
+	kernels_set_pdl(c->pdl_able);
 }
 
 /* This rank's part on its probed device: stream, cuBLAS. 0 on success, else why is filled. */
@@ -106,6 +151,7 @@ static int setup_local(struct cuda_ctx *c, const struct dist *d, int device, cha
 		snprintf(why, whylen, "cuBLAS setup: %s", text);
 		return 1;
 	}
+	probe_pdl(c, &prop);
 	return 0;
 }
 

@@ -27,10 +27,13 @@
  * fibers that wait at each barrier: tests/cuda_host/block_fibers.h), and with
  * the host C++ compiler against the CUDA simulator (tests/cudasim/), which
  * queues each launch on its stream. Every launch goes through KERNEL_LAUNCH
- * or KERNEL_LAUNCH_COOP, in every build: the raw launch (KERNEL_LAUNCH_ON,
- * KERNEL_LAUNCH_COOP_ON: nvcc's <<<grid, block, 0, stream>>> here, the
- * stand-in headers' loops or queue in the tests), then CUDA_CHECK_LAUNCH, the
- * check of cudaGetLastError that ends the job on a bad launch.
+ * or KERNEL_LAUNCH_COOP, in every build: the raw launch (KERNEL_LAUNCH_PDL_ON,
+ * KERNEL_LAUNCH_COOP_PDL_ON: cudaLaunchKernelEx here, with programmatic
+ * dependent launch where kernels_pdl says so; the stand-in headers' loops or
+ * queue in the tests), then CUDA_CHECK_LAUNCH, the check of cudaGetLastError
+ * that ends the job on a bad launch. Every kernel begins with
+ * KERNEL_WAIT_PREVIOUS (kernel_launch.cuh): before it touches memory, it
+ * waits for the kernel before it.
  */
 #include "kernels.h"
 
@@ -39,6 +42,13 @@
 #include "elem.h"
 #include "fastdiv.h"
 #include "kernel_launch.cuh"
+
+int kernels_pdl;
+
+void kernels_set_pdl(int on)
+{
+	kernels_pdl = on != 0;
+}
 
 struct kernel_geom kernel_geom_for(size_t n)
 {
@@ -81,6 +91,7 @@ static __device__ inline void gather_item(const struct gather_req *g, int rows, 
 
 static __global__ void gather_kernel(struct gather_req g)
 {
+	KERNEL_WAIT_PREVIOUS();
 	int32_t cursor = *g.cursor;
 	int rows = gather_rows(&g, cursor);
 	size_t n = work_2d(g.count, g.pixels);
@@ -91,6 +102,7 @@ static __global__ void gather_kernel(struct gather_req g)
 /* One item: the cursor itself. */
 static __global__ void advance_kernel(int32_t *cursor, int delta)
 {
+	KERNEL_WAIT_PREVIOUS();
 	for (size_t i = grid_first(); i < 1; i += grid_stride())
 		*cursor += delta;
 }
@@ -118,6 +130,7 @@ static __global__ void advance_kernel(int32_t *cursor, int delta)
  */
 static __global__ void softmax_xent_kernel(struct xent_req x)
 {
+	KERNEL_WAIT_PREVIOUS();
 	__shared__ float column[COOP_MAX_THREADS];
 	__shared__ float row_max[COOP_MAX_THREADS / COOP_LANES], row_sum[COOP_MAX_THREADS / COOP_LANES];
 	unsigned int lanes = blockDim.x < COOP_LANES ? blockDim.x : COOP_LANES;
@@ -183,6 +196,7 @@ KERNEL_COOP_THUNK(softmax_xent_kernel, struct xent_req)
 static __global__ void argmax_hits_kernel(const float *logits, const int32_t *labels, int rows,
 					  int cols, int32_t *hits)
 {
+	KERNEL_WAIT_PREVIOUS();
 	for (size_t r = grid_first(); r < (size_t)rows; r += grid_stride())
 		hits[r] += argmax_hit_row_elem(logits + r * (size_t)cols, labels[r], cols);
 }
@@ -198,6 +212,7 @@ static __global__ void sgd_update_kernel(float *p, const float *g, float *v, siz
 					 const float *lr, const struct step_counters *counters,
 					 float momentum, float weight_decay, struct gather_req next)
 {
+	KERNEL_WAIT_PREVIOUS();
 	float rate = lr[counters->step - 1];
 	int32_t cursor = next.count > 0 ? *next.cursor : 0;
 	int rows = next.count > 0 ? gather_rows(&next, cursor) : 0;
@@ -216,6 +231,7 @@ static __global__ void adamw_update_kernel(float *p, const float *g, float *m, f
 					   const float *lr, const struct step_counters *counters,
 					   struct adamw_hyper h, struct gather_req next)
 {
+	KERNEL_WAIT_PREVIOUS();
 	struct adamw_step s = adamw_step_elem(lr[counters->step - 1], counters->updates, h);
 	int32_t cursor = next.count > 0 ? *next.cursor : 0;
 	int rows = next.count > 0 ? gather_rows(&next, cursor) : 0;
@@ -233,6 +249,7 @@ static __global__ void adamw_update_kernel(float *p, const float *g, float *m, f
 /* y (rows, cols), bias (cols): item i is column i % cols. */
 static __global__ void bias_act_kernel(float *y, const float *bias, int rows, int cols, int relu)
 {
+	KERNEL_WAIT_PREVIOUS();
 	size_t n = work_2d(rows, cols);
 	for (size_t i = grid_first(); i < n; i += grid_stride())
 		y[i] = bias_act_elem(y[i], bias[i % (size_t)cols], relu);
@@ -240,6 +257,7 @@ static __global__ void bias_act_kernel(float *y, const float *bias, int rows, in
 
 static __global__ void relu_backward_kernel(float *dy, const float *y, size_t n)
 {
+	KERNEL_WAIT_PREVIOUS();
 	for (size_t i = grid_first(); i < n; i += grid_stride())
 		dy[i] = relu_backward_elem(dy[i], y[i]);
 }
@@ -248,6 +266,7 @@ static __global__ void relu_backward_kernel(float *dy, const float *y, size_t n)
 static __global__ void bias_grad_kernel(const float *a, int lda, int trans_a, int m, int k,
 					float *out)
 {
+	KERNEL_WAIT_PREVIOUS();
 	for (size_t i = grid_first(); i < (size_t)m; i += grid_stride()) {
 		float sum = 0.0f;
 		for (int l = 0; l < k; l++)
@@ -307,6 +326,7 @@ static __device__ inline void block_sums_fold(const struct block_sums *b, float 
  */
 static __global__ void bias_grad_block_kernel(struct bias_grad_args g)
 {
+	KERNEL_WAIT_PREVIOUS();
 	__shared__ float part[COOP_MAX_THREADS];
 	struct block_sums b =
 		block_sums_make(g.trans_a ? (blockDim.x < COOP_LANES ? blockDim.x : COOP_LANES) : 1u);
@@ -375,6 +395,7 @@ static __host__ __device__ inline float ksplit_b(const struct ksplit_args *g, in
  */
 static __global__ void gemm_ksplit_kernel(struct ksplit_args g)
 {
+	KERNEL_WAIT_PREVIOUS();
 	__shared__ float tile[KSPLIT_TILE_FLOATS];
 	__shared__ float acc[KSPLIT_MAX_OUTS];
 	int rows = g.m + g.n, prod = g.m * g.n, pitch = g.tile + 1;
@@ -424,6 +445,7 @@ struct ksplit_reduce_args {
  */
 static __global__ void gemm_ksplit_reduce_kernel(struct ksplit_reduce_args g)
 {
+	KERNEL_WAIT_PREVIOUS();
 	__shared__ float part[COOP_MAX_THREADS];
 	struct block_sums b = block_sums_make(blockDim.x < COOP_LANES ? blockDim.x : COOP_LANES);
 	size_t prod = (size_t)g.m * g.n;
@@ -481,6 +503,7 @@ static __host__ __device__ inline int tiles_along(int len)
  */
 static __global__ void gemm_tile_kernel(struct tile_args args)
 {
+	KERNEL_WAIT_PREVIOUS();
 	const struct gemm_req g = args.r;
 	__shared__ float ta[GEMM_TILE * (GEMM_TILE_KMAX + 1)]; /* op(A)[i0 + r, l0 + t] at r * pitch + t */
 	__shared__ float tb[GEMM_TILE * (GEMM_TILE_KMAX + 1)]; /* op(B)[l0 + t, j0 + r] at r * pitch + t */
@@ -565,6 +588,47 @@ void kernels_advance(cudaStream_t stream, const struct kernel_geom *geom, int32_
 	struct kernel_geom g = pick_geom(geom, 1);
 	KERNEL_LAUNCH(advance_kernel, g, stream, cursor, delta);
 }
+
+#if defined(__CUDACC__) || defined(CUDASIM)
+/* Two launches of advance_kernel (+1 each) with the attribute; the first error, or success. */
+static cudaError_t pdl_pair(cudaStream_t stream, int32_t *cursor)
+{
+	struct kernel_geom g = kernel_geom_for(1);
+	KERNEL_LAUNCH_PDL_ON(advance_kernel, g, stream, 1, cursor, 1);
+	cudaError_t rc = cudaGetLastError();
+	if (rc != cudaSuccess)
+		return rc;
+	KERNEL_LAUNCH_PDL_ON(advance_kernel, g, stream, 1, cursor, 1);
+	return cudaGetLastError();
+}
+
+cudaError_t kernels_pdl_probe(cudaStream_t stream, int32_t *cursor)
+{
+	cudaGraph_t graph = NULL;
+	cudaGraphExec_t exec = NULL;
+	cudaError_t rc = pdl_pair(stream, cursor);
+	if (rc == cudaSuccess)
+		rc = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+	if (rc == cudaSuccess) {
+		cudaError_t launched = pdl_pair(stream, cursor);
+		rc = cudaStreamEndCapture(stream, &graph);
+		if (launched != cudaSuccess)
+			rc = launched;
+	}
+	if (rc == cudaSuccess)
+		rc = cudaGraphInstantiate(&exec, graph, 0);
+	if (rc == cudaSuccess)
+		rc = cudaGraphLaunch(exec, stream);
+	if (rc == cudaSuccess)
+		rc = cudaStreamSynchronize(stream);
+	if (exec)
+		(void)cudaGraphExecDestroy(exec);
+	if (graph)
+		(void)cudaGraphDestroy(graph);
+	(void)cudaGetLastError();
+	return rc;
+}
+#endif
 
 void kernels_softmax_xent(cudaStream_t stream, const struct kernel_geom *geom,
 			  const struct xent_req *r)

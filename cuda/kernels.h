@@ -41,6 +41,23 @@ struct kernel_geom {
 struct kernel_geom kernel_geom_for(size_t n);
 
 /*
+ * 1: launch every kernel with programmatic dependent launch (kernel_launch.cuh;
+ * only where the device has it, compute capability 9.0 and later); 0, the
+ * default: plain launches. For the whole process, as its one device.
+ */
+extern int kernels_pdl;
+void kernels_set_pdl(int on);
+#if defined(__CUDACC__) || defined(CUDASIM)
+/*
+ * Whether this device and driver take programmatic dependent launches: two
+ * launches adding 1 to *cursor (device memory) on stream, then two more
+ * captured in a graph, instantiated and replayed; waits for the stream.
+ * cudaSuccess with *cursor 4 higher, or the first error (cleared).
+ */
+cudaError_t kernels_pdl_probe(cudaStream_t stream, int32_t *cursor);
+#endif
+
+/*
  * Work: g->count * g->pixels (struct gather_req; the rows taken are
  * min(count, len - *cursor), read on the device).
  */

@@ -97,6 +97,7 @@ struct conv_forward_args {
  */
 static __global__ void conv_forward_kernel(struct conv_forward_args a)
 {
+	KERNEL_WAIT_PREVIOUS();
 	size_t nb = (size_t)a.rows, fan_in = (size_t)a.s.c * a.s.k * a.s.k;
 	uint32_t stride = (uint32_t)grid_stride();
 	for (uint32_t i = (uint32_t)grid_first(); i < a.total; i += stride) {
@@ -150,6 +151,7 @@ static struct window_args window_args_make(const struct pool_shape *p, int rows,
 static __global__ void pool_backward_kernel(struct window_args a, const float *dy, const float *y,
 					    const int32_t *arg, float *dz)
 {
+	KERNEL_WAIT_PREVIOUS();
 	size_t nb = (size_t)a.rows;
 	uint32_t stride = (uint32_t)grid_stride();
 	for (uint32_t i = (uint32_t)grid_first(); i < a.n; i += stride) {
@@ -177,6 +179,7 @@ static __global__ void conv_backward_data_kernel(struct conv_shape s, int oc, st
 						 const float *below_y, const int32_t *below_arg,
 						 float *dz_below)
 {
+	KERNEL_WAIT_PREVIOUS();
 	size_t nb = (size_t)a.rows;
 	uint32_t stride = (uint32_t)grid_stride();
 	for (uint32_t i = (uint32_t)grid_first(); i < a.n; i += stride) {

@@ -188,6 +188,11 @@ const struct setting config_settings[] = {
 	 .help = "CUDA backend: steps replayed by one graph launch, at most (a launch ends where "
 		 "the host reads the loss, saves a checkpoint or ends an epoch); 1: a launch a step",
 	 .applies = with_graph, .needs = "only applies to a captured step (drop --no-graph)"},
+	{.flag = "no-pdl", .type = SETTING_FLAG, .offset = FIELD(use_pdl), .lo = 0,
+	 .help = "CUDA backend: start each kernel only once the one before it has ended; by "
+		 "default, on GPUs of compute capability 9.0 and later, a kernel of ours starts while "
+		 "the one before it ends and waits for it on the device (programmatic dependent "
+		 "launch; the same results)"},
 	{.flag = "tf32", .type = SETTING_FLAG, .offset = FIELD(tf32), .lo = 1, .where = SETTING_AGREE,
 	 .help = "CUDA backend: GEMMs on TF32 tensor cores (inputs rounded to a 10-bit mantissa, "
 		 "float32 sums); by default float32 throughout"},

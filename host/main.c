@@ -178,6 +178,7 @@ int main(int argc, char **argv)
 		agree_or_exit(&d, STATUS_BAD_INPUT, msg);
 	}
 	backend_set_tf32(&be, cfg.tf32);
+	backend_set_pdl(&be, cfg.use_pdl);
 	if (d.rank == 0) {
 		if (msg[0])
 			fprintf(stderr, "mnist-train: %s\n", msg);

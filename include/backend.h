@@ -138,6 +138,7 @@ struct plan_op {
 struct plan_info {
 	char device[128];  /* the GPU's name */
 	char library[64];  /* the math library and its version: "cublasLt 130100" */
+	char launch[160];  /* how kernels are launched ("programmatic dependent launch"); not saved */
 	int n_ops;
 	struct plan_op *ops;
 	double measure_ms; /* wall time rank 0 spent timing candidates so far; < 0: not known */
@@ -263,6 +264,14 @@ struct backend_ops {
 	 * backend has no such mode.
 	 */
 	void (*set_tf32)(void *ctx, int on);
+
+	/*
+	 * Optional: 0 launches every kernel only once the one before it has
+	 * ended; 1, the default where the device has it, lets a kernel start
+	 * while the one before it ends (programmatic dependent launch, compute
+	 * capability 9.0 and later; the results are the same).
+	 */
+	void (*set_pdl)(void *ctx, int on);
 
 	/*
 	 * Optional plans (struct plan_info). plan_mode: how problems met from now
@@ -455,6 +464,11 @@ static inline void backend_set_tf32(const struct backend *b, int on)
 {
 	if (b->ops->set_tf32)
 		b->ops->set_tf32(b->ctx, on);
+}
+static inline void backend_set_pdl(const struct backend *b, int on)
+{
+	if (b->ops->set_pdl)
+		b->ops->set_pdl(b->ctx, on);
 }
 /* Whether the backend plans its ops (->plan_get). */
 static inline int backend_has_plan(const struct backend *b)

@@ -43,6 +43,8 @@ char *plan_json_dump(const struct plan_info *p, int with_candidates, const char 
 	json_object_set_new(root, "ops", ops);
 	if (with_candidates && p->measure_ms >= 0.0)
 		json_object_set_new(root, "measure_ms", json_real(p->measure_ms));
+	if (with_candidates && p->launch[0])
+		json_object_set_new(root, "launch", json_string(p->launch));
 	char *text = json_dumps(root, PLAN_JSON_FLAGS);
 	json_decref(root);
 	if (!text)
@@ -138,6 +140,8 @@ void plan_json_free(struct plan_info *p)
 void plan_print_table(FILE *f, const struct plan_info *p)
 {
 	fprintf(f, "plan: %d ops on %s (%s)\n", p->n_ops, p->device, p->library);
+	if (p->launch[0])
+		fprintf(f, "launch: %s\n", p->launch);
 	fprintf(f, "  %-32s %-10s %10s  %s\n", "op", "how", "us", "chosen");
 	for (int i = 0; i < p->n_ops; i++) {
 		const struct plan_op *o = &p->ops[i];

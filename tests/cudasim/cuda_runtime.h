@@ -226,7 +226,8 @@ template <class T, class... Rest> void collect(launch_ptrs &l, T v, Rest... rest
  * CUDA refuses is not queued, and its error is the thread's last error.
  */
 cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, unsigned int block,
-		   const launch_ptrs &ptrs, std::function<void()> body, bool coop = false);
+		   const launch_ptrs &ptrs, std::function<void()> body, bool coop = false,
+		   bool pdl = false);
 
 /*
  * __syncthreads in a kernel launched by KERNEL_LAUNCH_COOP_ON: the thread
@@ -235,10 +236,25 @@ cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, u
  */
 void barrier();
 
+/*
+ * Programmatic dependent launch (rule 5): in a kernel, the wait for the
+ * kernel before it in the stream, counted per thread for the launch's check,
+ * and the trigger that lets the kernel after start, a hint with nothing to do
+ * here (kernels run one after another).
+ */
+void grid_dependency_wait();
+
 /* cudaFuncGetAttributes for any kernel: whether its image runs on the device. */
 cudaError_t func_attributes(struct cudaFuncAttributes *attr, const void *kernel);
 
 } /* namespace cudasim */
+
+/* Device functions of compute capability 9.0 (the programming guide's names). */
+inline void cudaGridDependencySynchronize(void)
+{
+	cudasim::grid_dependency_wait();
+}
+inline void cudaTriggerProgrammaticLaunchCompletion(void) {}
 
 template <class T> inline cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, T *kernel)
 {
@@ -258,15 +274,18 @@ template <class T> inline cudaError_t cudaFuncGetAttributes(struct cudaFuncAttri
  * from its own stack) is read now, as <<<>>> reads it, never when the kernel
  * runs.
  */
-#define KERNEL_LAUNCH_ON(kernel, geom, stream, ...)                                       \
+#define KERNEL_LAUNCH_PDL_ON(kernel, geom, stream, pdl, ...)                              \
 	do {                                                                              \
 		cudasim::launch_ptrs cudasim_ptrs_ = {};                                  \
 		cudasim::collect(cudasim_ptrs_, __VA_ARGS__);                             \
 		auto cudasim_args_ = std::make_tuple(__VA_ARGS__);                        \
 		(void)cudasim::launch((stream), #kernel, (geom).grid, (geom).block,       \
 				      cudasim_ptrs_,                                      \
-				      [cudasim_args_]() { std::apply(kernel, cudasim_args_); }); \
+				      [cudasim_args_]() { std::apply(kernel, cudasim_args_); }, \
+				      false, (pdl) != 0);                                 \
 	} while (0)
+#define KERNEL_LAUNCH_ON(kernel, geom, stream, ...) \
+	KERNEL_LAUNCH_PDL_ON(kernel, geom, stream, 0, __VA_ARGS__)
 
 /*
  * A kernel whose block's threads cooperate (cuda/kernels.cu's
@@ -277,13 +296,15 @@ template <class T> inline cudaError_t cudaFuncGetAttributes(struct cudaFuncAttri
  * between the two).
  */
 #define KERNEL_COOP_THUNK(kernel, type)
-#define KERNEL_LAUNCH_COOP_ON(kernel, geom, stream, arg)                                  \
+#define KERNEL_LAUNCH_COOP_PDL_ON(kernel, geom, stream, pdl, arg)                         \
 	do {                                                                              \
 		cudasim::launch_ptrs cudasim_ptrs_ = {};                                  \
 		auto cudasim_arg_ = (arg);                                                \
 		(void)cudasim::launch((stream), #kernel, (geom).grid, (geom).block,       \
 				      cudasim_ptrs_, [cudasim_arg_]() { kernel(cudasim_arg_); }, \
-				      true);                                              \
+				      true, (pdl) != 0);                                  \
 	} while (0)
+#define KERNEL_LAUNCH_COOP_ON(kernel, geom, stream, arg) \
+	KERNEL_LAUNCH_COOP_PDL_ON(kernel, geom, stream, 0, arg)
 
 #endif /* MNIST_DDP_CUDASIM_CUDA_RUNTIME_H */

@@ -72,6 +72,17 @@
  *     is the block's) and a barrier in a kernel launched as a plain one are
  *     fatal. __shared__ is one static copy per kernel: it is not poisoned
  *     between blocks, so a read before any write in a block is not caught.
+ *     Programmatic dependent launch (the programming guide's section of that
+ *     name; KERNEL_LAUNCH_PDL_ON, KERNEL_LAUNCH_COOP_PDL_ON: the launch
+ *     attribute cudaLaunchAttributeProgrammaticStreamSerialization): the
+ *     kernel may start before the one ahead of it in the stream has finished,
+ *     so each of its threads must call cudaGridDependencySynchronize before
+ *     it uses that kernel's results. Kernels run one after another here, so
+ *     nothing overlaps; a launch in which some thread never called it is
+ *     fatal (not whether a thread touched memory before it).
+ *     cudaTriggerProgrammaticLaunchCompletion is a hint: nothing. The device
+ *     is of compute capability 9.0, which has the attribute. The time model
+ *     (rule 10) charges such a launch as any other.
  *  6. Graph capture (cudaStreamCaptureModeGlobal and ThreadLocal): work
  *     queued on a capturing stream is recorded, not run. What CUDA forbids
  *     during capture fails with cudaErrorStreamCaptureUnsupported and

@@ -260,6 +260,16 @@ static void coop_thread(const void *arg)
 	(*(const std::function<void()> *)arg)();
 }
 
+/* Which threads of the running launch called cudaGridDependencySynchronize. */
+static std::vector<char> grid_waited;
+
+void grid_dependency_wait()
+{
+	size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (t < grid_waited.size())
+		grid_waited[t] = 1;
+}
+
 void barrier()
 {
 	++trips;
@@ -276,7 +286,7 @@ void barrier()
  * GPU the kernel would fault on it (an illegal address, and a dead context).
  */
 cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, unsigned int block,
-		   const launch_ptrs &ptrs, std::function<void()> body, bool coop)
+		   const launch_ptrs &ptrs, std::function<void()> body, bool coop, bool pdl)
 {
 	cudaError_t rc = init_error();
 	if (rc != cudaSuccess)
@@ -289,7 +299,7 @@ cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, u
 	op o;
 	o.label = std::string("kernel ") + kernel;
 	o.module = o.label;
-	o.run = [kernel, grid, block, ptrs, body, coop]() {
+	o.run = [kernel, grid, block, ptrs, body, coop, pdl]() {
 		/* Checked again when it runs: a replayed graph may outlive its buffers. */
 		check_kernel_pointers(kernel, ptrs);
 		gridDim = {grid, 1, 1};
@@ -299,6 +309,7 @@ cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, u
 		/* Each thread's loop trips, counted by the hook (rule 10): its serial work. */
 		std::vector<double> worst(grid, 0.0);
 		unsigned long long items = 0, loops = 0;
+		grid_waited.assign(pdl ? (size_t)grid * block : 0, 0);
 		coop_counts counts;
 		block_fiber_hooks hooks = {coop_in, coop_out, &counts};
 		for (blockIdx.x = 0; blockIdx.x < grid; blockIdx.x++) {
@@ -321,6 +332,16 @@ cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, u
 			}
 		}
 		run_us = kernel_us(block, worst, items, loops);
+		/*
+		 * Launched to start while the kernel before it ends, a thread that
+		 * never waits for that kernel could read what it has not yet written.
+		 */
+		size_t missed = (size_t)std::count(grid_waited.begin(), grid_waited.end(), 0);
+		if (missed)
+			fatal("launch of %s with programmatic dependent launch: %zu of its %zu "
+			      "threads never called cudaGridDependencySynchronize (on a GPU they "
+			      "could read what the kernel before it had not yet written)",
+			      kernel, missed, grid_waited.size());
 	};
 	return submit(stream, std::move(o)); /* an unknown stream or an invalidated capture: set */
 }

@@ -255,6 +255,57 @@ Test(kernel, a_launch_without_a_kernel_image_for_the_device_is_refused)
 	refused_launch({1, 1}, cudaErrorNoKernelImageForDevice);
 }
 
+/*
+ * Rule 5, programmatic dependent launch: a kernel launched to start while the
+ * one before it ends must wait for it in every thread
+ * (cudaGridDependencySynchronize) before it reads what that one wrote.
+ */
+static __global__ void add_after_wait_kernel(float *x, unsigned int skip_thread)
+{
+	if (threadIdx.x != skip_thread)
+		cudaGridDependencySynchronize();
+	cudaTriggerProgrammaticLaunchCompletion();
+	if (threadIdx.x == 0)
+		x[blockIdx.x] += 1.0f;
+}
+
+static void pdl_launches(unsigned int skip_thread)
+{
+	cudaStream_t s = new_stream();
+	float *d = dalloc(3), h[3];
+	struct geom g = {3, 32};
+	cr_assert_eq(cudaMemsetAsync(d, 0, sizeof(h), s), cudaSuccess);
+	for (int i = 0; i < 2; i++) {
+		KERNEL_LAUNCH_PDL_ON(add_after_wait_kernel, g, s, 1, d, skip_thread);
+		cr_assert_eq(cudaGetLastError(), cudaSuccess);
+	}
+	cr_assert_eq(cudaMemcpyAsync(h, d, sizeof(h), cudaMemcpyDeviceToHost, s), cudaSuccess);
+	for (int b = 0; b < 3; b++)
+		cr_assert_eq(h[b], 2.0f, "block %d: %g", b, h[b]);
+}
+
+Test(kernel, a_programmatic_dependent_launch_whose_threads_all_wait_runs)
+{
+	pdl_launches(32); /* no thread skips the wait */
+}
+
+Test(kernel, a_programmatic_dependent_launch_with_a_thread_that_never_waits_is_stopped,
+     .signal = SIGABRT)
+{
+	pdl_launches(5);
+}
+
+Test(kernel, a_plain_launch_needs_no_wait)
+{
+	cudaStream_t s = new_stream();
+	float *d = dalloc(1), h = 0.0f;
+	struct geom g = {1, 32};
+	cr_assert_eq(cudaMemsetAsync(d, 0, sizeof(h), s), cudaSuccess);
+	LAUNCH(add_after_wait_kernel, g, s, d, 7u);
+	cr_assert_eq(cudaMemcpyAsync(&h, d, sizeof(h), cudaMemcpyDeviceToHost, s), cudaSuccess);
+	cr_assert_eq(h, 1.0f);
+}
+
 /* Rule 5, cooperative kernels: reverse_kernel (tests/cuda_host/reverse_kernel.h). */
 
 /* The reversed array, run on a stream and read back. */
