@@ -16,18 +16,21 @@
 #endif
 
 /*
- * Programmatic dependent launch (docs/gpu.md "Launches"): on a GPU of compute
- * capability 9.0 or later, with kernels_pdl set (kernels_set_pdl), each
- * kernel is launched with cudaLaunchAttributeProgrammaticStreamSerialization,
- * so that the GPU may start it while the kernel before it in the stream
+ * Programmatic dependent launch (docs/gpu.md "A kernel starts while the one
+ * before it ends"): on a GPU of compute capability 9.0 or later, with
+ * kernels_pdl set (kernels_set_pdl), each kernel is launched with
+ * cudaLaunchAttributeProgrammaticStreamSerialization, so that the GPU may
+ * start it while the kernel before it in the stream
  * finishes. Every kernel therefore begins with KERNEL_WAIT_PREVIOUS: its
  * threads wait there until the kernel before has completed and its writes are
  * visible (cudaGridDependencySynchronize), before they read or write any
  * memory, and then allow the kernel after to start
  * (cudaTriggerProgrammaticLaunchCompletion); what is overlapped is the launch,
  * never the work. A kernel before that is not ours (cuBLAS, NCCL) lets ours
- * start as its blocks end; without the attribute the wait returns at once, the
- * launch having waited.
+ * start as its blocks end. Launched without the attribute, a kernel starts
+ * only after the one before has completed, and its wait returns at once.
+ * The dependents are let start only once every block of this kernel has
+ * begun, so the blocks that wait never keep this kernel's from running.
  */
 #if defined(__CUDACC__)
 #include <utility>

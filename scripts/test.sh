@@ -16,8 +16,9 @@ bash scripts/setup.sh
 echo "test.sh: set up and built in ${SECONDS} s"
 
 export OPENBLAS_NUM_THREADS=1
-# Tests that start several processes declare them (PROCESSORS), so ctest runs a
-# single-process test beside another one but never oversubscribes the cores.
+# Tests that keep several cores busy declare them (PROCESSORS: their processes, or fewer
+# where those mostly wait, as on a deadline or a daemon), so ctest runs a single-process
+# test beside another one but never oversubscribes the cores.
 echo "== ctest: the whole suite (build/)"
 ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 600
 echo "test.sh: the whole suite done at ${SECONDS} s"

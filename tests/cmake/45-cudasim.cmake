@@ -226,6 +226,11 @@ add_cudasim_test(gpu_deadline_sim_replay_2 2 TIMEOUT 30 PASS "${_deadline_line}"
 add_cudasim_test(gpu_deadline_sim_free_2 2 TIMEOUT 30 PASS "${_deadline_line}"
                  ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=3
                  COMMAND $<TARGET_FILE:gpu_deadline_sim> --free --both)
+# Their ranks wait out a 2 s deadline (0.13 cores busy, 2026-11-27): one slot each, so that
+# ctest runs a test beside them (scripts/test.sh, PROCESSORS).
+set_tests_properties(gpu_deadline_sim_2 gpu_deadline_sim_no_warm_up_2 gpu_deadline_sim_upload_2
+                     gpu_deadline_sim_hung_peer_2 gpu_deadline_sim_replay_2 gpu_deadline_sim_free_2
+                     PROPERTIES PROCESSORS 1)
 
 # Defect 3: capture that fails on one rank leaves every rank uncaptured, in step.
 add_cudasim_test(gpu_graph_sim_capture_fails_on_rank1_2 2 ENV CUDASIM_CAPTURE_FAIL_RANK=1
