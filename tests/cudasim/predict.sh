@@ -7,16 +7,18 @@
 # intervals are not in sim_step_us); and one step op by op (--profile) per cell.
 # A prediction, never a measurement: docs/benchmarks.md puts it beside the H100's.
 #
-#   tests/cudasim/predict.sh [BUILD_DIR [OUT_DIR]]
+#   tests/cudasim/predict.sh [BUILD_DIR [OUT_DIR [TRAIN_ARGS...]]]
 #
 # BUILD_DIR (default build/) must hold the simulated build (build/cudasim/mnist-train,
 # a default build with the CUDA toolkit). Prints "MODEL bBATCH sim_step_us=X
 # graph_nodes=N" per cell; OUT_DIR (default a temporary folder, removed) keeps each
-# cell's metrics (gpu_plan, op_times) and profile table. About 3 minutes on 2 cores.
+# cell's metrics (gpu_plan, op_times) and profile table; TRAIN_ARGS go to every run (a
+# change's flag, --no-pdl say, for the model without it). About 3 minutes on 2 cores.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$ROOT/build}
 OUT=${2:-}
+shift $(($# < 2 ? $# : 2))
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 [ -n "$OUT" ] || OUT=$TMP/out
@@ -31,7 +33,7 @@ for cell in seed:32:20 seed:256:20 mlp:32:20 mlp:256:20 lenet:32:20 lenet:256:20
 	"${MPIRUN:-mpirun}" -n 1 -x LD_LIBRARY_PATH="$BUILD/cudasim/driver" "$BUILD/cudasim/mnist-train" \
 		--backend cuda --model "$model" "${extra[@]}" --batch-size "$batch" \
 		--limit $((batch * steps)) --epochs 1 --log-every 100 --data "$TMP/data/train" \
-		--metrics "$OUT/$model-b$batch.jsonl" --profile >"$OUT/$model-b$batch.out" 2>&1
+		--metrics "$OUT/$model-b$batch.jsonl" --profile "$@" >"$OUT/$model-b$batch.out" 2>&1
 	echo "$model b$batch $(grep -o 'sim_step_us=[0-9.]*' "$OUT/$model-b$batch.out")" \
 		"$(grep -o 'graph_nodes=[0-9]*' "$OUT/$model-b$batch.out")"
 done

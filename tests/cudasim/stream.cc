@@ -40,6 +40,8 @@ struct CUstream_st {
 		uint64_t replay = 0; /* which replay, for the time report */
 	};
 	double clock = 0.0; /* modelled time its last completed op ended (rule 10) */
+	/* When the last completed op's work began, if it was a kernel of the program; else -1. */
+	double kernel_began = -1.0;
 	std::deque<entry> queue;
 	uint64_t submitted = 0, completed = 0;
 	cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -165,12 +167,20 @@ static bool advance(CUstream_st *s, uint64_t upto)
 				open.emplace();
 			e.o.run();
 		}
-		/* The time model (rule 10): in order, not before the host launched it. */
-		double start = std::max(s->clock, e.ready);
-		double took = run_us + e.o.kernels * launch_overhead_us(e.graph);
+		/*
+		 * The time model (rule 10): in order, not before the host launched it;
+		 * a programmatic dependent launch after a kernel of the program pays
+		 * its launch overhead from when that kernel's work began.
+		 */
+		double overhead = e.o.kernels * launch_overhead_us(e.graph);
+		double start = std::max(s->clock, e.ready), began = start + overhead;
+		if (e.o.pdl && s->kernel_began >= 0.0)
+			began = std::max(std::max(e.ready, s->kernel_began) + overhead, s->clock);
 		if (e.o.stamp)
 			e.o.stamp(start);
-		s->clock = start + took;
+		double took = began + run_us - start; /* its overhead, the hidden part left out, and its work */
+		s->clock = began + run_us;
+		s->kernel_began = e.o.label.compare(0, 7, "kernel ") == 0 ? began : -1.0;
 		if (e.o.kernels > 0)
 			note_op_time(e.replay, e.o.detail.empty() ? e.o.label : e.o.detail, took);
 		s->queue.pop_front();
@@ -299,6 +309,7 @@ cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, u
 	op o;
 	o.label = std::string("kernel ") + kernel;
 	o.module = o.label;
+	o.pdl = pdl;
 	o.run = [kernel, grid, block, ptrs, body, coop, pdl]() {
 		/* Checked again when it runs: a replayed graph may outlive its buffers. */
 		check_kernel_pointers(kernel, ptrs);
