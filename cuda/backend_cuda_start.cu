@@ -21,9 +21,9 @@
 #include "backend_cuda_ctx.cuh"
 #include "check.h"
 #include "cuda_check.cuh"
-#include "kernels.h"
 #include "dist.h"
 #include "gemm_lt.cuh"
+#include "kernels.h"
 
 /* Release what setup_local acquired, best effort: this runs on failure paths too. */
 static void teardown_local(struct cuda_ctx *c)

@@ -42,6 +42,7 @@ struct CUstream_st {
 	double clock = 0.0; /* modelled time its last completed op ended (rule 10) */
 	/* When the last completed op's work began, if it was a kernel of the program; else -1. */
 	double kernel_began = -1.0;
+	uint64_t kernel_replay = 0; /* and the graph replay it belonged to (0: none) */
 	std::deque<entry> queue;
 	uint64_t submitted = 0, completed = 0;
 	cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -174,13 +175,15 @@ static bool advance(CUstream_st *s, uint64_t upto)
 		 */
 		double overhead = e.o.kernels * launch_overhead_us(e.graph);
 		double start = std::max(s->clock, e.ready), began = start + overhead;
-		if (e.o.pdl && s->kernel_began >= 0.0)
+		/* (A graph launch's first node depends on nothing captured: no programmatic edge.) */
+		if (e.o.pdl && s->kernel_began >= 0.0 && s->kernel_replay == e.replay)
 			began = std::max(std::max(e.ready, s->kernel_began) + overhead, s->clock);
 		if (e.o.stamp)
 			e.o.stamp(start);
 		double took = began + run_us - start; /* its overhead, the hidden part left out, and its work */
 		s->clock = began + run_us;
 		s->kernel_began = e.o.label.compare(0, 7, "kernel ") == 0 ? began : -1.0;
+		s->kernel_replay = e.replay;
 		if (e.o.kernels > 0)
 			note_op_time(e.replay, e.o.detail.empty() ? e.o.label : e.o.detail, took);
 		s->queue.pop_front();
