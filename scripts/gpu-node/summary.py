@@ -8,12 +8,13 @@ later step, or the loan, is cut. It reads what the steps left in RESULTS_DIR:
   steps.tsv            STEP, LIMIT, STATUS, SECONDS per step run (the last row of a step counts)
   gpu.txt, commit.txt  the GPUs (or why there is none), the tree's commit
   quick/parts.tsv      each part of quick: PART, STATUS, SECONDS, DETAIL
-  quick/bench-results/*.md   bench/train's results file: its Goals table
+  quick/bench-results/*.md   bench/train's results file: its Goals and Step time tables
   quick/profile/*.jsonl      mnist-train --profile's metrics: {"event": "op_times", ...} and,
                        where the backend writes it, {"event": "gpu_plan", "ops": [...]}
   all-summary.txt, sanitize-summary.txt   ctest_summary.py's reports
 and prints: each step's limit, status and time; quick's parts; each goal of the GPU matrix
-met or missed with its figure; the slowest ops of each profiled step; the GEMM plan chosen
+met or missed with its figure; each cell's median step in every column of ours; the slowest
+ops of each profiled step; the GEMM plan chosen
 (in full in quick/plans.txt); the first lines of the all and sanitize reports. A skipped
 part or step is written SKIPPED with its reason, never passed. Exit 0, or 2 on bad usage.
 """
@@ -131,6 +132,37 @@ def goals(out, lines):
             lines.append(clip(f"  {verdict:<12} {goal}"))
             line = f"  {'':<12}   {measured}"
         lines.append(clip(line))
+
+
+def step_medians(out, lines):
+    """The matrix's median step per cell, each column of ours side by side (the graph, one step a
+    launch, --no-pdl, --no-graph) and PyTorch's best over ours: a change's column against the
+    graph column at a glance."""
+    mds = sorted(glob.glob(os.path.join(out, "quick", "bench-results", "*.md")), key=os.path.getmtime)
+    if not mds:
+        return
+    m = re.search(r"^## Step time[^\n]*\n(.*?)(?=^## |\Z)", read(mds[-1]), re.S | re.M)
+    if not m:
+        return
+    rows = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in m.group(1).splitlines()
+            if ln.startswith("|")]
+    if not rows or rows[0][:3] != ["model", "batch/rank", "ranks"]:
+        return
+    head = rows[0]
+    keep = [i for i, h in enumerate(head) if h.startswith("mnist-train") or h.startswith("PyTorch best")]
+    def short(h):
+        h = re.sub(r", SIMULATED$", "", h)
+        if h.startswith("PyTorch best"):
+            return "best/ours"
+        h = re.sub(r"^mnist-train (graph, )?", "", h)
+        return {"graph": "graph", "1 step a launch": "1 step"}.get(h, h.lstrip("-"))
+    names = {i: short(head[i]) for i in keep}
+    lines.append("Median step, us (the matrix's columns of ours; PyTorch's best / ours):")
+    for r in rows[1:]:
+        if len(r) != len(head) or set(r[0]) <= set("-: "):
+            continue
+        cells = [f"{names[i]} {r[i].split(' / ')[0].split(' (')[0]}" for i in keep]
+        lines.append(clip(f"  {r[0]} b{r[1]} r{r[2]}: " + " | ".join(cells)))
 
 
 def records(path, event):
@@ -266,6 +298,7 @@ def main(argv):
     steps_part(out, lines)
     quick_parts(out, lines)
     goals(out, lines)
+    step_medians(out, lines)
     slowest_ops(out, lines)
     plans(out, lines)
     reports(out, lines)
