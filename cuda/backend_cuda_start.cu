@@ -57,6 +57,45 @@ static int fail_cuda(char *why, size_t whylen, const char *what, cudaError_t rc)
 	return 1;
 }
 
+/* Two programmatic dependent launches adding 1 to *cursor; the first error, or success. */
+static cudaError_t pdl_pair(cudaStream_t stream, int32_t *cursor)
+{
+	cudaError_t rc = kernels_advance_pdl(stream, cursor, 1);
+	return rc == cudaSuccess ? kernels_advance_pdl(stream, cursor, 1) : rc;
+}
+
+/*
+ * Whether this device and driver take programmatic dependent launches: two on
+ * stream, then two captured in a graph, instantiated and replayed; waits for
+ * the stream. cudaSuccess with *cursor 4 higher, or the first error (cleared).
+ */
+static cudaError_t pdl_try(cudaStream_t stream, int32_t *cursor)
+{
+	cudaGraph_t graph = NULL;
+	cudaGraphExec_t exec = NULL;
+	cudaError_t rc = pdl_pair(stream, cursor);
+	if (rc == cudaSuccess)
+		rc = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+	if (rc == cudaSuccess) {
+		cudaError_t launched = pdl_pair(stream, cursor);
+		rc = cudaStreamEndCapture(stream, &graph);
+		if (launched != cudaSuccess)
+			rc = launched;
+	}
+	if (rc == cudaSuccess)
+		rc = cudaGraphInstantiate(&exec, graph, 0);
+	if (rc == cudaSuccess)
+		rc = cudaGraphLaunch(exec, stream);
+	if (rc == cudaSuccess)
+		rc = cudaStreamSynchronize(stream);
+	if (exec)
+		(void)cudaGraphExecDestroy(exec);
+	if (graph)
+		(void)cudaGraphDestroy(graph);
+	(void)cudaGetLastError();
+	return rc;
+}
+
 /*
  * Programmatic dependent launch (cuda/kernel_launch.cuh) where compute
  * capability 9.0 or later has it and the driver takes it, launched and
@@ -80,7 +119,7 @@ static void probe_pdl(struct cuda_ctx *c, const struct cudaDeviceProp *prop)
 		if (rc == cudaSuccess)
 			rc = cudaMemsetAsync(cursor, 0, sizeof(*cursor), c->stream);
 		if (rc == cudaSuccess)
-			rc = kernels_pdl_probe(c->stream, cursor);
+			rc = pdl_try(c->stream, cursor);
 		if (rc == cudaSuccess)
 			rc = cudaMemcpy(&moved, cursor, sizeof(moved), cudaMemcpyDeviceToHost);
 		if (cursor)

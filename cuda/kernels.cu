@@ -590,43 +590,11 @@ void kernels_advance(cudaStream_t stream, const struct kernel_geom *geom, int32_
 }
 
 #if defined(__CUDACC__) || defined(CUDASIM)
-/* Two launches of advance_kernel (+1 each) with the attribute; the first error, or success. */
-static cudaError_t pdl_pair(cudaStream_t stream, int32_t *cursor)
+cudaError_t kernels_advance_pdl(cudaStream_t stream, int32_t *cursor, int delta)
 {
 	struct kernel_geom g = kernel_geom_for(1);
-	KERNEL_LAUNCH_PDL_ON(advance_kernel, g, stream, 1, cursor, 1);
-	cudaError_t rc = cudaGetLastError();
-	if (rc != cudaSuccess)
-		return rc;
-	KERNEL_LAUNCH_PDL_ON(advance_kernel, g, stream, 1, cursor, 1);
+	KERNEL_LAUNCH_PDL_ON(advance_kernel, g, stream, 1, cursor, delta);
 	return cudaGetLastError();
-}
-
-cudaError_t kernels_pdl_probe(cudaStream_t stream, int32_t *cursor)
-{
-	cudaGraph_t graph = NULL;
-	cudaGraphExec_t exec = NULL;
-	cudaError_t rc = pdl_pair(stream, cursor);
-	if (rc == cudaSuccess)
-		rc = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
-	if (rc == cudaSuccess) {
-		cudaError_t launched = pdl_pair(stream, cursor);
-		rc = cudaStreamEndCapture(stream, &graph);
-		if (launched != cudaSuccess)
-			rc = launched;
-	}
-	if (rc == cudaSuccess)
-		rc = cudaGraphInstantiate(&exec, graph, 0);
-	if (rc == cudaSuccess)
-		rc = cudaGraphLaunch(exec, stream);
-	if (rc == cudaSuccess)
-		rc = cudaStreamSynchronize(stream);
-	if (exec)
-		(void)cudaGraphExecDestroy(exec);
-	if (graph)
-		(void)cudaGraphDestroy(graph);
-	(void)cudaGetLastError();
-	return rc;
 }
 #endif
 

@@ -49,12 +49,11 @@ extern int kernels_pdl;
 void kernels_set_pdl(int on);
 #if defined(__CUDACC__) || defined(CUDASIM)
 /*
- * Whether this device and driver take programmatic dependent launches: two
- * launches adding 1 to *cursor (device memory) on stream, then two more
- * captured in a graph, instantiated and replayed; waits for the stream.
- * cudaSuccess with *cursor 4 higher, or the first error (cleared).
+ * *cursor += delta by programmatic dependent launch, whatever kernels_pdl says,
+ * without the launch check that ends the job: the launch's error (cleared), or
+ * cudaSuccess. The backend's start-up probe of the attribute.
  */
-cudaError_t kernels_pdl_probe(cudaStream_t stream, int32_t *cursor);
+cudaError_t kernels_advance_pdl(cudaStream_t stream, int32_t *cursor, int delta);
 #endif
 
 /*

@@ -25,14 +25,8 @@
 # (those two checks do not depend on the model: one model makes them). Prints
 # the counts; exit 0 pass, 1 fail.
 set -uo pipefail
-if [ $# -lt 5 ]; then
-	echo "usage: $0 TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...] -- MODEL BOUND [TRAIN_ARGS...]" >&2
-	exit 1
-fi
-TRAIN=$1 DATA=$2
-shift 2
 . "$(dirname "$0")/mpirun_args.sh"
-split_mpirun "$@"
+train_args 5 "MODEL BOUND [TRAIN_ARGS...]" "$@"
 set -- "${AFTER[@]+"${AFTER[@]}"}"
 MODEL=$1 BOUND=$2
 shift 2

@@ -22,14 +22,8 @@
 # 2: graphs of 1 and 2 steps). Bad values: --graph-steps 0 or 65, and --graph-steps with
 # --no-graph, exit 2 naming the flag. Exit 0 pass, 1 fail.
 set -uo pipefail
-if [ $# -lt 4 ]; then
-	echo "usage: $0 TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...] -- MODEL" >&2
-	exit 1
-fi
-TRAIN=$1 DATA=$2
-shift 2
 . "$(dirname "$0")/mpirun_args.sh"
-split_mpirun "$@"
+train_args 4 "MODEL" "$@"
 set -- "${AFTER[@]+"${AFTER[@]}"}"
 MODEL=$1
 TMP=$(mktemp -d)

@@ -12,14 +12,8 @@
 # simulator says how many), and its plan must be the first's: every op the same way,
 # every candidate the same modelled time (to 1%). Exit 0 pass, 1 fail.
 set -uo pipefail
-if [ $# -lt 6 ]; then
-	echo "usage: $0 TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...] -- MODEL BATCH" >&2
-	exit 1
-fi
-TRAIN=$1 DATA=$2
-shift 2
 . "$(dirname "$0")/mpirun_args.sh"
-split_mpirun "$@"
+train_args 6 "MODEL BATCH" "$@"
 set -- "${AFTER[@]+"${AFTER[@]}"}"
 MODEL=$1 BATCH=$2
 TMP=$(mktemp -d)

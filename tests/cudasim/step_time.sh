@@ -12,14 +12,8 @@
 # summary: it must be there, a number, and at most BOUND_US. A step under half
 # its bound is a note (the bound may come down). Exit 0 pass, 1 fail.
 set -uo pipefail
-if [ $# -lt 6 ]; then
-	echo "usage: $0 TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...] -- MODEL BATCH BOUND_US [TRAIN_ARGS...]" >&2
-	exit 1
-fi
-TRAIN=$1 DATA=$2
-shift 2
 . "$(dirname "$0")/mpirun_args.sh"
-split_mpirun "$@"
+train_args 6 "MODEL BATCH BOUND_US [TRAIN_ARGS...]" "$@"
 set -- "${AFTER[@]+"${AFTER[@]}"}"
 MODEL=$1 BATCH=$2 BOUND=$3
 shift 3
