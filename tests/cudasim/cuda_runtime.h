@@ -68,6 +68,10 @@ enum cudaError {
 	cudaErrorCompatNotSupportedOnDevice = 804,
 	cudaErrorStreamCaptureUnsupported = 900,
 	cudaErrorStreamCaptureInvalidated = 901,
+	cudaErrorStreamCaptureMerge = 902,
+	cudaErrorStreamCaptureUnmatched = 903,
+	cudaErrorStreamCaptureUnjoined = 904,
+	cudaErrorStreamCaptureIsolation = 905,
 	cudaErrorStreamCaptureImplicit = 906,
 	cudaErrorUnknown = 999,
 };
@@ -108,6 +112,7 @@ typedef enum cudaDataType_t cudaDataType;
 #define cudaStreamNonBlocking 0x01u
 #define cudaEventDefault 0x00u
 #define cudaEventDisableTiming 0x02u
+#define cudaEventWaitDefault 0x00u
 #define cudaHostAllocDefault 0x00u
 
 typedef struct CUstream_st *cudaStream_t;
@@ -182,6 +187,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
 cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags);
 
 /* Graphs. */
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode);

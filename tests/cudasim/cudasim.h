@@ -29,7 +29,9 @@
  *     waits for it (cudaStreamSynchronize, cudaEventSynchronize,
  *     cudaDeviceSynchronize, a copy that blocks) or polls it
  *     (cudaEventQuery, cudaStreamQuery), never earlier, so a missing wait
- *     reads a stale value. Work on one stream never waits for another's.
+ *     reads a stale value. Work on one stream never waits for another's,
+ *     except behind a cudaStreamWaitEvent, which runs the other stream's
+ *     work up to the event's record first (and only that far).
  *     A host call that blocks until work completes (cudaStreamSynchronize,
  *     cudaDeviceSynchronize, cudaFree, a copy to or from pageable memory, ...)
  *     behind a collective injected never to complete (CUDASIM_HANG_RANK) is
@@ -93,6 +95,24 @@
  *     cudaErrorStreamCaptureInvalidated, and so does cudaStreamEndCapture,
  *     returning a NULL graph. cudaGraphInstantiate and cudaGraphLaunch replay
  *     exactly what was recorded: the pointers and scalars baked in at capture.
+ *     Across streams (the programming guide's "cross-stream dependencies"):
+ *     a stream that waits for an event recorded in an open capture joins it,
+ *     its next node depending on the nodes the event stands for (a fork); a
+ *     capturing stream's wait for such an event adds them to its next node's
+ *     dependencies (a join). cudaStreamEndCapture on a stream that joined is
+ *     cudaErrorStreamCaptureUnmatched; with a node that nothing depends on
+ *     and the origin stream's work does not end in (a fork never joined
+ *     back), cudaErrorStreamCaptureUnjoined and a NULL graph; either way the
+ *     capture ends on every stream that joined it. A capturing stream waiting
+ *     for an event recorded outside the capture fails with
+ *     cudaErrorStreamCaptureIsolation, one recorded in another capture with
+ *     cudaErrorStreamCaptureMerge, and both invalidate. A replay runs the
+ *     nodes one after another in an order their dependencies allow, never
+ *     favouring the recording order (CUDASIM_GRAPH_ORDER: "late", a joined
+ *     stream's node only when none of the origin stream's can run; "early",
+ *     as soon as it can; "capture"; by default late and early on alternate
+ *     replays), so a branch that reads what its origin overwrites beside it,
+ *     or that lacks its fork, gives another result in one of the two.
  *     cudaGraphGetNodes gives one node per operation recorded (a kernel, a
  *     copy, a memset, a cuBLAS call, a collective; two for a split-K cuBLASLt
  *     matmul with a separate reduction, rule 7), filling the array as the
@@ -228,6 +248,8 @@
  *                                  for DEFAULT only, "none" for no algorithm at all
  *                                  (default: every modelled one, rule 7)
  *       CUDASIM_DEVICE_MEMORY=MiB  device memory per GPU (default 16384)
+ *       CUDASIM_GRAPH_ORDER=O      the order a replay runs a graph's branches in (rule 6):
+ *                                  late, early, capture or alternate (the default)
  *       CUDASIM_STUCK_NOTE=S       a host blocked this long in the simulator says on
  *                                  what (default 10 s; 0: never)
  *     No driver: cudaGetDeviceCount fails with cudaErrorInsufficientDriver and
@@ -281,7 +303,12 @@
  *     the 1.8 us an H100 hides is not yet measured (the figure is the
  *     overhead calibrated without it): an upper bound, until bench/train's
  *     --no-pdl column calibrates it. After a library's kernel, a copy, a
- *     collective or an event the launch overlaps nothing. The host has a clock too: a kernel or
+ *     collective or an event the launch overlaps nothing. A replayed graph's
+ *     node starts once the nodes it depends on have ended, so its branches
+ *     overlap (as if each had the GPU to itself: their sharing of the SMs is
+ *     not modelled, so the gain is an upper bound), and a node waiting on
+ *     another stream (cudaStreamWaitEvent) starts no earlier than the event's
+ *     record was reached. The host has a clock too: a kernel or
  *     library launch costs it 2.5 us per kernel (the device may start the
  *     work 1 us later), cudaGraphLaunch 2.5 us (its nodes may start 2.5 us
  *     later), cudaEventRecord 0.3 us, a pageable copy 8 us plus its bytes at
@@ -313,12 +340,12 @@
  *                                  0 (the default): not modelled
  *     What the model leaves out: clocks and power states, caches beyond the
  *     per-trip figures, occupancy limits from registers and shared memory,
- *     overlap between streams (one stream's work never overlaps another's
- *     here), the real cuBLAS kernels' tiles (one tile shape stands for all),
+ *     streams or branches sharing the SMs (each runs as if alone), the real cuBLAS kernels' tiles (one tile shape stands for all),
  *     and timing across ranks.
  *
  * Not modelled: real concurrency (one host thread runs
- * everything, streams never overlap, so races between streams cannot show); a
+ * everything, streams never run at the same time, so a race between streams
+ * shows only as the orders of rule 2's lazy streams and rule 6's replays); a
  * GPU's progress on its own: queued work runs only when its own process waits
  * for it or polls it, so a rank that blocks elsewhere (in an MPI call, say)
  * while a peer waits for one of its queued collectives stalls that peer here,

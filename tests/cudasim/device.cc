@@ -298,6 +298,10 @@ static const struct {
 	{cudaErrorCompatNotSupportedOnDevice, "cudaErrorCompatNotSupportedOnDevice", "forward compatibility is not supported on this device"},
 	{cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported", "operation not permitted while a stream is capturing"},
 	{cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated", "the stream capture was invalidated by an earlier error"},
+	{cudaErrorStreamCaptureMerge, "cudaErrorStreamCaptureMerge", "the operation would merge two independent capture sequences"},
+	{cudaErrorStreamCaptureUnmatched, "cudaErrorStreamCaptureUnmatched", "the capture was not begun in this stream"},
+	{cudaErrorStreamCaptureUnjoined, "cudaErrorStreamCaptureUnjoined", "the capture holds a fork not joined to the stream it began in"},
+	{cudaErrorStreamCaptureIsolation, "cudaErrorStreamCaptureIsolation", "a dependency would cross the capture's boundary"},
 	{cudaErrorStreamCaptureImplicit, "cudaErrorStreamCaptureImplicit", "the legacy stream would depend on a capturing stream"},
 	{cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
 };

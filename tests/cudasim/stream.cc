@@ -29,6 +29,34 @@
 uint3 blockIdx, threadIdx;
 dim3 blockDim, gridDim;
 
+/* The modelled time an event's record was reached (rule 10). */
+struct event_stamp {
+	double t = 0.0;
+	bool done = false;
+};
+
+/*
+ * A capture sequence (rule 6): the graph it records, shared by the stream
+ * that began it and every stream that joined it by waiting for an event
+ * recorded in it.
+ */
+struct capture_seq {
+	uint64_t id = 0;
+	CUstream_st *origin = nullptr;
+	std::vector<cudasim::op> ops;
+	std::vector<std::vector<size_t>> deps; /* each node's dependencies: indices into ops */
+	std::vector<unsigned> lane; /* 0: recorded on the origin stream, k: on the k-th joined */
+	std::vector<CUstream_st *> joined;
+};
+
+/* One replay of a graph whose nodes are queued on a stream: each node's times (rule 10). */
+struct replay_state {
+	std::vector<std::vector<size_t>> deps;
+	std::vector<double> began, end; /* when each node's work began and ended */
+	std::vector<char> kernel;       /* whether it is a kernel of the program */
+	double base = -1.0;             /* the stream's clock when its first node came up */
+};
+
 struct CUstream_st {
 	unsigned int flags = 0;
 	/* Queued, not yet complete; the front may be a collective in progress. */
@@ -38,6 +66,12 @@ struct CUstream_st {
 		double ready = 0.0;  /* modelled time the device may start it (rule 10) */
 		bool graph = false;  /* a node of a replayed graph */
 		uint64_t replay = 0; /* which replay, for the time report */
+		std::shared_ptr<replay_state> rs; /* the replay's nodes (graph entries) */
+		size_t node = 0;                  /* and which one this is */
+		/* cudaStreamWaitEvent: the stream and point waited for, and the record's stamp. */
+		CUstream_st *wait_on = nullptr;
+		uint64_t wait_seq = 0;
+		std::shared_ptr<event_stamp> wait_stamp;
 	};
 	double clock = 0.0; /* modelled time its last completed op ended (rule 10) */
 	/* When the last completed op's work began, if it was a kernel of the program; else -1. */
@@ -47,14 +81,8 @@ struct CUstream_st {
 	uint64_t submitted = 0, completed = 0;
 	cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
 	cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
-	uint64_t capture_id = 0;
-	std::vector<cudasim::op> recorded;
-};
-
-/* The modelled time an event's record was reached (rule 10). */
-struct event_stamp {
-	double t = 0.0;
-	bool done = false;
+	std::shared_ptr<capture_seq> cap; /* the capture it records into (began or joined) */
+	std::vector<size_t> frontier;     /* the nodes its next captured node depends on */
 };
 
 struct CUevent_st {
@@ -63,6 +91,7 @@ struct CUevent_st {
 	CUstream_st *stream = nullptr; /* where it was last recorded */
 	uint64_t seq = 0;              /* complete once stream->completed reaches it */
 	uint64_t capture_id = 0;       /* non-zero: recorded into that capture */
+	std::vector<size_t> nodes;     /* and the capture's nodes it stands for */
 };
 
 /* A node of a graph: one recorded operation. */
@@ -72,11 +101,15 @@ struct CUgraphNode_st {
 
 struct CUgraph_st {
 	std::vector<cudasim::op> ops;
+	std::vector<std::vector<size_t>> deps; /* each node's dependencies */
+	std::vector<unsigned> lane;            /* the stream each was recorded on (capture_seq) */
 	std::vector<std::unique_ptr<CUgraphNode_st>> nodes; /* one per op, in recording order */
 };
 
 struct CUgraphExec_st {
 	std::vector<cudasim::op> ops;
+	std::vector<std::vector<size_t>> deps;
+	std::vector<unsigned> lane;
 };
 
 namespace cudasim {
@@ -126,7 +159,16 @@ cudaError_t submit(cudaStream_t h, op o)
 		return set_error(cudaErrorStreamCaptureInvalidated);
 	lazy_load(o.module); /* a launch loads its module, captured or not */
 	if (s->capture == cudaStreamCaptureStatusActive) {
-		s->recorded.push_back(std::move(o));
+		/* A node depending on what the stream's captured work so far ends in. */
+		capture_seq &c = *s->cap;
+		unsigned lane = 0;
+		for (size_t i = 0; i < c.joined.size(); i++)
+			if (c.joined[i] == s)
+				lane = (unsigned)i + 1;
+		c.deps.push_back(s->frontier);
+		c.lane.push_back(lane);
+		c.ops.push_back(std::move(o));
+		s->frontier.assign(1, c.ops.size() - 1);
 		return cudaSuccess;
 	}
 	/* The host pays for the launch; the device may start it a little later (rule 10). */
@@ -157,6 +199,17 @@ static bool advance(CUstream_st *s, uint64_t upto)
 	std::optional<window> open;
 	while (s->completed < upto && !s->queue.empty()) {
 		CUstream_st::entry &e = s->queue.front();
+		if (e.wait_on) {
+			/* cudaStreamWaitEvent: the other stream's work up to the record first. */
+			if (!advance(e.wait_on, e.wait_seq))
+				return false;
+			double at = e.wait_stamp && e.wait_stamp->done ? e.wait_stamp->t : 0.0;
+			s->clock = std::max(std::max(s->clock, e.ready), at);
+			s->kernel_began = -1.0;
+			s->queue.pop_front();
+			s->completed++;
+			continue;
+		}
 		run_us = e.o.us;
 		if (e.o.start) {
 			if (!e.work)
@@ -174,15 +227,41 @@ static bool advance(CUstream_st *s, uint64_t upto)
 		 * its launch overhead from when that kernel's work began.
 		 */
 		double overhead = e.o.kernels * launch_overhead_us(e.graph);
-		double start = std::max(s->clock, e.ready), began = start + overhead;
-		/* (A graph launch's first node depends on nothing captured: no programmatic edge.) */
-		if (e.o.pdl && s->kernel_began >= 0.0 && s->kernel_replay == e.replay)
-			began = std::max(std::max(e.ready, s->kernel_began) + overhead, s->clock);
+		bool ours = e.o.label.compare(0, 7, "kernel ") == 0;
+		double start, began;
+		if (e.rs) {
+			/*
+			 * A graph's node starts once the nodes it depends on have ended
+			 * (the first ones once the stream is free): branches overlap, and
+			 * nothing models their sharing the SMs.
+			 */
+			replay_state &r = *e.rs;
+			const std::vector<size_t> &deps = r.deps[e.node];
+			if (r.base < 0.0)
+				r.base = s->clock;
+			start = std::max(e.ready, r.base);
+			for (size_t d : deps)
+				start = std::max(start, r.end[d]);
+			began = start + overhead;
+			/* A programmatic edge: one dependency, a kernel of the program. */
+			if (e.o.pdl && deps.size() == 1 && r.kernel[deps[0]])
+				began = std::max(std::max(e.ready, r.began[deps[0]]) + overhead, r.end[deps[0]]);
+			r.began[e.node] = began;
+			r.end[e.node] = began + run_us;
+			r.kernel[e.node] = ours;
+			s->clock = std::max(s->clock, began + run_us);
+			s->kernel_began = -1.0;
+		} else {
+			start = std::max(s->clock, e.ready);
+			began = start + overhead;
+			if (e.o.pdl && s->kernel_began >= 0.0 && s->kernel_replay == e.replay)
+				began = std::max(std::max(e.ready, s->kernel_began) + overhead, s->clock);
+			s->clock = began + run_us;
+			s->kernel_began = ours ? began : -1.0;
+		}
 		if (e.o.stamp)
 			e.o.stamp(start);
 		double took = began + run_us - start; /* its overhead, the hidden part left out, and its work */
-		s->clock = began + run_us;
-		s->kernel_began = e.o.label.compare(0, 7, "kernel ") == 0 ? began : -1.0;
 		s->kernel_replay = e.replay;
 		if (e.o.kernels > 0)
 			note_op_time(e.replay, e.o.detail.empty() ? e.o.label : e.o.detail, took);
@@ -475,7 +554,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 		return set_error(cudaErrorStreamCaptureInvalidated);
 	event->stream = s;
 	if (s->capture == cudaStreamCaptureStatusActive) {
-		event->capture_id = s->capture_id; /* a node of the graph, not a point in the queue */
+		/* Not a node: the nodes the stream's captured work ends in, for a wait to depend on. */
+		event->capture_id = s->cap->id;
+		event->nodes = s->frontier;
 		event->seq = 0;
 		event->stamp = nullptr;
 	} else {
@@ -493,20 +574,88 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 		s->submitted++;
 		event->stamp = st;
 		event->capture_id = 0;
+		event->nodes.clear();
 		event->seq = s->submitted;
 	}
 	return cudaSuccess;
 }
 
+/* The open capture an event was last recorded into; NULL when none is open. */
+static std::shared_ptr<capture_seq> open_capture_of(const CUevent_st *e)
+{
+	if (!e->capture_id)
+		return nullptr;
+	for (CUstream_st *s : streams)
+		if (s->cap && s->cap->id == e->capture_id && s->capture != cudaStreamCaptureStatusNone)
+			return s->cap;
+	return nullptr;
+}
+
 /* An event recorded into a capture that is still open may not be waited for or queried. */
 static bool captured_event(const CUevent_st *e)
 {
-	if (!e->capture_id)
-		return false;
-	for (CUstream_st *s : streams)
-		if (s->capture_id == e->capture_id && s->capture != cudaStreamCaptureStatusNone)
-			return true;
-	return false;
+	return open_capture_of(e) != nullptr;
+}
+
+/*
+ * Work submitted to stream after this call waits for the work the event's
+ * last record stands for (the runtime API reference), on the device. The
+ * programming guide's capture rules: waiting for an event recorded in an open
+ * capture makes a stream that is not capturing join that capture, its next
+ * node depending on the event's nodes (a fork; cudaStreamEndCapture then
+ * requires it joined back into the stream that began the capture), and adds
+ * those nodes to a capturing stream's dependencies (a join); waiting for one
+ * recorded in another capture merges two captures (cudaErrorStreamCaptureMerge),
+ * and a capturing stream waiting for an event recorded outside any capture
+ * would depend on work outside the graph (cudaErrorStreamCaptureIsolation):
+ * both invalidate the captures. Flags other than cudaEventWaitDefault are not
+ * modelled (cudaErrorInvalidValue).
+ */
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+	CUstream_st *s = lookup(stream);
+	if (!s || !events.count(event))
+		return set_error(cudaErrorInvalidResourceHandle);
+	if (flags != cudaEventWaitDefault)
+		return set_error(cudaErrorInvalidValue);
+	if (s->capture == cudaStreamCaptureStatusInvalidated)
+		return set_error(cudaErrorStreamCaptureInvalidated);
+	std::shared_ptr<capture_seq> c = open_capture_of(event);
+	if (c) {
+		if (s->capture == cudaStreamCaptureStatusActive && s->cap != c) {
+			invalidate_captures();
+			return set_error(cudaErrorStreamCaptureMerge);
+		}
+		if (s->capture == cudaStreamCaptureStatusNone) {
+			if (s == &legacy_stream)
+				return set_error(cudaErrorStreamCaptureImplicit);
+			s->capture = cudaStreamCaptureStatusActive;
+			s->mode = c->origin->mode;
+			s->cap = c;
+			s->frontier.clear();
+			c->joined.push_back(s);
+		}
+		for (size_t n : event->nodes)
+			if (std::find(s->frontier.begin(), s->frontier.end(), n) == s->frontier.end())
+				s->frontier.push_back(n);
+		return cudaSuccess;
+	}
+	if (s->capture == cudaStreamCaptureStatusActive) {
+		invalidate_captures();
+		return set_error(cudaErrorStreamCaptureIsolation);
+	}
+	if (!event->stream || event->capture_id || event->stream == s)
+		return cudaSuccess; /* nothing recorded to wait for, or in order already */
+	CUstream_st::entry e;
+	e.o.label = "cudaStreamWaitEvent";
+	e.o.kernels = 0;
+	e.ready = host_now();
+	e.wait_on = event->stream;
+	e.wait_seq = event->seq;
+	e.wait_stamp = event->stamp;
+	s->queue.push_back(std::move(e));
+	s->submitted++;
+	return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event)
@@ -579,8 +728,10 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
 		return set_error(cudaErrorNotSupported);
 	s->capture = cudaStreamCaptureStatusActive;
 	s->mode = mode;
-	s->capture_id = next_capture_id++;
-	s->recorded.clear();
+	s->cap = std::make_shared<capture_seq>();
+	s->cap->id = next_capture_id++;
+	s->cap->origin = s;
+	s->frontier.clear();
 	return cudaSuccess;
 }
 
@@ -594,16 +745,34 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
 	*graph = nullptr;
 	if (s->capture == cudaStreamCaptureStatusNone)
 		return set_error(cudaErrorIllegalState);
+	std::shared_ptr<capture_seq> c = s->cap;
+	if (c->origin != s)
+		return set_error(cudaErrorStreamCaptureUnmatched);
 	bool ok = s->capture == cudaStreamCaptureStatusActive && !capture_fault("end");
-	s->capture = cudaStreamCaptureStatusNone;
-	s->capture_id = 0;
-	if (!ok) {
-		s->recorded.clear();
+	/* Every node no other depends on must be one the origin stream's work ends in. */
+	std::vector<char> has_next(c->ops.size(), 0);
+	for (const std::vector<size_t> &d : c->deps)
+		for (size_t n : d)
+			has_next[n] = 1;
+	bool unjoined = false;
+	for (size_t n = 0; n < c->ops.size(); n++)
+		if (!has_next[n] && std::find(s->frontier.begin(), s->frontier.end(), n) == s->frontier.end())
+			unjoined = true;
+	/* The capture ends on every stream that joined it. */
+	for (CUstream_st *t : streams)
+		if (t->cap == c) {
+			t->capture = cudaStreamCaptureStatusNone;
+			t->cap.reset();
+			t->frontier.clear();
+		}
+	if (!ok)
 		return set_error(cudaErrorStreamCaptureInvalidated);
-	}
+	if (unjoined)
+		return set_error(cudaErrorStreamCaptureUnjoined);
 	CUgraph_st *g = new CUgraph_st;
-	g->ops = std::move(s->recorded);
-	s->recorded.clear();
+	g->ops = std::move(c->ops);
+	g->deps = std::move(c->deps);
+	g->lane = std::move(c->lane);
 	for (size_t i = 0; i < g->ops.size(); i++)
 		g->nodes.emplace_back(new CUgraphNode_st{i});
 	*graph = g;
@@ -626,6 +795,8 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsig
 		return set_error(cudaErrorNotSupported);
 	CUgraphExec_st *x = new CUgraphExec_st;
 	x->ops = graph->ops;
+	x->deps = graph->deps;
+	x->lane = graph->lane;
 	*exec = x;
 	if (getenv("CUDASIM_GRAPH_REPORT")) {
 		/* Which nodes are the program's own kernels, which the libraries' calls. */
@@ -638,6 +809,59 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsig
 	}
 	return cudaSuccess;
 }
+
+} /* extern "C" */
+
+/*
+ * The order a replay runs a graph's nodes in, one after another: any order
+ * its dependencies allow is one a GPU may take, so none is favoured.
+ * CUDASIM_GRAPH_ORDER: "late" runs a node recorded on a stream that joined
+ * the capture only when no node of the origin stream's can run (a branch as
+ * late as its join allows: what it reads may have been overwritten since),
+ * "early" such a node as soon as it can run (before what it should have
+ * waited for, if its fork is missing), "capture" in recording order;
+ * "alternate" (the default) late on even replays, early on odd ones.
+ */
+static std::vector<size_t> replay_order(const CUgraphExec_st *x, uint64_t replay)
+{
+	const char *env = getenv("CUDASIM_GRAPH_ORDER");
+	std::string how = env && *env ? env : "alternate";
+	if (how == "alternate")
+		how = replay % 2 ? "early" : "late";
+	size_t n = x->ops.size();
+	std::vector<size_t> order;
+	if (how == "capture") {
+		for (size_t i = 0; i < n; i++)
+			order.push_back(i);
+		return order;
+	}
+	if (how != "late" && how != "early")
+		fatal("CUDASIM_GRAPH_ORDER=%s: expected late, early, capture or alternate", how.c_str());
+	std::vector<size_t> waiting(n, 0);
+	std::vector<std::vector<size_t>> next(n);
+	for (size_t i = 0; i < n; i++) {
+		waiting[i] = x->deps[i].size();
+		for (size_t d : x->deps[i])
+			next[d].push_back(i);
+	}
+	std::vector<char> done(n, 0);
+	while (order.size() < n) {
+		size_t pick = n;
+		for (size_t i = 0; i < n; i++) {
+			if (done[i] || waiting[i])
+				continue;
+			if (pick == n || (how == "late" ? x->lane[i] < x->lane[pick] : x->lane[i] > x->lane[pick]))
+				pick = i;
+		}
+		done[pick] = 1;
+		order.push_back(pick);
+		for (size_t m : next[pick])
+			waiting[m]--;
+	}
+	return order;
+}
+
+extern "C" {
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
 {
@@ -657,8 +881,17 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
 	host_spend(host_graph_launch_cost_us());
 	double ready = host_now() + graph_latency_us();
 	uint64_t replay = next_replay++;
-	for (const op &o : exec->ops) {
-		s->queue.push_back(CUstream_st::entry{o, nullptr, ready, true, replay});
+	auto rs = std::make_shared<replay_state>();
+	size_t n = exec->ops.size();
+	rs->deps = exec->deps;
+	rs->began.assign(n, 0.0);
+	rs->end.assign(n, 0.0);
+	rs->kernel.assign(n, 0);
+	for (size_t i : replay_order(exec, replay)) {
+		CUstream_st::entry e{exec->ops[i], nullptr, ready, true, replay};
+		e.rs = rs;
+		e.node = i;
+		s->queue.push_back(std::move(e));
 		s->submitted++;
 	}
 	return cudaSuccess;

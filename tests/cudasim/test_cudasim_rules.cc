@@ -490,6 +490,157 @@ Test(capture, a_graph_has_one_node_per_recorded_operation)
 	cudaGraphDestroy(g);
 }
 
+/* ---- 2 and 6 across streams: cudaStreamWaitEvent ---------------------------------------- */
+
+static __global__ void copy_kernel(float *dst, const float *src, size_t n)
+{
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		dst[i] = src[i];
+}
+
+static void copy(cudaStream_t s, float *dst, const float *src, size_t n)
+{
+	struct geom g = {1, 32};
+	LAUNCH(copy_kernel, g, s, dst, src, n);
+}
+
+static float first_of(cudaStream_t s, const float *d)
+{
+	float h[4];
+	cr_assert_eq(cudaMemcpyAsync(h, d, sizeof(h), cudaMemcpyDeviceToHost, s), cudaSuccess);
+	return h[0];
+}
+
+Test(streams, a_wait_runs_the_other_streams_work_up_to_the_record_first)
+{
+	cudaStream_t a = new_stream(), b = new_stream();
+	float *x = dalloc(4), *y = dalloc(4), *z = dalloc(4);
+	cudaEvent_t e;
+	cr_assert_eq(cudaEventCreate(&e), cudaSuccess);
+	fill(a, x, 4, 7.0f);
+	cr_assert_eq(cudaEventRecord(e, a), cudaSuccess);
+	cr_assert_eq(cudaStreamWaitEvent(b, e, 0), cudaSuccess);
+	copy(b, y, x, 4);
+	cr_assert_eq(first_of(b, y), 7.0f, "b's copy after a's fill, through the event");
+	/* Without the wait b's work runs alone: x's new value is not there yet. */
+	fill(a, z, 4, 5.0f);
+	copy(b, y, z, 4);
+	cr_assert(isnan(first_of(b, y)), "b read a's result without waiting for it");
+	cr_assert_eq(cudaStreamWaitEvent(b, e, 1u), cudaErrorInvalidValue);
+}
+
+/* A fork (a stream waits for an event recorded in the capture) and a join: one graph. */
+static void capture_fork_join(cudaStream_t s, cudaStream_t t, float *x, float *y, float *w,
+			      int overwrite)
+{
+	cudaEvent_t fork, join;
+	cr_assert_eq(cudaEventCreate(&fork), cudaSuccess);
+	cr_assert_eq(cudaEventCreate(&join), cudaSuccess);
+	fill(s, x, 4, 7.0f);
+	cr_assert_eq(cudaEventRecord(fork, s), cudaSuccess);
+	cr_assert_eq(cudaStreamWaitEvent(t, fork, 0), cudaSuccess);
+	cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+	cr_assert_eq(cudaStreamIsCapturing(t, &st), cudaSuccess);
+	cr_assert_eq(st, cudaStreamCaptureStatusActive, "the stream that waited joined the capture");
+	copy(t, y, x, 4);       /* the branch */
+	fill(s, x, 4, overwrite ? 9.0f : 7.0f); /* beside it: overwriting what it reads is a race */
+	cr_assert_eq(cudaEventRecord(join, t), cudaSuccess);
+	cr_assert_eq(cudaStreamWaitEvent(s, join, 0), cudaSuccess);
+	copy(s, w, y, 4);       /* after both */
+}
+
+static cudaGraphExec_t fork_join_graph(cudaStream_t s, cudaStream_t t, float *x, float *y,
+				       float *w, int overwrite)
+{
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t ex = NULL;
+	cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+	capture_fork_join(s, t, x, y, w, overwrite);
+	cr_assert_eq(cudaStreamEndCapture(s, &g), cudaSuccess);
+	cudaStreamCaptureStatus st = cudaStreamCaptureStatusActive;
+	cr_assert_eq(cudaStreamIsCapturing(t, &st), cudaSuccess);
+	cr_assert_eq(st, cudaStreamCaptureStatusNone, "the capture ended on the joined stream too");
+	size_t n = 0;
+	cr_assert_eq(cudaGraphGetNodes(g, NULL, &n), cudaSuccess);
+	cr_assert_eq(n, 4, "fill, copy, fill, copy: %zu nodes", n);
+	cr_assert_eq(cudaGraphInstantiate(&ex, g, 0), cudaSuccess);
+	cudaGraphDestroy(g);
+	return ex;
+}
+
+Test(capture, a_fork_and_its_join_make_one_graph_right_in_every_order)
+{
+	cudaStream_t s = new_stream(), t = new_stream();
+	float *x = dalloc(4), *y = dalloc(4), *w = dalloc(4);
+	cudaGraphExec_t ex = fork_join_graph(s, t, x, y, w, 0);
+	const char *orders[] = {"late", "early", "capture"};
+	for (int i = 0; i < 3; i++) {
+		setenv("CUDASIM_GRAPH_ORDER", orders[i], 1);
+		fill(s, w, 4, 0.0f);
+		cr_assert_eq(cudaGraphLaunch(ex, s), cudaSuccess);
+		cr_assert_eq(first_of(s, w), 7.0f, "order %s", orders[i]);
+	}
+	cudaGraphExecDestroy(ex);
+}
+
+/* A branch that reads what the origin overwrites beside it: the replay orders show the race. */
+Test(capture, replays_run_a_branch_as_late_or_as_early_as_its_dependencies_allow)
+{
+	cudaStream_t s = new_stream(), t = new_stream();
+	float *x = dalloc(4), *y = dalloc(4), *w = dalloc(4);
+	cudaGraphExec_t ex = fork_join_graph(s, t, x, y, w, 1);
+	setenv("CUDASIM_GRAPH_ORDER", "late", 1);
+	cr_assert_eq(cudaGraphLaunch(ex, s), cudaSuccess);
+	cr_assert_eq(first_of(s, w), 9.0f, "late: the branch ran after the overwrite");
+	setenv("CUDASIM_GRAPH_ORDER", "early", 1);
+	cr_assert_eq(cudaGraphLaunch(ex, s), cudaSuccess);
+	cr_assert_eq(first_of(s, w), 7.0f, "early: the branch ran at its fork");
+	unsetenv("CUDASIM_GRAPH_ORDER"); /* alternate: the two in turn */
+	float seen[2];
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(cudaGraphLaunch(ex, s), cudaSuccess);
+		seen[i] = first_of(s, w);
+	}
+	cr_assert(seen[0] != seen[1], "alternating replays read %g and %g", (double)seen[0],
+		  (double)seen[1]);
+	cudaGraphExecDestroy(ex);
+}
+
+Test(capture, a_fork_not_joined_back_fails_the_capture)
+{
+	cudaStream_t s = new_stream(), t = new_stream();
+	float *x = dalloc(4), *y = dalloc(4);
+	cudaEvent_t fork;
+	cr_assert_eq(cudaEventCreate(&fork), cudaSuccess);
+	cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+	fill(s, x, 4, 7.0f);
+	cr_assert_eq(cudaEventRecord(fork, s), cudaSuccess);
+	cr_assert_eq(cudaStreamWaitEvent(t, fork, 0), cudaSuccess);
+	copy(t, y, x, 4);
+	cudaGraph_t g = (cudaGraph_t)0x1;
+	cr_assert_eq(cudaStreamEndCapture(t, &g), cudaErrorStreamCaptureUnmatched,
+		     "the capture ends where it began");
+	cr_assert_eq(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureUnjoined);
+	cr_assert_null(g);
+	cudaStreamCaptureStatus st = cudaStreamCaptureStatusActive;
+	cr_assert_eq(cudaStreamIsCapturing(t, &st), cudaSuccess);
+	cr_assert_eq(st, cudaStreamCaptureStatusNone);
+}
+
+Test(capture, a_capturing_stream_cannot_wait_for_work_outside_the_capture)
+{
+	cudaStream_t s = new_stream(), t = new_stream();
+	float *x = dalloc(4);
+	cudaEvent_t outside;
+	cr_assert_eq(cudaEventCreate(&outside), cudaSuccess);
+	fill(t, x, 4, 1.0f);
+	cr_assert_eq(cudaEventRecord(outside, t), cudaSuccess);
+	cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+	cr_assert_eq(cudaStreamWaitEvent(s, outside, 0), cudaErrorStreamCaptureIsolation);
+	capture_must_be_invalidated(s);
+}
+
 Test(capture, ending_a_capture_that_never_began_is_an_error)
 {
 	cudaGraph_t g;

@@ -208,3 +208,45 @@ Test(time, a_programmatic_dependent_launch_hides_its_overhead_behind_the_kernel_
 	cr_assert(fabsf(plain_m - pdl_m) < 0.01f * plain_m, "with memsets between: plain %g us, "
 		  "programmatic %g us", plain_m, pdl_m);
 }
+
+/* Two branches of a graph overlap: the replay takes about the longer one, not their sum. */
+Test(time, a_graphs_branches_overlap)
+{
+	const size_t n = 100000;
+	cudaStream_t s = stream(), t = stream();
+	float *x = dalloc(n), *out = dalloc(2);
+	geom one = {1, 1};
+	cudaEvent_t fork = event(), join = event(), a = event(), b = event(), c = event();
+	cr_assert_eq(cudaMemsetAsync(x, 0, n * sizeof(float), s), cudaSuccess);
+	cudaGraph_t forked, serial;
+	cudaGraphExec_t forked_x, serial_x;
+	cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+	cr_assert_eq(cudaEventRecord(fork, s), cudaSuccess);
+	cr_assert_eq(cudaStreamWaitEvent(t, fork, 0), cudaSuccess);
+	KERNEL_LAUNCH_ON(serial_sum_kernel, one, t, (const float *)x, n, out);
+	KERNEL_LAUNCH_ON(serial_sum_kernel, one, s, (const float *)x, n, out + 1);
+	cr_assert_eq(cudaEventRecord(join, t), cudaSuccess);
+	cr_assert_eq(cudaStreamWaitEvent(s, join, 0), cudaSuccess);
+	cr_assert_eq(cudaStreamEndCapture(s, &forked), cudaSuccess);
+	cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+	KERNEL_LAUNCH_ON(serial_sum_kernel, one, s, (const float *)x, n, out);
+	KERNEL_LAUNCH_ON(serial_sum_kernel, one, s, (const float *)x, n, out + 1);
+	cr_assert_eq(cudaStreamEndCapture(s, &serial), cudaSuccess);
+	cr_assert_eq(cudaGetLastError(), cudaSuccess);
+	cr_assert_eq(cudaGraphInstantiate(&forked_x, forked, 0), cudaSuccess);
+	cr_assert_eq(cudaGraphInstantiate(&serial_x, serial, 0), cudaSuccess);
+	cr_assert_eq(cudaEventRecord(a, s), cudaSuccess);
+	cr_assert_eq(cudaGraphLaunch(serial_x, s), cudaSuccess);
+	cr_assert_eq(cudaEventRecord(b, s), cudaSuccess);
+	cr_assert_eq(cudaGraphLaunch(forked_x, s), cudaSuccess);
+	cr_assert_eq(cudaEventRecord(c, s), cudaSuccess);
+	float one_after = elapsed_us(a, b), side_by_side = elapsed_us(b, c);
+	/* Each 1e5 trips of 3 ns: ~300 us. */
+	cr_assert(one_after > 550.0f, "serial: %g us", one_after);
+	cr_assert(side_by_side < 0.6f * one_after, "branches %g us against %g us one after the other",
+		  side_by_side, one_after);
+	cudaGraphExecDestroy(forked_x);
+	cudaGraphExecDestroy(serial_x);
+	cudaGraphDestroy(forked);
+	cudaGraphDestroy(serial);
+}
