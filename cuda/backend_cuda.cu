@@ -164,6 +164,7 @@ static void step_times_read(struct cuda_ctx *c)
  */
 void cuda_wait(struct cuda_ctx *c)
 {
+	cuda_join(c);
 	if (c->timeout > 0.0 && c->pending.what) {
 		double start = clock_seconds(), waited;
 		CUDA_CHECK(cudaEventRecord(c->waited, c->stream));
@@ -248,9 +249,37 @@ static void cuda_download(void *ctx, void *dst, const void *src, size_t bytes)
 
 /* ---- math --------------------------------------------------------------------- */
 
+/*
+ * A GEMM sent beside runs on the second stream once what the stream has
+ * queued so far is done (the fork), its plan made first on the stream (the
+ * plan may time candidates there).
+ */
 static void cuda_gemm_op(void *ctx, const struct gemm_req *r)
 {
-	cuda_gemm_run(&ctx_of(ctx)->gemm, r);
+	struct cuda_ctx *c = ctx_of(ctx);
+	if (!r->beside || !c->side_on) {
+		cuda_gemm_run(&c->gemm, r);
+		return;
+	}
+	cuda_gemm_plan(&c->gemm, r);
+	CUDA_CHECK(cudaEventRecord(c->fork, c->stream));
+	CUDA_CHECK(cudaStreamWaitEvent(c->side.stream, c->fork, 0));
+	cuda_gemm_run_on(&c->gemm, &c->side, r);
+	c->side_pending = 1;
+}
+
+void cuda_join(struct cuda_ctx *c)
+{
+	if (!c->side_pending)
+		return;
+	CUDA_CHECK(cudaEventRecord(c->join, c->side.stream));
+	CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->join, 0));
+	c->side_pending = 0;
+}
+
+static void cuda_join_op(void *ctx)
+{
+	cuda_join(ctx_of(ctx));
 }
 
 static size_t cuda_relu_mask_bytes(void *ctx, int rows, int cols)
@@ -299,9 +328,11 @@ static void cuda_plan_get(void *ctx, struct plan_info *out)
 	struct cuda_ctx *c = ctx_of(ctx);
 	cuda_gemm_plan_get(&c->gemm, c->conv.reports, c->conv.n_plans, out);
 	snprintf(out->device, sizeof(out->device), "%s", c->name);
-	snprintf(out->launch, sizeof(out->launch), "%s",
+	snprintf(out->launch, sizeof(out->launch), "%s; %s",
 		 kernels_pdl ? "programmatic dependent launch"
-		 : c->pdl_able ? "plain launches (--no-pdl)" : c->pdl_note);
+		 : c->pdl_able ? "plain launches (--no-pdl)" : c->pdl_note,
+		 c->side_on ? "weight gradients on a second stream"
+		 : c->side_able ? "one stream (--no-side-stream)" : c->side_note);
 }
 
 static int cuda_plan_set(void *ctx, const struct plan_info *in, char *why, size_t whylen)
@@ -323,11 +354,21 @@ static void cuda_set_tf32(void *ctx, int on)
 	/* cublasSgemm, where cuBLASLt has no algorithm: the handle's math mode. */
 	CUBLAS_CHECK(cublasSetMathMode(c->gemm.blas, on ? CUBLAS_TF32_TENSOR_OP_MATH
 							  : CUBLAS_DEFAULT_MATH));
+	if (c->side.blas)
+		CUBLAS_CHECK(cublasSetMathMode(c->side.blas, on ? CUBLAS_TF32_TENSOR_OP_MATH
+								 : CUBLAS_DEFAULT_MATH));
 }
 
 static void cuda_set_pdl(void *ctx, int on)
 {
 	kernels_set_pdl(on && ctx_of(ctx)->pdl_able);
+}
+
+static void cuda_set_side_stream(void *ctx, int on)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	cuda_join(c);
+	c->side_on = on && c->side_able;
 }
 
 static void cuda_gather(void *ctx, const struct gather_req *g)
@@ -355,6 +396,7 @@ static void cuda_sgd_update(void *ctx, float *p, const float *g, float *v, size_
 			    const float *lr, const struct step_counters *counters, float momentum,
 			    float weight_decay, const struct gather_req *then)
 {
+	cuda_join(ctx_of(ctx)); /* the model joined already; an update never races a gradient */
 	kernels_sgd_update(ctx_of(ctx)->stream, NULL, p, g, v, n, lr, counters, momentum,
 			   weight_decay, then);
 }
@@ -363,6 +405,7 @@ static void cuda_adamw_update(void *ctx, float *p, const float *g, float *m, flo
 			      const float *lr, const struct step_counters *counters,
 			      struct adamw_hyper h, const struct gather_req *then)
 {
+	cuda_join(ctx_of(ctx));
 	kernels_adamw_update(ctx_of(ctx)->stream, NULL, p, g, m, v, n, lr, counters, h, then);
 }
 
@@ -393,6 +436,7 @@ static void cuda_conv_backward_data(void *ctx, const struct conv_stage *s, const
 static void cuda_allreduce(void *ctx, float *buf, size_t n, enum reduce_op op)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
+	cuda_join(c);
 	if (n == 0 || c->dist->size == 1)
 		return;
 	NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat, op == REDUCE_SUM ? ncclSum : ncclAvg,
@@ -557,6 +601,7 @@ static void *cuda_capture_end(void *ctx)
 	cudaGraph_t graph = NULL;
 	cudaGraphExec_t exec = NULL;
 	struct cuda_graph *g = (struct cuda_graph *)malloc(sizeof(*g));
+	cuda_join(c); /* a fork not joined back fails the capture */
 	cudaError_t rc = cudaStreamEndCapture(c->stream, &graph);
 	const char *collective = c->pending.what; /* one recorded in the capture, or NULL */
 
@@ -629,6 +674,7 @@ static void cuda_destroy(void *ctx)
 	}
 	cuda_conv_forget(&c->conv, &c->gemm);
 	cuda_gemm_release(&c->gemm);
+	cuda_side_release(c);
 	CUBLAS_CHECK(cublasLtDestroy(c->gemm.lt));
 	c->gemm.lt = NULL;
 	CUBLAS_CHECK(cublasDestroy(c->gemm.blas));
@@ -653,6 +699,7 @@ const struct backend_ops cuda_ops = {
 	.upload = cuda_upload,
 	.download = cuda_download,
 	.gemm = cuda_gemm_op,
+	.join = cuda_join_op,
 	.relu_mask_bytes = cuda_relu_mask_bytes,
 	.gather = cuda_gather,
 	.advance = cuda_advance,
@@ -676,6 +723,7 @@ const struct backend_ops cuda_ops = {
 	.set_position = cuda_set_position,
 	.set_tf32 = cuda_set_tf32,
 	.set_pdl = cuda_set_pdl,
+	.set_side_stream = cuda_set_side_stream,
 	.plan_mode = cuda_plan_mode,
 	.plan_get = cuda_plan_get,
 	.plan_set = cuda_plan_set,

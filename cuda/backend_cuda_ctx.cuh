@@ -49,6 +49,17 @@ struct cuda_ctx {
 	char name[128];        /* the device's name */
 	int pdl_able;          /* the device takes programmatic dependent launches (probed) */
 	char pdl_note[160];    /* why it does not, when it does not */
+	/*
+	 * The GEMMs sent beside (gemm_req.beside: the weight gradients) run on a
+	 * second stream, forked from stream after what they read and joined back
+	 * before what reads them (cuda/backend_cuda.cu: cuda_join).
+	 */
+	struct gemm_lane side; /* its stream, its cuBLAS handle, its own workspace */
+	cudaEvent_t fork, join;
+	int side_able;         /* the fork and join ran, captured too (probed) */
+	int side_on;           /* and are used (--no-side-stream: 0) */
+	int side_pending;      /* work queued beside, not yet joined */
+	char side_note[160];   /* why not, when not able */
 
 	double timeout;        /* seconds a wait on a collective may take; 0: no deadline */
 	int epoch, step;       /* from set_position: where the next collectives belong */
@@ -91,6 +102,12 @@ extern const struct backend_ops cuda_ops;
  * deadline (cuda/backend_cuda.cu).
  */
 void cuda_wait(struct cuda_ctx *c);
+
+/* The GEMMs sent beside done before what follows on the stream (nothing when none is). */
+void cuda_join(struct cuda_ctx *c);
+
+/* Release the second stream, its events, workspace and handle, best effort (backend_cuda_start.cu). */
+void cuda_side_release(struct cuda_ctx *c);
 
 /* gemm_share_fn: rank 0's GEMM plan choice to every rank of the job. */
 void cuda_share_choice(void *arg, int *index, char name[PLAN_NAME_LEN]);

@@ -25,9 +25,27 @@
 #include "gemm_lt.cuh"
 #include "kernels.h"
 
+void cuda_side_release(struct cuda_ctx *c)
+{
+	if (c->side.blas)
+		cublasDestroy(c->side.blas);
+	if (c->side.workspace)
+		cudaFree(c->side.workspace);
+	if (c->side.stream)
+		cudaStreamDestroy(c->side.stream);
+	if (c->fork)
+		cudaEventDestroy(c->fork);
+	if (c->join)
+		cudaEventDestroy(c->join);
+	memset(&c->side, 0, sizeof(c->side));
+	c->fork = c->join = NULL;
+	c->side_able = c->side_on = c->side_pending = 0;
+}
+
 /* Release what setup_local acquired, best effort: this runs on failure paths too. */
 static void teardown_local(struct cuda_ctx *c)
 {
+	cuda_side_release(c);
 	cuda_gemm_release(&c->gemm);
 	if (c->gemm.lt)
 		cublasLtDestroy(c->gemm.lt);
@@ -58,26 +76,57 @@ static int fail_cuda(char *why, size_t whylen, const char *what, cudaError_t rc)
 }
 
 /* Two programmatic dependent launches adding 1 to *cursor; the first error, or success. */
-static cudaError_t pdl_pair(cudaStream_t stream, int32_t *cursor)
+static cudaError_t pdl_pair(void *arg)
 {
-	cudaError_t rc = kernels_advance_pdl(stream, cursor, 1);
-	return rc == cudaSuccess ? kernels_advance_pdl(stream, cursor, 1) : rc;
+	const struct cuda_ctx *c = (const struct cuda_ctx *)arg;
+	int32_t *cursor = (int32_t *)c->side.workspace; /* the probes' counters */
+	cudaError_t rc = kernels_advance_pdl(c->stream, cursor, 1);
+	return rc == cudaSuccess ? kernels_advance_pdl(c->stream, cursor, 1) : rc;
 }
 
 /*
- * Whether this device and driver take programmatic dependent launches: two on
- * stream, then two captured in a graph, instantiated and replayed; waits for
- * the stream. cudaSuccess with *cursor 4 higher, or the first error (cleared).
+ * One fork and join as the weight gradients make them (cuda_gemm_op,
+ * cuda_join), with the launches the step uses: counter 0 += 1 on the stream,
+ * then counter 1 += 1 on the second stream beside counter 0 += 1, then,
+ * after both, counter 0 += 1. The first error, or success.
  */
-static cudaError_t pdl_try(cudaStream_t stream, int32_t *cursor)
+static cudaError_t side_pass(void *arg)
 {
+	const struct cuda_ctx *c = (const struct cuda_ctx *)arg;
+	int32_t *cursor = (int32_t *)c->side.workspace;
+	cudaError_t rc = kernels_advance_pdl(c->stream, cursor, 1);
+	if (rc == cudaSuccess)
+		rc = cudaEventRecord(c->fork, c->stream);
+	if (rc == cudaSuccess)
+		rc = cudaStreamWaitEvent(c->side.stream, c->fork, 0);
+	if (rc == cudaSuccess)
+		rc = kernels_advance_pdl(c->side.stream, cursor + 1, 1);
+	if (rc == cudaSuccess)
+		rc = kernels_advance_pdl(c->stream, cursor, 1);
+	if (rc == cudaSuccess)
+		rc = cudaEventRecord(c->join, c->side.stream);
+	if (rc == cudaSuccess)
+		rc = cudaStreamWaitEvent(c->stream, c->join, 0);
+	if (rc == cudaSuccess)
+		rc = kernels_advance_pdl(c->stream, cursor, 1);
+	return rc;
+}
+
+/*
+ * Whether this device and driver run `pass`: once on c's stream, then
+ * captured in a graph, instantiated and replayed; waits for the stream.
+ * cudaSuccess, or the first error (cleared).
+ */
+static cudaError_t try_twice(struct cuda_ctx *c, cudaError_t (*pass)(void *))
+{
+	cudaStream_t stream = c->stream;
 	cudaGraph_t graph = NULL;
 	cudaGraphExec_t exec = NULL;
-	cudaError_t rc = pdl_pair(stream, cursor);
+	cudaError_t rc = pass(c);
 	if (rc == cudaSuccess)
 		rc = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
 	if (rc == cudaSuccess) {
-		cudaError_t launched = pdl_pair(stream, cursor);
+		cudaError_t launched = pass(c);
 		rc = cudaStreamEndCapture(stream, &graph);
 		if (launched != cudaSuccess)
 			rc = launched;
@@ -97,6 +146,23 @@ static cudaError_t pdl_try(cudaStream_t stream, int32_t *cursor)
 }
 
 /*
+ * try_twice(c, pass) from zeroed counters (at the start of the second
+ * stream's workspace, unused yet), then the counters into moved[2]; the
+ * first error, cleared, or cudaSuccess.
+ */
+static cudaError_t try_counted(struct cuda_ctx *c, cudaError_t (*pass)(void *), int32_t moved[2])
+{
+	int32_t *cursor = (int32_t *)c->side.workspace;
+	cudaError_t rc = cudaMemsetAsync(cursor, 0, 2 * sizeof(*cursor), c->stream);
+	if (rc == cudaSuccess)
+		rc = try_twice(c, pass);
+	if (rc == cudaSuccess)
+		rc = cudaMemcpy(moved, cursor, 2 * sizeof(*cursor), cudaMemcpyDeviceToHost);
+	(void)cudaGetLastError();
+	return rc;
+}
+
+/*
  * Programmatic dependent launch (cuda/kernel_launch.cuh) where compute
  * capability 9.0 or later has it and the driver takes it, launched and
  * captured; plain launches otherwise, saying why in pdl_note. On by default:
@@ -105,8 +171,7 @@ static cudaError_t pdl_try(cudaStream_t stream, int32_t *cursor)
 static void probe_pdl(struct cuda_ctx *c, const struct cudaDeviceProp *prop)
 {
 	char text[CUDA_CHECK_MSG_LEN];
-	int32_t *cursor = NULL, moved = 0;
-	cudaError_t rc = cudaSuccess;
+	int32_t moved[2] = {0, 0};
 
 	c->pdl_able = 0;
 	if (prop->major < 9) {
@@ -115,29 +180,74 @@ static void probe_pdl(struct cuda_ctx *c, const struct cudaDeviceProp *prop)
 			 "launch",
 			 prop->major, prop->minor);
 	} else {
-		rc = cudaMalloc((void **)&cursor, sizeof(*cursor));
-		if (rc == cudaSuccess)
-			rc = cudaMemsetAsync(cursor, 0, sizeof(*cursor), c->stream);
-		if (rc == cudaSuccess)
-			rc = pdl_try(c->stream, cursor);
-		if (rc == cudaSuccess)
-			rc = cudaMemcpy(&moved, cursor, sizeof(moved), cudaMemcpyDeviceToHost);
-		if (cursor)
-			(void)cudaFree(cursor);
+		cudaError_t rc = try_counted(c, pdl_pair, moved);
 		if (rc != cudaSuccess) {
 			cuda_error_text(rc, text, sizeof(text));
 			snprintf(c->pdl_note, sizeof(c->pdl_note),
 				 "plain launches: a programmatic dependent launch failed: %s", text);
-		} else if (moved != 4) {
+		} else if (moved[0] != 4) {
 			snprintf(c->pdl_note, sizeof(c->pdl_note),
 				 "plain launches: 4 programmatic dependent launches added %d, not 4",
-				 (int)moved);
+				 (int)moved[0]);
 		} else {
 			c->pdl_able = 1;
 		}
-		(void)cudaGetLastError();
 	}
 	kernels_set_pdl(c->pdl_able);
+}
+
+/*
+ * The second stream for the GEMMs sent beside, where a fork and a join run
+ * on the stream and captured, with the launches the step uses (after
+ * probe_pdl); one stream otherwise, saying why in side_note. On by default:
+ * --no-side-stream turns it off (set_side_stream).
+ */
+static void probe_side(struct cuda_ctx *c)
+{
+	char text[CUDA_CHECK_MSG_LEN];
+	int32_t moved[2] = {0, 0};
+	cudaError_t rc = try_counted(c, side_pass, moved);
+	c->side_able = 0;
+	if (rc != cudaSuccess) {
+		cuda_error_text(rc, text, sizeof(text));
+		snprintf(c->side_note, sizeof(c->side_note),
+			 "one stream: a fork to a second stream and its join failed: %s", text);
+	} else if (moved[0] != 6 || moved[1] != 2) {
+		snprintf(c->side_note, sizeof(c->side_note),
+			 "one stream: a fork and join added %d and %d, not 6 and 2", (int)moved[0],
+			 (int)moved[1]);
+	} else {
+		c->side_able = 1;
+	}
+	c->side_on = c->side_able;
+}
+
+/* The second stream, its events, workspace and cuBLAS handle. 0, or 1 with why filled. */
+static int setup_side(struct cuda_ctx *c, char *why, size_t whylen)
+{
+	cudaError_t rc = cudaStreamCreateWithFlags(&c->side.stream, cudaStreamNonBlocking);
+	if (rc == cudaSuccess)
+		rc = cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming);
+	if (rc == cudaSuccess)
+		rc = cudaEventCreateWithFlags(&c->join, cudaEventDisableTiming);
+	if (rc == cudaSuccess)
+		rc = cudaMalloc(&c->side.workspace, CUDA_BLAS_WORKSPACE_BYTES);
+	if (rc != cudaSuccess)
+		return fail_cuda(why, whylen, "the second stream's set-up", rc);
+	cublasStatus_t brc = cublasCreate(&c->side.blas);
+	if (brc == CUBLAS_STATUS_SUCCESS)
+		brc = cublasSetStream(c->side.blas, c->side.stream);
+	if (brc == CUBLAS_STATUS_SUCCESS)
+		brc = cublasSetWorkspace(c->side.blas, c->side.workspace, CUDA_BLAS_WORKSPACE_BYTES);
+	if (brc == CUBLAS_STATUS_SUCCESS)
+		brc = cublasSetMathMode(c->side.blas, CUBLAS_DEFAULT_MATH);
+	if (brc != CUBLAS_STATUS_SUCCESS) {
+		char text[CUDA_CHECK_MSG_LEN];
+		cublas_error_text(brc, text, sizeof(text));
+		snprintf(why, whylen, "cuBLAS setup (second stream): %s", text);
+		return 1;
+	}
+	return 0;
 }
 
 /* This rank's part on its probed device: stream, cuBLAS. 0 on success, else why is filled. */
@@ -190,7 +300,10 @@ static int setup_local(struct cuda_ctx *c, const struct dist *d, int device, cha
 		snprintf(why, whylen, "cuBLAS setup: %s", text);
 		return 1;
 	}
+	if (setup_side(c, why, whylen))
+		return 1;
 	probe_pdl(c, &prop);
+	probe_side(c);
 	return 0;
 }
 

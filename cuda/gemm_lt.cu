@@ -451,35 +451,43 @@ static int list_ways(struct cuda_gemm *g, const struct gemm_req *r, const struct
 void gemm_way_run(struct cuda_gemm *g, const struct gemm_req *r, const struct gemm_way *w,
 		  const struct lt_desc *d)
 {
+	const struct gemm_lane own = {g->stream, g->blas, g->workspace};
+	gemm_way_run_on(g, &own, r, w, d);
+}
+
+void gemm_way_run_on(struct cuda_gemm *g, const struct gemm_lane *lane, const struct gemm_req *r,
+		     const struct gemm_way *w, const struct lt_desc *d)
+{
 	struct gemm_colmajor c = gemm_map(r);
+	cudaStream_t stream = lane->stream;
 	if (w->tile) { /* all of it, the epilogue and the bias gradient */
-		kernels_gemm_tile(g->stream, NULL, r, w->tile);
+		kernels_gemm_tile(stream, NULL, r, w->tile);
 		return;
 	}
 	if (w->ksplit) {
 		struct gemm_req q = *r;
 		if (!w->im2col)
 			q.b_im2col = NULL; /* B read as stored */
-		kernels_gemm_ksplit(g->stream, NULL, &q, w->ksplit, (float *)g->workspace);
+		kernels_gemm_ksplit(stream, NULL, &q, w->ksplit, (float *)lane->workspace);
 	} else if (w->lt) {
 		set_epilogue_pointers(d->desc, w->lt_epilogue, r);
 		CUBLAS_CHECK(cublasLtMatmul(g->lt, d->desc, &c.alpha, c.a, d->la, c.b, d->lb, &c.beta,
-					    c.c, d->lc, c.c, d->lc, &w->algo, g->workspace,
-					    g->workspace_bytes, g->stream));
+					    c.c, d->lc, c.c, d->lc, &w->algo, lane->workspace,
+					    g->workspace_bytes, stream));
 	} else {
-		CUBLAS_CHECK(cublasSgemm(g->blas, c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+		CUBLAS_CHECK(cublasSgemm(lane->blas, c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
 					 c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, c.m, c.n, c.k, &c.alpha,
 					 c.a, c.lda, c.b, c.ldb, &c.beta, c.c, c.ldc));
 	}
 	if (needs_bias_act(r, w->lt_epilogue))
-		kernels_bias_act(g->stream, NULL, r->c, r->bias, r->m, r->n,
+		kernels_bias_act(stream, NULL, r->c, r->bias, r->m, r->n,
 				 r->epilogue == GEMM_EPILOGUE_BIAS_RELU);
 	if (needs_drelu(r, w->lt_epilogue))
-		kernels_relu_backward(g->stream, NULL, r->c, r->act, (size_t)r->m * (size_t)r->n);
+		kernels_relu_backward(stream, NULL, r->c, r->act, (size_t)r->m * (size_t)r->n);
 	if (w->bias_grad == BIAS_GRAD_KERNEL) {
-		kernels_bias_grad(g->stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k, r->bias_grad);
+		kernels_bias_grad(stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k, r->bias_grad);
 	} else if (w->bias_grad == BIAS_GRAD_BLOCK) {
-		kernels_bias_grad_block(g->stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k,
+		kernels_bias_grad_block(stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k,
 					r->bias_grad);
 	} else if (w->bias_grad == BIAS_GRAD_GEMV) {
 		/*
@@ -489,10 +497,10 @@ void gemm_way_run(struct cuda_gemm *g, const struct gemm_req *r, const struct ge
 		 */
 		const float one = 1.0f, zero = 0.0f;
 		if (r->trans_a)
-			CUBLAS_CHECK(cublasSgemv(g->blas, CUBLAS_OP_N, r->m, r->k, &one, r->a, r->lda,
+			CUBLAS_CHECK(cublasSgemv(lane->blas, CUBLAS_OP_N, r->m, r->k, &one, r->a, r->lda,
 						 g->ones, 1, &zero, r->bias_grad, 1));
 		else
-			CUBLAS_CHECK(cublasSgemv(g->blas, CUBLAS_OP_T, r->k, r->m, &one, r->a, r->lda,
+			CUBLAS_CHECK(cublasSgemv(lane->blas, CUBLAS_OP_T, r->k, r->m, &one, r->a, r->lda,
 						 g->ones, 1, &zero, r->bias_grad, 1));
 	}
 }
@@ -617,6 +625,20 @@ void cuda_gemm_run(struct cuda_gemm *g, const struct gemm_req *r)
 		return;
 	struct gemm_plan *p = plan_for(g, r);
 	gemm_way_run(g, r, &p->way, &p->d);
+}
+
+void cuda_gemm_plan(struct cuda_gemm *g, const struct gemm_req *r)
+{
+	if (r->m > 0 && r->n > 0)
+		(void)plan_for(g, r);
+}
+
+void cuda_gemm_run_on(struct cuda_gemm *g, const struct gemm_lane *lane, const struct gemm_req *r)
+{
+	if (r->m <= 0 || r->n <= 0)
+		return;
+	struct gemm_plan *p = plan_for(g, r); /* made already: found */
+	gemm_way_run_on(g, lane, r, &p->way, &p->d);
 }
 
 void cuda_gemm_library(char *buf, size_t len)

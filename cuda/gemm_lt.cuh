@@ -21,6 +21,17 @@
 
 struct gemm_plan;
 
+/*
+ * Where a GEMM's calls go: a stream, a cuBLAS handle bound to it, and the
+ * workspace both libraries and our split GEMM use there (workspace_bytes of
+ * struct cuda_gemm). Two lanes may run at once; each needs its own workspace.
+ */
+struct gemm_lane {
+	cudaStream_t stream;
+	cublasHandle_t blas;
+	void *workspace;
+};
+
 /* A checkpoint's choice for one problem (any op's: cuda_plan_choose finds it by key). */
 struct gemm_preset {
 	char key[PLAN_KEY_LEN];
@@ -66,6 +77,12 @@ struct cuda_gemm {
 
 /* r on g's stream: the plan for r's problem (made the first time), then its calls. */
 void cuda_gemm_run(struct cuda_gemm *g, const struct gemm_req *r);
+
+/* The plan for r's problem, made on g's stream the first time it is met; nothing else runs. */
+void cuda_gemm_plan(struct cuda_gemm *g, const struct gemm_req *r);
+
+/* r, planned (cuda_gemm_plan), queued on lane instead of g's stream. */
+void cuda_gemm_run_on(struct cuda_gemm *g, const struct gemm_lane *lane, const struct gemm_req *r);
 
 /*
  * Bytes of the ReLU record of a (rows, cols) GEMM output: cuBLASLt's bit

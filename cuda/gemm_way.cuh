@@ -62,6 +62,9 @@ void gemm_way_desc_destroy(struct lt_desc *d);
 /* Queue r run as w (with its descriptors d) on g's stream. */
 void gemm_way_run(struct cuda_gemm *g, const struct gemm_req *r, const struct gemm_way *w,
 		  const struct lt_desc *d);
+/* The same on lane's stream, with its cuBLAS handle and workspace. */
+void gemm_way_run_on(struct cuda_gemm *g, const struct gemm_lane *lane, const struct gemm_req *r,
+		     const struct gemm_way *w, const struct lt_desc *d);
 /* The largest power of two dividing p's address, at most 256 (cuBLASLt's alignment preferences). */
 unsigned gemm_alignment(const void *p);
 

@@ -193,6 +193,10 @@ const struct setting config_settings[] = {
 		 "default, on GPUs of compute capability 9.0 and later, a kernel of ours starts while "
 		 "the one before it ends and waits for it on the device (programmatic dependent "
 		 "launch; the same results)"},
+	{.flag = "no-side-stream", .type = SETTING_FLAG, .offset = FIELD(use_side_stream), .lo = 0,
+	 .help = "CUDA backend: run every op of a step on one stream; by default the weight "
+		 "gradients run on a second stream, beside the input gradients below them (the "
+		 "same results)"},
 	{.flag = "tf32", .type = SETTING_FLAG, .offset = FIELD(tf32), .lo = 1, .where = SETTING_AGREE,
 	 .help = "CUDA backend: GEMMs on TF32 tensor cores (inputs rounded to a 10-bit mantissa, "
 		 "float32 sums); by default float32 throughout"},

@@ -85,6 +85,7 @@ struct train_config {
 	int use_graph; /* capture the step when the backend can (--no-graph: 0) */
 	int graph_steps; /* steps replayed by one graph launch, at most */
 	int use_pdl;   /* programmatic dependent launch where the GPU has it (--no-pdl: 0) */
+	int use_side_stream; /* weight gradients on a second stream (--no-side-stream: 0) */
 	int tf32;      /* TF32 tensor-core GEMMs (CUDA backend) */
 	int gpu_plan;  /* enum plan_policy (backend.h): measure or heuristic */
 	int log_every;

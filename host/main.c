@@ -179,6 +179,7 @@ int main(int argc, char **argv)
 	}
 	backend_set_tf32(&be, cfg.tf32);
 	backend_set_pdl(&be, cfg.use_pdl);
+	backend_set_side_stream(&be, cfg.use_side_stream);
 	if (d.rank == 0) {
 		if (msg[0])
 			fprintf(stderr, "mnist-train: %s\n", msg);

@@ -162,6 +162,11 @@ struct backend_ops {
 	/* C = epilogue(alpha * op(A) * op(B) + beta * C), row-major (see gemm_map.h). */
 	void (*gemm)(void *ctx, const struct gemm_req *r);
 	/*
+	 * Optional: the GEMMs sent beside (gemm_req.beside) are done before any op
+	 * that follows. A backend that runs everything in order needs none.
+	 */
+	void (*join)(void *ctx);
+	/*
 	 * Optional: bytes of the record a GEMM_EPILOGUE_BIAS_RELU of (rows, cols)
 	 * outputs keeps for a later GEMM_EPILOGUE_DRELU (gemm_map.h); NULL or 0:
 	 * the backend keeps none, and the output itself decides.
@@ -274,6 +279,14 @@ struct backend_ops {
 	void (*set_pdl)(void *ctx, int on);
 
 	/*
+	 * Optional: 1, the default where the device can, runs the GEMMs sent
+	 * beside (gemm_req.beside) on a second stream, alongside the ops that
+	 * follow them until the join; 0 runs them in order (the results are the
+	 * same).
+	 */
+	void (*set_side_stream)(void *ctx, int on);
+
+	/*
 	 * Optional plans (struct plan_info). plan_mode: how problems met from now
 	 * on are planned, and whether every rank meets them together (collective:
 	 * a training step, the same ops in the same order on every rank), in
@@ -342,6 +355,11 @@ static inline void backend_download(const struct backend *b, void *dst, const vo
 static inline void backend_gemm(const struct backend *b, const struct gemm_req *r)
 {
 	b->ops->gemm(b->ctx, r);
+}
+static inline void backend_join(const struct backend *b)
+{
+	if (b->ops->join)
+		b->ops->join(b->ctx);
 }
 static inline size_t backend_relu_mask_bytes(const struct backend *b, int rows, int cols)
 {
@@ -469,6 +487,11 @@ static inline void backend_set_pdl(const struct backend *b, int on)
 {
 	if (b->ops->set_pdl)
 		b->ops->set_pdl(b->ctx, on);
+}
+static inline void backend_set_side_stream(const struct backend *b, int on)
+{
+	if (b->ops->set_side_stream)
+		b->ops->set_side_stream(b->ctx, on);
 }
 /* Whether the backend plans its ops (->plan_get). */
 static inline int backend_has_plan(const struct backend *b)

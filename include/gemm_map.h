@@ -71,6 +71,13 @@ struct gemm_req {
 	void *relu_mask;     /* BIAS_RELU: written; DRELU: read; NULL: none kept */
 	float *bias_grad;    /* (m), with no epilogue: sums over l of op(A)[i, l] */
 	const struct gemm_im2col *b_im2col; /* B as the im2col matrix of an x (above); NULL: none */
+	/*
+	 * 1: nothing reads C or bias_grad, and nothing writes A, B or x, until
+	 * the backend's next join (struct backend_ops), so the backend may run
+	 * this product beside the ops that follow it (a weight gradient beside
+	 * the input gradients below it). The result is the same either way.
+	 */
+	int beside;
 };
 
 /* The equivalent column-major call, argument for argument. */

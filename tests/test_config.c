@@ -172,16 +172,18 @@ Test(config, every_flag_parsed)
 	}
 
 	p = parse("--grad-reduce", "sum", "--drop-last", "--threads", "1", NULL);
-	cr_assert(p.rc == STATUS_OK && p.c.use_graph == 1 && p.c.use_pdl == 1,
-		  "a captured step and programmatic dependent launch by default");
+	cr_assert(p.rc == STATUS_OK && p.c.use_graph == 1 && p.c.use_pdl == 1 &&
+			  p.c.use_side_stream == 1,
+		  "a captured step, programmatic dependent launch and a second stream by default");
 	p = parse("--grad-reduce", "sum", "--drop-last", "--threads", "1", "--no-graph", "--no-pdl",
-		  NULL);
+		  "--no-side-stream", NULL);
 	cr_assert_eq(p.rc, STATUS_OK, "%s", p.err);
 	cr_assert_eq(p.c.grad_reduce, GRAD_REDUCE_SUM);
 	cr_assert_eq(p.c.drop_last, 1);
 	cr_assert_eq(p.c.threads, 1);
 	cr_assert_eq(p.c.use_graph, 0);
 	cr_assert_eq(p.c.use_pdl, 0);
+	cr_assert_eq(p.c.use_side_stream, 0);
 	p = parse("--grad-reduce", "mean", "--threads", "0", NULL);
 	cr_assert(p.rc == STATUS_OK && p.c.grad_reduce == GRAD_REDUCE_MEAN && p.c.threads == 0);
 

@@ -371,6 +371,12 @@ static void stage_weight_grad(const struct backend *be, const struct model *m,
 		r.b_im2col = &im2col; /* cols is x's im2col matrix: a backend may read x instead */
 	}
 	r.bias_grad = grads + l->b_off;
+	/*
+	 * Nothing reads dW and db before the update, and nothing below overwrites
+	 * dz[s] or the input, so a backend may compute them beside the input
+	 * gradients that follow (the lowest stage has none: it runs in order).
+	 */
+	r.beside = s > 0;
 	backend_label(be, l->name, "weight grad");
 	backend_gemm(be, &r);
 }
@@ -442,6 +448,7 @@ void model_backward_scaled(const struct backend *be, const struct model *m, stru
 						   ws->act[s], ws->arg[s - 1], ws->dz[s - 1]);
 		}
 	}
+	backend_join(be); /* every gradient done before what follows reads it */
 }
 
 void model_score(const struct backend *be, const struct model *m, struct model_ws *ws, int rows)

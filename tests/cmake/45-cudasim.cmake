@@ -365,6 +365,21 @@ add_test(NAME mnist_train_sim_graph_steps_seed
 set_tests_properties(mnist_train_sim_graph_steps_seed PROPERTIES LABELS cudasim TIMEOUT 300 PROCESSORS 2
                      PASS_REGULAR_EXPRESSION "PASS graph_steps" FAIL_REGULAR_EXPRESSION "FAIL:")
 
+# Issue 25: the weight gradients on a second stream, beside the input gradients: the same
+# model as on one stream, captured (its branches replayed late and early in turn) or not, and
+# a shorter modelled step; LeNet-5 sends its dense layers' and conv2's beside (our split GEMM
+# on the second stream's own workspace), the mlp its two upper layers'.
+foreach(_case "lenet;32" "mlp;32;--hidden;512,256")
+  list(GET _case 0 _model)
+  list(SUBLIST _case 1 -1 _rest)
+  add_test(NAME mnist_train_sim_side_stream_${_model}
+           COMMAND ${MNIST_CUDASIM_DIR}/side_stream.sh ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR}
+                   ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV} -- ${_model} ${_rest})
+  set_tests_properties(mnist_train_sim_side_stream_${_model} PROPERTIES LABELS cudasim TIMEOUT 300
+                       PROCESSORS 1 PASS_REGULAR_EXPRESSION "PASS side_stream"
+                       FAIL_REGULAR_EXPRESSION "FAIL:")
+endforeach()
+
 # Issue 25: the measured plan unbiased by CUDA's lazy loading (a kernel's first launch
 # loading its module: on the H100 candidates took milliseconds at their first run and were
 # passed over for it): the seed model's plan the same with each kernel's first launch

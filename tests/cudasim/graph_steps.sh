@@ -51,11 +51,12 @@ run() { # RANKS NAME ARGS...
 field() { # NAME KEY
 	grep '^summary:' "$TMP/$1.out" | head -n 1 | tr ' ' '\n' | sed -n "s/^$2=//p"
 }
-# The graphs a run instantiated, but the backend's start-up probe of programmatic dependent
-# launch (cuda/backend_cuda_start.cu: two kernels of ours, no library call).
+# The graphs a run instantiated, but the backend's start-up probes (cuda/backend_cuda_start.cu)
+# of programmatic dependent launch (two kernels of ours, no library call) and of a fork to a
+# second stream and its join (four kernels of ours).
+PROBES='^cudasim: graph instantiated: (2 nodes, 2|4 nodes, 4) kernels of the program, 0 library'
 step_graphs() { # NAME
-	grep '^cudasim: graph instantiated' "$TMP/$1.err" |
-		grep -v '^cudasim: graph instantiated: 2 nodes, 2 kernels of the program, 0 library'
+	grep '^cudasim: graph instantiated' "$TMP/$1.err" | grep -Ev "$PROBES"
 }
 expect_graphs() { # NAME LENGTHS...: graphs of these many steps, in this order
 	local name=$1 got one
@@ -83,8 +84,8 @@ expect_graphs eight 1 8 2
 expect_graphs three 1 3 2
 expect_graphs single 1
 [ -n "$(step_graphs plain)" ] && fail "plain: --no-graph instantiated a graph"
-grep -q '^cudasim: graph instantiated: 2 nodes, 2 kernels of the program, 0 library' "$TMP/plain.err" ||
-	fail "plain: no start-up probe of programmatic dependent launch (a graph of 2 kernels of ours)"
+[ "$(grep -Ec "$PROBES" "$TMP/plain.err")" = 2 ] ||
+	fail "plain: not the two start-up probes (graphs of 2 and of 4 kernels of ours)"
 
 want=$(field single param_crc32)
 [ -n "$want" ] || fail "single: no param_crc32 on the summary"

@@ -6,8 +6,9 @@
 #   tests/cudasim/train_sim.sh TRAIN DATA_DIR RANKS MPIRUN [MPIRUN_ARGS...] -- [TRAIN_ARGS...]
 #
 # Runs of 2 epochs: --backend cuda (each full batch replayed from a captured
-# graph, kernels by programmatic dependent launch), --backend cuda --no-graph
-# --no-pdl, --backend host. The two cuda runs must end with bitwise the same
+# graph, kernels by programmatic dependent launch, the weight gradients on a
+# second stream, the graph's branches replayed in the simulator's alternating
+# orders), --backend cuda --no-graph --no-pdl --no-side-stream, --backend host. The two cuda runs must end with bitwise the same
 # model (param_crc32), final loss and test accuracy, and their gpu_plan
 # records must say how they launched; the cuda run must say backend=cuda and name the simulated device,
 # follow the host run's loss curve (every logged loss of rank 0 within
@@ -52,7 +53,7 @@ field() { # NAME KEY
 }
 
 run graph --backend cuda --epochs 2
-run plain --backend cuda --no-graph --no-pdl --epochs 2
+run plain --backend cuda --no-graph --no-pdl --no-side-stream --epochs 2
 run host --backend host --epochs 2
 run first --backend cuda --epochs 1 --checkpoint-dir "$TMP/ck"
 run resumed --backend cuda --epochs 2 --checkpoint-dir "$TMP/ck" --resume "$TMP/ck"
@@ -84,10 +85,10 @@ launch_of() { # NAME: the gpu_plan record's "launch"
 	python3 -c 'import json, sys
 print(*[r.get("launch") for r in map(json.loads, open(sys.argv[1])) if r.get("event") == "gpu_plan"])' "$TMP/$1.jsonl"
 }
-[ "$(launch_of graph)" = "programmatic dependent launch" ] ||
-	fail "launch: the cuda run's gpu_plan record says '$(launch_of graph)', expected programmatic dependent launch (the simulated device is of compute capability 9.0)"
-[ "$(launch_of plain)" = "plain launches (--no-pdl)" ] ||
-	fail "launch: the --no-pdl run's gpu_plan record says '$(launch_of plain)'"
+[ "$(launch_of graph)" = "programmatic dependent launch; weight gradients on a second stream" ] ||
+	fail "launch: the cuda run's gpu_plan record says '$(launch_of graph)', expected programmatic dependent launch (the simulated device is of compute capability 9.0) and a second stream"
+[ "$(launch_of plain)" = "plain launches (--no-pdl); one stream (--no-side-stream)" ] ||
+	fail "launch: the --no-pdl --no-side-stream run's gpu_plan record says '$(launch_of plain)'"
 [ "$src" = checkpoint ] || fail "plan: the resumed run planned its ops '$src', expected every one from the checkpoint"
 # Every rank's logged losses as "EPOCH STEP LOSS", each step's ranks in loss order (mpirun
 # interleaves the ranks' lines differently from run to run).
@@ -115,7 +116,7 @@ if ! awk -v a="$(field graph test_accuracy)" -v b="$(field host test_accuracy)" 
 	fail "test accuracy: cuda $(field graph test_accuracy), host $(field host test_accuracy) (limit 0.01)"
 fi
 if [ $failures -eq 0 ]; then
-	echo "PASS train_sim: captured (programmatic dependent launch) and plain runs identical, loss curve and accuracy within tolerance of the host's, bitwise resume"
+	echo "PASS train_sim: captured (programmatic dependent launch, a second stream) and plain runs identical, loss curve and accuracy within tolerance of the host's, bitwise resume"
 	exit 0
 fi
 exit 1

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# side_stream.sh - the weight gradients on a second stream (cuda/backend_cuda.cu:
+# cuda_gemm_op and cuda_join, gemm_req.beside) change nothing but the time: one model
+# on the simulated CUDA backend, 1 rank, 16 steps, four ways, the same model at the end.
+#
+#   tests/cudasim/side_stream.sh TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...] -- MODEL BATCH [TRAIN_ARGS...]
+#
+# Runs: graph replay with the second stream (the default: the graph forks and joins, and
+# the simulator replays its branches as late and as early as their dependencies allow, on
+# alternate launches, cudasim.h rule 6); graph replay with --no-side-stream; --no-graph
+# (forks and joins on the streams, run lazily, rule 2); --no-graph --no-side-stream. Every
+# run must end with the same param_crc32 and final loss, none may fall back from a failed
+# capture, each gpu_plan record must say which streams it used, and the modelled step
+# (rule 10: a graph's branches overlap) must be shorter with the second stream than
+# without. Exit 0 pass, 1 fail.
+set -uo pipefail
+. "$(dirname "$0")/mpirun_args.sh"
+train_args 5 "MODEL BATCH [TRAIN_ARGS...]" "$@"
+set -- "${AFTER[@]+"${AFTER[@]}"}"
+MODEL=$1 BATCH=$2
+shift 2
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+failures=0
+fail() {
+	echo "FAIL: $*"
+	failures=$((failures + 1))
+}
+run() { # NAME [ARGS...]
+	local name=$1
+	shift
+	if ! timeout 200 "${MPIRUN[@]}" -n 1 "$TRAIN" --backend cuda --model "$MODEL" --batch-size "$BATCH" \
+		--data "$DATA/train" --limit $((BATCH * 16)) --epochs 1 --log-every 1000 \
+		--metrics "$TMP/$name.jsonl" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"; then
+		fail "$name: mnist-train exited with an error"
+		cat "$TMP/$name.err"
+	fi
+	echo "  $name: $(grep '^summary:' "$TMP/$name.out")"
+	if grep -q 'CUDA graph .* failed' "$TMP/$name.err"; then
+		fail "$name: a capture failed: $(grep -m1 'CUDA graph' "$TMP/$name.err")"
+	fi
+}
+field() { # NAME KEY
+	grep '^summary:' "$TMP/$1.out" | head -n 1 | tr ' ' '\n' | sed -n "s/^$2=//p"
+}
+launch_of() { # NAME: the gpu_plan record's "launch"
+	python3 -c 'import json, sys
+print(*[r.get("launch") for r in map(json.loads, open(sys.argv[1])) if r.get("event") == "gpu_plan"])' "$TMP/$1.jsonl"
+}
+
+run side "$@"
+run one --no-side-stream "$@"
+run side_plain --no-graph "$@"
+run one_plain --no-graph --no-side-stream "$@"
+for name in one side_plain one_plain; do
+	for k in param_crc32 final_loss; do
+		[ -n "$(field side $k)" ] && [ "$(field $name $k)" = "$(field side $k)" ] ||
+			fail "$k: $(field side $k) with the second stream, $(field $name $k) in $name"
+	done
+done
+case "$(launch_of side)" in
+*"weight gradients on a second stream") ;;
+*) fail "side: the gpu_plan record's launch says '$(launch_of side)', expected a second stream" ;;
+esac
+case "$(launch_of one)" in
+*"one stream (--no-side-stream)") ;;
+*) fail "one: the gpu_plan record's launch says '$(launch_of one)', expected one stream" ;;
+esac
+side=$(field side sim_step_us) one=$(field one sim_step_us)
+if ! awk -v s="$side" -v o="$one" 'BEGIN { exit !(s + 0 > 0 && s + 0 < o + 0) }'; then
+	fail "modelled step: $side us with the second stream, $one us without: expected shorter"
+else
+	echo "  modelled step: $side us with the second stream, $one us without"
+fi
+[ $failures -eq 0 ] && echo "PASS side_stream $MODEL b$BATCH"
+exit $((failures > 0))
