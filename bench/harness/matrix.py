@@ -34,6 +34,7 @@ CUDA_VARIANTS = (
     ("ours", "mnist-train (graph)", "ours"),
     ("ours_single", "mnist-train graph, 1 step a launch", "ours"),
     ("ours_nopdl", "mnist-train graph, --no-pdl", "ours"),
+    ("ours_noside", "mnist-train graph, --no-side-stream", "ours"),
     ("ours_nograph", "mnist-train --no-graph", "ours"),
     ("torch", "PyTorch eager", "torch"),
     ("torch_graph", "PyTorch CUDA graph", "torch"),
@@ -41,7 +42,8 @@ CUDA_VARIANTS = (
 )
 # mnist-train's extra flags and metrics-file tag per column (the default launches up to
 # --graph-steps 8 steps at once).
-OURS_RUN = {"ours_single": (("--graph-steps", "1"), "-single"), "ours_nopdl": (("--no-pdl",), "-nopdl")}
+OURS_RUN = {"ours_single": (("--graph-steps", "1"), "-single"), "ours_nopdl": (("--no-pdl",), "-nopdl"),
+            "ours_noside": (("--no-side-stream",), "-noside")}
 TORCH_VARIANT = {"torch": "eager", "torch_graph": "graph", "torch_compiled": "compiled"}
 
 

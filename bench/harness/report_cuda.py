@@ -72,7 +72,8 @@ def write_results(a, node, t_info, t_why, cells, tta, allreduce_out, allreduce_n
              "8, the device synchronised at each launch's end and each of its steps timed as the launch's wall "
              "time over its steps), one step a launch (`--graph-steps 1`, synchronised each step as PyTorch's "
              "columns are), as the graph column with plain launches (`--no-pdl`: each kernel starts only once the "
-             "one before it has ended), or launched op by op (`--no-graph`). PyTorch "
+             "one before it has ended), as the graph column on one stream (`--no-side-stream`: the weight "
+             "gradients in line with the input gradients, not beside them), or launched op by op (`--no-graph`). PyTorch "
              "(bench/reference/step_ref.py, one process per rank serving every cell): eager; the whole step captured "
              "with torch.cuda.CUDAGraph (CUDA graph); the model compiled by inductor (torch.compile) and the whole "
              "step captured around it with torch.cuda.graph (inductor + CUDA graph, 1 rank only). `PyTorch best / "
@@ -81,10 +82,11 @@ def write_results(a, node, t_info, t_why, cells, tta, allreduce_out, allreduce_n
              "(`graph_nodes=` of its summary; `-` where it does not print it)." +
              (f" PyTorch columns: {t_why}." if t_why else "") + "\n")
     L.append(f"| model | batch/rank | ranks | mnist-train graph{S} | mnist-train graph, 1 step a launch{S} | "
-             f"mnist-train graph, --no-pdl{S} | mnist-train --no-graph{S} | PyTorch eager | "
+             f"mnist-train graph, --no-pdl{S} | mnist-train graph, --no-side-stream{S} | "
+             f"mnist-train --no-graph{S} | PyTorch eager | "
              f"PyTorch CUDA graph | PyTorch inductor + CUDA graph | PyTorch best / mnist-train | "
              f"kernels per step (graph nodes){S} |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (model, b, r), c in cells.items():
         best = torch_best(c)
         ratio = na or (f"{best[0] / c['ours']['step_median_ms']:.2f} ({best[1]})" if best and c["ours"] else "-")
@@ -107,9 +109,9 @@ def write_results(a, node, t_info, t_why, cells, tta, allreduce_out, allreduce_n
              "warm-up and capture). A PyTorch process serves many cells, so only its first cell pays cuBLAS's "
              "start. `scaling` = steady images/s at N ranks / at 1 rank, mnist-train (graph).\n")
     L.append(f"| model | batch/rank | ranks | reps | mnist-train graph{S} | steady{S} | 1 step a launch{S} | "
-             f"steady{S} | --no-pdl{S} | steady{S} | --no-graph{S} | steady{S} | "
+             f"steady{S} | --no-pdl{S} | steady{S} | --no-side-stream{S} | steady{S} | --no-graph{S} | steady{S} | "
              "PyTorch eager | steady | PyTorch CUDA graph | steady | PyTorch inductor + CUDA graph | steady | scaling |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (model, b, r), c in cells.items():
         base = cells.get((model, b, a.ranks[0]))
         sc = c["ours"] and base and base["ours"] and c["ours"].get("steady_ips") and base["ours"].get("steady_ips") and \

@@ -136,7 +136,7 @@ def goals(out, lines):
 
 def step_medians(out, lines):
     """The matrix's median step per cell, each column of ours side by side (the graph, one step a
-    launch, --no-pdl, --no-graph) and PyTorch's best over ours: a change's column against the
+    launch, --no-pdl, --no-side-stream, --no-graph) and PyTorch's best over ours: a change's column against the
     graph column at a glance."""
     mds = sorted(glob.glob(os.path.join(out, "quick", "bench-results", "*.md")), key=os.path.getmtime)
     if not mds:

@@ -60,22 +60,22 @@ grep -q '^- PyTorch on CUDA: not available: ' "$md" || fail "the PyTorch line do
 # ratio "not available", the kernels per step a count or "-" (the trainer may not print graph_nodes).
 na='not available'
 num='[0-9]+(\.[0-9]+)?'
-grep -q '^| model | batch/rank | ranks | mnist-train graph, SIMULATED | mnist-train graph, 1 step a launch, SIMULATED | mnist-train graph, --no-pdl, SIMULATED | mnist-train --no-graph, SIMULATED | PyTorch eager | PyTorch CUDA graph | PyTorch inductor + CUDA graph | PyTorch best / mnist-train | kernels per step (graph nodes), SIMULATED |$' "$md" ||
+grep -q '^| model | batch/rank | ranks | mnist-train graph, SIMULATED | mnist-train graph, 1 step a launch, SIMULATED | mnist-train graph, --no-pdl, SIMULATED | mnist-train graph, --no-side-stream, SIMULATED | mnist-train --no-graph, SIMULATED | PyTorch eager | PyTorch CUDA graph | PyTorch inductor + CUDA graph | PyTorch best / mnist-train | kernels per step (graph nodes), SIMULATED |$' "$md" ||
 	fail "the step-time table's header is not the expected one (SIMULATED on ours, PyTorch's compiled column, kernels per step)"
 for r in 1 2; do
 	row=$(sed -n '/^## Step time/,/^## /p' "$md" | grep -E "^\| seed \| 32 \| $r \| ")
 	[ -n "$row" ] || { fail "no step-time row for seed b32 r$r"; continue; }
-	pat="^\| seed \| 32 \| $r \| $num / $num \| $num / $num \| $num / $num \| $num / $num \| $na \| $na \| $na \| $na \| ([0-9]+|-) \|$"
+	pat="^\| seed \| 32 \| $r \| $num / $num \| $num / $num \| $num / $num \| $num / $num \| $num / $num \| $na \| $na \| $na \| $na \| ([0-9]+|-) \|$"
 	[[ $row =~ $pat ]] || fail "step-time row r$r is not ours filled, PyTorch not available: $row"
 done
 # Images/s table: reps, then whole run and steady state for each column, ours numbers, PyTorch's
 # six "not available", and the scaling.
-grep -q '^| model | batch/rank | ranks | reps | mnist-train graph, SIMULATED | steady, SIMULATED | 1 step a launch, SIMULATED | steady, SIMULATED | --no-pdl, SIMULATED | steady, SIMULATED | --no-graph, SIMULATED | steady, SIMULATED | PyTorch eager | steady | PyTorch CUDA graph | steady | PyTorch inductor + CUDA graph | steady | scaling |$' "$md" ||
+grep -q '^| model | batch/rank | ranks | reps | mnist-train graph, SIMULATED | steady, SIMULATED | 1 step a launch, SIMULATED | steady, SIMULATED | --no-pdl, SIMULATED | steady, SIMULATED | --no-side-stream, SIMULATED | steady, SIMULATED | --no-graph, SIMULATED | steady, SIMULATED | PyTorch eager | steady | PyTorch CUDA graph | steady | PyTorch inductor + CUDA graph | steady | scaling |$' "$md" ||
 	fail "the images/s table's header is not the expected one (whole run and steady state per column)"
 for r in 1 2; do
 	row=$(sed -n '/^## Images\/s/,/^## /p' "$md" | grep -E "^\| seed \| 32 \| $r \| ")
 	[ -n "$row" ] || { fail "no images/s row for seed b32 r$r"; continue; }
-	pat="^\| seed \| 32 \| $r \| 1 \| [1-9][0-9]* \| [1-9][0-9]* \| [1-9][0-9]* \| [1-9][0-9]* \| [1-9][0-9]* \| [1-9][0-9]* \| [1-9][0-9]* \| [1-9][0-9]* \| $na \| $na \| $na \| $na \| $na \| $na \| $num \|$"
+	pat="^\| seed \| 32 \| $r \| 1 \| [1-9][0-9]* \| [1-9][0-9]* \| [1-9][0-9]* \| [1-9][0-9]* \| [1-9][0-9]* \| [1-9][0-9]* \| [1-9][0-9]* \| [1-9][0-9]* \| [1-9][0-9]* \| [1-9][0-9]* \| $na \| $na \| $na \| $na \| $na \| $na \| $num \|$"
 	[[ $row =~ $pat ]] || fail "images/s row r$r is not ours filled (whole and steady), PyTorch not available: $row"
 done
 [ "$(grep -c '^| seed | 32 | ' "$md")" -eq 4 ] || fail "expected 2 rows in each of the two tables"
@@ -84,7 +84,7 @@ done
 sed -n '/^<details>/,/^<\/details>/p' "$md" | grep -Eq 'train_ref.py|step_ref.py' && fail "the commands list a PyTorch run"
 ls "$dir"/torch-* >/dev/null 2>&1 && fail "a PyTorch file exists: $(ls "$dir"/torch-*)"
 for f in ours-seed-b32-r{1,2}-graph ours-seed-b32-r{1,2}-graph-single ours-seed-b32-r{1,2}-graph-nopdl \
-	ours-seed-b32-r{1,2}-nograph; do
+	ours-seed-b32-r{1,2}-graph-noside ours-seed-b32-r{1,2}-nograph; do
 	grep -Eq '"event": "step_times", "steps": 128,' "$dir/$f.jsonl" 2>/dev/null ||
 		fail "$f.jsonl missing, or without 128 timed steps (--quick's --steps)"
 done
@@ -95,7 +95,7 @@ bad = []
 if raw["simulated"] is not True:
     bad.append("simulated is not true")
 for name, c in raw["cells"].items():
-    for k in ("ours", "ours_single", "ours_nopdl", "ours_nograph"):
+    for k in ("ours", "ours_single", "ours_nopdl", "ours_noside", "ours_nograph"):
         if not c.get(k) or not c[k]["ips"] > 0:
             bad.append(f"{name}: {k} not filled")
         elif not c[k].get("steady_ips", 0) > 0 or not c[k]["steady_ips"] >= c[k]["ips"] * 0.5:
