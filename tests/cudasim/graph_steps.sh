@@ -26,13 +26,7 @@ set -uo pipefail
 train_args 4 "MODEL" "$@"
 set -- "${AFTER[@]+"${AFTER[@]}"}"
 MODEL=$1
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() {
-	echo "FAIL: $*"
-	failures=$((failures + 1))
-}
+checks_begin
 
 run() { # RANKS NAME ARGS...
 	local ranks=$1 name=$2
@@ -47,9 +41,6 @@ run() { # RANKS NAME ARGS...
 		sed 's/^/    /' "$TMP/$name.err"
 	fi
 	grep '^summary:' "$TMP/$name.out" | head -n 1 | sed 's/^/  '"$name"': /'
-}
-field() { # NAME KEY
-	grep '^summary:' "$TMP/$1.out" | head -n 1 | tr ' ' '\n' | sed -n "s/^$2=//p"
 }
 # The graphs a run instantiated, but the backend's start-up probes (cuda/backend_cuda_start.cu)
 # of programmatic dependent launch (two kernels of ours, no library call) and of a fork to a

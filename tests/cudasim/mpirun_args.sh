@@ -1,6 +1,6 @@
 # mpirun_args.sh - sourced by the simulator's mnist-train scripts (graph_nodes.sh,
-# graph_steps.sh, plan_lazy_load.sh, step_time.sh, train_sim.sh), whose arguments end
-# "MPIRUN [MPIRUN_ARGS...] -- REST...".
+# graph_steps.sh, plan_lazy_load.sh, side_stream.sh, step_time.sh, train_sim.sh), whose
+# arguments end "MPIRUN [MPIRUN_ARGS...] -- REST...".
 #
 #   split_mpirun "$@"; set -- "${AFTER[@]+"${AFTER[@]}"}"
 #
@@ -30,4 +30,28 @@ train_args() {
 	TRAIN=$1 DATA=$2
 	shift 2
 	split_mpirun "$@"
+}
+
+# The checks' common part (graph_steps.sh, side_stream.sh, train_sim.sh): checks_begin makes
+# the scratch folder TMP (removed at exit) and zeroes failures; fail MESSAGE prints and counts
+# one; field NAME KEY reads KEY= from the summary line of $TMP/NAME.out; launch_of NAME the
+# "launch" of the gpu_plan record in $TMP/NAME.jsonl.
+checks_begin() {
+	TMP=$(mktemp -d)
+	trap 'rm -rf "$TMP"' EXIT
+	failures=0
+}
+
+fail() {
+	echo "FAIL: $*"
+	failures=$((failures + 1))
+}
+
+field() {
+	grep '^summary:' "$TMP/$1.out" | head -n 1 | tr ' ' '\n' | sed -n "s/^$2=//p"
+}
+
+launch_of() {
+	python3 -c 'import json, sys
+print(*[r.get("launch") for r in map(json.loads, open(sys.argv[1])) if r.get("event") == "gpu_plan"])' "$TMP/$1.jsonl"
 }

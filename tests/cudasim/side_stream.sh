@@ -19,13 +19,7 @@ train_args 5 "MODEL BATCH [TRAIN_ARGS...]" "$@"
 set -- "${AFTER[@]+"${AFTER[@]}"}"
 MODEL=$1 BATCH=$2
 shift 2
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() {
-	echo "FAIL: $*"
-	failures=$((failures + 1))
-}
+checks_begin
 run() { # NAME [ARGS...]
 	local name=$1
 	shift
@@ -39,13 +33,6 @@ run() { # NAME [ARGS...]
 	if grep -q 'CUDA graph .* failed' "$TMP/$name.err"; then
 		fail "$name: a capture failed: $(grep -m1 'CUDA graph' "$TMP/$name.err")"
 	fi
-}
-field() { # NAME KEY
-	grep '^summary:' "$TMP/$1.out" | head -n 1 | tr ' ' '\n' | sed -n "s/^$2=//p"
-}
-launch_of() { # NAME: the gpu_plan record's "launch"
-	python3 -c 'import json, sys
-print(*[r.get("launch") for r in map(json.loads, open(sys.argv[1])) if r.get("event") == "gpu_plan"])' "$TMP/$1.jsonl"
 }
 
 run side "$@"

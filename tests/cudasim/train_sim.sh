@@ -30,13 +30,7 @@ shift 3
 split_mpirun "$@"
 set -- "${AFTER[@]+"${AFTER[@]}"}"
 ARGS=("$@")
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() {
-	echo "FAIL: $*"
-	failures=$((failures + 1))
-}
+checks_begin
 
 run() { # NAME ARGS...
 	local name=$1
@@ -47,9 +41,6 @@ run() { # NAME ARGS...
 		cat "$TMP/$name.err"
 	fi
 	grep '^summary:' "$TMP/$name.out" | sed 's/^/  '"$name"': /'
-}
-field() { # NAME KEY
-	grep '^summary:' "$TMP/$1.out" | tr ' ' '\n' | sed -n "s/^$2=//p"
 }
 
 run graph --backend cuda --epochs 2
@@ -81,10 +72,6 @@ case " $src " in
 *) fail "plan: the cuda run's ops were planned '$src', expected measured (rank 0 times the candidates)" ;;
 esac
 src=$(plan_sources resumed) || fail "plan: the resumed run's gpu_plan record: $src"
-launch_of() { # NAME: the gpu_plan record's "launch"
-	python3 -c 'import json, sys
-print(*[r.get("launch") for r in map(json.loads, open(sys.argv[1])) if r.get("event") == "gpu_plan"])' "$TMP/$1.jsonl"
-}
 [ "$(launch_of graph)" = "programmatic dependent launch; weight gradients on a second stream" ] ||
 	fail "launch: the cuda run's gpu_plan record says '$(launch_of graph)', expected programmatic dependent launch (the simulated device is of compute capability 9.0) and a second stream"
 [ "$(launch_of plain)" = "plain launches (--no-pdl); one stream (--no-side-stream)" ] ||
