@@ -185,6 +185,7 @@ add_library(mnist_cuda_objects OBJECT
   ${CMAKE_SOURCE_DIR}/cuda/cuda_check.cu
   ${CMAKE_SOURCE_DIR}/cuda/gemm_lt.cu
   ${CMAKE_SOURCE_DIR}/cuda/gemm_names.cu
+  ${CMAKE_SOURCE_DIR}/cuda/head_plan.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels_conv.cu
   ${CMAKE_SOURCE_DIR}/cuda/plan_choose.cu)

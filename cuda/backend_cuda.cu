@@ -293,7 +293,7 @@ static size_t cuda_relu_mask_bytes(void *ctx, int rows, int cols)
 /* Plans made so far, every op's. */
 static int plans_made(const struct cuda_ctx *c)
 {
-	return c->gemm.n_plans + c->conv.n_plans;
+	return c->gemm.n_plans + c->conv.n_plans + c->head.n_plans;
 }
 
 void cuda_share_choice(void *arg, int *index, char name[PLAN_NAME_LEN])
@@ -326,7 +326,14 @@ static void cuda_plan_mode(void *ctx, enum plan_policy policy, int collective)
 static void cuda_plan_get(void *ctx, struct plan_info *out)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
-	cuda_gemm_plan_get(&c->gemm, c->conv.reports, c->conv.n_plans, out);
+	int n = c->conv.n_plans + c->head.n_plans;
+	free(c->more);
+	c->more = (struct plan_op *)xmalloc((size_t)(n ? n : 1) * sizeof(*c->more));
+	for (int i = 0; i < c->conv.n_plans; i++)
+		c->more[i] = c->conv.reports[i];
+	for (int i = 0; i < c->head.n_plans; i++)
+		c->more[c->conv.n_plans + i] = c->head.reports[i];
+	cuda_gemm_plan_get(&c->gemm, c->more, n, out);
 	snprintf(out->device, sizeof(out->device), "%s", c->name);
 	snprintf(out->launch, sizeof(out->launch), "%s; %s",
 		 kernels_pdl ? "programmatic dependent launch"
@@ -339,6 +346,7 @@ static int cuda_plan_set(void *ctx, const struct plan_info *in, char *why, size_
 {
 	struct cuda_ctx *c = ctx_of(ctx);
 	cuda_conv_forget(&c->conv, &c->gemm);
+	cuda_head_forget(&c->head);
 	if (strcmp(in->device, c->name)) {
 		cuda_gemm_plan_set(&c->gemm, in, why, whylen); /* forgets what there was */
 		snprintf(why, whylen, "the plan is for %s, this GPU is %s", in->device, c->name);
@@ -384,6 +392,12 @@ static void cuda_advance(void *ctx, int32_t *cursor, int delta)
 static void cuda_softmax_xent(void *ctx, const struct xent_req *r)
 {
 	kernels_softmax_xent(ctx_of(ctx)->stream, NULL, r);
+}
+
+static void cuda_head_op(void *ctx, const struct head_req *r)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	cuda_head_run(&c->head, &c->gemm, r);
 }
 
 static void cuda_argmax_hits(void *ctx, const float *logits, const int32_t *labels, int rows,
@@ -673,6 +687,9 @@ static void cuda_destroy(void *ctx)
 		c->nccl = NULL;
 	}
 	cuda_conv_forget(&c->conv, &c->gemm);
+	cuda_head_forget(&c->head);
+	free(c->more);
+	c->more = NULL;
 	cuda_gemm_release(&c->gemm);
 	cuda_side_release(c);
 	CUBLAS_CHECK(cublasLtDestroy(c->gemm.lt));
@@ -704,6 +721,7 @@ const struct backend_ops cuda_ops = {
 	.gather = cuda_gather,
 	.advance = cuda_advance,
 	.softmax_xent = cuda_softmax_xent,
+	.head = cuda_head_op,
 	.argmax_hits = cuda_argmax_hits,
 	.sgd_update = cuda_sgd_update,
 	.adamw_update = cuda_adamw_update,

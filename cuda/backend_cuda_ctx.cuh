@@ -17,6 +17,7 @@
 #include "backend.h"
 #include "dist.h"
 #include "conv_plan.cuh"
+#include "head_plan.cuh"
 #include "gemm_lt.cuh"
 
 /* cuBLAS workspace: NVIDIA's recommendation for Hopper, ample for older GPUs. */
@@ -45,6 +46,8 @@ struct cuda_ctx {
 	cudaEvent_t waited;    /* recorded on stream by a timed wait */
 	struct cuda_gemm gemm; /* cuBLASLt and cuBLAS on stream, their workspace, the plans */
 	struct cuda_conv conv; /* the convolutions' plans (they choose as gemm does) */
+	struct cuda_head head; /* the step heads' plans (likewise) */
+	struct plan_op *more;  /* plan_get's: conv's then head's reports */
 	ncclComm_t nccl;       /* all ranks of the job */
 	char name[128];        /* the device's name */
 	int pdl_able;          /* the device takes programmatic dependent launches (probed) */

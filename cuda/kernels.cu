@@ -128,70 +128,164 @@ static __global__ void advance_kernel(int32_t *cursor, int delta)
  * alone, by softmax_xent_row_elem itself. Lane 0 of row 0 moves the counters
  * on after its row: no thread of this kernel reads them.
  */
+/* What the loss's lanes share in a block: a row of values per group, its max and its sum. */
+struct xent_shared {
+	float column[COOP_MAX_THREADS];
+	float row_max[COOP_MAX_THREADS / COOP_LANES], row_sum[COOP_MAX_THREADS / COOP_LANES];
+};
+
+/*
+ * Row r's loss and gradient (above) on group `group`'s lanes; live: the group
+ * has a row. Every thread of the block calls it, with the same lanes: it
+ * waits at the block's barriers (none when the rows are wider than the lanes).
+ */
+static __device__ void xent_row(const struct xent_req *x, struct xent_shared *sh, size_t r,
+				int live, unsigned int group, unsigned int lane, unsigned int lanes)
+{
+	size_t off = live ? r * (size_t)x->cols : 0;
+	float *d = x->dlogits && live ? x->dlogits + off : NULL;
+	if (x->cols > (int)lanes) { /* the same for every thread */
+		if (live && lane == 0) {
+			x->row_loss[r] = softmax_xent_row_elem(x->logits + off, x->labels[r], x->cols,
+							       x->scale, d);
+			if (d && x->relu)
+				for (int j = 0; j < x->cols; j++)
+					d[j] = relu_backward_elem(d[j], x->logits[off + (size_t)j]);
+		}
+		return;
+	}
+	int col = live && lane < (unsigned int)x->cols;
+	float *row = &sh->column[group * lanes];
+	float v = col ? x->logits[off + lane] : 0.0f;
+	if (col)
+		row[lane] = v;
+	__syncthreads();
+	if (live && lane == 0) {
+		float m = row[0];
+		for (int j = 1; j < x->cols; j++)
+			m = xent_max_elem(m, row[j]);
+		sh->row_max[group] = m;
+	}
+	__syncthreads();
+	float e = col ? xent_exp_elem(v, sh->row_max[group]) : 0.0f;
+	if (col)
+		row[lane] = e;
+	__syncthreads();
+	if (live && lane == 0) {
+		float sum = 0.0f;
+		for (int j = 0; j < x->cols; j++)
+			sum += row[j];
+		sh->row_sum[group] = sum;
+		x->row_loss[r] = xent_loss_elem(sum, x->logits[off + (size_t)x->labels[r]],
+						sh->row_max[group]);
+	}
+	__syncthreads();
+	if (col && d) {
+		float g = xent_grad_elem(e, 1.0f / sh->row_sum[group], (int)lane == x->labels[r],
+					 x->scale);
+		d[lane] = x->relu ? relu_backward_elem(g, v) : g;
+	}
+}
+
+/* The step's counters moved on, once: by lane 0 of row 0, after its row. */
+static __device__ void xent_count(const struct xent_req *x, size_t r, int live, unsigned int lane)
+{
+	if (live && r == 0 && lane == 0 && x->counters) {
+		x->counters->cursor += x->rows;
+		x->counters->step += 1;
+		x->counters->updates += 1;
+	}
+}
+
 static __global__ void softmax_xent_kernel(struct xent_req x)
 {
 	KERNEL_WAIT_PREVIOUS();
-	__shared__ float column[COOP_MAX_THREADS];
-	__shared__ float row_max[COOP_MAX_THREADS / COOP_LANES], row_sum[COOP_MAX_THREADS / COOP_LANES];
+	__shared__ struct xent_shared sh;
 	unsigned int lanes = blockDim.x < COOP_LANES ? blockDim.x : COOP_LANES;
 	unsigned int groups = blockDim.x / lanes, group = threadIdx.x / lanes;
 	unsigned int lane = threadIdx.x % lanes;
-	int wide = x.cols > (int)lanes; /* the same for every thread */
 	for (size_t first = (size_t)blockIdx.x * groups; first < (size_t)x.rows;
 	     first += (size_t)gridDim.x * groups) {
 		size_t r = first + group;
 		int live = group < groups && r < (size_t)x.rows;
-		size_t off = live ? r * (size_t)x.cols : 0;
-		float *d = x.dlogits && live ? x.dlogits + off : NULL;
-		if (wide) {
-			if (live && lane == 0) {
-				x.row_loss[r] = softmax_xent_row_elem(x.logits + off, x.labels[r], x.cols,
-								      x.scale, d);
-				if (d && x.relu)
-					for (int j = 0; j < x.cols; j++)
-						d[j] = relu_backward_elem(d[j], x.logits[off + (size_t)j]);
-			}
-		} else {
-			int col = live && lane < (unsigned int)x.cols;
-			float *row = &column[group * lanes];
-			float v = col ? x.logits[off + lane] : 0.0f;
-			if (col)
-				row[lane] = v;
-			__syncthreads();
-			if (live && lane == 0) {
-				float m = row[0];
-				for (int j = 1; j < x.cols; j++)
-					m = xent_max_elem(m, row[j]);
-				row_max[group] = m;
-			}
-			__syncthreads();
-			float e = col ? xent_exp_elem(v, row_max[group]) : 0.0f;
-			if (col)
-				row[lane] = e;
-			__syncthreads();
-			if (live && lane == 0) {
-				float sum = 0.0f;
-				for (int j = 0; j < x.cols; j++)
-					sum += row[j];
-				row_sum[group] = sum;
-				x.row_loss[r] = xent_loss_elem(sum, x.logits[off + (size_t)x.labels[r]],
-							       row_max[group]);
-			}
-			__syncthreads();
-			if (col && d) {
-				float g = xent_grad_elem(e, 1.0f / row_sum[group], (int)lane == x.labels[r],
-							 x.scale);
-				d[lane] = x.relu ? relu_backward_elem(g, v) : g;
-			}
-		}
-		if (live && r == 0 && lane == 0 && x.counters) {
-			x.counters->cursor += x.rows;
-			x.counters->step += 1;
-			x.counters->updates += 1;
-		}
+		xent_row(&x, &sh, r, live, group, lane, lanes);
+		xent_count(&x, r, live, lane);
 	}
 }
 KERNEL_COOP_THUNK(softmax_xent_kernel, struct xent_req)
+
+/* head_kernel's arguments (kernels_head_fits): the request's pointers and sizes. */
+struct head_args {
+	const float *x, *w, *b; /* x (rows, in), W (cols, in), b (cols) */
+	float *y;               /* the logits (rows, cols): loss.logits */
+	float *dx;              /* (rows, in), NULL: no input gradient */
+	const float *act;       /* (rows, in): dx through the ReLU below (its output); NULL: none */
+	int in, relu;           /* relu: the logits are a ReLU's (a BIAS_RELU forward) */
+	struct xent_req loss;   /* its logits (rows, cols) written here first */
+};
+
+/*
+ * A step's head (struct head_req) in one launch, a group of lanes per row
+ * as the loss's: lane t sums x[r, k] W[j, k] over its ks (k = t, t + lanes,
+ * ...) for every column j, the partial sums meet in shared memory, and lane j
+ * adds its column's in lane order, with the bias and the ReLU
+ * (bias_act_elem), into the logits; then the row's loss and dlogits
+ * (xent_row); then dx[r, k] = sum over j of dlogits[r, j] W[j, k], through
+ * the ReLU below (relu_backward_elem), each k by one lane. The counters move
+ * on as the loss kernel moves them. At most HEAD_MAX_THREADS threads a block.
+ */
+static __global__ void head_kernel(struct head_args h)
+{
+	KERNEL_WAIT_PREVIOUS();
+	__shared__ struct xent_shared sh;
+	__shared__ float part[HEAD_MAX_THREADS / COOP_LANES * HEAD_MAX_COLS][COOP_LANES + 1];
+	const struct xent_req *x = &h.loss;
+	unsigned int lanes = blockDim.x < COOP_LANES ? blockDim.x : COOP_LANES;
+	unsigned int groups = blockDim.x / lanes, group = threadIdx.x / lanes;
+	unsigned int lane = threadIdx.x % lanes;
+	int cols = x->cols;
+	for (size_t first = (size_t)blockIdx.x * groups; first < (size_t)x->rows;
+	     first += (size_t)gridDim.x * groups) {
+		size_t r = first + group;
+		int live = group < groups && r < (size_t)x->rows;
+		float acc[HEAD_MAX_COLS];
+		for (int j = 0; j < cols; j++)
+			acc[j] = 0.0f;
+		if (live)
+			for (int k = (int)lane; k < h.in; k += (int)lanes) {
+				float xv = h.x[r * (size_t)h.in + (size_t)k];
+				for (int j = 0; j < cols; j++)
+					acc[j] += xv * h.w[(size_t)j * h.in + (size_t)k];
+			}
+		if (group < groups)
+			for (int j = 0; j < cols; j++)
+				part[group * HEAD_MAX_COLS + (unsigned int)j][lane] = acc[j];
+		__syncthreads();
+		if (live)
+			for (int j = (int)lane; j < cols; j += (int)lanes) {
+				const float *p = part[group * HEAD_MAX_COLS + (unsigned int)j];
+				float sum = 0.0f;
+				for (unsigned int t = 0; t < lanes; t++)
+					sum += p[t];
+				h.y[r * (size_t)cols + (size_t)j] = bias_act_elem(sum, h.b[j], h.relu);
+			}
+		__syncthreads(); /* the row's logits written before its lanes read them */
+		xent_row(x, &sh, r, live, group, lane, lanes);
+		__syncthreads(); /* and its dlogits before the input gradient reads them */
+		if (live && h.dx) {
+			const float *d = x->dlogits + r * (size_t)cols;
+			for (int k = (int)lane; k < h.in; k += (int)lanes) {
+				float v = 0.0f;
+				for (int j = 0; j < cols; j++)
+					v += d[j] * h.w[(size_t)j * h.in + (size_t)k];
+				size_t at = r * (size_t)h.in + (size_t)k;
+				h.dx[at] = h.act ? relu_backward_elem(v, h.act[at]) : v;
+			}
+		}
+		xent_count(x, r, live, lane);
+	}
+}
+KERNEL_COOP_THUNK(head_kernel, struct head_args)
 
 static __global__ void argmax_hits_kernel(const float *logits, const int32_t *labels, int rows,
 					  int cols, int32_t *hits)
@@ -746,6 +840,38 @@ void kernels_gemm_ksplit(cudaStream_t stream, const struct kernel_geom *geom,
 	size_t groups = ((size_t)g.outs + COOP_LANES - 1) / COOP_LANES;
 	struct kernel_geom reduce = pick_geom(geom, groups * KERNEL_BLOCK);
 	KERNEL_LAUNCH_COOP(gemm_ksplit_reduce_kernel, reduce, stream, ra);
+}
+
+int kernels_head_fits(const struct head_req *h)
+{
+	const struct gemm_req *f = &h->forward, *g = &h->input_grad;
+	const struct xent_req *x = &h->loss;
+	int fwd = f->m > 0 && f->n > 0 && f->n <= HEAD_MAX_COLS && f->k > 0 && !f->trans_a &&
+		  f->trans_b && f->lda == f->k && f->ldb == f->k && f->ldc == f->n &&
+		  f->alpha == 1.0f && f->beta == 0.0f && f->bias && !f->bias_grad &&
+		  (f->epilogue == GEMM_EPILOGUE_BIAS || f->epilogue == GEMM_EPILOGUE_BIAS_RELU) &&
+		  x->logits == f->c && x->rows == f->m && x->cols == f->n && x->dlogits;
+	if (!fwd || g->m == 0)
+		return fwd;
+	return g->m == f->m && g->n == f->k && g->k == f->n && !g->trans_a && !g->trans_b &&
+	       g->a == x->dlogits && g->lda == f->n && g->b == f->b && g->ldb == f->k &&
+	       g->ldc == f->k && g->alpha == 1.0f && g->beta == 0.0f && !g->bias_grad &&
+	       (g->epilogue == GEMM_EPILOGUE_NONE ||
+		(g->epilogue == GEMM_EPILOGUE_DRELU && g->act == f->a));
+}
+
+void kernels_head(cudaStream_t stream, const struct kernel_geom *geom, const struct head_req *h)
+{
+	if (work_2d(h->loss.rows, h->loss.cols) == 0)
+		return;
+	struct kernel_geom g = pick_geom(geom, (size_t)h->loss.rows * COOP_LANES);
+	if (g.block > HEAD_MAX_THREADS) /* its partial sums' shared array */
+		g.block = HEAD_MAX_THREADS;
+	const struct gemm_req *f = &h->forward, *ig = &h->input_grad;
+	struct head_args a = {f->a, f->b, f->bias, f->c, ig->m > 0 ? ig->c : NULL,
+			      ig->m > 0 && ig->epilogue == GEMM_EPILOGUE_DRELU ? ig->act : NULL,
+			      f->k, f->epilogue == GEMM_EPILOGUE_BIAS_RELU, h->loss};
+	KERNEL_LAUNCH_COOP(head_kernel, g, stream, a);
 }
 
 int kernels_gemm_tile_fits(const struct gemm_req *r)

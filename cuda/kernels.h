@@ -71,6 +71,19 @@ void kernels_advance(cudaStream_t stream, const struct kernel_geom *geom, int32_
  */
 void kernels_softmax_xent(cudaStream_t stream, const struct kernel_geom *geom,
 			  const struct xent_req *r);
+/*
+ * A training step's head (struct head_req) in one launch: the logits (the
+ * forward's bias and ReLU), the loss as kernels_softmax_xent, and the input
+ * gradient from dlogits through the ReLU below, a group of 32 lanes per row.
+ * For a request kernels_head_fits: the forward x W^T packed, at most
+ * HEAD_MAX_COLS columns, the loss on its output, the input gradient (if any)
+ * dlogits W into a packed output, through x's ReLU or not. Work: rows * 32;
+ * at most HEAD_MAX_THREADS threads a block (a larger geometry's are cut).
+ */
+#define HEAD_MAX_COLS 16
+#define HEAD_MAX_THREADS 256u
+int kernels_head_fits(const struct head_req *h);
+void kernels_head(cudaStream_t stream, const struct kernel_geom *geom, const struct head_req *h);
 /* Work: rows. */
 void kernels_argmax_hits(cudaStream_t stream, const struct kernel_geom *geom,
 			 const float *logits, const int32_t *labels, int rows, int cols,

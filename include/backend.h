@@ -92,6 +92,19 @@ struct xent_req {
 };
 
 /*
+ * The top of a training step, whose layer is dense: its forward (a GEMM with
+ * a BIAS or BIAS_RELU epilogue into the logits), the loss on those logits
+ * (loss.logits is forward.c), and the layer's input gradient from the loss's
+ * dlogits (a GEMM, DRELU through the layer below's ReLU or none; m == 0 when
+ * the top is the lowest layer: none). A backend may run the three as one.
+ */
+struct head_req {
+	struct gemm_req forward;
+	struct xent_req loss;
+	struct gemm_req input_grad;
+};
+
+/*
  * A convolution stage, batch-innermost (conv_shape.h):
  *   y = maxpool(relu(conv(x, W) + b))
  * x (c, h, w, rows); W (oc, c*k*k), b (oc); y (oc, ph, pw, rows), or
@@ -180,6 +193,8 @@ struct backend_ops {
 
 	/* Softmax cross-entropy, its gradient and the step's counters (struct xent_req). */
 	void (*softmax_xent)(void *ctx, const struct xent_req *r);
+	/* Optional: struct head_req's three ops in one; NULL: backend_head runs them one by one. */
+	void (*head)(void *ctx, const struct head_req *r);
 	/* hits (rows) += argmax_hit_row_elem(logits row, label). */
 	void (*argmax_hits)(void *ctx, const float *logits, const int32_t *labels, int rows,
 			    int cols, int32_t *hits);
@@ -544,6 +559,24 @@ static inline void backend_label(const struct backend *b, const char *layer, con
 {
 	if (b->ops->label)
 		b->ops->label(b->ctx, layer, phase);
+}
+/* The head of a step (struct head_req): the backend's op, or its three ops in order. */
+static inline void backend_head(const struct backend *b, const struct head_req *r,
+				const char *layer)
+{
+	if (b->ops->head) {
+		backend_label(b, layer, "head");
+		b->ops->head(b->ctx, r);
+		return;
+	}
+	backend_label(b, layer, "forward");
+	backend_gemm(b, &r->forward);
+	backend_label(b, "", "loss");
+	backend_softmax_xent(b, &r->loss);
+	if (r->input_grad.m > 0) {
+		backend_label(b, layer, "input grad");
+		backend_gemm(b, &r->input_grad);
+	}
 }
 /* "host" or "cuda". */
 static inline const char *backend_name(const struct backend *b)

@@ -522,6 +522,125 @@ Test(kernels_host, softmax_xent)
 		}
 }
 
+/* A step's head as the model builds it (host/train/model.c: model_step) over these buffers. */
+static struct head_req head_of(int rows, int in, int cols, int relu, int dx_way, const float *x,
+			       const float *w, const float *b, float *y, const int32_t *labels,
+			       float *loss, float *d, float *dx, struct step_counters *counters)
+{
+	struct head_req h;
+	memset(&h, 0, sizeof(h));
+	h.forward = (struct gemm_req){.trans_b = 1, .m = rows, .n = cols, .k = in, .alpha = 1.0f,
+				      .a = x, .lda = in, .b = w, .ldb = in, .c = y, .ldc = cols,
+				      .epilogue = relu ? GEMM_EPILOGUE_BIAS_RELU : GEMM_EPILOGUE_BIAS,
+				      .bias = b};
+	h.loss = (struct xent_req){.logits = y, .labels = labels, .rows = rows, .cols = cols,
+				   .scale = 1.0f / (float)rows, .row_loss = loss, .dlogits = d,
+				   .relu = relu, .counters = counters};
+	if (dx_way) /* 1: plain, 2: through x's ReLU */
+		h.input_grad = (struct gemm_req){.m = rows, .n = in, .k = cols, .alpha = 1.0f, .a = d,
+						 .lda = cols, .b = w, .ldb = in, .c = dx, .ldc = in,
+						 .epilogue = dx_way == 2 ? GEMM_EPILOGUE_DRELU
+									 : GEMM_EPILOGUE_NONE,
+						 .act = x};
+	return h;
+}
+
+/*
+ * The head in one launch against the host backend's three ops (its forward
+ * GEMM, the loss, its input-gradient GEMM): logits, losses, dlogits and dx
+ * within float rounding of a sum in another order, every geometry, the
+ * counters moved on exactly once; and which requests it takes.
+ */
+Test(kernels_host, head)
+{
+	const int shapes[][3] = {{1, 1, 1}, {7, 84, 10}, {33, 256, 10}, {9, 20, 16}, {5, 3, 12}};
+	for (size_t s = 0; s < N_OF(shapes); s++)
+		for (int variant = 0; variant < 4; variant++) {
+			/* 0: no input gradient; 1: plain; 2: through the ReLU below; 3: ReLU logits, 2. */
+			int rows = shapes[s][0], in = shapes[s][1], cols = shapes[s][2];
+			int dx_way = variant == 0 ? 0 : variant == 1 ? 1 : 2, relu = variant == 3;
+			size_t nx = (size_t)rows * in, ny = (size_t)rows * cols;
+			struct rng r = rng_make(kc_seed, 900 + 4 * s + variant);
+			float *x = kc_rand_f(&r, nx, -1.0, 1.0), *w = kc_rand_f(&r, (size_t)cols * in, -0.5, 0.5);
+			float *b = kc_rand_f(&r, (size_t)cols, -0.5, 0.5);
+			if (dx_way == 2) /* a ReLU's output: many exact zeros */
+				for (size_t i = 0; i < nx; i++)
+					x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+			int32_t *labels = malloc((size_t)rows * sizeof(int32_t));
+			cr_assert_not_null(labels);
+			ref_fill_labels(&r, labels, (size_t)rows, cols);
+			float *hy = kc_guard_filled_f(ny), *hl = kc_guard_filled_f((size_t)rows);
+			float *hd = kc_guard_filled_f(ny), *hdx = kc_guard_filled_f(nx);
+			struct step_counters hc = {11, 4, 9, 0};
+			struct head_req hh = head_of(rows, in, cols, relu, dx_way, x, w, b, hy, labels, hl,
+						     hd, hdx, &hc);
+			backend_head(&kc_host, &hh, "");
+			double *ry = kc_dbuf(ny), *rl = kc_dbuf((size_t)rows), *rd = kc_dbuf(ny);
+			double *rdx = kc_dbuf(nx);
+			ref_widen(hy, ry, ny);
+			ref_widen(hl, rl, (size_t)rows);
+			ref_widen(hd, rd, ny);
+			ref_widen(hdx, rdx, nx);
+			cr_assert(kernels_head_fits(&hh), "head %dx%dx%d: not taken", rows, in, cols);
+
+			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+				char what[200], g[64];
+				kc_geom_name(gi, g, sizeof(g));
+				snprintf(what, sizeof(what), "head %dx%dx%d%s%s, %s", rows, in, cols,
+					 dx_way == 0 ? "" : dx_way == 1 ? " with dx" : " with dx through ReLU",
+					 relu ? ", ReLU logits" : "", g);
+				float *y = kc_guarded_f(ny), *l = kc_guarded_f((size_t)rows);
+				float *d = kc_guarded_f(ny), *dx = kc_guarded_f(nx);
+				struct guarded_counters gc;
+				counters_init(&gc, 11, 4, 9);
+				struct head_req kh = head_of(rows, in, cols, relu, dx_way, x, w, b, y, labels, l,
+							     d, dx, &gc.c[1]);
+				kernels_head(NULL, kc_geom_at(gi), &kh);
+				kc_check_guards_f(y, ny, what);
+				kc_check_guards_f(l, (size_t)rows, what);
+				kc_check_guards_f(d, ny, what);
+				kc_check_guards_f(dx, nx, what);
+				kc_expect_close(what, y, ry, ny, 1e-5, 1e-5, kc_seed);
+				kc_expect_close(what, l, rl, (size_t)rows, 1e-5, 1e-5, kc_seed);
+				kc_expect_close(what, d, rd, ny, 1e-6, 1e-4, kc_seed);
+				if (dx_way)
+					kc_expect_close(what, dx, rdx, nx, 1e-6, 1e-4, kc_seed);
+				else
+					for (size_t i = 0; i < nx; i++)
+						cr_assert(dx[i] == KC_GUARD_F, "%s: wrote dx[%zu]", what, i);
+				counters_expect(&gc, 11 + rows, 5, 10, what);
+				kc_free_guarded_f(y);
+				kc_free_guarded_f(l);
+				kc_free_guarded_f(d);
+				kc_free_guarded_f(dx);
+			}
+			/* What it does not take: too many columns, an output not packed, dx into another operand. */
+			struct head_req bad = hh;
+			bad.forward.n = bad.loss.cols = HEAD_MAX_COLS + 1;
+			cr_assert(!kernels_head_fits(&bad), "%d columns taken", HEAD_MAX_COLS + 1);
+			bad = hh;
+			bad.forward.ldc = cols + 1;
+			cr_assert(!kernels_head_fits(&bad), "a logits row of %d taken", cols + 1);
+			if (dx_way) {
+				bad = hh;
+				bad.input_grad.a = hy;
+				cr_assert(!kernels_head_fits(&bad), "an input gradient not from dlogits taken");
+			}
+			free(x);
+			free(w);
+			free(b);
+			free(labels);
+			free(hy);
+			free(hl);
+			free(hd);
+			free(hdx);
+			free(ry);
+			free(rl);
+			free(rd);
+			free(rdx);
+		}
+}
+
 Test(kernels_host, argmax_hits)
 {
 	const int shapes[][2] = {{1, 1}, {1, 10}, {9, 10}, {257, 10}, {100, 3}};

@@ -325,29 +325,44 @@ static struct gemm_req gemm_of(int ta, int tb, int m, int n, int k, const float 
 	return r;
 }
 
-void model_forward(const struct backend *be, const struct model *m, struct model_ws *ws,
-		   const float *params, int rows, int keep)
+/* A dense stage's forward: y (rows, out) = x (rows, in) * W^T (in, out), then bias and ReLU. */
+static struct gemm_req dense_forward_req(const struct model *m, const struct model_ws *ws,
+					 const float *params, int s, int rows, int keep)
+{
+	const struct stage *st = &ws->plan.stage[s];
+	const struct layer *l = &m->layer[st->layer];
+	struct gemm_req r = gemm_of(0, 1, rows, l->units, l->in, ws->act[s], l->in,
+				    params + l->w_off, l->in, ws->act[s + 1], l->units);
+	r.epilogue = st->relu ? GEMM_EPILOGUE_BIAS_RELU : GEMM_EPILOGUE_BIAS;
+	r.bias = params + l->b_off;
+	r.relu_mask = keep ? ws->relu_mask[s] : NULL;
+	return r;
+}
+
+/* Stages [0, end) forward. */
+static void forward_stages(const struct backend *be, const struct model *m, struct model_ws *ws,
+			   const float *params, int rows, int keep, int end)
 {
 	const struct model_plan *plan = &ws->plan;
-	for (int s = 0; s < plan->n; s++) {
+	for (int s = 0; s < end; s++) {
 		const struct stage *st = &plan->stage[s];
 		const struct layer *l = &m->layer[st->layer];
-		const float *w = params + l->w_off, *b = params + l->b_off;
 		backend_label(be, l->name, "forward");
 		if (st->kind == STAGE_CONV) {
 			struct conv_stage cs = model_conv_stage(m, st, rows);
-			backend_conv_forward(be, &cs, ws->act[s], w, b, ws->act[s + 1], ws->arg[s],
-					     keep ? ws->cols[s] : NULL);
+			backend_conv_forward(be, &cs, ws->act[s], params + l->w_off, params + l->b_off,
+					     ws->act[s + 1], ws->arg[s], keep ? ws->cols[s] : NULL);
 			continue;
 		}
-		/* y (rows, out) = x (rows, in) * W^T (in, out), then bias and ReLU */
-		struct gemm_req r = gemm_of(0, 1, rows, l->units, l->in, ws->act[s], l->in, w, l->in,
-					    ws->act[s + 1], l->units);
-		r.epilogue = st->relu ? GEMM_EPILOGUE_BIAS_RELU : GEMM_EPILOGUE_BIAS;
-		r.bias = b;
-		r.relu_mask = keep ? ws->relu_mask[s] : NULL;
+		struct gemm_req r = dense_forward_req(m, ws, params, s, rows, keep);
 		backend_gemm(be, &r);
 	}
+}
+
+void model_forward(const struct backend *be, const struct model *m, struct model_ws *ws,
+		   const float *params, int rows, int keep)
+{
+	forward_stages(be, m, ws, params, rows, keep, ws->plan.n);
 }
 
 /* Stage s's dW and db from dz[s] (and, for a dense stage, its input act[s]). */
@@ -382,8 +397,8 @@ static void stage_weight_grad(const struct backend *be, const struct model *m,
 }
 
 /* A dense stage's input gradient: into the stage below's dz (through its ReLU) or dy. */
-static void dense_input_grad(const struct backend *be, const struct model *m,
-			     struct model_ws *ws, const float *params, int s, int rows)
+static struct gemm_req dense_input_grad_req(const struct model *m, const struct model_ws *ws,
+					    const float *params, int s, int rows)
 {
 	const struct stage *below = &ws->plan.stage[s - 1];
 	const struct layer *l = &m->layer[ws->plan.stage[s].layer];
@@ -397,9 +412,36 @@ static void dense_input_grad(const struct backend *be, const struct model *m,
 		r.act = ws->act[s];
 		r.relu_mask = ws->relu_mask[s - 1];
 	}
-	backend_label(be, l->name, "input grad");
+	return r;
+}
+
+static void dense_input_grad(const struct backend *be, const struct model *m,
+			     struct model_ws *ws, const float *params, int s, int rows)
+{
+	struct gemm_req r = dense_input_grad_req(m, ws, params, s, rows);
+	backend_label(be, m->layer[ws->plan.stage[s].layer].name, "input grad");
 	backend_gemm(be, &r);
 }
+
+/* The loss on the logits: row losses, dlogits (the top stage's dz) scaled, the counters moved. */
+static struct xent_req loss_req(struct model_ws *ws, int rows, float scale,
+				struct step_counters *counters)
+{
+	int top = ws->plan.n - 1;
+	struct xent_req x = {.logits = model_logits(ws), .labels = ws->labels, .rows = rows,
+			     .cols = IDX_CLASSES, .scale = scale, .row_loss = ws->row_loss,
+			     .dlogits = ws->dz[top], .relu = ws->plan.stage[top].relu,
+			     .counters = counters};
+	return x;
+}
+
+/*
+ * Stages top..0 backward, from dz[top]; top_done: the top stage's input
+ * gradient is computed already (by the step's head).
+ */
+static void backward_stages(const struct backend *be, const struct model *m,
+			    struct model_ws *ws, const float *params, float *grads, int rows,
+			    int top_done);
 
 void model_backward(const struct backend *be, const struct model *m, struct model_ws *ws,
 		    const float *params, float *grads, int rows)
@@ -411,14 +453,40 @@ void model_backward_scaled(const struct backend *be, const struct model *m, stru
 			   const float *params, float *grads, int rows, float scale,
 			   struct step_counters *counters)
 {
-	const struct model_plan *plan = &ws->plan;
-	int top = plan->n - 1;
-	struct xent_req x = {.logits = model_logits(ws), .labels = ws->labels, .rows = rows,
-			     .cols = IDX_CLASSES, .scale = scale, .row_loss = ws->row_loss,
-			     .dlogits = ws->dz[top], .relu = plan->stage[top].relu,
-			     .counters = counters};
+	struct xent_req x = loss_req(ws, rows, scale, counters);
 	backend_label(be, "", "loss");
 	backend_softmax_xent(be, &x);
+	backward_stages(be, m, ws, params, grads, rows, 0);
+}
+
+void model_step(const struct backend *be, const struct model *m, struct model_ws *ws,
+		const float *params, float *grads, int rows, float scale,
+		struct step_counters *counters)
+{
+	int top = ws->plan.n - 1;
+	if (ws->plan.stage[top].kind != STAGE_DENSE) {
+		model_forward(be, m, ws, params, rows, 1);
+		model_backward_scaled(be, m, ws, params, grads, rows, scale, counters);
+		return;
+	}
+	/* Every stage but the top forward, then the top's forward, the loss and its input gradient. */
+	forward_stages(be, m, ws, params, rows, 1, top);
+	struct head_req h;
+	memset(&h, 0, sizeof(h));
+	h.forward = dense_forward_req(m, ws, params, top, rows, 1);
+	h.loss = loss_req(ws, rows, scale, counters);
+	if (top > 0)
+		h.input_grad = dense_input_grad_req(m, ws, params, top, rows);
+	backend_head(be, &h, m->layer[ws->plan.stage[top].layer].name);
+	backward_stages(be, m, ws, params, grads, rows, 1);
+}
+
+static void backward_stages(const struct backend *be, const struct model *m,
+			    struct model_ws *ws, const float *params, float *grads, int rows,
+			    int top_done)
+{
+	const struct model_plan *plan = &ws->plan;
+	int top = plan->n - 1;
 	/*
 	 * The lowest stage computes no input gradient: nothing below it learns
 	 * (the input needs none; for LeNet-5 its first convolution's would be a
@@ -435,6 +503,8 @@ void model_backward_scaled(const struct backend *be, const struct model *m, stru
 		stage_weight_grad(be, m, ws, s, grads, rows);
 		if (s == 0)
 			break;
+		if (s == top && top_done)
+			continue;
 		if (st->kind == STAGE_DENSE) {
 			dense_input_grad(be, m, ws, params, s, rows);
 		} else {

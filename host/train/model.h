@@ -196,6 +196,16 @@ void model_backward_scaled(const struct backend *be, const struct model *m, stru
 			   const float *params, float *grads, int rows, float scale,
 			   struct step_counters *counters);
 
+/*
+ * A training step's passes: model_forward (keep), then model_backward_scaled,
+ * with the same results, except that where the top stage is dense its
+ * forward, the loss and its input gradient go to the backend as one request
+ * (backend_head: one op where the backend has it, else the three in order).
+ */
+void model_step(const struct backend *be, const struct model *m, struct model_ws *ws,
+		const float *params, float *grads, int rows, float scale,
+		struct step_counters *counters);
+
 /* Add each row's hit (argmax == label) to ws->hits, after model_forward. */
 void model_score(const struct backend *be, const struct model *m, struct model_ws *ws, int rows);
 

@@ -164,6 +164,34 @@ static void w_softmax_xent(void *ctx, const struct xent_req *r)
 	op_end(w, i);
 }
 
+/*
+ * The step's head: one op where the backend runs it as one (its plan may
+ * fuse it), else its three ops, each timed as the step runs them.
+ */
+static void w_head(void *ctx, const struct head_req *r)
+{
+	struct wrap *w = wrap_of(ctx);
+	if (!w->inner->ops->head) {
+		char layer[sizeof(w->layer)];
+		snprintf(layer, sizeof(layer), "%s", w->layer);
+		w_label(ctx, layer, "forward");
+		w_gemm(ctx, &r->forward);
+		w_label(ctx, "", "loss");
+		w_softmax_xent(ctx, &r->loss);
+		if (r->input_grad.m > 0) {
+			w_label(ctx, layer, "input grad");
+			w_gemm(ctx, &r->input_grad);
+		}
+		return;
+	}
+	char shape[64];
+	snprintf(shape, sizeof(shape), "%d x %d x %d%s", r->loss.rows, r->loss.cols, r->forward.k,
+		 r->input_grad.m > 0 ? " + dx" : "");
+	int i = op_begin(w, "head", shape);
+	backend_head(w->inner, r, w->layer);
+	op_end(w, i);
+}
+
 static void w_argmax_hits(void *ctx, const float *logits, const int32_t *labels, int rows,
 			  int cols, int32_t *hits)
 {
@@ -278,6 +306,7 @@ static const struct backend_ops wrap_ops = {
 	.gather = w_gather,
 	.advance = w_advance,
 	.softmax_xent = w_softmax_xent,
+	.head = w_head,
 	.argmax_hits = w_argmax_hits,
 	.sgd_update = w_sgd_update,
 	.adamw_update = w_adamw_update,

@@ -95,7 +95,6 @@ static struct gather_req batch_gather(const struct step_state *s)
 static void step_ops(const struct step_state *s, int rows)
 {
 	const struct backend *be = s->be;
-	model_forward(be, s->m, s->ws, s->params, rows, 1);
 	/*
 	 * The mean over ranks is folded into the loss gradient's scale, 1/(rows * ranks),
 	 * and the ranks' gradients are summed: one bare allreduce, no extra pass over the
@@ -103,8 +102,8 @@ static void step_ops(const struct step_state *s, int rows)
 	 * bitwise the same as summing then dividing.
 	 */
 	int fold = s->reduce == REDUCE_MEAN && s->ranks > 1;
-	model_backward_scaled(be, s->m, s->ws, s->params, s->grads, rows,
-			      1.0f / ((float)rows * (float)(fold ? s->ranks : 1)), s->counters);
+	model_step(be, s->m, s->ws, s->params, s->grads, rows,
+		   1.0f / ((float)rows * (float)(fold ? s->ranks : 1)), s->counters);
 	backend_label(be, "", "allreduce");
 	backend_allreduce(be, s->grads, s->m->n_params, fold ? REDUCE_SUM : s->reduce);
 	backend_label(be, "", "optimizer");

@@ -106,9 +106,8 @@ void gpu_run_destroy(struct gpu_run *r)
 void gpu_run_step(struct gpu_run *r)
 {
 	const struct backend *be = r->be;
-	model_forward(be, r->m, &r->ws, r->params, r->batch, 1);
-	model_backward_scaled(be, r->m, &r->ws, r->params, r->grads, r->batch,
-			      1.0f / (float)r->batch, r->counters);
+	model_step(be, r->m, &r->ws, r->params, r->grads, r->batch, 1.0f / (float)r->batch,
+		   r->counters);
 	backend_allreduce(be, r->grads, r->m->n_params, r->reduce);
 	struct gather_req next = gpu_run_gather(r);
 	backend_sgd_update(be, r->params, r->grads, r->velocity, r->m->n_params, r->lr_table,
