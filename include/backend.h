@@ -560,15 +560,10 @@ static inline void backend_label(const struct backend *b, const char *layer, con
 	if (b->ops->label)
 		b->ops->label(b->ctx, layer, phase);
 }
-/* The head of a step (struct head_req): the backend's op, or its three ops in order. */
-static inline void backend_head(const struct backend *b, const struct head_req *r,
-				const char *layer)
+/* The head of a step (struct head_req) as its three ops, in order. */
+static inline void backend_head_parts(const struct backend *b, const struct head_req *r,
+				      const char *layer)
 {
-	if (b->ops->head) {
-		backend_label(b, layer, "head");
-		b->ops->head(b->ctx, r);
-		return;
-	}
 	backend_label(b, layer, "forward");
 	backend_gemm(b, &r->forward);
 	backend_label(b, "", "loss");
@@ -577,6 +572,17 @@ static inline void backend_head(const struct backend *b, const struct head_req *
 		backend_label(b, layer, "input grad");
 		backend_gemm(b, &r->input_grad);
 	}
+}
+/* The head of a step: the backend's op, or its three ops in order. */
+static inline void backend_head(const struct backend *b, const struct head_req *r,
+				const char *layer)
+{
+	if (!b->ops->head) {
+		backend_head_parts(b, r, layer);
+		return;
+	}
+	backend_label(b, layer, "head");
+	b->ops->head(b->ctx, r);
 }
 /* "host" or "cuda". */
 static inline const char *backend_name(const struct backend *b)

@@ -16,6 +16,7 @@
 
 struct wrap {
 	const struct backend *inner;
+	const struct backend *self; /* the wrapping backend */
 	struct profile *out;
 	int counting;            /* 1: capture each op for its kernels; 0: time it */
 	int next;                /* the op's row in out->rows (the passes meet the same ops) */
@@ -174,14 +175,7 @@ static void w_head(void *ctx, const struct head_req *r)
 	if (!w->inner->ops->head) {
 		char layer[sizeof(w->layer)];
 		snprintf(layer, sizeof(layer), "%s", w->layer);
-		w_label(ctx, layer, "forward");
-		w_gemm(ctx, &r->forward);
-		w_label(ctx, "", "loss");
-		w_softmax_xent(ctx, &r->loss);
-		if (r->input_grad.m > 0) {
-			w_label(ctx, layer, "input grad");
-			w_gemm(ctx, &r->input_grad);
-		}
+		backend_head_parts(w->self, r, layer);
 		return;
 	}
 	char shape[64];
@@ -329,6 +323,7 @@ void profile_run(const struct backend *be, void (*step)(void *arg, const struct 
 	memset(&w, 0, sizeof(w));
 	memset(&wrapped, 0, sizeof(wrapped));
 	w.inner = be;
+	w.self = &wrapped;
 	w.out = out;
 	wrapped.ops = &wrap_ops;
 	wrapped.ctx = &w;
