@@ -56,6 +56,7 @@ if(TARGET mnist-train-cudasim)
                    "^# run: .* --kernel-name kns=19softmax_xent_kernel "
                    "^# run: .* --kernel-name kns=18gemm_ksplit_kernel "
                    "^# run: .* --kernel-name kns=22bias_grad_block_kernel "
+                   "^# run: .* --kernel-name kns=11head_kernel "
                    "^# run: .*/mnist-train .*--model lenet .*--gpu-plan measure --backend cuda --optimizer adamw --no-graph$"
                    "^PASS gpu_sanitize_racecheck_lenet_measure: 1 run \\(no-graph adamw"
                    -- bash ${CMAKE_CURRENT_SOURCE_DIR}/sanitize/gpu_sanitize.sh racecheck lenet-measure
