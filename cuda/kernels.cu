@@ -248,18 +248,21 @@ static __global__ void head_kernel(struct head_args h)
 	     first += (size_t)gridDim.x * groups) {
 		size_t r = first + group;
 		int live = group < groups && r < (size_t)x->rows;
+		/* Bounds known at compile time, so that the sums stay in registers. */
 		float acc[HEAD_MAX_COLS];
-		for (int j = 0; j < cols; j++)
+		for (int j = 0; j < HEAD_MAX_COLS; j++)
 			acc[j] = 0.0f;
 		if (live)
 			for (int k = (int)lane; k < h.in; k += (int)lanes) {
 				float xv = h.x[r * (size_t)h.in + (size_t)k];
-				for (int j = 0; j < cols; j++)
-					acc[j] += xv * h.w[(size_t)j * h.in + (size_t)k];
+				for (int j = 0; j < HEAD_MAX_COLS; j++)
+					if (j < cols)
+						acc[j] += xv * h.w[(size_t)j * h.in + (size_t)k];
 			}
 		if (group < groups)
-			for (int j = 0; j < cols; j++)
-				part[group * HEAD_MAX_COLS + (unsigned int)j][lane] = acc[j];
+			for (int j = 0; j < HEAD_MAX_COLS; j++)
+				if (j < cols)
+					part[group * HEAD_MAX_COLS + (unsigned int)j][lane] = acc[j];
 		__syncthreads();
 		if (live)
 			for (int j = (int)lane; j < cols; j += (int)lanes) {
