@@ -80,13 +80,14 @@ static cudaError_t pdl_pair(void *arg)
 {
 	const struct cuda_ctx *c = (const struct cuda_ctx *)arg;
 	int32_t *cursor = (int32_t *)c->side.workspace; /* the probes' counters */
-	cudaError_t rc = kernels_advance_pdl(c->stream, cursor, 1);
-	return rc == cudaSuccess ? kernels_advance_pdl(c->stream, cursor, 1) : rc;
+	cudaError_t rc = kernels_advance_try(c->stream, cursor, 1, 1);
+	return rc == cudaSuccess ? kernels_advance_try(c->stream, cursor, 1, 1) : rc;
 }
 
 /*
  * One fork and join as the weight gradients make them (cuda_gemm_op,
- * cuda_join), with the launches the step uses: counter 0 += 1 on the stream,
+ * cuda_join), with the launches the step uses (programmatic dependent launch
+ * where probe_pdl kept it): counter 0 += 1 on the stream,
  * then counter 1 += 1 on the second stream beside counter 0 += 1, then,
  * after both, counter 0 += 1. The first error, or success.
  */
@@ -94,21 +95,22 @@ static cudaError_t side_pass(void *arg)
 {
 	const struct cuda_ctx *c = (const struct cuda_ctx *)arg;
 	int32_t *cursor = (int32_t *)c->side.workspace;
-	cudaError_t rc = kernels_advance_pdl(c->stream, cursor, 1);
+	int pdl = kernels_pdl;
+	cudaError_t rc = kernels_advance_try(c->stream, cursor, 1, pdl);
 	if (rc == cudaSuccess)
 		rc = cudaEventRecord(c->fork, c->stream);
 	if (rc == cudaSuccess)
 		rc = cudaStreamWaitEvent(c->side.stream, c->fork, 0);
 	if (rc == cudaSuccess)
-		rc = kernels_advance_pdl(c->side.stream, cursor + 1, 1);
+		rc = kernels_advance_try(c->side.stream, cursor + 1, 1, pdl);
 	if (rc == cudaSuccess)
-		rc = kernels_advance_pdl(c->stream, cursor, 1);
+		rc = kernels_advance_try(c->stream, cursor, 1, pdl);
 	if (rc == cudaSuccess)
 		rc = cudaEventRecord(c->join, c->side.stream);
 	if (rc == cudaSuccess)
 		rc = cudaStreamWaitEvent(c->stream, c->join, 0);
 	if (rc == cudaSuccess)
-		rc = kernels_advance_pdl(c->stream, cursor, 1);
+		rc = kernels_advance_try(c->stream, cursor, 1, pdl);
 	return rc;
 }
 

@@ -687,10 +687,10 @@ void kernels_advance(cudaStream_t stream, const struct kernel_geom *geom, int32_
 }
 
 #if defined(__CUDACC__) || defined(CUDASIM)
-cudaError_t kernels_advance_pdl(cudaStream_t stream, int32_t *cursor, int delta)
+cudaError_t kernels_advance_try(cudaStream_t stream, int32_t *cursor, int delta, int pdl)
 {
 	struct kernel_geom g = kernel_geom_for(1);
-	KERNEL_LAUNCH_PDL_ON(advance_kernel, g, stream, 1, cursor, delta);
+	KERNEL_LAUNCH_PDL_ON(advance_kernel, g, stream, pdl, cursor, delta);
 	return cudaGetLastError();
 }
 #endif

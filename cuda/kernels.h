@@ -49,11 +49,11 @@ extern int kernels_pdl;
 void kernels_set_pdl(int on);
 #if defined(__CUDACC__) || defined(CUDASIM)
 /*
- * *cursor += delta by programmatic dependent launch, whatever kernels_pdl says,
- * without the launch check that ends the job: the launch's error (cleared), or
- * cudaSuccess. The backend's start-up probe of the attribute.
+ * *cursor += delta, by programmatic dependent launch when pdl whatever
+ * kernels_pdl says, without the launch check that ends the job: the launch's
+ * error (cleared), or cudaSuccess. The backend's start-up probes.
  */
-cudaError_t kernels_advance_pdl(cudaStream_t stream, int32_t *cursor, int delta);
+cudaError_t kernels_advance_try(cudaStream_t stream, int32_t *cursor, int delta, int pdl);
 #endif
 
 /*
