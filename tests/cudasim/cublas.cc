@@ -252,6 +252,7 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
 	gemm_cost g = gemm_model(m, n, k, parts);
 	o.us = g.us + (parts > 1 ? splitk_reduce_us(m, n, parts) : 0.0);
 	o.kernels = parts > 1 ? 2 : 1;
+	o.share = gemm_share(g);
 	if (m == 1 || n == 1) {
 		/* A matrix-vector product: cuBLAS's dot and reduction kernels, as on the H100. */
 		parts = 1;
@@ -259,6 +260,7 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
 		g.k_per_block = ceil(k / ceil(g.blocks / ((double)m * n)));
 		o.us = bytes_us(4.0 * ((double)m * k + (double)k * n)) + splitk_reduce_us(m, n, 128);
 		o.kernels = 2;
+		o.share = gemm_share(g);
 	}
 	char shape[160];
 	snprintf(shape, sizeof(shape), " m=%d n=%d k=%d, %g block%s of k=%g%s", m, n, k, g.blocks,

@@ -974,6 +974,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
 			partial_products(r);
 		};
 		first.us = g.us;
+		first.share = gemm_share(g);
 		first.detail = what + " (split-K partial products)" + shape;
 		if (submit(stream, std::move(first)) != cudaSuccess)
 			return CUBLAS_STATUS_EXECUTION_FAILED;
@@ -985,6 +986,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
 		finish(r, two);
 	};
 	last.us = two ? splitk_reduce_us((double)p.m, (double)p.n, parts) : g.us;
+	/* The reduction: a thread per element of D, 256 a block, 8 blocks an SM. */
+	last.share = two ? sm_share(ceil((double)p.m * p.n / 256.0), 8.0) : gemm_share(g);
 	last.detail = two ? what + " (split-K reduction)" + shape : what + shape;
 	last.module = two ? what + " split-K reduction" : std::string(kernel);
 	if (bgrad) {

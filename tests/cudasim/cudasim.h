@@ -305,10 +305,14 @@
  *     --no-pdl column calibrates it. After a library's kernel, a copy, a
  *     collective or an event the launch overlaps nothing. A replayed graph's
  *     node starts once the nodes it depends on have ended, so its branches
- *     overlap (as if each had the GPU to itself: their sharing of the SMs is
- *     not modelled, so the gain is an upper bound), and a node waiting on
- *     another stream (cudaStreamWaitEvent) starts no earlier than the event's
- *     record was reached. The host has a clock too: a kernel or
+ *     overlap, sharing the SMs: each op occupies a share of them (a kernel's
+ *     grid over the blocks 132 SMs hold at once, min(32, 2048 / threads) an
+ *     SM; a GEMM's blocks over 4 an SM; a copy or collective all of them),
+ *     and while the shares of the nodes at work add up to more than 1 each
+ *     works at 1 / that sum of its speed alone (the times are worked out once
+ *     the replay's nodes have all run). A node waiting on another stream
+ *     (cudaStreamWaitEvent) starts no earlier than the event's record was
+ *     reached. The host has a clock too: a kernel or
  *     library launch costs it 2.5 us per kernel (the device may start the
  *     work 1 us later), cudaGraphLaunch 2.5 us (its nodes may start 2.5 us
  *     later), cudaEventRecord 0.3 us, a pageable copy 8 us plus its bytes at
@@ -340,7 +344,8 @@
  *                                  0 (the default): not modelled
  *     What the model leaves out: clocks and power states, caches beyond the
  *     per-trip figures, occupancy limits from registers and shared memory,
- *     streams or branches sharing the SMs (each runs as if alone), the real cuBLAS kernels' tiles (one tile shape stands for all),
+ *     how concurrent kernels share an SM beyond their resident blocks (the
+ *     share above; caches, memory bandwidth), the real cuBLAS kernels' tiles (one tile shape stands for all),
  *     and timing across ranks.
  *
  * Not modelled: real concurrency (one host thread runs
@@ -464,6 +469,7 @@ struct op {
 	std::function<void(double start)> stamp; /* a marker's: told the modelled time it is reached */
 	std::string module; /* the code its kernels come from, loaded at its first launch (rule 10) */
 	bool pdl = false;   /* a kernel launched by programmatic dependent launch (rules 5, 10) */
+	double share = 1.0; /* the fraction of the SMs its work occupies (rule 10; a kernel's: its grid) */
 };
 
 /* Queue o on stream (or record it while the stream captures). */
@@ -491,6 +497,12 @@ cudaError_t drain(cudaStream_t stream, const char *api);
 extern unsigned long long trips, strides;
 /* The op being run sets this to its modelled device time (a kernel, from the trips it measured). */
 extern double run_us;
+/* And this to the fraction of the GPU's SMs its work occupies (a kernel, from its grid). */
+extern double run_share;
+/* That fraction for `blocks` blocks of which `per_sm` fit an SM, at most 1. */
+double sm_share(double blocks, double per_sm);
+/* A kernel's: grid blocks of `block` threads. */
+double kernel_share(unsigned grid, unsigned block);
 /*
  * The launch of an op whose kernels come from `module` (none when empty):
  * the first one of each module costs the host CUDASIM_LAZY_LOAD_US (rule 10).
@@ -510,6 +522,8 @@ struct gemm_cost {
 	double blocks, k_per_block, us;
 };
 gemm_cost gemm_model(double m, double n, double k, double parts);
+/* The fraction of the SMs a GEMM's blocks occupy (rule 10). */
+double gemm_share(const gemm_cost &g);
 /* The separate split-K reduction kernel, and cuBLASLt's separate bias-gradient kernel. */
 double splitk_reduce_us(double m, double n, double parts);
 double bgrad_us(double outputs, double len);

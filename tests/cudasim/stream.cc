@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <set>
@@ -49,11 +50,21 @@ struct capture_seq {
 	std::vector<CUstream_st *> joined;
 };
 
-/* One replay of a graph whose nodes are queued on a stream: each node's times (rule 10). */
+/*
+ * One replay of a graph whose nodes are queued on a stream: what each node
+ * costs, recorded as it runs, and its times, once all have run (rule 10).
+ */
 struct replay_state {
 	std::vector<std::vector<size_t>> deps;
-	std::vector<double> began, end; /* when each node's work began and ended */
-	std::vector<char> kernel;       /* whether it is a kernel of the program */
+	std::vector<double> ready;      /* when the launch let it start */
+	std::vector<double> overhead;   /* its launch overhead */
+	std::vector<double> work;       /* its work alone on the GPU */
+	std::vector<double> share;      /* the fraction of the SMs its work occupies */
+	std::vector<char> pdl;          /* launched by programmatic dependent launch */
+	std::vector<char> kernel;       /* a kernel of the program */
+	std::vector<std::string> what;  /* for the time report; empty: no kernel */
+	std::vector<double> began, end; /* when its work began and ended */
+	size_t done = 0;                /* nodes run so far */
 	double base = -1.0;             /* the stream's clock when its first node came up */
 };
 
@@ -120,6 +131,7 @@ static std::set<CUevent_st *> events;
 static uint64_t next_capture_id = 1;
 static uint64_t next_replay = 1;
 double run_us = 0.0;
+double run_share = 1.0;
 
 static CUstream_st *lookup(cudaStream_t h)
 {
@@ -189,6 +201,90 @@ cudaError_t capture_status(cudaStream_t h, cudaStreamCaptureStatus *status)
 }
 
 /*
+ * The times of a replay's nodes, once every node has run (rule 10): a node's
+ * launch starts when the nodes it depends on have ended (its first nodes when
+ * the launch reached the device and the stream was free), or, launched by
+ * programmatic dependent launch after its one dependency, a kernel of the
+ * program, when that kernel's work began; its work starts after its launch
+ * overhead, and not before its dependencies' ends. Nodes whose work overlaps
+ * share the SMs: while the shares of those running add up to more than 1,
+ * each progresses at 1 / that sum of its speed alone. The replay's end; each
+ * node's time (launch to end) goes to the time report.
+ */
+static double schedule(replay_state &r, uint64_t replay)
+{
+	size_t n = r.deps.size();
+	std::vector<std::vector<size_t>> next(n);
+	std::vector<size_t> left(n);
+	for (size_t i = 0; i < n; i++) {
+		left[i] = r.deps[i].size();
+		for (size_t d : r.deps[i])
+			next[d].push_back(i);
+	}
+	enum { WAITING, PLANNED, RUNNING, DONE };
+	std::vector<int> state(n, WAITING);
+	std::vector<double> launch(n, 0.0), start(n, 0.0), remaining(n, 0.0);
+	auto plan = [&](size_t i) {
+		const std::vector<size_t> &d = r.deps[i];
+		double l = std::max(r.ready[i], r.base);
+		for (size_t j : d)
+			l = std::max(l, r.end[j]);
+		double w = l + r.overhead[i];
+		if (r.pdl[i] && d.size() == 1 && r.kernel[d[0]]) { /* a programmatic edge */
+			l = std::max(r.ready[i], r.began[d[0]]);
+			w = std::max(l + r.overhead[i], r.end[d[0]]);
+		}
+		launch[i] = l;
+		start[i] = w;
+		state[i] = PLANNED;
+	};
+	for (size_t i = 0; i < n; i++)
+		if (!left[i])
+			plan(i);
+	double now = r.base, last = r.base;
+	for (size_t finished = 0; finished < n;) {
+		double demand = 0.0;
+		for (size_t i = 0; i < n; i++)
+			if (state[i] == RUNNING)
+				demand += r.share[i];
+		double rate = demand > 1.0 ? 1.0 / demand : 1.0;
+		double t = std::numeric_limits<double>::infinity();
+		for (size_t i = 0; i < n; i++) {
+			if (state[i] == PLANNED)
+				t = std::min(t, std::max(start[i], now));
+			else if (state[i] == RUNNING)
+				t = std::min(t, now + remaining[i] / rate);
+		}
+		if (!(t < std::numeric_limits<double>::infinity()))
+			fatal("time model: a replay's nodes wait for each other (a cycle)");
+		for (size_t i = 0; i < n; i++)
+			if (state[i] == RUNNING)
+				remaining[i] -= (t - now) * rate;
+		now = t;
+		for (size_t i = 0; i < n; i++) {
+			if (state[i] != RUNNING || remaining[i] > 1e-9 * (1.0 + r.work[i]))
+				continue;
+			state[i] = DONE;
+			r.end[i] = now;
+			last = std::max(last, now);
+			finished++;
+			if (!r.what[i].empty())
+				note_op_time(replay, r.what[i], now - launch[i]);
+			for (size_t m : next[i])
+				if (!--left[m])
+					plan(m);
+		}
+		for (size_t i = 0; i < n; i++)
+			if (state[i] == PLANNED && start[i] <= now) {
+				state[i] = RUNNING;
+				r.began[i] = now;
+				remaining[i] = r.work[i];
+			}
+	}
+	return last;
+}
+
+/*
  * Run s's work in order until operation `upto` (a submit count) is complete,
  * or until the front is a collective that cannot complete yet. Synchronous
  * work runs inside one window; collectives open their own when they move
@@ -211,6 +307,7 @@ static bool advance(CUstream_st *s, uint64_t upto)
 			continue;
 		}
 		run_us = e.o.us;
+		run_share = e.o.share;
 		if (e.o.start) {
 			if (!e.work)
 				e.work = e.o.start();
@@ -228,37 +325,33 @@ static bool advance(CUstream_st *s, uint64_t upto)
 		 */
 		double overhead = e.o.kernels * launch_overhead_us(e.graph);
 		bool ours = e.o.label.compare(0, 7, "kernel ") == 0;
-		double start, began;
 		if (e.rs) {
-			/*
-			 * A graph's node starts once the nodes it depends on have ended
-			 * (the first ones once the stream is free): branches overlap, and
-			 * nothing models their sharing the SMs.
-			 */
+			/* A graph's node: its costs now, every node's times once the replay has run. */
 			replay_state &r = *e.rs;
-			const std::vector<size_t> &deps = r.deps[e.node];
+			size_t i = e.node;
 			if (r.base < 0.0)
 				r.base = s->clock;
-			start = std::max(e.ready, r.base);
-			for (size_t d : deps)
-				start = std::max(start, r.end[d]);
-			began = start + overhead;
-			/* A programmatic edge: one dependency, a kernel of the program. */
-			if (e.o.pdl && deps.size() == 1 && r.kernel[deps[0]])
-				began = std::max(std::max(e.ready, r.began[deps[0]]) + overhead, r.end[deps[0]]);
-			r.began[e.node] = began;
-			r.end[e.node] = began + run_us;
-			r.kernel[e.node] = ours;
-			s->clock = std::max(s->clock, began + run_us);
+			r.ready[i] = e.ready;
+			r.overhead[i] = overhead;
+			r.work[i] = run_us;
+			r.share[i] = std::min(1.0, std::max(0.0, run_share));
+			r.pdl[i] = e.o.pdl;
+			r.kernel[i] = ours;
+			if (e.o.kernels > 0)
+				r.what[i] = e.o.detail.empty() ? e.o.label : e.o.detail;
+			if (++r.done == r.deps.size())
+				s->clock = std::max(s->clock, schedule(r, e.replay));
 			s->kernel_began = -1.0;
-		} else {
-			start = std::max(s->clock, e.ready);
-			began = start + overhead;
-			if (e.o.pdl && s->kernel_began >= 0.0 && s->kernel_replay == e.replay)
-				began = std::max(std::max(e.ready, s->kernel_began) + overhead, s->clock);
-			s->clock = began + run_us;
-			s->kernel_began = ours ? began : -1.0;
+			s->kernel_replay = e.replay;
+			s->queue.pop_front();
+			s->completed++;
+			continue;
 		}
+		double start = std::max(s->clock, e.ready), began = start + overhead;
+		if (e.o.pdl && s->kernel_began >= 0.0 && s->kernel_replay == e.replay)
+			began = std::max(std::max(e.ready, s->kernel_began) + overhead, s->clock);
+		s->clock = began + run_us;
+		s->kernel_began = ours ? began : -1.0;
 		if (e.o.stamp)
 			e.o.stamp(start);
 		double took = began + run_us - start; /* its overhead, the hidden part left out, and its work */
@@ -425,6 +518,7 @@ cudaError_t launch(cudaStream_t stream, const char *kernel, unsigned int grid, u
 			}
 		}
 		run_us = kernel_us(block, worst, items, loops);
+		run_share = kernel_share(grid, block);
 		/*
 		 * Launched to start while the kernel before it ends, a thread that
 		 * never waits for that kernel could read what it has not yet written.
@@ -884,9 +978,15 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
 	auto rs = std::make_shared<replay_state>();
 	size_t n = exec->ops.size();
 	rs->deps = exec->deps;
+	rs->ready.assign(n, 0.0);
+	rs->overhead.assign(n, 0.0);
+	rs->work.assign(n, 0.0);
+	rs->share.assign(n, 1.0);
+	rs->pdl.assign(n, 0);
+	rs->kernel.assign(n, 0);
+	rs->what.assign(n, std::string());
 	rs->began.assign(n, 0.0);
 	rs->end.assign(n, 0.0);
-	rs->kernel.assign(n, 0);
 	for (size_t i : replay_order(exec, replay)) {
 		CUstream_st::entry e{exec->ops[i], nullptr, ready, true, replay};
 		e.rs = rs;

@@ -250,3 +250,43 @@ Test(time, a_graphs_branches_overlap)
 	cudaGraphDestroy(forked);
 	cudaGraphDestroy(serial);
 }
+
+/* Branches that each fill the GPU share its SMs: side by side they take about their sum. */
+Test(time, branches_that_fill_the_gpu_share_it)
+{
+	const size_t n = (size_t)1 << 22;
+	cudaStream_t s = stream(), t = stream();
+	float *x = dalloc(n), *y = dalloc(n);
+	geom full = {4096, 256}; /* 31 waves of blocks over 132 SMs: a share of 1 */
+	cudaEvent_t fork = event(), join = event(), a = event(), b = event(), c = event();
+	cudaGraph_t forked, serial;
+	cudaGraphExec_t forked_x, serial_x;
+	cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+	cr_assert_eq(cudaEventRecord(fork, s), cudaSuccess);
+	cr_assert_eq(cudaStreamWaitEvent(t, fork, 0), cudaSuccess);
+	KERNEL_LAUNCH_ON(spread_kernel, full, t, x, n);
+	KERNEL_LAUNCH_ON(spread_kernel, full, s, y, n);
+	cr_assert_eq(cudaEventRecord(join, t), cudaSuccess);
+	cr_assert_eq(cudaStreamWaitEvent(s, join, 0), cudaSuccess);
+	cr_assert_eq(cudaStreamEndCapture(s, &forked), cudaSuccess);
+	cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+	KERNEL_LAUNCH_ON(spread_kernel, full, s, x, n);
+	KERNEL_LAUNCH_ON(spread_kernel, full, s, y, n);
+	cr_assert_eq(cudaStreamEndCapture(s, &serial), cudaSuccess);
+	cr_assert_eq(cudaGetLastError(), cudaSuccess);
+	cr_assert_eq(cudaGraphInstantiate(&forked_x, forked, 0), cudaSuccess);
+	cr_assert_eq(cudaGraphInstantiate(&serial_x, serial, 0), cudaSuccess);
+	cr_assert_eq(cudaEventRecord(a, s), cudaSuccess);
+	cr_assert_eq(cudaGraphLaunch(serial_x, s), cudaSuccess);
+	cr_assert_eq(cudaEventRecord(b, s), cudaSuccess);
+	cr_assert_eq(cudaGraphLaunch(forked_x, s), cudaSuccess);
+	cr_assert_eq(cudaEventRecord(c, s), cudaSuccess);
+	float one_after = elapsed_us(a, b), side_by_side = elapsed_us(b, c);
+	/* Only a launch overhead can hide: the work is the GPU's either way. */
+	cr_assert(side_by_side > 0.85f * one_after, "branches %g us against %g us one after the other",
+		  side_by_side, one_after);
+	cudaGraphExecDestroy(forked_x);
+	cudaGraphExecDestroy(serial_x);
+	cudaGraphDestroy(forked);
+	cudaGraphDestroy(serial);
+}

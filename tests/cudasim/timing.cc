@@ -116,6 +116,16 @@ double kernel_us(unsigned block, const std::vector<double> &block_us, unsigned l
 	return std::max(serial, flow);
 }
 
+double sm_share(double blocks, double per_sm)
+{
+	return std::min(1.0, blocks / (h100::sms * per_sm));
+}
+
+double kernel_share(unsigned grid, unsigned block)
+{
+	return sm_share(grid, std::min(h100::blocks_per_sm, std::max(1.0, h100::threads_per_sm / block)));
+}
+
 gemm_cost gemm_model(double m, double n, double k, double parts)
 {
 	gemm_cost g;
@@ -129,6 +139,11 @@ gemm_cost gemm_model(double m, double n, double k, double parts)
 	double bytes = bytes_us(4.0 * (m * k + k * n + m * n * parts));
 	g.us = std::max(waves * block_us, std::max(flops, bytes));
 	return g;
+}
+
+double gemm_share(const gemm_cost &g)
+{
+	return sm_share(g.blocks, h100::gemm_blocks_per_sm);
 }
 
 double splitk_reduce_us(double m, double n, double parts)
