@@ -209,84 +209,81 @@ Test(time, a_programmatic_dependent_launch_hides_its_overhead_behind_the_kernel_
 		  "programmatic %g us", plain_m, pdl_m);
 }
 
+/* A graph of one op on each of two streams. */
+static cudaGraphExec_t two_op_graph(cudaStream_t s, cudaStream_t t, bool forked,
+				    const std::function<void(cudaStream_t, int)> &op)
+{
+	cudaEvent_t fork = event(), join = event();
+	cudaGraph_t g;
+	cudaGraphExec_t x;
+	cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+	if (forked) {
+		cr_assert_eq(cudaEventRecord(fork, s), cudaSuccess);
+		cr_assert_eq(cudaStreamWaitEvent(t, fork, 0), cudaSuccess);
+	}
+	op(forked ? t : s, 0);
+	op(s, 1);
+	if (forked) {
+		cr_assert_eq(cudaEventRecord(join, t), cudaSuccess);
+		cr_assert_eq(cudaStreamWaitEvent(s, join, 0), cudaSuccess);
+	}
+	cr_assert_eq(cudaStreamEndCapture(s, &g), cudaSuccess);
+	cr_assert_eq(cudaGetLastError(), cudaSuccess);
+	cr_assert_eq(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+	cudaGraphDestroy(g);
+	return x;
+}
+
+/* Modelled microseconds of op 0 then op 1 in one graph, and of the two as a fork and join. */
+static void one_after_and_side_by_side(const std::function<void(cudaStream_t, int)> &op,
+				       float *one_after, float *side_by_side)
+{
+	cudaStream_t s = stream(), t = stream();
+	cudaEvent_t a = event(), b = event(), c = event();
+	cudaGraphExec_t serial = two_op_graph(s, t, false, op), forked = two_op_graph(s, t, true, op);
+	cr_assert_eq(cudaEventRecord(a, s), cudaSuccess);
+	cr_assert_eq(cudaGraphLaunch(serial, s), cudaSuccess);
+	cr_assert_eq(cudaEventRecord(b, s), cudaSuccess);
+	cr_assert_eq(cudaGraphLaunch(forked, s), cudaSuccess);
+	cr_assert_eq(cudaEventRecord(c, s), cudaSuccess);
+	*one_after = elapsed_us(a, b);
+	*side_by_side = elapsed_us(b, c);
+	cudaGraphExecDestroy(serial);
+	cudaGraphExecDestroy(forked);
+}
+
 /* Two branches of a graph overlap: the replay takes about the longer one, not their sum. */
 Test(time, a_graphs_branches_overlap)
 {
 	const size_t n = 100000;
-	cudaStream_t s = stream(), t = stream();
 	float *x = dalloc(n), *out = dalloc(2);
+	cudaStream_t z = stream();
+	cr_assert_eq(cudaMemsetAsync(x, 0, n * sizeof(float), z), cudaSuccess);
+	cr_assert_eq(cudaStreamSynchronize(z), cudaSuccess);
 	geom one = {1, 1};
-	cudaEvent_t fork = event(), join = event(), a = event(), b = event(), c = event();
-	cr_assert_eq(cudaMemsetAsync(x, 0, n * sizeof(float), s), cudaSuccess);
-	cudaGraph_t forked, serial;
-	cudaGraphExec_t forked_x, serial_x;
-	cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-	cr_assert_eq(cudaEventRecord(fork, s), cudaSuccess);
-	cr_assert_eq(cudaStreamWaitEvent(t, fork, 0), cudaSuccess);
-	KERNEL_LAUNCH_ON(serial_sum_kernel, one, t, (const float *)x, n, out);
-	KERNEL_LAUNCH_ON(serial_sum_kernel, one, s, (const float *)x, n, out + 1);
-	cr_assert_eq(cudaEventRecord(join, t), cudaSuccess);
-	cr_assert_eq(cudaStreamWaitEvent(s, join, 0), cudaSuccess);
-	cr_assert_eq(cudaStreamEndCapture(s, &forked), cudaSuccess);
-	cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-	KERNEL_LAUNCH_ON(serial_sum_kernel, one, s, (const float *)x, n, out);
-	KERNEL_LAUNCH_ON(serial_sum_kernel, one, s, (const float *)x, n, out + 1);
-	cr_assert_eq(cudaStreamEndCapture(s, &serial), cudaSuccess);
-	cr_assert_eq(cudaGetLastError(), cudaSuccess);
-	cr_assert_eq(cudaGraphInstantiate(&forked_x, forked, 0), cudaSuccess);
-	cr_assert_eq(cudaGraphInstantiate(&serial_x, serial, 0), cudaSuccess);
-	cr_assert_eq(cudaEventRecord(a, s), cudaSuccess);
-	cr_assert_eq(cudaGraphLaunch(serial_x, s), cudaSuccess);
-	cr_assert_eq(cudaEventRecord(b, s), cudaSuccess);
-	cr_assert_eq(cudaGraphLaunch(forked_x, s), cudaSuccess);
-	cr_assert_eq(cudaEventRecord(c, s), cudaSuccess);
-	float one_after = elapsed_us(a, b), side_by_side = elapsed_us(b, c);
+	float one_after, side_by_side;
+	one_after_and_side_by_side(
+		[&](cudaStream_t on, int i) {
+			KERNEL_LAUNCH_ON(serial_sum_kernel, one, on, (const float *)x, n, out + i);
+		},
+		&one_after, &side_by_side);
 	/* Each 1e5 trips of 3 ns: ~300 us. */
 	cr_assert(one_after > 550.0f, "serial: %g us", one_after);
 	cr_assert(side_by_side < 0.6f * one_after, "branches %g us against %g us one after the other",
 		  side_by_side, one_after);
-	cudaGraphExecDestroy(forked_x);
-	cudaGraphExecDestroy(serial_x);
-	cudaGraphDestroy(forked);
-	cudaGraphDestroy(serial);
 }
 
 /* Branches that each fill the GPU share its SMs: side by side they take about their sum. */
 Test(time, branches_that_fill_the_gpu_share_it)
 {
 	const size_t n = (size_t)1 << 22;
-	cudaStream_t s = stream(), t = stream();
-	float *x = dalloc(n), *y = dalloc(n);
+	float *x[2] = {dalloc(n), dalloc(n)};
 	geom full = {4096, 256}; /* 31 waves of blocks over 132 SMs: a share of 1 */
-	cudaEvent_t fork = event(), join = event(), a = event(), b = event(), c = event();
-	cudaGraph_t forked, serial;
-	cudaGraphExec_t forked_x, serial_x;
-	cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-	cr_assert_eq(cudaEventRecord(fork, s), cudaSuccess);
-	cr_assert_eq(cudaStreamWaitEvent(t, fork, 0), cudaSuccess);
-	KERNEL_LAUNCH_ON(spread_kernel, full, t, x, n);
-	KERNEL_LAUNCH_ON(spread_kernel, full, s, y, n);
-	cr_assert_eq(cudaEventRecord(join, t), cudaSuccess);
-	cr_assert_eq(cudaStreamWaitEvent(s, join, 0), cudaSuccess);
-	cr_assert_eq(cudaStreamEndCapture(s, &forked), cudaSuccess);
-	cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-	KERNEL_LAUNCH_ON(spread_kernel, full, s, x, n);
-	KERNEL_LAUNCH_ON(spread_kernel, full, s, y, n);
-	cr_assert_eq(cudaStreamEndCapture(s, &serial), cudaSuccess);
-	cr_assert_eq(cudaGetLastError(), cudaSuccess);
-	cr_assert_eq(cudaGraphInstantiate(&forked_x, forked, 0), cudaSuccess);
-	cr_assert_eq(cudaGraphInstantiate(&serial_x, serial, 0), cudaSuccess);
-	cr_assert_eq(cudaEventRecord(a, s), cudaSuccess);
-	cr_assert_eq(cudaGraphLaunch(serial_x, s), cudaSuccess);
-	cr_assert_eq(cudaEventRecord(b, s), cudaSuccess);
-	cr_assert_eq(cudaGraphLaunch(forked_x, s), cudaSuccess);
-	cr_assert_eq(cudaEventRecord(c, s), cudaSuccess);
-	float one_after = elapsed_us(a, b), side_by_side = elapsed_us(b, c);
+	float one_after, side_by_side;
+	one_after_and_side_by_side(
+		[&](cudaStream_t on, int i) { KERNEL_LAUNCH_ON(spread_kernel, full, on, x[i], n); },
+		&one_after, &side_by_side);
 	/* Only a launch overhead can hide: the work is the GPU's either way. */
 	cr_assert(side_by_side > 0.85f * one_after, "branches %g us against %g us one after the other",
 		  side_by_side, one_after);
-	cudaGraphExecDestroy(forked_x);
-	cudaGraphExecDestroy(serial_x);
-	cudaGraphDestroy(forked);
-	cudaGraphDestroy(serial);
 }
