@@ -1,6 +1,7 @@
 /*
  * kernel_launch.cuh - what the files of kernels share (cuda/kernels.cu,
- * cuda/kernels_conv.cu): KERNEL_LAUNCH and KERNEL_LAUNCH_COOP, every launch
+ * cuda/kernels_conv.cu, cuda/kernels_gemm.cu): KERNEL_LAUNCH and
+ * KERNEL_LAUNCH_COOP and the cooperative kernels' sizes, every launch
  * checked (kernels.cu's file comment says how each build runs them), the
  * programmatic dependent launch and the wait that begins every kernel, the
  * launch geometry, and a grid-stride loop's first item and stride.
@@ -96,6 +97,15 @@ static __device__ __forceinline__ void kernel_wait_previous(void)
 		KERNEL_LAUNCH_PDL_ON(kernel, geom, stream, kernels_pdl, __VA_ARGS__);     \
 		CUDA_CHECK_LAUNCH(#kernel);                                               \
 	} while (0)
+
+/*
+ * The cooperative kernels' sizes: a warp's lanes (the threads sharing one
+ * row of the loss, or a transposed bias gradient's neighbouring sums; a block
+ * narrower than a warp gives them all of it), and CUDA's most threads per
+ * block (their shared arrays' size).
+ */
+#define COOP_LANES 32u
+#define COOP_MAX_THREADS 1024
 
 /* A kernel whose block's threads share memory and wait at __syncthreads. */
 #define KERNEL_LAUNCH_COOP(kernel, geom, stream, arg)                                    \

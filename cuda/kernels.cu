@@ -1,7 +1,8 @@
 /*
- * kernels.cu - the CUDA backend's element kernels and their launchers (the
- * convolution stages' in kernels_conv.cu, the launch macros they share in
- * kernel_launch.cuh).
+ * kernels.cu - the CUDA backend's element kernels and their launchers: the
+ * batch, the loss and the step's head, the optimizers (the GEMM ways of ours
+ * in kernels_gemm.cu, the convolution stages' in kernels_conv.cu, the launch
+ * macros they share in kernel_launch.cuh).
  *
  * Most kernels are grid-stride loops that compute indices and call one body
  * from include/elem.h, the same body the host backend loops over: no shared
@@ -16,9 +17,9 @@
  * memory and __syncthreads (KERNEL_LAUNCH_COOP; one argument, a struct by
  * value): the loss, a row's columns on a warp's lanes (one lane folding the
  * max and the sum in column order, so the numbers are the host's to the
- * bit), and the bias gradient by block reduction, one of the ways the GEMM
- * plans time (cuda/gemm_lt.cu). Their loops are the same for every thread of
- * a block, so every thread reaches every barrier, as CUDA requires.
+ * bit), the step's head, and the GEMM ways of ours in kernels_gemm.cu. Their
+ * loops are the same for every thread of a block, so every thread reaches
+ * every barrier, as CUDA requires.
  *
  * The file is written in the common subset of C and C++. nvcc builds it into
  * the CUDA backend; the unit tests build it with the host C compiler and
@@ -40,7 +41,6 @@
 #include <string.h>
 
 #include "elem.h"
-#include "fastdiv.h"
 #include "kernel_launch.cuh"
 
 int kernels_pdl;
@@ -108,15 +108,6 @@ static __global__ void advance_kernel(int32_t *cursor, int delta)
 }
 
 /* ---- loss ------------------------------------------------------------------------------ */
-
-/*
- * The cooperative kernels' sizes: a warp's lanes (the threads sharing one
- * row of the loss, or a transposed bias gradient's neighbouring sums; a block
- * narrower than a warp gives them all of it), and CUDA's most threads per
- * block (their shared arrays' size).
- */
-#define COOP_LANES 32u
-#define COOP_MAX_THREADS 1024
 
 /*
  * Rows of logits (rows, cols) and of dlogits, a group of `lanes` threads per
@@ -341,332 +332,6 @@ static __global__ void adamw_update_kernel(float *p, const float *g, float *m, f
 	}
 }
 
-/* ---- what a GEMM's epilogue does, where cuBLASLt cannot ------------------------------ */
-
-/* y (rows, cols), bias (cols): item i is column i % cols. */
-static __global__ void bias_act_kernel(float *y, const float *bias, int rows, int cols, int relu)
-{
-	KERNEL_WAIT_PREVIOUS();
-	size_t n = work_2d(rows, cols);
-	for (size_t i = grid_first(); i < n; i += grid_stride())
-		y[i] = bias_act_elem(y[i], bias[i % (size_t)cols], relu);
-}
-
-static __global__ void relu_backward_kernel(float *dy, const float *y, size_t n)
-{
-	KERNEL_WAIT_PREVIOUS();
-	for (size_t i = grid_first(); i < n; i += grid_stride())
-		dy[i] = relu_backward_elem(dy[i], y[i]);
-}
-
-/* Item i is out[i], the sum over l of op(A)[i, l] in order of l. */
-static __global__ void bias_grad_kernel(const float *a, int lda, int trans_a, int m, int k,
-					float *out)
-{
-	KERNEL_WAIT_PREVIOUS();
-	for (size_t i = grid_first(); i < (size_t)m; i += grid_stride()) {
-		float sum = 0.0f;
-		for (int l = 0; l < k; l++)
-			sum += trans_a ? a[(size_t)l * lda + i] : a[i * (size_t)lda + (size_t)l];
-		out[i] = sum;
-	}
-}
-
-/* The bias gradient by block reduction: kernels_bias_grad_block's arguments. */
-struct bias_grad_args {
-	const float *a;
-	float *out;
-	int lda, trans_a, m, k;
-};
-
-/* How a block's threads share out sums: `lanes` neighbouring sums, `slices` threads each. */
-struct block_sums {
-	unsigned int lanes, slices, slice, lane, top; /* top: the least power of two >= slices */
-};
-
-static __device__ inline struct block_sums block_sums_make(unsigned int lanes)
-{
-	struct block_sums b;
-	b.lanes = lanes;
-	b.slices = blockDim.x / lanes;
-	b.slice = threadIdx.x / lanes;
-	b.lane = threadIdx.x % lanes;
-	b.top = 1;
-	while (b.top < b.slices)
-		b.top *= 2;
-	return b;
-}
-
-/*
- * Each thread's partial sum to part[threadIdx.x], then a tree over the
- * slices, a barrier between levels: slice 0's threads hold their lane's
- * total in part[threadIdx.x] after. Every thread of the block calls it.
- */
-static __device__ inline void block_sums_fold(const struct block_sums *b, float *part, float sum)
-{
-	part[threadIdx.x] = sum;
-	__syncthreads();
-	for (unsigned int half = b->top / 2; half > 0; half /= 2) {
-		if (b->slice < half && b->slice + half < b->slices)
-			part[threadIdx.x] += part[threadIdx.x + half * b->lanes];
-		__syncthreads();
-	}
-}
-
-/*
- * out[i] = the sum over l of op(A)[i, l], a block's threads sharing each sum.
- * Not trans_a (A (m, k), a sum along a row): a block per sum, its threads
- * striding over l. trans_a (A (k, m), a sum down a column): a block per
- * `lanes` neighbouring sums, each sum's `slices` threads striding over the
- * rows. Each thread's partial sum, then block_sums_fold; reads are
- * consecutive across lanes.
- */
-static __global__ void bias_grad_block_kernel(struct bias_grad_args g)
-{
-	KERNEL_WAIT_PREVIOUS();
-	__shared__ float part[COOP_MAX_THREADS];
-	struct block_sums b =
-		block_sums_make(g.trans_a ? (blockDim.x < COOP_LANES ? blockDim.x : COOP_LANES) : 1u);
-	for (size_t first = (size_t)blockIdx.x * b.lanes; first < (size_t)g.m;
-	     first += (size_t)gridDim.x * b.lanes) {
-		size_t i = first + b.lane;
-		int live = b.slice < b.slices && i < (size_t)g.m;
-		float sum = 0.0f;
-		for (size_t l = b.slice; live && l < (size_t)g.k; l += b.slices)
-			sum += g.trans_a ? g.a[l * (size_t)g.lda + i] : g.a[i * (size_t)g.lda + l];
-		block_sums_fold(&b, part, sum);
-		if (live && b.slice == 0)
-			g.out[i] = part[threadIdx.x];
-	}
-}
-KERNEL_COOP_THUNK(bias_grad_block_kernel, struct bias_grad_args)
-
-/* ---- a GEMM of few outputs and a long k: ours, split over k --------------------------- */
-
-/* gemm_ksplit_kernel's arguments: the request's operands, the partial sums, the split. */
-struct ksplit_args {
-	const float *a, *b;
-	float *part; /* (chunks, outs): each chunk's sums */
-	int trans_a, trans_b, m, n, k, lda, ldb;
-	int tile;          /* k per tile: a power of two, (m + n) * (tile + 1) <= KSPLIT_TILE_FLOATS */
-	int chunk, chunks; /* k per chunk (a multiple of the tile), and how many */
-	int outs;          /* m * n, then m bias-gradient sums when there is one */
-	/* x not NULL: B is its im2col matrix (struct gemm_im2col), read from x */
-	const float *x;
-	struct conv_shape conv;
-	int rows;
-	struct fastdiv by_batch, by_ow, by_k; /* a column l: (pixel (oy, ox), b); a row j: tap (ci, ky, kx) */
-};
-
-/* op(A)[i, l] and op(B)[l, j] of a request stored as struct gemm_req says. */
-static __host__ __device__ inline float ksplit_a(const struct ksplit_args *g, int i, int l)
-{
-	return g->trans_a ? g->a[(size_t)l * g->lda + i] : g->a[(size_t)i * g->lda + l];
-}
-
-static __host__ __device__ inline float ksplit_b(const struct ksplit_args *g, int l, int j)
-{
-	if (g->x) { /* op(B)[l, j] = cols[j, l]: what tap j reads for output pixel l, im2col_elem */
-		uint32_t pixel = fastdiv_q(&g->by_batch, (uint32_t)l), oy = fastdiv_q(&g->by_ow, pixel);
-		uint32_t kyx = fastdiv_q(&g->by_k, (uint32_t)j), ci = fastdiv_q(&g->by_k, kyx);
-		int b = (int)((uint32_t)l - pixel * g->by_batch.d), ox = (int)(pixel - oy * g->by_ow.d);
-		int kx = (int)((uint32_t)j - kyx * g->by_k.d), ky = (int)(kyx - ci * g->by_k.d);
-		size_t plane = (size_t)g->conv.h * g->conv.w * (size_t)g->rows;
-		return im2col_elem(g->x + ci * plane, &g->conv, g->rows, (int)oy, ox, ky, kx, b);
-	}
-	return g->trans_b ? g->b[(size_t)j * g->ldb + l] : g->b[(size_t)l * g->ldb + j];
-}
-
-/*
- * Chunk c of k, for each output o < outs: the sum over the chunk's l of
- * op(A)[i, l] op(B)[l, j] (o = i * n + j), or of op(A)[i, l] alone (o = m * n
- * + i, the bias gradient), into part[c * outs + o]. The block loads the
- * chunk tile by tile into shared memory, op(A)'s m rows and op(B)'s n
- * columns of g.tile values each (consecutive l, consecutive addresses
- * for A stored (m, k) and B stored (n, k), the convolutions' weight
- * gradients), then each thread adds its outputs' dot products over the tile
- * to their running sums, also in shared memory. Sums run in order of l.
- * A tile's rows lie g.tile + 1 floats apart: a warp's threads, reading value
- * t of 32 neighbouring rows, then read 32 different banks of shared memory
- * (g.tile apart, a multiple of 32, they would all read one, 32 times over).
- */
-static __global__ void gemm_ksplit_kernel(struct ksplit_args g)
-{
-	KERNEL_WAIT_PREVIOUS();
-	__shared__ float tile[KSPLIT_TILE_FLOATS];
-	__shared__ float acc[KSPLIT_MAX_OUTS];
-	int rows = g.m + g.n, prod = g.m * g.n, pitch = g.tile + 1;
-	for (int c = (int)blockIdx.x; c < g.chunks; c += (int)gridDim.x) {
-		for (int o = (int)threadIdx.x; o < g.outs; o += (int)blockDim.x)
-			acc[o] = 0.0f;
-		int end = (c + 1) * g.chunk < g.k ? (c + 1) * g.chunk : g.k;
-		for (int l0 = c * g.chunk; l0 < end; l0 += g.tile) {
-			for (int e = (int)threadIdx.x; e < rows * g.tile; e += (int)blockDim.x) {
-				int row = e / g.tile, t = e % g.tile, l = l0 + t;
-				tile[row * pitch + t] = l >= end ? 0.0f
-					  : row < g.m ? ksplit_a(&g, row, l)
-						      : ksplit_b(&g, l, row - g.m);
-			}
-			__syncthreads();
-			for (int o = (int)threadIdx.x; o < g.outs; o += (int)blockDim.x) {
-				const float *ta = &tile[(o < prod ? o / g.n : o - prod) * pitch];
-				const float *tb = &tile[(g.m + (o < prod ? o % g.n : 0)) * pitch];
-				float sum = acc[o];
-				for (int t = 0; t < g.tile; t++)
-					sum += o < prod ? ta[t] * tb[t] : ta[t];
-				acc[o] = sum;
-			}
-			__syncthreads();
-		}
-		for (int o = (int)threadIdx.x; o < g.outs; o += (int)blockDim.x)
-			g.part[(size_t)c * g.outs + o] = acc[o];
-	}
-}
-KERNEL_COOP_THUNK(gemm_ksplit_kernel, struct ksplit_args)
-
-/* gemm_ksplit_reduce_kernel's arguments. */
-struct ksplit_reduce_args {
-	const float *part; /* (chunks, outs) */
-	int chunks, outs, m, n, ldc;
-	float alpha, beta;
-	float *c, *bias_grad;
-};
-
-/*
- * Output o: the sum of its chunks' partial sums (column o of part), a
- * block's threads sharing COOP_LANES neighbouring outputs, each output's
- * slices striding over the chunks (block_sums_fold); then C[i, j] = alpha *
- * sum (+ beta * C[i, j] unless beta is 0, which ignores C as BLAS does), or
- * bias_grad[i] = sum for the bias gradient's outputs. The terms and their
- * order depend on the block's size only: every run of a plan adds the same.
- */
-static __global__ void gemm_ksplit_reduce_kernel(struct ksplit_reduce_args g)
-{
-	KERNEL_WAIT_PREVIOUS();
-	__shared__ float part[COOP_MAX_THREADS];
-	struct block_sums b = block_sums_make(blockDim.x < COOP_LANES ? blockDim.x : COOP_LANES);
-	size_t prod = (size_t)g.m * g.n;
-	for (size_t first = (size_t)blockIdx.x * b.lanes; first < (size_t)g.outs;
-	     first += (size_t)gridDim.x * b.lanes) {
-		size_t o = first + b.lane;
-		int live = b.slice < b.slices && o < (size_t)g.outs;
-		float sum = 0.0f;
-		for (size_t l = b.slice; live && l < (size_t)g.chunks; l += b.slices)
-			sum += g.part[l * (size_t)g.outs + o];
-		block_sums_fold(&b, part, sum);
-		if (!live || b.slice != 0)
-			continue;
-		sum = part[threadIdx.x];
-		if (o >= prod) {
-			g.bias_grad[o - prod] = sum;
-			continue;
-		}
-		float *at = &g.c[o / (size_t)g.n * g.ldc + o % (size_t)g.n];
-		*at = g.beta != 0.0f ? g.alpha * sum + g.beta * *at : g.alpha * sum;
-	}
-}
-KERNEL_COOP_THUNK(gemm_ksplit_reduce_kernel, struct ksplit_reduce_args)
-
-/* ---- a small GEMM of ours, whole in one kernel: the epilogue and the bias gradient in it ---- */
-
-/* gemm_tile_kernel's arguments: the request (kernels_gemm_tile_fits), its tiles, the step of k. */
-struct tile_args {
-	struct gemm_req r;
-	int tiles_n; /* tiles along n */
-	int kstep;   /* k per step: GEMM_TILE or GEMM_TILE_KMAX */
-};
-
-/* Tiles of GEMM_TILE outputs along an edge of `len`. */
-static __host__ __device__ inline int tiles_along(int len)
-{
-	return (len + GEMM_TILE - 1) / GEMM_TILE;
-}
-
-/*
- * One tile of C, GEMM_TILE x GEMM_TILE outputs, per block (striding over the
- * tiles): k walked in steps of g.kstep, op(A)'s tile rows and op(B)'s tile
- * columns loaded into shared memory (each read along the way the matrix is
- * stored, so that a warp's loads are coalesced; rows padded by one, so that
- * a warp reading value t of 32 rows reads 32 banks), each output's running
- * sum in shared memory. Then C[i, j] = alpha * sum (+ beta * C[i, j] unless
- * beta is 0) through the epilogue (gemm_map.h: bias_act_elem or
- * relu_backward_elem, the ReLU record not written), and, with a bias
- * gradient, the blocks of the first tile column also sum op(A)'s rows over
- * k. Sums run in order of l: every geometry adds the same terms in the same
- * order. No split over k: for the dense layers' products, whose k is at most
- * a few hundred where it is the batch, one launch where cuBLASLt may take two
- * or three (a split-K reduction, a bias-gradient kernel); a longer step of k
- * waits for fewer loads one after another, a shorter one wastes less past k.
- */
-static __global__ void gemm_tile_kernel(struct tile_args args)
-{
-	KERNEL_WAIT_PREVIOUS();
-	const struct gemm_req g = args.r;
-	__shared__ float ta[GEMM_TILE * (GEMM_TILE_KMAX + 1)]; /* op(A)[i0 + r, l0 + t] at r * pitch + t */
-	__shared__ float tb[GEMM_TILE * (GEMM_TILE_KMAX + 1)]; /* op(B)[l0 + t, j0 + r] at r * pitch + t */
-	__shared__ float acc[GEMM_TILE * GEMM_TILE];
-	__shared__ float rows_sum[GEMM_TILE];
-	const int T = GEMM_TILE, K = args.kstep, pitch = args.kstep + 1;
-	int tiles = tiles_along(g.m) * args.tiles_n;
-	for (int tile = (int)blockIdx.x; tile < tiles; tile += (int)gridDim.x) {
-		int i0 = tile / args.tiles_n * T, j0 = tile % args.tiles_n * T;
-		int with_bias = g.bias_grad && j0 == 0;
-		for (int o = (int)threadIdx.x; o < T * T; o += (int)blockDim.x)
-			acc[o] = 0.0f;
-		for (int o = (int)threadIdx.x; o < T; o += (int)blockDim.x)
-			rows_sum[o] = 0.0f;
-		for (int l0 = 0; l0 < g.k; l0 += K) {
-			for (int e = (int)threadIdx.x; e < T * K; e += (int)blockDim.x) {
-				/* A stored (m, k): consecutive threads along l; stored (k, m): along i. */
-				int r = g.trans_a ? e % T : e / K, t = g.trans_a ? e / T : e % K;
-				int i = i0 + r, l = l0 + t;
-				ta[r * pitch + t] = i >= g.m || l >= g.k ? 0.0f
-					: g.trans_a ? g.a[(size_t)l * g.lda + i] : g.a[(size_t)i * g.lda + l];
-				/* B stored (n, k): along l; stored (k, n): along j. */
-				r = g.trans_b ? e / K : e % T;
-				t = g.trans_b ? e % K : e / T;
-				int j = j0 + r;
-				l = l0 + t;
-				tb[r * pitch + t] = j >= g.n || l >= g.k ? 0.0f
-					: g.trans_b ? g.b[(size_t)j * g.ldb + l] : g.b[(size_t)l * g.ldb + j];
-			}
-			__syncthreads();
-			for (int o = (int)threadIdx.x; o < T * T; o += (int)blockDim.x) {
-				const float *ra = &ta[o / T * pitch], *rb = &tb[o % T * pitch];
-				float sum = acc[o];
-				for (int t = 0; t < K; t++)
-					sum += ra[t] * rb[t];
-				acc[o] = sum;
-			}
-			if (with_bias)
-				for (int o = (int)threadIdx.x; o < T; o += (int)blockDim.x) {
-					float sum = rows_sum[o];
-					for (int t = 0; t < K; t++)
-						sum += ta[o * pitch + t];
-					rows_sum[o] = sum;
-				}
-			__syncthreads();
-		}
-		for (int o = (int)threadIdx.x; o < T * T; o += (int)blockDim.x) {
-			int i = i0 + o / T, j = j0 + o % T;
-			if (i >= g.m || j >= g.n)
-				continue;
-			float *at = &g.c[(size_t)i * g.ldc + j];
-			float v = g.beta != 0.0f ? g.alpha * acc[o] + g.beta * *at : g.alpha * acc[o];
-			if (g.epilogue == GEMM_EPILOGUE_BIAS || g.epilogue == GEMM_EPILOGUE_BIAS_RELU)
-				v = bias_act_elem(v, g.bias[j], g.epilogue == GEMM_EPILOGUE_BIAS_RELU);
-			else if (g.epilogue == GEMM_EPILOGUE_DRELU)
-				v = relu_backward_elem(v, g.act[(size_t)i * g.ldc + j]);
-			*at = v;
-		}
-		if (with_bias)
-			for (int o = (int)threadIdx.x; o < T && i0 + o < g.m; o += (int)blockDim.x)
-				g.bias_grad[i0 + o] = rows_sum[o];
-		__syncthreads(); /* the tile's shared sums read before the next tile's zeroing */
-	}
-}
-KERNEL_COOP_THUNK(gemm_tile_kernel, struct tile_args)
-
 /* ---- launchers ------------------------------------------------------------------------- */
 
 void kernels_gather(cudaStream_t stream, const struct kernel_geom *geom,
@@ -749,102 +414,6 @@ void kernels_adamw_update(cudaStream_t stream, const struct kernel_geom *geom, f
 	KERNEL_LAUNCH(adamw_update_kernel, gm, stream, p, g, m, v, n, lr, counters, h, next);
 }
 
-void kernels_bias_act(cudaStream_t stream, const struct kernel_geom *geom, float *y,
-		      const float *bias, int rows, int cols, int relu)
-{
-	size_t n = work_2d(rows, cols);
-	if (n == 0)
-		return;
-	struct kernel_geom g = pick_geom(geom, n);
-	KERNEL_LAUNCH(bias_act_kernel, g, stream, y, bias, rows, cols, relu);
-}
-
-void kernels_relu_backward(cudaStream_t stream, const struct kernel_geom *geom, float *dy,
-			   const float *y, size_t n)
-{
-	if (n == 0)
-		return;
-	struct kernel_geom g = pick_geom(geom, n);
-	KERNEL_LAUNCH(relu_backward_kernel, g, stream, dy, y, n);
-}
-
-void kernels_bias_grad(cudaStream_t stream, const struct kernel_geom *geom, const float *a,
-		       int lda, int trans_a, int m, int k, float *out)
-{
-	if (m <= 0)
-		return;
-	struct kernel_geom g = pick_geom(geom, (size_t)m);
-	KERNEL_LAUNCH(bias_grad_kernel, g, stream, a, lda, trans_a, m, k, out);
-}
-
-void kernels_bias_grad_block(cudaStream_t stream, const struct kernel_geom *geom, const float *a,
-			     int lda, int trans_a, int m, int k, float *out)
-{
-	if (m <= 0)
-		return;
-	struct bias_grad_args args = {a, out, lda, trans_a, m, k};
-	size_t blocks = trans_a ? ((size_t)m + COOP_LANES - 1) / COOP_LANES : (size_t)m;
-	struct kernel_geom g = pick_geom(geom, blocks * KERNEL_BLOCK);
-	KERNEL_LAUNCH_COOP(bias_grad_block_kernel, g, stream, args);
-}
-
-int kernels_gemm_im2col_fits(const struct gemm_req *r)
-{
-	const struct gemm_im2col *ic = r->b_im2col;
-	return ic && ic->x && r->trans_b && ic->rows > 0 &&
-	       r->n == ic->conv.c * ic->conv.k * ic->conv.k &&
-	       (size_t)r->k == (size_t)ic->conv.oh * ic->conv.ow * (size_t)ic->rows &&
-	       (size_t)r->k <= FASTDIV_MAX_N;
-}
-
-int kernels_gemm_ksplit_fits(const struct gemm_req *r)
-{
-	return r->epilogue == GEMM_EPILOGUE_NONE && r->m > 0 && r->n > 0 && r->k > 0 &&
-	       (r->m + r->n) * (KSPLIT_TILE_MIN + 1) <= KSPLIT_TILE_FLOATS &&
-	       (size_t)r->m * r->n + (r->bias_grad ? (size_t)r->m : 0) <= KSPLIT_MAX_OUTS;
-}
-
-void kernels_gemm_ksplit(cudaStream_t stream, const struct kernel_geom *geom,
-			 const struct gemm_req *r, int chunks, float *part)
-{
-	struct ksplit_args g;
-	memset(&g, 0, sizeof(g));
-	/* The longest tile the shared array holds, up to KSPLIT_TILE_MAX: fewer loads to wait for. */
-	g.tile = KSPLIT_TILE_MAX;
-	while (g.tile > 1 && (r->m + r->n) * (g.tile + 1) > KSPLIT_TILE_FLOATS)
-		g.tile /= 2;
-	int tiles = (r->k + g.tile - 1) / g.tile;
-	chunks = chunks < 1 ? 1 : chunks > tiles ? tiles : chunks;
-	g.a = r->a;
-	g.b = r->b;
-	g.part = part;
-	g.trans_a = r->trans_a;
-	g.trans_b = r->trans_b;
-	g.m = r->m;
-	g.n = r->n;
-	g.k = r->k;
-	g.lda = r->lda;
-	g.ldb = r->ldb;
-	g.chunk = (tiles + chunks - 1) / chunks * g.tile;
-	g.chunks = (r->k + g.chunk - 1) / g.chunk;
-	g.outs = r->m * r->n + (r->bias_grad ? r->m : 0);
-	if (r->b_im2col && kernels_gemm_im2col_fits(r)) {
-		g.x = r->b_im2col->x;
-		g.conv = r->b_im2col->conv;
-		g.rows = r->b_im2col->rows;
-		g.by_batch = fastdiv_make((uint32_t)g.rows);
-		g.by_ow = fastdiv_make((uint32_t)g.conv.ow);
-		g.by_k = fastdiv_make((uint32_t)g.conv.k);
-	}
-	struct kernel_geom split = pick_geom(geom, (size_t)g.chunks * KERNEL_BLOCK);
-	KERNEL_LAUNCH_COOP(gemm_ksplit_kernel, split, stream, g);
-	struct ksplit_reduce_args ra = {part, g.chunks, g.outs, r->m, r->n, r->ldc,
-					r->alpha, r->beta, r->c, r->bias_grad};
-	size_t groups = ((size_t)g.outs + COOP_LANES - 1) / COOP_LANES;
-	struct kernel_geom reduce = pick_geom(geom, groups * KERNEL_BLOCK);
-	KERNEL_LAUNCH_COOP(gemm_ksplit_reduce_kernel, reduce, stream, ra);
-}
-
 int kernels_head_fits(const struct head_req *h)
 {
 	const struct gemm_req *f = &h->forward, *g = &h->input_grad;
@@ -875,21 +444,6 @@ void kernels_head(cudaStream_t stream, const struct kernel_geom *geom, const str
 			      ig->m > 0 && ig->epilogue == GEMM_EPILOGUE_DRELU ? ig->act : NULL,
 			      f->k, f->epilogue == GEMM_EPILOGUE_BIAS_RELU, h->loss};
 	KERNEL_LAUNCH_COOP(head_kernel, g, stream, a);
-}
-
-int kernels_gemm_tile_fits(const struct gemm_req *r)
-{
-	return r->m > 0 && r->n > 0 && r->k > 0 && r->k <= GEMM_TILE_MAX_K &&
-	       (r->epilogue == GEMM_EPILOGUE_NONE || !r->bias_grad) &&
-	       (size_t)tiles_along(r->m) * (size_t)tiles_along(r->n) <= GEMM_TILE_MAX_TILES;
-}
-
-void kernels_gemm_tile(cudaStream_t stream, const struct kernel_geom *geom,
-		       const struct gemm_req *r, int kstep)
-{
-	struct tile_args g = {*r, tiles_along(r->n), kstep == GEMM_TILE_KMAX ? GEMM_TILE_KMAX : GEMM_TILE};
-	struct kernel_geom t = pick_geom(geom, (size_t)tiles_along(r->m) * (size_t)g.tiles_n * KERNEL_BLOCK);
-	KERNEL_LAUNCH_COOP(gemm_tile_kernel, t, stream, g);
 }
 
 #if defined(CUDART_VERSION)

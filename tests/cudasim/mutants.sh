@@ -59,7 +59,8 @@ mutant() {
 	names+=("$1") files+=("$2") olds+=("$3") news+=("$4") killers+=("$5")
 }
 B=cuda/backend_cuda.cu S=cuda/backend_cuda_start.cu K=cuda/kernels.cu P=cuda/probe.cu L=cuda/gemm_lt.cu
-F=cuda/fastdiv.h C=cuda/kernels_conv.cu
+Q=cuda/plan_choose.cu N=cuda/kernel_launch.cuh
+F=cuda/fastdiv.h C=cuda/kernels_conv.cu G=cuda/kernels_gemm.cu H=cuda/head_plan.cu
 
 mutant mean-as-sum $B \
 	'op == REDUCE_SUM ? ncclSum : ncclAvg' 'op == REDUCE_SUM ? ncclSum : ncclSum' \
@@ -86,7 +87,7 @@ mutant cublas-on-legacy-stream $S \
 	'brc = cublasSetStream(c->gemm.blas, c->stream);' 'brc = CUBLAS_STATUS_SUCCESS;' \
 	'gpu_ops_sim_no_cublaslt'
 mutant cublaslt-on-legacy-stream $L \
-	'g->workspace_bytes, g->stream));' 'g->workspace_bytes, NULL));' \
+	'g->workspace_bytes, stream));' 'g->workspace_bytes, NULL));' \
 	'gpu_ops_sim'
 mutant deadline-never-fires $B \
 	'if (waited >= c->timeout)' 'if (waited < 0.0)' \
@@ -124,8 +125,8 @@ mutant every-rank-on-device-0 $P \
 	'*device = count == 1 ? 0 : d->local_rank;' '*device = 0;' \
 	'gpu_graph_sim_2'
 # Issue 22: every launch checked, in the product and on the simulator alike.
-mutant launch-unchecked $K \
-	$'\t\tCUDA_CHECK_LAUNCH(#kernel);' $'\t\t(void)0;' \
+mutant launch-unchecked $N \
+	$'__VA_ARGS__);     \\\n\t\tCUDA_CHECK_LAUNCH(#kernel);' $'__VA_ARGS__);     \\\n\t\t(void)0;' \
 	'cudasim_launch_check_grid_0_caught_1|cudasim_launch_check_block_2048_caught_1|cudasim_launch_check_image_caught_1'
 mutant wait-ignores-async-error $B \
 	$'\t\t\tcheck_nccl_async(c);\n\t\t\twaited = clock_seconds() - start;' \
@@ -133,20 +134,20 @@ mutant wait-ignores-async-error $B \
 	'mnist_train_sim_peer_gone_async_error_2'
 # Issue 21: the fused step.
 mutant counters-not-moved $K \
-	$'\t\t\tx.counters->step += 1;\n' $'\n' \
+	$'\t\tx->counters->step += 1;\n' $'\n' \
 	'gpu_ops_sim|mnist_train_sim_graph_nodes_seed'
 mutant loss-relu-gate-dropped $K \
-	'd[lane] = x.relu ? relu_backward_elem(g, v) : g;' 'd[lane] = g;' \
+	'd[lane] = x->relu ? relu_backward_elem(g, v) : g;' 'd[lane] = g;' \
 	'gpu_ops_sim'
 # Issue 25: measured plans.
-mutant checkpoint-plan-ignored $L \
+mutant checkpoint-plan-ignored $Q \
 	'const char *preset = preset_for(g, rep->key);' 'const char *preset = NULL;' \
 	'mnist_train_sim_seed_cuda_vs_host_2|gpu_plan_sim'
 mutant bias-gradient-kernel-not-run $L \
-	$'\t\tkernels_bias_grad(g->stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k, r->bias_grad);' $'\t\t(void)0;' \
+	$'\t\tkernels_bias_grad(stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k, r->bias_grad);' $'\t\t(void)0;' \
 	'gpu_plan_sim|gpu_ops_sim_lt_default_only'
 mutant bias-gradient-block-not-run $L \
-	$'\t\tkernels_bias_grad_block(g->stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k,\n\t\t\t\t\tr->bias_grad);' $'\t\t(void)0;' \
+	$'\t\tkernels_bias_grad_block(stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k,\n\t\t\t\t\tr->bias_grad);' $'\t\t(void)0;' \
 	'gpu_plan_sim'
 # Cooperative kernels: a barrier taken out. The simulator runs a block's threads in
 # descending order between barriers, so lane 0's write comes after the others' reads; a
@@ -154,26 +155,34 @@ mutant bias-gradient-block-not-run $L \
 # partner has finished), and only the unit tests' ascending runner (test_kernels_host,
 # cuda/kernels.cu compiled for the CPU, built here with the simulated programs) sees it.
 mutant loss-barrier-after-max-dropped $K \
-	$'\t\t\t\trow_max[group] = m;\n\t\t\t}\n\t\t\t__syncthreads();' $'\t\t\t\trow_max[group] = m;\n\t\t\t}' \
+	$'\t\tsh->row_max[group] = m;\n\t}\n\t__syncthreads();' $'\t\tsh->row_max[group] = m;\n\t}' \
 	'gpu_ops_sim'
-mutant bias-gradient-tree-barrier-dropped $K \
+mutant bias-gradient-tree-barrier-dropped $G \
 	$'\t\t\tpart[threadIdx.x] += part[threadIdx.x + half * b->lanes];\n\t\t__syncthreads();' \
 	$'\t\t\tpart[threadIdx.x] += part[threadIdx.x + half * b->lanes];' \
 	'test_kernels_host|gpu_plan_sim'
 # Our GEMM split over k: the last chunk's sums dropped; a tile overwritten while read.
-mutant ksplit-last-chunk-dropped $K \
+mutant ksplit-last-chunk-dropped $G \
 	'live && l < (size_t)g.chunks;' 'live && l + 1 < (size_t)g.chunks;' \
 	'gpu_plan_sim'
-mutant ksplit-tile-barrier-dropped $K \
+mutant ksplit-tile-barrier-dropped $G \
 	$'\t\t\t\tacc[o] = sum;\n\t\t\t}\n\t\t\t__syncthreads();' $'\t\t\t\tacc[o] = sum;\n\t\t\t}' \
 	'gpu_plan_sim'
 # Our GEMM whole in one kernel: the ReLU's gradient not applied; the bias gradient's last step of k lost.
-mutant tile-drelu-dropped $K \
+mutant tile-drelu-dropped $G \
 	$'\t\t\telse if (g.epilogue == GEMM_EPILOGUE_DRELU)\n\t\t\t\tv = relu_backward_elem(v, g.act[(size_t)i * g.ldc + j]);' '' \
 	'test_kernels_host|gpu_plan_sim'
-mutant tile-bias-grad-last-step-dropped $K \
+mutant tile-bias-grad-last-step-dropped $G \
 	$'\t\t\tif (with_bias)\n\t\t\t\tfor (int o = (int)threadIdx.x; o < T; o += (int)blockDim.x) {' \
 	$'\t\t\tif (with_bias && l0 + K < g.k)\n\t\t\t\tfor (int o = (int)threadIdx.x; o < T; o += (int)blockDim.x) {' \
+	'test_kernels_host|gpu_plan_sim'
+# The weight gradients on a second stream: no fork (the branch does not wait for what it
+# reads; captured, the capture fails); the step's head fused: its bias left out.
+mutant side-stream-fork-missing $B \
+	$'\tCUDA_CHECK(cudaStreamWaitEvent(c->side.stream, c->fork, 0));\n' '' \
+	'mnist_train_sim_side_stream_mlp'
+mutant head-fused-without-bias $K \
+	'bias_act_elem(sum, h.b[j], h.relu);' 'bias_act_elem(sum, 0.0f, h.relu);' \
 	'test_kernels_host|gpu_plan_sim'
 mutant relu-gradient-without-its-mask $L \
 	'return mask_written(g, r->relu_mask) ? CUBLASLT_EPILOGUE_DRELU' 'return 1 ? CUBLASLT_EPILOGUE_DEFAULT' \

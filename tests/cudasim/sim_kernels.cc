@@ -27,3 +27,7 @@
 #if __has_include("../../cuda/kernels_conv.cu")
 #include "../../cuda/kernels_conv.cu"
 #endif
+/* And its GEMM ways in kernels_gemm.cu since 2026-11-27. */
+#if __has_include("../../cuda/kernels_gemm.cu")
+#include "../../cuda/kernels_gemm.cu"
+#endif
