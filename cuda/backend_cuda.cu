@@ -359,12 +359,11 @@ static void cuda_set_tf32(void *ctx, int on)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
 	c->gemm.tf32 = on != 0;
-	/* cublasSgemm, where cuBLASLt has no algorithm: the handle's math mode. */
-	CUBLAS_CHECK(cublasSetMathMode(c->gemm.blas, on ? CUBLAS_TF32_TENSOR_OP_MATH
-							  : CUBLAS_DEFAULT_MATH));
+	/* cublasSgemm, where cuBLASLt has no algorithm: each handle's math mode. */
+	cublasMath_t mode = on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+	CUBLAS_CHECK(cublasSetMathMode(c->gemm.blas, mode));
 	if (c->side.blas)
-		CUBLAS_CHECK(cublasSetMathMode(c->side.blas, on ? CUBLAS_TF32_TENSOR_OP_MATH
-								 : CUBLAS_DEFAULT_MATH));
+		CUBLAS_CHECK(cublasSetMathMode(c->side.blas, mode));
 }
 
 static void cuda_set_pdl(void *ctx, int on)
