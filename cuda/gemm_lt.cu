@@ -21,7 +21,8 @@
  *   - cublasSgemm with those kernels;
  *   - for a long k and few outputs (the convolutions' weight gradients), a
  *     GEMM of ours split over k (kernels_gemm_ksplit), the bias gradient in
- *     its sums, its partial sums in the libraries' workspace; where B is a
+ *     its sums, its partial sums in the libraries' workspace, a thread per
+ *     output or per micro-tile of outputs (`.micro`); where B is a
  *     convolution's im2col matrix (r->b_im2col), the same reading B's
  *     entries from the convolution's input (an implicit GEMM: the input's
  *     hundreds of kilobytes, cached, in place of the matrix's megabytes);
@@ -343,9 +344,10 @@ static int ones_ready(struct cuda_gemm *g, int k, int capturing)
 #define KSPLIT_LONG_CHUNK 512
 #define KSPLIT_SHORT_CHUNK 128
 #define KSPLIT_CHUNKS 264
-static int ksplit_chunks(const struct cuda_gemm *g, const struct gemm_req *r, int chunk)
+static int ksplit_chunks(const struct cuda_gemm *g, const struct gemm_req *r, int chunk,
+			 int micro)
 {
-	if (r->k < KSPLIT_MIN_K || !kernels_gemm_ksplit_fits(r))
+	if (r->k < KSPLIT_MIN_K || !kernels_gemm_ksplit_fits(r, micro))
 		return 0;
 	int chunks = r->k / chunk < KSPLIT_CHUNKS ? r->k / chunk : KSPLIT_CHUNKS;
 	size_t outs = (size_t)r->m * r->n + (r->bias_grad ? (size_t)r->m : 0);
@@ -420,20 +422,27 @@ static int list_ways(struct cuda_gemm *g, const struct gemm_req *r, const struct
 	if (packed || (r->epilogue == GEMM_EPILOGUE_NONE))
 		for (int b = 0; b < n_bg; b++)
 			add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL, bg[b]);
-	/* Ours, for a long k and few outputs, its bias gradient in the same sums. */
-	int long_chunks = ksplit_chunks(g, r, KSPLIT_LONG_CHUNK);
-	int short_chunks = ksplit_chunks(g, r, KSPLIT_SHORT_CHUNK);
-	int split[2] = {long_chunks, short_chunks != long_chunks ? short_chunks : 0};
-	/* Each also reading B's entries from x where B is its im2col matrix (implicit GEMM). */
-	for (int implicit = 0; implicit <= (r->b_im2col && kernels_gemm_im2col_fits(r)); implicit++)
-		for (int i = 0; i < 2; i++)
-			if (split[i] > 0 && n < PLAN_MAX_CANDIDATES) {
-				add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL,
-					r->bias_grad ? BIAS_GRAD_FUSED : BIAS_GRAD_NONE);
-				ways[n - 1].ksplit = split[i];
-				ways[n - 1].im2col = implicit;
-				gemm_way_name(&ways[n - 1]);
-			}
+	/*
+	 * Ours, for a long k and few outputs, its bias gradient in the same sums: a thread
+	 * per output or per micro-tile of them, each also reading B's entries from x where
+	 * B is its im2col matrix (implicit GEMM).
+	 */
+	for (int micro = 0; micro <= 1; micro++) {
+		int long_chunks = ksplit_chunks(g, r, KSPLIT_LONG_CHUNK, micro);
+		int short_chunks = ksplit_chunks(g, r, KSPLIT_SHORT_CHUNK, micro);
+		int split[2] = {long_chunks, short_chunks != long_chunks ? short_chunks : 0};
+		for (int implicit = 0; implicit <= (r->b_im2col && kernels_gemm_im2col_fits(r));
+		     implicit++)
+			for (int i = 0; i < 2; i++)
+				if (split[i] > 0 && n < PLAN_MAX_CANDIDATES) {
+					add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL,
+						r->bias_grad ? BIAS_GRAD_FUSED : BIAS_GRAD_NONE);
+					ways[n - 1].ksplit = split[i];
+					ways[n - 1].micro = micro;
+					ways[n - 1].im2col = implicit;
+					gemm_way_name(&ways[n - 1]);
+				}
+	}
 	/* Ours, whole in one launch: the epilogue and the bias gradient inside; two steps of k. */
 	const int ksteps[2] = {GEMM_TILE, GEMM_TILE_KMAX};
 	for (int i = 0; i < 2 && kernels_gemm_tile_fits(r); i++)
@@ -468,7 +477,7 @@ void gemm_way_run_on(struct cuda_gemm *g, const struct gemm_lane *lane, const st
 		struct gemm_req q = *r;
 		if (!w->im2col)
 			q.b_im2col = NULL; /* B read as stored */
-		kernels_gemm_ksplit(stream, NULL, &q, w->ksplit, (float *)lane->workspace);
+		kernels_gemm_ksplit(stream, NULL, &q, w->ksplit, w->micro, (float *)lane->workspace);
 	} else if (w->lt) {
 		set_epilogue_pointers(d->desc, w->lt_epilogue, r);
 		CUBLAS_CHECK(cublasLtMatmul(g->lt, d->desc, &c.alpha, c.a, d->la, c.b, d->lb, &c.beta,

@@ -123,7 +123,8 @@ struct ksplit_args {
 	const float *a, *b;
 	float *part; /* (chunks, outs): each chunk's sums */
 	int trans_a, trans_b, m, n, k, lda, ldb;
-	int tile;          /* k per tile: a power of two, (m + n) * (tile + 1) <= KSPLIT_TILE_FLOATS */
+	int tile;          /* k per tile: a power of two, (m + n) * (tile + 1) <= the tile's floats */
+	int tile_shift;    /* log2(tile) */
 	int chunk, chunks; /* k per chunk (a multiple of the tile), and how many */
 	int outs;          /* m * n, then m bias-gradient sums when there is one */
 	/* x not NULL: B is its im2col matrix (struct gemm_im2col), read from x */
@@ -139,17 +140,79 @@ static __host__ __device__ inline float ksplit_a(const struct ksplit_args *g, in
 	return g->trans_a ? g->a[(size_t)l * g->lda + i] : g->a[(size_t)i * g->lda + l];
 }
 
+/* An implicit B's column l: output pixel (oy, ox) of image b. */
+struct ksplit_pixel {
+	int oy, ox, b;
+};
+
+static __host__ __device__ inline struct ksplit_pixel ksplit_pixel_of(const struct ksplit_args *g,
+								       int l)
+{
+	struct ksplit_pixel p;
+	uint32_t pixel = fastdiv_q(&g->by_batch, (uint32_t)l), oy = fastdiv_q(&g->by_ow, pixel);
+	p.oy = (int)oy;
+	p.ox = (int)(pixel - oy * g->by_ow.d);
+	p.b = (int)((uint32_t)l - pixel * g->by_batch.d);
+	return p;
+}
+
+/* op(B)[l, j] = cols[j, l] of an implicit B: what tap j reads for pixel p, im2col_elem. */
+static __host__ __device__ inline float ksplit_b_at(const struct ksplit_args *g,
+						    const struct ksplit_pixel *p, int j)
+{
+	uint32_t kyx = fastdiv_q(&g->by_k, (uint32_t)j), ci = fastdiv_q(&g->by_k, kyx);
+	int kx = (int)((uint32_t)j - kyx * g->by_k.d), ky = (int)(kyx - ci * g->by_k.d);
+	size_t plane = (size_t)g->conv.h * g->conv.w * (size_t)g->rows;
+	return im2col_elem(g->x + ci * plane, &g->conv, g->rows, p->oy, p->ox, ky, kx, p->b);
+}
+
 static __host__ __device__ inline float ksplit_b(const struct ksplit_args *g, int l, int j)
 {
-	if (g->x) { /* op(B)[l, j] = cols[j, l]: what tap j reads for output pixel l, im2col_elem */
-		uint32_t pixel = fastdiv_q(&g->by_batch, (uint32_t)l), oy = fastdiv_q(&g->by_ow, pixel);
-		uint32_t kyx = fastdiv_q(&g->by_k, (uint32_t)j), ci = fastdiv_q(&g->by_k, kyx);
-		int b = (int)((uint32_t)l - pixel * g->by_batch.d), ox = (int)(pixel - oy * g->by_ow.d);
-		int kx = (int)((uint32_t)j - kyx * g->by_k.d), ky = (int)(kyx - ci * g->by_k.d);
-		size_t plane = (size_t)g->conv.h * g->conv.w * (size_t)g->rows;
-		return im2col_elem(g->x + ci * plane, &g->conv, g->rows, (int)oy, ox, ky, kx, b);
+	if (g->x) {
+		struct ksplit_pixel p = ksplit_pixel_of(g, l);
+		return ksplit_b_at(g, &p, j);
 	}
 	return g->trans_b ? g->b[(size_t)j * g->ldb + l] : g->b[(size_t)l * g->ldb + j];
+}
+
+/*
+ * Values l0 to l0 + g.tile - 1 of op(A)'s m rows and op(B)'s n columns into
+ * the tile, row r at r * (g.tile + 1), 0 from `end` on; every thread of the
+ * block calls it. Where the block's threads are a multiple of the tile (the
+ * backend's 256 against a tile of at most 128), each thread keeps one value
+ * t of every row it loads, so that an implicit B's pixel is decoded once a
+ * tile, not once an entry, and neighbouring threads read neighbouring l.
+ */
+static __device__ inline void ksplit_load_tile(const struct ksplit_args *g, float *tile, int l0,
+					       int end)
+{
+	int rows = g->m + g->n, pitch = g->tile + 1, mask = g->tile - 1;
+	if ((int)blockDim.x & mask) {
+		for (int e = (int)threadIdx.x; e < rows * g->tile; e += (int)blockDim.x) {
+			int row = e >> g->tile_shift, t = e & mask, l = l0 + t;
+			tile[row * pitch + t] = l >= end ? 0.0f
+				  : row < g->m ? ksplit_a(g, row, l)
+					       : ksplit_b(g, l, row - g->m);
+		}
+		return;
+	}
+	int t = (int)threadIdx.x & mask, l = l0 + t, step = (int)blockDim.x >> g->tile_shift;
+	int row = (int)threadIdx.x >> g->tile_shift;
+	if (l >= end) {
+		for (; row < rows; row += step)
+			tile[row * pitch + t] = 0.0f;
+		return;
+	}
+	for (; row < g->m; row += step)
+		tile[row * pitch + t] = ksplit_a(g, row, l);
+	if (!g->x) {
+		for (; row < rows; row += step)
+			tile[row * pitch + t] = ksplit_b(g, l, row - g->m);
+		return;
+	}
+	struct ksplit_pixel p = ksplit_pixel_of(g, l);
+	for (; row < rows; row += step)
+		tile[row * pitch + t] = ksplit_b_at(g, &p, row - g->m);
 }
 
 /*
@@ -170,18 +233,13 @@ static __global__ void gemm_ksplit_kernel(struct ksplit_args g)
 	KERNEL_WAIT_PREVIOUS();
 	__shared__ float tile[KSPLIT_TILE_FLOATS];
 	__shared__ float acc[KSPLIT_MAX_OUTS];
-	int rows = g.m + g.n, prod = g.m * g.n, pitch = g.tile + 1;
+	int prod = g.m * g.n, pitch = g.tile + 1;
 	for (int c = (int)blockIdx.x; c < g.chunks; c += (int)gridDim.x) {
 		for (int o = (int)threadIdx.x; o < g.outs; o += (int)blockDim.x)
 			acc[o] = 0.0f;
 		int end = (c + 1) * g.chunk < g.k ? (c + 1) * g.chunk : g.k;
 		for (int l0 = c * g.chunk; l0 < end; l0 += g.tile) {
-			for (int e = (int)threadIdx.x; e < rows * g.tile; e += (int)blockDim.x) {
-				int row = e / g.tile, t = e % g.tile, l = l0 + t;
-				tile[row * pitch + t] = l >= end ? 0.0f
-					  : row < g.m ? ksplit_a(&g, row, l)
-						      : ksplit_b(&g, l, row - g.m);
-			}
+			ksplit_load_tile(&g, tile, l0, end);
 			__syncthreads();
 			for (int o = (int)threadIdx.x; o < g.outs; o += (int)blockDim.x) {
 				const float *ta = &tile[(o < prod ? o / g.n : o - prod) * pitch];
@@ -198,6 +256,104 @@ static __global__ void gemm_ksplit_kernel(struct ksplit_args g)
 	}
 }
 KERNEL_COOP_THUNK(gemm_ksplit_kernel, struct ksplit_args)
+
+/*
+ * How many slices of a tile's values a block of `threads` shares out (each
+ * thread one slice of one micro-tile): as many as the threads left by the
+ * micro-tiles allow, at most one per value of the tile and at most as many
+ * as the tile's shared memory holds of every output's sums, for adding them
+ * at the chunk's end; 1 where the micro-tiles take every thread or more.
+ */
+static __host__ __device__ inline int ksplit_slices(int micro, int outs, int tile, int threads)
+{
+	int s = threads / micro;
+	s = s < tile ? s : tile;
+	s = s < KSPLIT_MICRO_TILE_FLOATS / outs ? s : KSPLIT_MICRO_TILE_FLOATS / outs;
+	return s > 1 ? s : 1;
+}
+
+/*
+ * gemm_ksplit_kernel's sums and tiles, each thread's outputs another way
+ * (the plans time both: `ksplit.cN` and `ksplit.cN.micro`). A thread owns a micro-tile of KSPLIT_MICRO x KSPLIT_MICRO
+ * outputs, rows ig, ig + IG, ... and columns jg, jg + JG, ... (IG and JG the
+ * micro-tiles along m and n), its sums in registers for the whole chunk:
+ * each value read from shared memory serves KSPLIT_MICRO products, where one
+ * thread per output read two values per product and shared memory's
+ * bandwidth bounded the kernel. Threads of the first micro-tile column add
+ * their rows' values alone too, for the bias gradient. Where the micro-tiles
+ * leave threads over (few outputs), S = ksplit_slices threads share each
+ * micro-tile, slice s taking the tile's values s, s + S, ..., and the slices'
+ * sums meet in shared memory at the chunk's end, added in slice order; where
+ * they outnumber the threads, the block walks the chunk once per blockful
+ * of them. Each slice sums in order of l: every run of a geometry adds the
+ * same terms in the same order. A tile's rows lie g.tile + 1 floats apart
+ * (odd): the warp's neighbouring micro-tiles read value t of neighbouring
+ * rows, 32 different banks of shared memory.
+ */
+static __global__ void gemm_ksplit_micro_kernel(struct ksplit_args g)
+{
+	KERNEL_WAIT_PREVIOUS();
+	__shared__ float tile[KSPLIT_MICRO_TILE_FLOATS];
+	const int R = KSPLIT_MICRO;
+	int prod = g.m * g.n, pitch = g.tile + 1;
+	int ig_n = (g.m + R - 1) / R, jg_n = (g.n + R - 1) / R, micro = ig_n * jg_n;
+	int slices = ksplit_slices(micro, g.outs, g.tile, (int)blockDim.x), units = micro * slices;
+	for (int c = (int)blockIdx.x; c < g.chunks; c += (int)gridDim.x) {
+		int begin = c * g.chunk, end = begin + g.chunk < g.k ? begin + g.chunk : g.k;
+		for (int base = 0; base < units; base += (int)blockDim.x) {
+			int u = base + (int)threadIdx.x, live = u < units;
+			int s = live ? u / micro : 0, mt = live ? u % micro : 0;
+			int ig = mt / jg_n, jg = mt % jg_n, with_bias = live && g.outs > prod && jg == 0;
+			float acc[KSPLIT_MICRO][KSPLIT_MICRO], row_sum[KSPLIT_MICRO];
+			for (int p = 0; p < R; p++) {
+				row_sum[p] = 0.0f;
+				for (int q = 0; q < R; q++)
+					acc[p][q] = 0.0f;
+			}
+			for (int l0 = begin; l0 < end; l0 += g.tile) {
+				ksplit_load_tile(&g, tile, l0, end);
+				__syncthreads();
+				for (int t = s; live && t < g.tile; t += slices) {
+					float av[KSPLIT_MICRO], bv[KSPLIT_MICRO];
+					for (int p = 0; p < R; p++) {
+						int i = ig + p * ig_n, j = jg + p * jg_n;
+						av[p] = i < g.m ? tile[i * pitch + t] : 0.0f;
+						bv[p] = j < g.n ? tile[(g.m + j) * pitch + t] : 0.0f;
+					}
+					for (int p = 0; p < R; p++) {
+						for (int q = 0; q < R; q++)
+							acc[p][q] += av[p] * bv[q];
+						row_sum[p] += with_bias ? av[p] : 0.0f;
+					}
+				}
+				__syncthreads();
+			}
+			/* The sums out: one slice straight to part, more into the tile's memory first. */
+			float *out = slices == 1 ? g.part + (size_t)c * g.outs : tile + s * g.outs;
+			for (int p = 0; live && p < R; p++) {
+				int i = ig + p * ig_n;
+				if (i >= g.m)
+					continue;
+				for (int q = 0; q < R; q++)
+					if (jg + q * jg_n < g.n)
+						out[i * g.n + jg + q * jg_n] = acc[p][q];
+				if (with_bias)
+					out[prod + i] = row_sum[p];
+			}
+			if (slices == 1)
+				continue;
+			__syncthreads();
+			for (int o = (int)threadIdx.x; o < g.outs; o += (int)blockDim.x) {
+				float sum = tile[o];
+				for (int sl = 1; sl < slices; sl++)
+					sum += tile[sl * g.outs + o];
+				g.part[(size_t)c * g.outs + o] = sum;
+			}
+			__syncthreads(); /* the slices' sums read before the next chunk's tile */
+		}
+	}
+}
+KERNEL_COOP_THUNK(gemm_ksplit_micro_kernel, struct ksplit_args)
 
 /* gemm_ksplit_reduce_kernel's arguments. */
 struct ksplit_reduce_args {
@@ -392,22 +548,32 @@ int kernels_gemm_im2col_fits(const struct gemm_req *r)
 	       (size_t)r->k <= FASTDIV_MAX_N;
 }
 
-int kernels_gemm_ksplit_fits(const struct gemm_req *r)
+int kernels_gemm_ksplit_fits(const struct gemm_req *r, int micro)
 {
-	return r->epilogue == GEMM_EPILOGUE_NONE && r->m > 0 && r->n > 0 && r->k > 0 &&
-	       (r->m + r->n) * (KSPLIT_TILE_MIN + 1) <= KSPLIT_TILE_FLOATS &&
+	if (r->epilogue != GEMM_EPILOGUE_NONE || r->m <= 0 || r->n <= 0 || r->k <= 0)
+		return 0;
+	if (micro)
+		return (r->m + r->n) * (KSPLIT_TILE_MIN + 1) <= KSPLIT_MICRO_TILE_FLOATS &&
+		       (size_t)((r->m + KSPLIT_MICRO - 1) / KSPLIT_MICRO) *
+				       (size_t)((r->n + KSPLIT_MICRO - 1) / KSPLIT_MICRO) <=
+			       KSPLIT_MAX_MICRO;
+	return (r->m + r->n) * (KSPLIT_TILE_MIN + 1) <= KSPLIT_TILE_FLOATS &&
 	       (size_t)r->m * r->n + (r->bias_grad ? (size_t)r->m : 0) <= KSPLIT_MAX_OUTS;
 }
 
 void kernels_gemm_ksplit(cudaStream_t stream, const struct kernel_geom *geom,
-			 const struct gemm_req *r, int chunks, float *part)
+			 const struct gemm_req *r, int chunks, int micro, float *part)
 {
 	struct ksplit_args g;
 	memset(&g, 0, sizeof(g));
 	/* The longest tile the shared array holds, up to KSPLIT_TILE_MAX: fewer loads to wait for. */
-	g.tile = KSPLIT_TILE_MAX;
-	while (g.tile > 1 && (r->m + r->n) * (g.tile + 1) > KSPLIT_TILE_FLOATS)
-		g.tile /= 2;
+	int floats = micro ? KSPLIT_MICRO_TILE_FLOATS : KSPLIT_TILE_FLOATS;
+	g.tile_shift = 0;
+	while (1 << g.tile_shift < KSPLIT_TILE_MAX)
+		g.tile_shift++;
+	while (g.tile_shift > 0 && (r->m + r->n) * ((1 << g.tile_shift) + 1) > floats)
+		g.tile_shift--;
+	g.tile = 1 << g.tile_shift;
 	int tiles = (r->k + g.tile - 1) / g.tile;
 	chunks = chunks < 1 ? 1 : chunks > tiles ? tiles : chunks;
 	g.a = r->a;
@@ -432,7 +598,10 @@ void kernels_gemm_ksplit(cudaStream_t stream, const struct kernel_geom *geom,
 		g.by_k = fastdiv_make((uint32_t)g.conv.k);
 	}
 	struct kernel_geom split = pick_geom(geom, (size_t)g.chunks * KERNEL_BLOCK);
-	KERNEL_LAUNCH_COOP(gemm_ksplit_kernel, split, stream, g);
+	if (micro)
+		KERNEL_LAUNCH_COOP(gemm_ksplit_micro_kernel, split, stream, g);
+	else
+		KERNEL_LAUNCH_COOP(gemm_ksplit_kernel, split, stream, g);
 	struct ksplit_reduce_args ra = {part, g.chunks, g.outs, r->m, r->n, r->ldc,
 					r->alpha, r->beta, r->c, r->bias_grad};
 	size_t groups = ((size_t)g.outs + COOP_LANES - 1) / COOP_LANES;

@@ -168,6 +168,19 @@ mutant ksplit-last-chunk-dropped $G \
 mutant ksplit-tile-barrier-dropped $G \
 	$'\t\t\t\tacc[o] = sum;\n\t\t\t}\n\t\t\t__syncthreads();' $'\t\t\t\tacc[o] = sum;\n\t\t\t}' \
 	'gpu_plan_sim'
+# The same with a thread per micro-tile: the last slice's sums left out where slices meet; a
+# tile overwritten while read; the tile's loader decoding every value's pixel from the tile's
+# first column (the one-t-a-thread path the backend's geometry takes).
+mutant ksplit-micro-slice-dropped $G \
+	'for (int sl = 1; sl < slices; sl++)' 'for (int sl = 1; sl < slices - 1; sl++)' \
+	'test_kernels_host|gpu_plan_sim'
+mutant ksplit-micro-tile-barrier-dropped $G \
+	$'\t\t\t\t\t\trow_sum[p] += with_bias ? av[p] : 0.0f;\n\t\t\t\t\t}\n\t\t\t\t}\n\t\t\t\t__syncthreads();' \
+	$'\t\t\t\t\t\trow_sum[p] += with_bias ? av[p] : 0.0f;\n\t\t\t\t\t}\n\t\t\t\t}' \
+	'test_kernels_host|gpu_plan_sim'
+mutant ksplit-loader-pixel-of-tile $G \
+	$'\tstruct ksplit_pixel p = ksplit_pixel_of(g, l);\n\tfor' $'\tstruct ksplit_pixel p = ksplit_pixel_of(g, l0);\n\tfor' \
+	'test_kernels_host|gpu_plan_sim'
 # Our GEMM whole in one kernel: the ReLU's gradient not applied; the bias gradient's last step of k lost.
 mutant tile-drelu-dropped $G \
 	$'\t\t\telse if (g.epilogue == GEMM_EPILOGUE_DRELU)\n\t\t\t\tv = relu_backward_elem(v, g.act[(size_t)i * g.ldc + j]);' '' \
