@@ -274,8 +274,9 @@ static __host__ __device__ inline int ksplit_slices(int micro, int outs, int til
 
 /*
  * gemm_ksplit_kernel's sums and tiles, each thread's outputs another way
- * (the plans time both: `ksplit.cN` and `ksplit.cN.micro`). A thread owns a micro-tile of KSPLIT_MICRO x KSPLIT_MICRO
- * outputs, rows ig, ig + IG, ... and columns jg, jg + JG, ... (IG and JG the
+ * (the plans time both: `ksplit.cN` and `ksplit.cN.micro`). A thread owns a
+ * micro-tile of KSPLIT_MICRO x KSPLIT_MICRO outputs, rows ig, ig + IG, ...
+ * and columns jg, jg + JG, ... (IG and JG the
  * micro-tiles along m and n), its sums in registers for the whole chunk:
  * each value read from shared memory serves KSPLIT_MICRO products, where one
  * thread per output read two values per product and shared memory's

@@ -3,8 +3,9 @@
 #   gpu_sanitize_<tool>_<model>   memcheck, initcheck, racecheck, synccheck over seed, mlp
 #                                 and lenet (--gpu-plan heuristic) and lenet_measure (LeNet-5
 #                                 with --gpu-plan measure: the GEMM candidates timed at the
-#                                 first step, the cooperative gemm_ksplit_kernel and
-#                                 bias_grad_block_kernel among them): 4 short runs each (graph
+#                                 first step, the cooperative gemm_ksplit_kernel,
+#                                 gemm_ksplit_micro_kernel and bias_grad_block_kernel among
+#                                 them): 4 short runs each (graph
 #                                 and --no-graph, SGD and AdamW), zero errors required;
 #                                 racecheck, synccheck and lenet_measure check the project's
 #                                 kernels only (--kernel-name), memcheck and initcheck on the

@@ -9,7 +9,8 @@
 # --gpu-plan heuristic: cuBLASLt's first choice, nothing timed) or lenet-measure (LeNet-5
 # with --gpu-plan measure: every way to run each GEMM and convolution is launched and timed
 # at the first step, among them the project's cooperative kernels gemm_ksplit_kernel,
-# bias_grad_block_kernel and head_kernel (the step's head fused) and the convolutions' GEMM
+# gemm_ksplit_micro_kernel, bias_grad_block_kernel and head_kernel (the step's head fused)
+# and the convolutions' GEMM
 # ways, which run nowhere else). DATA_DIR: MNIST_Data (train/, raw or
 # .gz); the runs see no test set (no evaluation pass: only training steps are sanitized).
 # TOOLKIT_BIN: where to look for compute-sanitizer besides PATH (the toolkit's bin/, from
@@ -61,8 +62,9 @@
 # 16). MNIST_SANITIZE_RUN_TIMEOUT: seconds per run (default 280). MNIST_SANITIZE_KERNELS:
 # the project's kernels, comma-separated (default: every __global__ of cuda/*.cu beside
 # this script); the filter must name softmax_xent_kernel (every step's loss, shared memory
-# and __syncthreads) and, for lenet-measure, gemm_ksplit_kernel, bias_grad_block_kernel and
-# head_kernel, or the test fails: a renamed kernel would otherwise go unchecked.
+# and __syncthreads) and, for lenet-measure, gemm_ksplit_kernel, gemm_ksplit_micro_kernel,
+# bias_grad_block_kernel and head_kernel, or the test fails: a renamed kernel would
+# otherwise go unchecked.
 #
 # Exit 0 pass; 1 fail (an error, a run that did not end, a filter missing a kernel, or GPUs
 # present but unusable, as the GPU suite fails on them); 77 skipped with the reason: no
@@ -117,7 +119,8 @@ if [ "$TOOL" = racecheck ] || [ "$TOOL" = synccheck ] || [ "$plan" = measure ]; 
 			sed -E 's/^.*[^A-Za-z0-9_]([A-Za-z_][A-Za-z0-9_]*)[[:space:]]*\($/\1/' | sort -u)
 	fi
 	need=(softmax_xent_kernel)
-	[ "$plan" = measure ] && need+=(gemm_ksplit_kernel bias_grad_block_kernel head_kernel)
+	[ "$plan" = measure ] &&
+		need+=(gemm_ksplit_kernel gemm_ksplit_micro_kernel bias_grad_block_kernel head_kernel)
 	for k in "${need[@]}"; do
 		grep -qx "$k" <<<"$kernels" || {
 			echo "FAIL $NAME: the kernel filter does not name $k (kernels: $(echo $kernels), from $from): renamed? it would go unchecked" >&2
