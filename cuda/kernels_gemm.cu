@@ -305,8 +305,13 @@ static __global__ void gemm_ksplit_micro_kernel(struct ksplit_args g)
 			int u = base + (int)threadIdx.x, live = u < units;
 			int s = live ? u / micro : 0, mt = live ? u % micro : 0;
 			int ig = mt / jg_n, jg = mt % jg_n, with_bias = live && g.outs > prod && jg == 0;
+			/* A row or column past the edge reads the last one: its sums are never written. */
+			const float *ra[KSPLIT_MICRO], *rb[KSPLIT_MICRO];
 			float acc[KSPLIT_MICRO][KSPLIT_MICRO], row_sum[KSPLIT_MICRO];
 			for (int p = 0; p < R; p++) {
+				int i = ig + p * ig_n, j = jg + p * jg_n;
+				ra[p] = &tile[(i < g.m ? i : g.m - 1) * pitch];
+				rb[p] = &tile[(g.m + (j < g.n ? j : g.n - 1)) * pitch];
 				row_sum[p] = 0.0f;
 				for (int q = 0; q < R; q++)
 					acc[p][q] = 0.0f;
@@ -317,9 +322,8 @@ static __global__ void gemm_ksplit_micro_kernel(struct ksplit_args g)
 				for (int t = s; live && t < g.tile; t += slices) {
 					float av[KSPLIT_MICRO], bv[KSPLIT_MICRO];
 					for (int p = 0; p < R; p++) {
-						int i = ig + p * ig_n, j = jg + p * jg_n;
-						av[p] = i < g.m ? tile[i * pitch + t] : 0.0f;
-						bv[p] = j < g.n ? tile[(g.m + j) * pitch + t] : 0.0f;
+						av[p] = ra[p][t];
+						bv[p] = rb[p][t];
 					}
 					for (int p = 0; p < R; p++) {
 						for (int q = 0; q < R; q++)
