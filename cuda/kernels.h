@@ -147,6 +147,7 @@ void kernels_bias_grad_block(cudaStream_t stream, const struct kernel_geom *geom
 #define KSPLIT_MICRO_TILE_FLOATS 8192
 #define KSPLIT_MICRO 4
 #define KSPLIT_MAX_MICRO KERNEL_BLOCK
+#define KSPLIT_LOAD_BATCH 16 /* a thread's loads in flight at once filling a tile */
 int kernels_gemm_ksplit_fits(const struct gemm_req *r, int micro);
 /*
  * Where r->b_im2col is set and kernels_gemm_im2col_fits, kernels_gemm_ksplit

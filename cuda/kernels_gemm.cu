@@ -181,7 +181,9 @@ static __host__ __device__ inline float ksplit_b(const struct ksplit_args *g, in
  * block calls it. Where the block's threads are a multiple of the tile (the
  * backend's 256 against a tile of at most 128), each thread keeps one value
  * t of every row it loads, so that an implicit B's pixel is decoded once a
- * tile, not once an entry, and neighbouring threads read neighbouring l.
+ * tile, not once an entry, and neighbouring threads read neighbouring l; it
+ * reads KSPLIT_LOAD_BATCH rows before it stores any, so that their loads
+ * wait for memory together, not one after another.
  */
 static __device__ inline void ksplit_load_tile(const struct ksplit_args *g, float *tile, int l0,
 					       int end)
@@ -197,22 +199,23 @@ static __device__ inline void ksplit_load_tile(const struct ksplit_args *g, floa
 		return;
 	}
 	int t = (int)threadIdx.x & mask, l = l0 + t, step = (int)blockDim.x >> g->tile_shift;
-	int row = (int)threadIdx.x >> g->tile_shift;
-	if (l >= end) {
-		for (; row < rows; row += step)
-			tile[row * pitch + t] = 0.0f;
-		return;
+	struct ksplit_pixel p = {0, 0, 0};
+	if (g->x && l < end)
+		p = ksplit_pixel_of(g, l);
+	for (int row = (int)threadIdx.x >> g->tile_shift; row < rows;
+	     row += step * KSPLIT_LOAD_BATCH) {
+		float v[KSPLIT_LOAD_BATCH];
+		for (int q = 0; q < KSPLIT_LOAD_BATCH; q++) {
+			int r = row + q * step;
+			v[q] = r >= rows || l >= end ? 0.0f
+			       : r < g->m	     ? ksplit_a(g, r, l)
+			       : g->x		     ? ksplit_b_at(g, &p, r - g->m)
+						     : ksplit_b(g, l, r - g->m);
+		}
+		for (int q = 0; q < KSPLIT_LOAD_BATCH; q++)
+			if (row + q * step < rows)
+				tile[(row + q * step) * pitch + t] = v[q];
 	}
-	for (; row < g->m; row += step)
-		tile[row * pitch + t] = ksplit_a(g, row, l);
-	if (!g->x) {
-		for (; row < rows; row += step)
-			tile[row * pitch + t] = ksplit_b(g, l, row - g->m);
-		return;
-	}
-	struct ksplit_pixel p = ksplit_pixel_of(g, l);
-	for (; row < rows; row += step)
-		tile[row * pitch + t] = ksplit_b_at(g, &p, row - g->m);
 }
 
 /*

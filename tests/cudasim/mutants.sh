@@ -169,8 +169,9 @@ mutant ksplit-tile-barrier-dropped $G \
 	$'\t\t\t\tacc[o] = sum;\n\t\t\t}\n\t\t\t__syncthreads();' $'\t\t\t\tacc[o] = sum;\n\t\t\t}' \
 	'gpu_plan_sim'
 # The same with a thread per micro-tile: the last slice's sums left out where slices meet; a
-# tile overwritten while read; the tile's loader decoding every value's pixel from the tile's
-# first column (the one-t-a-thread path the backend's geometry takes).
+# tile overwritten while read; the tile's loader (the one-t-a-thread path the backend's
+# geometry takes) decoding every value's pixel from the tile's first column, or leaving the
+# last row of each batch it loads unstored.
 mutant ksplit-micro-slice-dropped $G \
 	'for (int sl = 1; sl < slices; sl++)' 'for (int sl = 1; sl < slices - 1; sl++)' \
 	'test_kernels_host|gpu_plan_sim'
@@ -179,7 +180,11 @@ mutant ksplit-micro-tile-barrier-dropped $G \
 	$'\t\t\t\t\t\trow_sum[p] += with_bias ? av[p] : 0.0f;\n\t\t\t\t\t}\n\t\t\t\t}' \
 	'test_kernels_host|gpu_plan_sim'
 mutant ksplit-loader-pixel-of-tile $G \
-	$'\tstruct ksplit_pixel p = ksplit_pixel_of(g, l);\n\tfor' $'\tstruct ksplit_pixel p = ksplit_pixel_of(g, l0);\n\tfor' \
+	$'\t\tp = ksplit_pixel_of(g, l);' $'\t\tp = ksplit_pixel_of(g, l0);' \
+	'test_kernels_host|gpu_plan_sim'
+mutant ksplit-loader-batch-row-unstored $G \
+	$'\t\tfor (int q = 0; q < KSPLIT_LOAD_BATCH; q++)\n\t\t\tif (row + q * step < rows)' \
+	$'\t\tfor (int q = 0; q < KSPLIT_LOAD_BATCH - 1; q++)\n\t\t\tif (row + q * step < rows)' \
 	'test_kernels_host|gpu_plan_sim'
 # Our GEMM whole in one kernel: the ReLU's gradient not applied; the bias gradient's last step of k lost.
 mutant tile-drelu-dropped $G \
