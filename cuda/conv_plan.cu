@@ -12,7 +12,11 @@
  *                pool and argmax from z): "im2col+<the GEMM's way>";
  *   input grad   the GEMM into dcols, then kernels_col2im_backward (through
  *                the stage below's pool and ReLU): "<the GEMM's way>+col2im".
- * Candidates: "direct" first (the heuristic's choice), then one per way
+ * Candidates: "direct" first (the heuristic's choice); for a forward whose
+ * taps and pool kernels_conv_patch takes, "direct.patch" (each input
+ * channel's patch under a window in registers for four output channels at
+ * once, bitwise direct's output; the im2col matrix, where the weight
+ * gradient reads it, by kernels_conv_im2col after); then one per way
  * gemm_ways lists for the GEMM (cuBLASLt's algorithms, cublasSgemm, ours),
  * each timed as a whole by cuda_plan_choose. A forward without cols
  * (scoring the test set, never in a step) runs direct, unplanned; a direct
@@ -37,6 +41,9 @@
 
 enum conv_op { CONV_FORWARD, CONV_INPUT_GRAD };
 
+/* What a plan runs: the direct kernels, the forward's patch kernel, or a GEMM's way. */
+enum conv_kind { CONV_DIRECT, CONV_PATCH, CONV_GEMM };
+
 /* A problem, as far as a plan depends on it; compared bytewise (every byte set). */
 struct conv_key {
 	int op; /* enum conv_op */
@@ -48,10 +55,10 @@ struct conv_key {
 
 struct conv_plan {
 	struct conv_key key;
-	int way;             /* 0: direct; else the GEMM's way gw */
+	int kind;            /* enum conv_kind */
 	struct gemm_way gw;
 	struct lt_desc d;    /* gw's, when it is cuBLASLt's */
-	float *scratch;      /* z or dcols, while way > 0 */
+	float *scratch;      /* z or dcols, while kind is CONV_GEMM */
 };
 
 /* One call of a convolution op: what it reads and writes. */
@@ -111,14 +118,20 @@ static struct gemm_req gemm_of_call(const struct conv_call *c, float *scratch)
 	return r;
 }
 
-/* Queue the call run as `way` (0: direct; else gw with d, through scratch). */
-static void run_call(struct cuda_gemm *g, const struct conv_call *c, int way,
+/* Queue the call run as `kind` (CONV_GEMM: gw with d, through scratch). */
+static void run_call(struct cuda_gemm *g, const struct conv_call *c, int kind,
 		     const struct gemm_way *gw, const struct lt_desc *d, float *scratch)
 {
 	if (c->op == CONV_FORWARD) {
-		if (!way) {
+		if (kind == CONV_DIRECT) {
 			kernels_conv_forward(g->stream, NULL, c->s, c->x, c->w, c->b, c->y, c->arg,
 					     c->cols);
+			return;
+		}
+		if (kind == CONV_PATCH) {
+			kernels_conv_patch(g->stream, NULL, c->s, c->x, c->w, c->b, c->y, c->arg);
+			if (c->cols)
+				kernels_conv_im2col(g->stream, NULL, c->s, c->x, c->cols);
 			return;
 		}
 		struct gemm_req r = gemm_of_call(c, scratch);
@@ -127,7 +140,7 @@ static void run_call(struct cuda_gemm *g, const struct conv_call *c, int way,
 		kernels_conv_pool(g->stream, NULL, c->s, scratch, c->b, c->y, c->arg);
 		return;
 	}
-	if (!way) {
+	if (kind != CONV_GEMM) {
 		kernels_conv_backward_data(g->stream, NULL, c->s, c->w, c->dz, c->below, c->below_y,
 					   c->below_arg, c->dz_below);
 		return;
@@ -179,15 +192,22 @@ static void shape_text(const struct conv_call *c, char *buf, size_t len)
 struct conv_ways {
 	struct cuda_gemm *g;
 	const struct conv_call *c;
-	const struct gemm_way *ways; /* candidate i > 0 is ways[i - 1] */
+	int own;                     /* candidates of ours first: direct, then patch where offered */
+	const struct gemm_way *ways; /* candidate i >= own is ways[i - own] */
 	float *scratch;
 };
+
+/* Candidate i's kind. */
+static int kind_of(const struct conv_ways *t, int i)
+{
+	return i >= t->own ? CONV_GEMM : i == 0 ? CONV_DIRECT : CONV_PATCH;
+}
 
 /* One candidate's run, for cuda_plan_time. */
 struct conv_run {
 	struct cuda_gemm *g;
 	const struct conv_call *c;
-	int way;
+	int kind;
 	const struct gemm_way *gw;
 	const struct lt_desc *d;
 	float *scratch;
@@ -196,7 +216,7 @@ struct conv_run {
 static void run_candidate(void *arg)
 {
 	const struct conv_run *x = (const struct conv_run *)arg;
-	run_call(x->g, x->c, x->way, x->gw, x->d, x->scratch);
+	run_call(x->g, x->c, x->kind, x->gw, x->d, x->scratch);
 }
 
 static double time_candidate(void *arg, int i, double best)
@@ -204,13 +224,13 @@ static double time_candidate(void *arg, int i, double best)
 	const struct conv_ways *t = (const struct conv_ways *)arg;
 	struct lt_desc d;
 	memset(&d, 0, sizeof(d));
-	const struct gemm_way *gw = i > 0 ? &t->ways[i - 1] : NULL;
+	const struct gemm_way *gw = kind_of(t, i) == CONV_GEMM ? &t->ways[i - t->own] : NULL;
 	if (gw) {
 		struct gemm_req r = gemm_of_call(t->c, t->scratch);
 		if (!gemm_way_desc(t->g, &r, gw, &d))
 			return -1.0;
 	}
-	struct conv_run x = {t->g, t->c, i, gw, &d, t->scratch};
+	struct conv_run x = {t->g, t->c, kind_of(t, i), gw, &d, t->scratch};
 	double us = cuda_plan_time(t->g, run_candidate, &x, best);
 	gemm_way_desc_destroy(&d);
 	return us;
@@ -243,27 +263,30 @@ static struct conv_plan *plan_for(struct cuda_conv *cv, struct cuda_gemm *g,
 			scratch = NULL;
 		}
 	}
+	int own = 1 + (c->op == CONV_FORWARD && kernels_conv_patch_fits(c->s));
 	if (scratch) {
 		struct gemm_req r = gemm_of_call(c, scratch);
 		n_ways = gemm_ways(g, &r, capturing, ways);
-		if (n_ways > PLAN_MAX_CANDIDATES - 1)
-			n_ways = PLAN_MAX_CANDIDATES - 1;
+		if (n_ways > PLAN_MAX_CANDIDATES - own)
+			n_ways = PLAN_MAX_CANDIDATES - own;
 	}
 	snprintf(rep->cand[0].name, sizeof(rep->cand[0].name), "direct");
+	if (own > 1)
+		snprintf(rep->cand[1].name, sizeof(rep->cand[1].name), "direct.patch");
 	for (int i = 0; i < n_ways; i++)
-		snprintf(rep->cand[i + 1].name, sizeof(rep->cand[i + 1].name),
+		snprintf(rep->cand[own + i].name, sizeof(rep->cand[own + i].name),
 			 c->op == CONV_FORWARD ? "im2col+%s" : "%s+col2im", ways[i].name);
-	rep->n_candidates = 1 + n_ways;
-	struct conv_ways t = {g, c, ways, scratch};
+	rep->n_candidates = own + n_ways;
+	struct conv_ways t = {g, c, own, ways, scratch};
 	int chosen = cuda_plan_choose(g, rep, capturing, time_candidate, &t);
 	snprintf(rep->chosen, sizeof(rep->chosen), "%s", rep->cand[chosen].name);
 
 	struct conv_plan fresh;
 	memset(&fresh, 0, sizeof(fresh));
 	fresh.key = key;
-	fresh.way = chosen;
-	if (chosen > 0) {
-		fresh.gw = ways[chosen - 1];
+	fresh.kind = kind_of(&t, chosen);
+	if (fresh.kind == CONV_GEMM) {
+		fresh.gw = ways[chosen - own];
 		fresh.scratch = scratch;
 		struct gemm_req r = gemm_of_call(c, scratch);
 		if (!gemm_way_desc(g, &r, &fresh.gw, &fresh.d))
@@ -303,14 +326,14 @@ void cuda_conv_forward_run(struct cuda_conv *cv, struct cuda_gemm *g, const stru
 	c.arg = arg;
 	c.cols = cols;
 	if (!cols || gemm_cols(s) == 0) { /* scoring: direct, unplanned */
-		run_call(g, &c, 0, NULL, NULL, NULL);
+		run_call(g, &c, CONV_DIRECT, NULL, NULL, NULL);
 		return;
 	}
 	const struct conv_plan *p = plan_for(cv, g, &c);
-	/* The direct kernel writes the im2col matrix for the weight gradient only, unless it reads x. */
-	if (p->way == 0 && cuda_gemm_im2col_unread(g, cols, s->conv, s->rows))
+	/* Our kernels write the im2col matrix for the weight gradient only, unless it reads x. */
+	if (p->kind != CONV_GEMM && cuda_gemm_im2col_unread(g, cols, s->conv, s->rows))
 		c.cols = NULL;
-	run_call(g, &c, p->way, &p->gw, &p->d, p->scratch);
+	run_call(g, &c, p->kind, &p->gw, &p->d, p->scratch);
 }
 
 void cuda_conv_input_grad_run(struct cuda_conv *cv, struct cuda_gemm *g,
@@ -331,7 +354,7 @@ void cuda_conv_input_grad_run(struct cuda_conv *cv, struct cuda_gemm *g,
 	if (gemm_cols(s) == 0)
 		return;
 	const struct conv_plan *p = plan_for(cv, g, &c);
-	run_call(g, &c, p->way, &p->gw, &p->d, p->scratch);
+	run_call(g, &c, p->kind, &p->gw, &p->d, p->scratch);
 }
 
 void cuda_conv_forget(struct cuda_conv *cv, struct cuda_gemm *g)

@@ -114,6 +114,16 @@ static __device__ __forceinline__ void kernel_wait_previous(void)
 		CUDA_CHECK_LAUNCH(#kernel);                                               \
 	} while (0)
 
+/*
+ * Unroll the loop that follows in full (nvcc, whose own limit may stop short
+ * and leave an array the loop indexes in local memory); nothing elsewhere.
+ */
+#if defined(__CUDACC__)
+#define KERNEL_UNROLL _Pragma("unroll")
+#else
+#define KERNEL_UNROLL
+#endif
+
 /* The geometry to launch with: the caller's, or the backend's for n items. */
 static inline struct kernel_geom pick_geom(const struct kernel_geom *geom, size_t n)
 {

@@ -181,6 +181,21 @@ void kernels_conv_forward(cudaStream_t stream, const struct kernel_geom *geom,
 			  const struct conv_stage *s, const float *x, const float *w,
 			  const float *b, float *y, int32_t *arg, float *cols);
 /*
+ * The same stage forward (no im2col matrix), each input channel's patch
+ * under a pool window read once into registers for CONV_PATCH_OC output
+ * channels at once: work, the windows of each group of them (ceil(oc /
+ * CONV_PATCH_OC) * ph * pw * rows); bitwise kernels_conv_forward's y and
+ * argmax. Taps of at most CONV_PATCH_MAX_K, pools of at most
+ * CONV_PATCH_MAX_POOL (kernels_conv_patch_fits).
+ */
+#define CONV_PATCH_OC 4
+#define CONV_PATCH_MAX_K 5
+#define CONV_PATCH_MAX_POOL 2
+int kernels_conv_patch_fits(const struct conv_stage *s);
+void kernels_conv_patch(cudaStream_t stream, const struct kernel_geom *geom,
+			const struct conv_stage *s, const float *x, const float *w, const float *b,
+			float *y, int32_t *arg);
+/*
  * The same stage forward when a GEMM sums its convolution (cuda/conv_plan.cu):
  * first the im2col matrix alone (work: its entries), then, from the GEMM's
  * z = W cols (oc, oh, ow, rows), the bias, ReLU, pool and argmax (work: the

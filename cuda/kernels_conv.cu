@@ -124,6 +124,97 @@ static __global__ void conv_forward_kernel(struct conv_forward_args a)
 	}
 }
 
+/* conv_patch_kernel's arguments: a stage forward, its output channels in groups. */
+struct conv_patch_args {
+	struct conv_shape s;
+	struct pool_shape p;
+	int oc, rows, batch_first, groups; /* groups: ceil(oc / CONV_PATCH_OC) */
+	const float *x, *w, *bias;
+	float *y;
+	int32_t *arg;
+	uint32_t n;              /* items: groups * ph * pw * rows */
+	struct chwb_divs items;  /* an item: (group, py, px, b) */
+};
+
+/*
+ * Item i: pool window (py, px) of image b for CONV_PATCH_OC output channels
+ * (a group, the last one short), as conv_forward_kernel's windows are, the
+ * same sums in the same order (conv_pixel_elem: over ci, ky, kx; a tap in
+ * the padding adds its weight times 0), then bias_act_elem and the window's
+ * choice in its order (conv_pool_window_elem): bitwise its output and
+ * argmax. Each input channel's patch of the input under the window's
+ * k + pool - 1 squared pixels is read once into registers and serves every
+ * tap of every pixel of the window for the group's channels; the direct
+ * kernel reads an input value once per tap, pixel and channel.
+ */
+static __global__ void conv_patch_kernel(struct conv_patch_args a)
+{
+	KERNEL_WAIT_PREVIOUS();
+	const int P = CONV_PATCH_MAX_K + CONV_PATCH_MAX_POOL - 1, G = CONV_PATCH_OC;
+	const int Q = CONV_PATCH_MAX_POOL;
+	size_t nb = (size_t)a.rows, plane = (size_t)a.s.h * a.s.w * nb;
+	size_t fan_in = (size_t)a.s.c * a.s.k * a.s.k;
+	int k = a.s.k, pk = a.p.k, span = k + pk - 1;
+	uint32_t stride = (uint32_t)grid_stride();
+	for (uint32_t i = (uint32_t)grid_first(); i < a.n; i += stride) {
+		struct chwb q = chwb_of(i, &a.items);
+		int o0 = (int)q.c * G, iy0 = q.y * pk - a.s.pad, ix0 = q.x * pk - a.s.pad;
+		float acc[CONV_PATCH_OC][CONV_PATCH_MAX_POOL * CONV_PATCH_MAX_POOL];
+		for (int g = 0; g < G; g++)
+			for (int d = 0; d < Q * Q; d++)
+				acc[g][d] = 0.0f;
+		for (int ci = 0; ci < a.s.c; ci++) {
+			const float *xc = a.x + (size_t)ci * plane + (size_t)q.b;
+			float patch[CONV_PATCH_MAX_K + CONV_PATCH_MAX_POOL - 1]
+				   [CONV_PATCH_MAX_K + CONV_PATCH_MAX_POOL - 1];
+			for (int r = 0; r < P; r++)
+				for (int c = 0; c < P; c++) {
+					int iy = iy0 + r, ix = ix0 + c;
+					patch[r][c] = r < span && c < span && iy >= 0 && iy < a.s.h &&
+							      ix >= 0 && ix < a.s.w
+						      ? xc[((size_t)iy * a.s.w + (size_t)ix) * nb]
+						      : 0.0f;
+				}
+			KERNEL_UNROLL
+			for (int ky = 0; ky < CONV_PATCH_MAX_K; ky++)
+				KERNEL_UNROLL
+				for (int kx = 0; kx < CONV_PATCH_MAX_K; kx++) {
+					if (ky >= k || kx >= k)
+						continue;
+					float wv[CONV_PATCH_OC];
+					for (int g = 0; g < G; g++)
+						wv[g] = o0 + g < a.oc
+							? a.w[(size_t)(o0 + g) * fan_in + (size_t)((ci * k + ky) * k + kx)]
+							: 0.0f;
+					for (int dy = 0; dy < Q; dy++)
+						for (int dx = 0; dx < Q; dx++) {
+							if (dy >= pk || dx >= pk)
+								continue;
+							float v = patch[ky + dy][kx + dx];
+							for (int g = 0; g < G; g++)
+								acc[g][dy * Q + dx] += wv[g] * v;
+						}
+				}
+		}
+		for (int g = 0; g < G; g++) {
+			int o = o0 + g;
+			if (o >= a.oc)
+				continue;
+			float best = 0.0f;
+			int32_t at = 0;
+			for (int dy = 0; dy < Q; dy++)
+				for (int dx = 0; dx < Q; dx++)
+					if (dy < pk && dx < pk)
+						pool_pick_elem(bias_act_elem(acc[g][dy * Q + dx], a.bias[o], 1),
+							       dy * pk + dx, &best, &at);
+			size_t window = (((size_t)o * a.p.oh + (size_t)q.y) * a.p.ow + (size_t)q.x) * nb +
+					(size_t)q.b;
+			a.y[pooled_at(&a.p, a.batch_first, nb, (size_t)o, q.y, q.x, q.b)] = best;
+			a.arg[window] = at;
+		}
+	}
+}
+
 /* pool_backward_kernel's and conv_backward_data_kernel's window items. */
 struct window_args {
 	struct pool_shape p; /* the pool whose windows the items are */
@@ -254,6 +345,40 @@ void kernels_conv_forward(cudaStream_t stream, const struct kernel_geom *geom,
 	if (work_2d(s->rows, s->oc * s->pool->oh * s->pool->ow) == 0)
 		return;
 	conv_forward_launch(stream, geom, s, 1, x, w, b, NULL, y, arg, cols);
+}
+
+int kernels_conv_patch_fits(const struct conv_stage *s)
+{
+	return s->conv->k >= 1 && s->conv->k <= CONV_PATCH_MAX_K && s->pool->k >= 1 &&
+	       s->pool->k <= CONV_PATCH_MAX_POOL && s->pool->c == s->oc;
+}
+
+void kernels_conv_patch(cudaStream_t stream, const struct kernel_geom *geom,
+			const struct conv_stage *s, const float *x, const float *w, const float *b,
+			float *y, int32_t *arg)
+{
+	int groups = (s->oc + CONV_PATCH_OC - 1) / CONV_PATCH_OC;
+	size_t n = work_2d(s->rows, groups * s->pool->oh * s->pool->ow);
+	if (n == 0)
+		return;
+	conv_items_fit("conv_patch_kernel", n);
+	struct conv_patch_args a;
+	memset(&a, 0, sizeof(a));
+	a.s = *s->conv;
+	a.p = *s->pool;
+	a.oc = s->oc;
+	a.rows = s->rows;
+	a.batch_first = s->batch_first;
+	a.groups = groups;
+	a.x = x;
+	a.w = w;
+	a.bias = b;
+	a.y = y;
+	a.arg = arg;
+	a.n = (uint32_t)n;
+	a.items = chwb_divs_make(s->rows, s->pool->oh, s->pool->ow);
+	struct kernel_geom g = pick_geom(geom, n);
+	KERNEL_LAUNCH(conv_patch_kernel, g, stream, a);
 }
 
 void kernels_conv_im2col(cudaStream_t stream, const struct kernel_geom *geom,

@@ -378,6 +378,64 @@ Test(kernels_conv, conv_forward_nan_and_inf)
 	}
 }
 
+/*
+ * kernels_conv_patch (the forward's patch in registers, four output channels
+ * a thread) against kernels_conv_forward, bit for bit (the same sums in the
+ * same order): every stage case it takes (a short last group of channels, a
+ * 1x1 pool, padding) in both layouts, on random inputs with a NaN and an
+ * infinity planted and on whole numbers, at the backend's geometry and
+ * grids that wrap or leave threads idle; the cases whose pools it does not
+ * take are refused.
+ */
+Test(kernels_conv, conv_patch)
+{
+	int n_fit = 0;
+	for (size_t ci = 0; ci < N_OF(stage_cases); ci++)
+		for (int bf = 0; bf <= 1; bf++)
+			for (int whole = 0; whole <= 1; whole++) {
+				struct kstage s;
+				stage_make(&s, &stage_cases[ci], bf);
+				int fits = s.conv.k <= CONV_PATCH_MAX_K && s.pool.k <= CONV_PATCH_MAX_POOL;
+				cr_assert_eq(kernels_conv_patch_fits(&s.st), fits, "%s: fits", s.name);
+				if (!fits)
+					continue;
+				n_fit += !bf && !whole;
+				struct rng r = rng_make(kc_seed, 1400 + 4 * ci + 2 * bf + whole);
+				float *x = whole ? kc_whole_f(&r, s.nx, -2, 2) : kc_rand_f(&r, s.nx, -1.0, 1.0);
+				float *w = stage_weights(&r, &s, whole);
+				float *b = whole ? kc_whole_f(&r, (size_t)s.st.oc, -3, 3)
+						 : kc_rand_f(&r, (size_t)s.st.oc, -0.3, 0.3);
+				if (!whole) {
+					x[0] = NAN;
+					x[s.nx - 1] = INFINITY;
+				}
+				float *want_y = kc_guard_filled_f(s.ny);
+				int32_t *want_arg = kc_guard_filled_i(s.ny);
+				kernels_conv_forward(NULL, NULL, &s.st, x, w, b, want_y, want_arg, NULL);
+				for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+					char what[240], gn[64];
+					kc_geom_name(gi, gn, sizeof(gn));
+					snprintf(what, sizeof(what), "conv_patch %s%s, %s", s.name,
+						 whole ? " whole numbers" : " with NaN and Inf", gn);
+					float *y = kc_guarded_f(s.ny);
+					int32_t *arg = kc_guarded_i(s.ny);
+					kernels_conv_patch(NULL, kc_geom_at(gi), &s.st, x, w, b, y, arg);
+					kc_check_guards_f(y, s.ny, what);
+					kc_check_guards_i(arg, s.ny, what);
+					kc_expect_same_f(what, y, want_y, s.ny, kc_seed);
+					kc_expect_same_i(what, arg, want_arg, s.ny, kc_seed);
+					kc_free_guarded_f(y);
+					kc_free_guarded_i(arg);
+				}
+				free(x);
+				free(w);
+				free(b);
+				free(want_y);
+				free(want_arg);
+			}
+	cr_assert_geq(n_fit, 5, "only %d stage cases fit the patch kernel", n_fit);
+}
+
 /* ---- pool_backward --------------------------------------------------------------------- */
 
 /*

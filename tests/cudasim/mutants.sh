@@ -208,6 +208,18 @@ mutant relu-gradient-without-its-mask $L \
 mutant conv-cols-not-written $C \
 	'a.total = (uint32_t)(windows + n_cols);' 'a.total = (uint32_t)windows;' \
 	'gpu_ops_sim'
+# The forward's patch kernel: a window's pixels read from the patch transposed; the last
+# group's channels past the stage's taken for channels of it; the im2col matrix not written
+# after it where the weight gradient reads it (cuda/conv_plan.cu).
+mutant conv-patch-pixel-transposed $C \
+	'float v = patch[ky + dy][kx + dx];' 'float v = patch[ky + dx][kx + dy];' \
+	'test_kernels_host|gpu_plan_sim'
+mutant conv-patch-group-short $C \
+	$'\t\t\tif (o >= a.oc)\n\t\t\t\tcontinue;\n\t\t\tfloat best' $'\t\t\tif (o >= a.oc + 1)\n\t\t\t\tcontinue;\n\t\t\tfloat best' \
+	'test_kernels_host|gpu_plan_sim'
+mutant conv-patch-cols-not-written cuda/conv_plan.cu \
+	$'\t\t\tif (c->cols)\n\t\t\t\tkernels_conv_im2col' $'\t\t\tif (0)\n\t\t\t\tkernels_conv_im2col' \
+	'gpu_plan_sim'
 # The convolutions' index arithmetic (cuda/fastdiv.h): a multiplier one too large.
 mutant fastdiv-multiplier-off-by-one $F \
 	'/ d + 1);' '/ d + 2);' \

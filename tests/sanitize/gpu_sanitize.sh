@@ -10,7 +10,7 @@
 # with --gpu-plan measure: every way to run each GEMM and convolution is launched and timed
 # at the first step, among them the project's cooperative kernels gemm_ksplit_kernel,
 # gemm_ksplit_micro_kernel, bias_grad_block_kernel and head_kernel (the step's head fused)
-# and the convolutions' GEMM
+# and the convolutions' patch kernel and GEMM
 # ways, which run nowhere else). DATA_DIR: MNIST_Data (train/, raw or
 # .gz); the runs see no test set (no evaluation pass: only training steps are sanitized).
 # TOOLKIT_BIN: where to look for compute-sanitizer besides PATH (the toolkit's bin/, from
@@ -63,8 +63,8 @@
 # the project's kernels, comma-separated (default: every __global__ of cuda/*.cu beside
 # this script); the filter must name softmax_xent_kernel (every step's loss, shared memory
 # and __syncthreads) and, for lenet-measure, gemm_ksplit_kernel, gemm_ksplit_micro_kernel,
-# bias_grad_block_kernel and head_kernel, or the test fails: a renamed kernel would
-# otherwise go unchecked.
+# bias_grad_block_kernel, head_kernel and conv_patch_kernel, or the test fails: a renamed
+# kernel would otherwise go unchecked.
 #
 # Exit 0 pass; 1 fail (an error, a run that did not end, a filter missing a kernel, or GPUs
 # present but unusable, as the GPU suite fails on them); 77 skipped with the reason: no
@@ -120,7 +120,8 @@ if [ "$TOOL" = racecheck ] || [ "$TOOL" = synccheck ] || [ "$plan" = measure ]; 
 	fi
 	need=(softmax_xent_kernel)
 	[ "$plan" = measure ] &&
-		need+=(gemm_ksplit_kernel gemm_ksplit_micro_kernel bias_grad_block_kernel head_kernel)
+		need+=(gemm_ksplit_kernel gemm_ksplit_micro_kernel bias_grad_block_kernel head_kernel
+			conv_patch_kernel)
 	for k in "${need[@]}"; do
 		grep -qx "$k" <<<"$kernels" || {
 			echo "FAIL $NAME: the kernel filter does not name $k (kernels: $(echo $kernels), from $from): renamed? it would go unchecked" >&2
