@@ -74,7 +74,7 @@ static __host__ __device__ inline size_t chwb_at(int h, int w, size_t batch, siz
 	return ((c * (size_t)h + (size_t)y) * (size_t)w + (size_t)x) * batch + (size_t)b;
 }
 
-/* conv_forward_kernel's arguments. */
+/* conv_forward_kernel's arguments, and conv_patch_kernel's (its items: total). */
 struct conv_forward_args {
 	struct conv_shape s;
 	struct pool_shape p;
@@ -124,21 +124,10 @@ static __global__ void conv_forward_kernel(struct conv_forward_args a)
 	}
 }
 
-/* conv_patch_kernel's arguments: a stage forward, its output channels in groups. */
-struct conv_patch_args {
-	struct conv_shape s;
-	struct pool_shape p;
-	int oc, rows, batch_first, groups; /* groups: ceil(oc / CONV_PATCH_OC) */
-	const float *x, *w, *bias;
-	float *y;
-	int32_t *arg;
-	uint32_t n;              /* items: groups * ph * pw * rows */
-	struct chwb_divs items;  /* an item: (group, py, px, b) */
-};
-
 /*
- * Item i: pool window (py, px) of image b for CONV_PATCH_OC output channels
- * (a group, the last one short), as conv_forward_kernel's windows are, the
+ * Item i < a.total: pool window (py, px) of image b for CONV_PATCH_OC output
+ * channels (a group, the last one short; a.win's channel is the group), as
+ * conv_forward_kernel's windows are, the
  * same sums in the same order (conv_pixel_elem: over ci, ky, kx; a tap in
  * the padding adds its weight times 0), then bias_act_elem and the window's
  * choice in its order (conv_pool_window_elem): bitwise its output and
@@ -147,7 +136,7 @@ struct conv_patch_args {
  * tap of every pixel of the window for the group's channels; the direct
  * kernel reads an input value once per tap, pixel and channel.
  */
-static __global__ void conv_patch_kernel(struct conv_patch_args a)
+static __global__ void conv_patch_kernel(struct conv_forward_args a)
 {
 	KERNEL_WAIT_PREVIOUS();
 	const int P = CONV_PATCH_MAX_K + CONV_PATCH_MAX_POOL - 1, G = CONV_PATCH_OC;
@@ -156,8 +145,8 @@ static __global__ void conv_patch_kernel(struct conv_patch_args a)
 	size_t fan_in = (size_t)a.s.c * a.s.k * a.s.k;
 	int k = a.s.k, pk = a.p.k, span = k + pk - 1;
 	uint32_t stride = (uint32_t)grid_stride();
-	for (uint32_t i = (uint32_t)grid_first(); i < a.n; i += stride) {
-		struct chwb q = chwb_of(i, &a.items);
+	for (uint32_t i = (uint32_t)grid_first(); i < a.total; i += stride) {
+		struct chwb q = chwb_of(i, &a.win);
 		int o0 = (int)q.c * G, iy0 = q.y * pk - a.s.pad, ix0 = q.x * pk - a.s.pad;
 		float acc[CONV_PATCH_OC][CONV_PATCH_MAX_POOL * CONV_PATCH_MAX_POOL];
 		for (int g = 0; g < G; g++)
@@ -298,6 +287,26 @@ static void conv_items_fit(const char *kernel, size_t n)
 	abort();
 }
 
+/* A stage forward's arguments but its items' counts and the im2col's divisors; a.win its windows. */
+static struct conv_forward_args forward_args(const struct conv_stage *s, const float *x,
+					     const float *w, const float *b, float *y, int32_t *arg)
+{
+	struct conv_forward_args a;
+	memset(&a, 0, sizeof(a));
+	a.s = *s->conv;
+	a.p = *s->pool;
+	a.oc = s->oc;
+	a.rows = s->rows;
+	a.batch_first = s->batch_first;
+	a.x = x;
+	a.w = w;
+	a.bias = b;
+	a.y = y;
+	a.arg = arg;
+	a.win = chwb_divs_make(s->rows, s->pool->oh, s->pool->ow);
+	return a;
+}
+
 /*
  * conv_forward_kernel's launch: the windows (with windows; from z when given,
  * else summed directly) and, when cols is not NULL, the im2col entries.
@@ -313,23 +322,11 @@ static void conv_forward_launch(cudaStream_t stream, const struct kernel_geom *g
 	if (windows + n_cols == 0)
 		return;
 	conv_items_fit("conv_forward_kernel", windows + n_cols);
-	struct conv_forward_args a;
-	memset(&a, 0, sizeof(a));
-	a.s = *c;
-	a.p = *s->pool;
-	a.oc = s->oc;
-	a.rows = s->rows;
-	a.batch_first = s->batch_first;
-	a.x = x;
-	a.w = w;
-	a.bias = b;
+	struct conv_forward_args a = forward_args(s, x, w, b, y, arg);
 	a.z = z;
-	a.y = y;
 	a.cols = cols;
-	a.arg = arg;
 	a.windows = (uint32_t)windows;
 	a.total = (uint32_t)(windows + n_cols);
-	a.win = chwb_divs_make(s->rows, s->pool->oh, s->pool->ow);
 	a.ld = fastdiv_make((uint32_t)work_2d(s->rows, c->oh * c->ow));
 	a.batch = fastdiv_make((uint32_t)s->rows);
 	a.ow = fastdiv_make((uint32_t)c->ow);
@@ -362,21 +359,9 @@ void kernels_conv_patch(cudaStream_t stream, const struct kernel_geom *geom,
 	if (n == 0)
 		return;
 	conv_items_fit("conv_patch_kernel", n);
-	struct conv_patch_args a;
-	memset(&a, 0, sizeof(a));
-	a.s = *s->conv;
-	a.p = *s->pool;
-	a.oc = s->oc;
-	a.rows = s->rows;
-	a.batch_first = s->batch_first;
-	a.groups = groups;
-	a.x = x;
-	a.w = w;
-	a.bias = b;
-	a.y = y;
-	a.arg = arg;
-	a.n = (uint32_t)n;
-	a.items = chwb_divs_make(s->rows, s->pool->oh, s->pool->ow);
+	/* The items: the windows of each group of channels, a.win's channel the group. */
+	struct conv_forward_args a = forward_args(s, x, w, b, y, arg);
+	a.total = (uint32_t)n;
 	struct kernel_geom g = pick_geom(geom, n);
 	KERNEL_LAUNCH(conv_patch_kernel, g, stream, a);
 }
