@@ -12,11 +12,14 @@
  *                pool and argmax from z): "im2col+<the GEMM's way>";
  *   input grad   the GEMM into dcols, then kernels_col2im_backward (through
  *                the stage below's pool and ReLU): "<the GEMM's way>+col2im".
- * Candidates: "direct" first (the heuristic's choice); for a forward whose
- * taps and pool kernels_conv_patch takes, "direct.patch" (each input
- * channel's patch under a window in registers for four output channels at
- * once, bitwise direct's output; the im2col matrix, where the weight
- * gradient reads it, by kernels_conv_im2col after); then one per way
+ * Candidates: "direct" first (the heuristic's choice); "direct.patch"
+ * where the taps (and, forward, the pool) fit the patch kernels (forward,
+ * each input channel's patch under a window in registers for four output
+ * channels at once, the im2col matrix, where the weight gradient reads it,
+ * by kernels_conv_im2col after; input grad, each output channel's dz under
+ * a block of 2 x 2 input pixels in registers for three input channels at
+ * once; each bitwise direct's output), and the same in blocks of 64
+ * threads ("direct.patch.t64"); then one per way
  * gemm_ways lists for the GEMM (cuBLASLt's algorithms, cublasSgemm, ours),
  * each timed as a whole by cuda_plan_choose. A forward without cols
  * (scoring the test set, never in a step) runs direct, unplanned; a direct
@@ -41,7 +44,7 @@
 
 enum conv_op { CONV_FORWARD, CONV_INPUT_GRAD };
 
-/* What a plan runs: the direct kernels, the forward's patch kernel, or a GEMM's way. */
+/* What a plan runs: the direct kernels, the patch kernels, or a GEMM's way. */
 enum conv_kind { CONV_DIRECT, CONV_PATCH, CONV_GEMM };
 
 /* A problem, as far as a plan depends on it; compared bytewise (every byte set). */
@@ -56,6 +59,7 @@ struct conv_key {
 struct conv_plan {
 	struct conv_key key;
 	int kind;            /* enum conv_kind */
+	unsigned block;      /* CONV_PATCH: threads a block, 0 the backend's */
 	struct gemm_way gw;
 	struct lt_desc d;    /* gw's, when it is cuBLASLt's */
 	float *scratch;      /* z or dcols, while kind is CONV_GEMM */
@@ -118,10 +122,20 @@ static struct gemm_req gemm_of_call(const struct conv_call *c, float *scratch)
 	return r;
 }
 
-/* Queue the call run as `kind` (CONV_GEMM: gw with d, through scratch). */
-static void run_call(struct cuda_gemm *g, const struct conv_call *c, int kind,
+/*
+ * Queue the call run as `kind` (CONV_PATCH: in blocks of `block` threads, 0
+ * the backend's; CONV_GEMM: gw with d, through scratch).
+ */
+static void run_call(struct cuda_gemm *g, const struct conv_call *c, int kind, unsigned block,
 		     const struct gemm_way *gw, const struct lt_desc *d, float *scratch)
 {
+	struct kernel_geom sized = {0, 0};
+	if (kind == CONV_PATCH && block)
+		sized = kernel_geom_sized(c->op == CONV_FORWARD
+						  ? kernels_conv_patch_work(c->s)
+						  : kernels_conv_backward_patch_work(c->s, c->below),
+					  block);
+	const struct kernel_geom *geom = sized.block ? &sized : NULL;
 	if (c->op == CONV_FORWARD) {
 		if (kind == CONV_DIRECT) {
 			kernels_conv_forward(g->stream, NULL, c->s, c->x, c->w, c->b, c->y, c->arg,
@@ -129,7 +143,7 @@ static void run_call(struct cuda_gemm *g, const struct conv_call *c, int kind,
 			return;
 		}
 		if (kind == CONV_PATCH) {
-			kernels_conv_patch(g->stream, NULL, c->s, c->x, c->w, c->b, c->y, c->arg);
+			kernels_conv_patch(g->stream, geom, c->s, c->x, c->w, c->b, c->y, c->arg);
 			if (c->cols)
 				kernels_conv_im2col(g->stream, NULL, c->s, c->x, c->cols);
 			return;
@@ -138,6 +152,11 @@ static void run_call(struct cuda_gemm *g, const struct conv_call *c, int kind,
 		kernels_conv_im2col(g->stream, NULL, c->s, c->x, c->cols);
 		gemm_way_run(g, &r, gw, d);
 		kernels_conv_pool(g->stream, NULL, c->s, scratch, c->b, c->y, c->arg);
+		return;
+	}
+	if (kind == CONV_PATCH) {
+		kernels_conv_backward_patch(g->stream, geom, c->s, c->w, c->dz, c->below, c->below_y,
+					    c->below_arg, c->dz_below);
 		return;
 	}
 	if (kind != CONV_GEMM) {
@@ -188,19 +207,41 @@ static void shape_text(const struct conv_call *c, char *buf, size_t len)
 		 v->w, v->pad, c->s->rows);
 }
 
+/*
+ * The candidates of ours, first in every plan: the direct kernels, then,
+ * where the patch kernel takes the problem, it in the backend's blocks and
+ * in blocks of 64 threads (a patch kernel's thread sums many terms, so its
+ * items are few: at batch 32, LeNet-5's conv2 has 98 warps of them, 13
+ * blocks of 256 threads that leave most SMs idle, or 49 blocks of 64).
+ */
+static const struct own_way {
+	const char *name;
+	int kind;
+	unsigned block;
+} own_ways[] = {
+	{"direct", CONV_DIRECT, 0},
+	{"direct.patch", CONV_PATCH, 0},
+	{"direct.patch.t64", CONV_PATCH, 64},
+};
+
 /* The candidates, for cuda_plan_choose's timing. */
 struct conv_ways {
 	struct cuda_gemm *g;
 	const struct conv_call *c;
-	int own;                     /* candidates of ours first: direct, then patch where offered */
+	int own;                     /* candidate i < own is own_ways[i] */
 	const struct gemm_way *ways; /* candidate i >= own is ways[i - own] */
 	float *scratch;
 };
 
-/* Candidate i's kind. */
+/* Candidate i's kind and block. */
 static int kind_of(const struct conv_ways *t, int i)
 {
-	return i >= t->own ? CONV_GEMM : i == 0 ? CONV_DIRECT : CONV_PATCH;
+	return i >= t->own ? CONV_GEMM : own_ways[i].kind;
+}
+
+static unsigned block_of(const struct conv_ways *t, int i)
+{
+	return i >= t->own ? 0 : own_ways[i].block;
 }
 
 /* One candidate's run, for cuda_plan_time. */
@@ -208,6 +249,7 @@ struct conv_run {
 	struct cuda_gemm *g;
 	const struct conv_call *c;
 	int kind;
+	unsigned block;
 	const struct gemm_way *gw;
 	const struct lt_desc *d;
 	float *scratch;
@@ -216,7 +258,7 @@ struct conv_run {
 static void run_candidate(void *arg)
 {
 	const struct conv_run *x = (const struct conv_run *)arg;
-	run_call(x->g, x->c, x->kind, x->gw, x->d, x->scratch);
+	run_call(x->g, x->c, x->kind, x->block, x->gw, x->d, x->scratch);
 }
 
 static double time_candidate(void *arg, int i, double best)
@@ -230,7 +272,7 @@ static double time_candidate(void *arg, int i, double best)
 		if (!gemm_way_desc(t->g, &r, gw, &d))
 			return -1.0;
 	}
-	struct conv_run x = {t->g, t->c, kind_of(t, i), gw, &d, t->scratch};
+	struct conv_run x = {t->g, t->c, kind_of(t, i), block_of(t, i), gw, &d, t->scratch};
 	double us = cuda_plan_time(t->g, run_candidate, &x, best);
 	gemm_way_desc_destroy(&d);
 	return us;
@@ -263,16 +305,17 @@ static struct conv_plan *plan_for(struct cuda_conv *cv, struct cuda_gemm *g,
 			scratch = NULL;
 		}
 	}
-	int own = 1 + (c->op == CONV_FORWARD && kernels_conv_patch_fits(c->s));
+	int patch = c->op == CONV_FORWARD ? kernels_conv_patch_fits(c->s)
+					  : kernels_conv_backward_patch_fits(c->s);
+	int own = patch ? (int)(sizeof(own_ways) / sizeof(own_ways[0])) : 1;
 	if (scratch) {
 		struct gemm_req r = gemm_of_call(c, scratch);
 		n_ways = gemm_ways(g, &r, capturing, ways);
 		if (n_ways > PLAN_MAX_CANDIDATES - own)
 			n_ways = PLAN_MAX_CANDIDATES - own;
 	}
-	snprintf(rep->cand[0].name, sizeof(rep->cand[0].name), "direct");
-	if (own > 1)
-		snprintf(rep->cand[1].name, sizeof(rep->cand[1].name), "direct.patch");
+	for (int i = 0; i < own; i++)
+		snprintf(rep->cand[i].name, sizeof(rep->cand[i].name), "%s", own_ways[i].name);
 	for (int i = 0; i < n_ways; i++)
 		snprintf(rep->cand[own + i].name, sizeof(rep->cand[own + i].name),
 			 c->op == CONV_FORWARD ? "im2col+%s" : "%s+col2im", ways[i].name);
@@ -285,6 +328,7 @@ static struct conv_plan *plan_for(struct cuda_conv *cv, struct cuda_gemm *g,
 	memset(&fresh, 0, sizeof(fresh));
 	fresh.key = key;
 	fresh.kind = kind_of(&t, chosen);
+	fresh.block = block_of(&t, chosen);
 	if (fresh.kind == CONV_GEMM) {
 		fresh.gw = ways[chosen - own];
 		fresh.scratch = scratch;
@@ -326,14 +370,14 @@ void cuda_conv_forward_run(struct cuda_conv *cv, struct cuda_gemm *g, const stru
 	c.arg = arg;
 	c.cols = cols;
 	if (!cols || gemm_cols(s) == 0) { /* scoring: direct, unplanned */
-		run_call(g, &c, CONV_DIRECT, NULL, NULL, NULL);
+		run_call(g, &c, CONV_DIRECT, 0, NULL, NULL, NULL);
 		return;
 	}
 	const struct conv_plan *p = plan_for(cv, g, &c);
 	/* Our kernels write the im2col matrix for the weight gradient only, unless it reads x. */
 	if (p->kind != CONV_GEMM && cuda_gemm_im2col_unread(g, cols, s->conv, s->rows))
 		c.cols = NULL;
-	run_call(g, &c, p->kind, &p->gw, &p->d, p->scratch);
+	run_call(g, &c, p->kind, p->block, &p->gw, &p->d, p->scratch);
 }
 
 void cuda_conv_input_grad_run(struct cuda_conv *cv, struct cuda_gemm *g,
@@ -354,7 +398,7 @@ void cuda_conv_input_grad_run(struct cuda_conv *cv, struct cuda_gemm *g,
 	if (gemm_cols(s) == 0)
 		return;
 	const struct conv_plan *p = plan_for(cv, g, &c);
-	run_call(g, &c, p->kind, &p->gw, &p->d, p->scratch);
+	run_call(g, &c, p->kind, p->block, &p->gw, &p->d, p->scratch);
 }
 
 void cuda_conv_forget(struct cuda_conv *cv, struct cuda_gemm *g)

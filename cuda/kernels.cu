@@ -50,13 +50,18 @@ void kernels_set_pdl(int on)
 	kernels_pdl = on != 0;
 }
 
-struct kernel_geom kernel_geom_for(size_t n)
+struct kernel_geom kernel_geom_sized(size_t n, unsigned int block)
 {
 	struct kernel_geom g;
-	size_t blocks = (n + KERNEL_BLOCK - 1) / KERNEL_BLOCK;
-	g.block = KERNEL_BLOCK;
+	size_t blocks = (n + block - 1) / block;
+	g.block = block;
 	g.grid = (unsigned int)(blocks < KERNEL_MAX_GRID ? blocks : KERNEL_MAX_GRID);
 	return g;
+}
+
+struct kernel_geom kernel_geom_for(size_t n)
+{
+	return kernel_geom_sized(n, KERNEL_BLOCK);
 }
 
 /* ---- the batch ---------------------------------------------------------------------- */

@@ -40,6 +40,8 @@ struct kernel_geom {
 
 /* The launch the backend uses for n work items: ceil(n / KERNEL_BLOCK) blocks, capped. */
 struct kernel_geom kernel_geom_for(size_t n);
+/* n work items in blocks of `block` threads: ceil(n / block) blocks, capped. */
+struct kernel_geom kernel_geom_sized(size_t n, unsigned int block);
 
 /*
  * 1: launch every kernel with programmatic dependent launch (kernel_launch.cuh;
@@ -192,6 +194,7 @@ void kernels_conv_forward(cudaStream_t stream, const struct kernel_geom *geom,
 #define CONV_PATCH_MAX_K 5
 #define CONV_PATCH_MAX_POOL 2
 int kernels_conv_patch_fits(const struct conv_stage *s);
+size_t kernels_conv_patch_work(const struct conv_stage *s);
 void kernels_conv_patch(cudaStream_t stream, const struct kernel_geom *geom,
 			const struct conv_stage *s, const float *x, const float *w, const float *b,
 			float *y, int32_t *arg);
@@ -219,6 +222,23 @@ void kernels_conv_backward_data(cudaStream_t stream, const struct kernel_geom *g
 				const struct conv_stage *s, const float *w, const float *dz,
 				const struct conv_stage *below, const float *below_y,
 				const int32_t *below_arg, float *dz_below);
+/*
+ * The same, each output channel's dz under a block of CONV_BACKWARD_PATCH_PIX
+ * squared input pixels read once into registers for CONV_BACKWARD_PATCH_C
+ * input channels at once: work, 32 lanes for each group of up to 32 images,
+ * of each group of channels and block (ceil(rows / 32) * 32 * ceil(c /
+ * CONV_BACKWARD_PATCH_C) * ceil(ph' / PIX) * ceil(pw' / PIX)); bitwise
+ * kernels_conv_backward_data's dz_below while the weights are finite. Taps
+ * of at most CONV_PATCH_MAX_K (kernels_conv_backward_patch_fits).
+ */
+#define CONV_BACKWARD_PATCH_C 3
+#define CONV_BACKWARD_PATCH_PIX 2
+int kernels_conv_backward_patch_fits(const struct conv_stage *s);
+size_t kernels_conv_backward_patch_work(const struct conv_stage *s, const struct conv_stage *below);
+void kernels_conv_backward_patch(cudaStream_t stream, const struct kernel_geom *geom,
+				 const struct conv_stage *s, const float *w, const float *dz,
+				 const struct conv_stage *below, const float *below_y,
+				 const int32_t *below_arg, float *dz_below);
 /* The same, each input pixel's gradient gathered from dcols = W^T dz (c*k*k, oh*ow*rows). */
 void kernels_col2im_backward(cudaStream_t stream, const struct kernel_geom *geom,
 			     const struct conv_stage *s, const float *dcols,

@@ -275,6 +275,129 @@ static __global__ void conv_backward_data_kernel(struct conv_shape s, int oc, st
 	}
 }
 
+/*
+ * The input gradient summed as conv_backward_data_kernel sums it, a thread
+ * for a block of CONV_BACKWARD_PATCH_PIX x CONV_BACKWARD_PATCH_PIX input
+ * pixels of CONV_BACKWARD_PATCH_C input channels (a group, the last one
+ * short) of one image. Item i: lane i % 32 of a group of 32 images, the
+ * rest (i / 32) split as a (c, h, w, batch) array's index by a.win: c the
+ * group of images, y the group of channels, x the block's row, b its
+ * column. So a block's warps are neighbouring pixel blocks of the same
+ * images, whose dz they share through L1, and a warp's lanes read 32
+ * neighbouring floats.
+ *
+ * For each output channel o, the dz the block's taps read is one patch of
+ * (CONV_PATCH_MAX_K + PIX - 1) squared pixels, read once into registers
+ * (pixel y0 + dy's tap ky reads patch row dy - ky + CONV_PATCH_MAX_K - 1;
+ * rows and columns outside dz hold 0, and a tap whose row or column lies
+ * outside dz for every pixel of the block is skipped); each of its values
+ * then serves every tap of every pixel and channel that reads it. The
+ * sums are conv_backward_data_elem's, in its order (o, then ky, kx); a tap
+ * outside dz for one pixel of a block adds its weight times 0, which
+ * leaves a sum that starts at +0 unchanged while the weights are finite:
+ * bitwise the direct kernel's gradient. Then each pixel's gradient goes
+ * through the stage below's pool and ReLU as there.
+ */
+static __global__ void conv_backward_patch_kernel(struct conv_shape s, int oc,
+						  struct window_args a, const float *w,
+						  const float *dz, const float *below_y,
+						  const int32_t *below_arg, float *dz_below)
+{
+	KERNEL_WAIT_PREVIOUS();
+	const int K = CONV_PATCH_MAX_K, Q = CONV_BACKWARD_PATCH_PIX, G = CONV_BACKWARD_PATCH_C;
+	const int P = CONV_PATCH_MAX_K + CONV_BACKWARD_PATCH_PIX - 1;
+	const unsigned pix_mask = (1u << CONV_BACKWARD_PATCH_PIX) - 1u;
+	size_t nb = (size_t)a.rows, plane = (size_t)s.oh * s.ow * nb;
+	size_t fan_in = (size_t)s.c * s.k * s.k;
+	int k = s.k;
+	uint32_t stride = (uint32_t)grid_stride();
+	for (uint32_t i = (uint32_t)grid_first(); i < a.n; i += stride) {
+		struct chwb q = chwb_of(i / 32u, &a.win);
+		int b = (int)(q.c * 32u + i % 32u);
+		if (b >= a.rows)
+			continue;
+		int c0 = q.y * G, y0 = q.x * Q, x0 = q.b * Q;
+		int oy0 = y0 + s.pad - (K - 1), ox0 = x0 + s.pad - (K - 1);
+		/*
+		 * Bit r: patch row (column) r lies in dz and some tap reads it; bit
+		 * 8 r + c of in: entry (r, c) does; where in a channel of dz the
+		 * patch's first entry lies, and a row's and a column's step
+		 * (kernels_conv_backward_patch_fits: a channel's offsets fit 32 bits).
+		 */
+		unsigned rows_in = 0, cols_in = 0;
+		for (int r = 0; r < P; r++) {
+			rows_in |= (unsigned)(r >= K - k && oy0 + r >= 0 && oy0 + r < s.oh) << r;
+			cols_in |= (unsigned)(r >= K - k && ox0 + r >= 0 && ox0 + r < s.ow) << r;
+		}
+		uint64_t in = 0;
+		for (int r = 0; r < P; r++)
+			if ((rows_in >> r) & 1u)
+				in |= (uint64_t)cols_in << (8 * r);
+		uint32_t col_step = (uint32_t)nb, row_step = (uint32_t)s.ow * col_step;
+		uint32_t first = (uint32_t)oy0 * row_step + (uint32_t)ox0 * col_step;
+		/* Each channel's weights in a row of W; a short group's missing ones read the last's. */
+		size_t w_of[CONV_BACKWARD_PATCH_C];
+		float acc[CONV_BACKWARD_PATCH_C][CONV_BACKWARD_PATCH_PIX * CONV_BACKWARD_PATCH_PIX];
+		for (int g = 0; g < G; g++) {
+			w_of[g] = (size_t)(c0 + g < s.c ? c0 + g : s.c - 1) * k * k;
+			for (int d = 0; d < Q * Q; d++)
+				acc[g][d] = 0.0f;
+		}
+		for (int o = 0; o < oc; o++) {
+			const float *dzo = dz + (size_t)o * plane + (size_t)b;
+			const float *wo = w + (size_t)o * fan_in;
+			float patch[CONV_PATCH_MAX_K + CONV_BACKWARD_PATCH_PIX - 1]
+				   [CONV_PATCH_MAX_K + CONV_BACKWARD_PATCH_PIX - 1];
+			KERNEL_UNROLL
+			for (int r = 0; r < P; r++)
+				KERNEL_UNROLL
+				for (int c = 0; c < P; c++)
+					patch[r][c] = (in >> (8 * r + c)) & 1u
+						      ? dzo[first + (uint32_t)r * row_step + (uint32_t)c * col_step]
+						      : 0.0f;
+			KERNEL_UNROLL
+			for (int ky = 0; ky < CONV_PATCH_MAX_K; ky++) {
+				if (ky >= k || !((rows_in >> (K - 1 - ky)) & pix_mask))
+					continue;
+				KERNEL_UNROLL
+				for (int kx = 0; kx < CONV_PATCH_MAX_K; kx++) {
+					if (kx >= k || !((cols_in >> (K - 1 - kx)) & pix_mask))
+						continue;
+					float wv[CONV_BACKWARD_PATCH_C];
+					for (int g = 0; g < G; g++)
+						wv[g] = wo[w_of[g] + (size_t)(ky * k + kx)];
+					for (int dy = 0; dy < Q; dy++)
+						for (int dx = 0; dx < Q; dx++) {
+							float v = patch[dy - ky + K - 1][dx - kx + K - 1];
+							for (int g = 0; g < G; g++)
+								acc[g][dy * Q + dx] += wv[g] * v;
+						}
+				}
+			}
+		}
+		for (int g = 0; g < G; g++) {
+			int c = c0 + g;
+			if (c >= s.c)
+				continue;
+			for (int dy = 0; dy < Q; dy++)
+				for (int dx = 0; dx < Q; dx++) {
+					int y = y0 + dy, x = x0 + dx;
+					if (y >= s.h || x >= s.w)
+						continue;
+					size_t at = chwb_at(s.h, s.w, nb, (size_t)c, y, x, b);
+					float grad = acc[g][dy * Q + dx], gate = below_y[at];
+					int32_t best = below_arg[at];
+					for (int ky = 0; ky < a.p.k; ky++)
+						for (int kx = 0; kx < a.p.k; kx++)
+							dz_below[chwb_at(a.p.h, a.p.w, nb, (size_t)c,
+									 y * a.p.k + ky, x * a.p.k + kx, b)] =
+								pool_relu_backward_elem(grad, gate, best, ky,
+											kx, a.p.k);
+				}
+		}
+	}
+}
+
 /* ---- launchers ------------------------------------------------------------------------- */
 
 /* The convolution kernels count items in 32 bits: more is a batch the options never allow. */
@@ -350,12 +473,17 @@ int kernels_conv_patch_fits(const struct conv_stage *s)
 	       s->pool->k <= CONV_PATCH_MAX_POOL && s->pool->c == s->oc;
 }
 
+size_t kernels_conv_patch_work(const struct conv_stage *s)
+{
+	int groups = (s->oc + CONV_PATCH_OC - 1) / CONV_PATCH_OC;
+	return work_2d(s->rows, groups * s->pool->oh * s->pool->ow);
+}
+
 void kernels_conv_patch(cudaStream_t stream, const struct kernel_geom *geom,
 			const struct conv_stage *s, const float *x, const float *w, const float *b,
 			float *y, int32_t *arg)
 {
-	int groups = (s->oc + CONV_PATCH_OC - 1) / CONV_PATCH_OC;
-	size_t n = work_2d(s->rows, groups * s->pool->oh * s->pool->ow);
+	size_t n = kernels_conv_patch_work(s);
 	if (n == 0)
 		return;
 	conv_items_fit("conv_patch_kernel", n);
@@ -408,6 +536,52 @@ static void conv_backward_data_launch(cudaStream_t stream, const struct kernel_g
 	struct kernel_geom g = pick_geom(geom, n);
 	KERNEL_LAUNCH(conv_backward_data_kernel, g, stream, *s->conv, s->oc, a, w, dz, dcols,
 		      below_y, below_arg, dz_below);
+}
+
+int kernels_conv_backward_patch_fits(const struct conv_stage *s)
+{
+	return s->conv->k >= 1 && s->conv->k <= CONV_PATCH_MAX_K &&
+	       work_2d(s->rows, s->conv->oh * s->conv->ow) <= FASTDIV_MAX_N;
+}
+
+/* conv_backward_patch_kernel's blocks of pixels along an edge of len pixels. */
+static int patch_blocks(int len)
+{
+	return (len + CONV_BACKWARD_PATCH_PIX - 1) / CONV_BACKWARD_PATCH_PIX;
+}
+
+/* Its groups of input channels. */
+static int patch_groups(const struct conv_stage *s)
+{
+	return (s->conv->c + CONV_BACKWARD_PATCH_C - 1) / CONV_BACKWARD_PATCH_C;
+}
+
+size_t kernels_conv_backward_patch_work(const struct conv_stage *s, const struct conv_stage *below)
+{
+	const struct pool_shape *bp = below->pool;
+	if (work_2d(s->rows, bp->c * bp->oh * bp->ow) == 0)
+		return 0;
+	return work_2d((s->rows + 31) / 32, patch_groups(s) * patch_blocks(bp->oh) *
+						   patch_blocks(bp->ow)) * 32u;
+}
+
+void kernels_conv_backward_patch(cudaStream_t stream, const struct kernel_geom *geom,
+				 const struct conv_stage *s, const float *w, const float *dz,
+				 const struct conv_stage *below, const float *below_y,
+				 const int32_t *below_arg, float *dz_below)
+{
+	const struct pool_shape *bp = below->pool;
+	size_t n = kernels_conv_backward_patch_work(s, below);
+	if (n == 0)
+		return;
+	conv_items_fit("conv_backward_patch_kernel", n);
+	/* The pool whose windows the pixels are; the items' blocks, as conv_backward_patch_kernel says. */
+	struct window_args a = window_args_make(bp, s->rows, 0);
+	a.n = (uint32_t)n;
+	a.win = chwb_divs_make(patch_blocks(bp->ow), patch_groups(s), patch_blocks(bp->oh));
+	struct kernel_geom g = pick_geom(geom, n);
+	KERNEL_LAUNCH(conv_backward_patch_kernel, g, stream, *s->conv, s->oc, a, w, dz, below_y,
+		      below_arg, dz_below);
 }
 
 void kernels_conv_backward_data(cudaStream_t stream, const struct kernel_geom *geom,

@@ -376,28 +376,31 @@ ELEM_FN float bias_relu_pool_window_elem(const float *z, int ow, int batch, floa
 
 /*
  * The gradient of a convolution's input pixel (ci, iy, ix) of image b: the
- * sum over the taps (ky, then kx, ascending) that read it, and over the
- * output channels o < oc, of W[o, (ci, ky, kx)] times dz[o, oy, ox, b],
+ * sum over the output channels o < oc, then the taps (ky, then kx,
+ * ascending) that read it, of W[o, (ci, ky, kx)] times dz[o, oy, ox, b],
  * dz (oc, oh, ow, batch), W (oc, c*k*k): col2im_elem of W^T dz, summed
- * without the matrix in between.
+ * without the matrix in between. Channel by channel, so that a kernel
+ * holding one channel's dz under a block of pixels at a time sums in the
+ * same order (cuda/kernels_conv.cu's patch kernel).
  */
 ELEM_FN float conv_backward_data_elem(const float *w, const float *dz, const struct conv_shape *s,
 				      int oc, int batch, int ci, int iy, int ix, int b)
 {
 	size_t fan_in = (size_t)s->c * s->k * s->k, plane = (size_t)s->oh * s->ow * batch;
 	float sum = 0.0f;
-	for (int ky = 0; ky < s->k; ky++) {
-		int oy = iy + s->pad - ky;
-		if (oy < 0 || oy >= s->oh)
-			continue;
-		for (int kx = 0; kx < s->k; kx++) {
-			int ox = ix + s->pad - kx;
-			if (ox < 0 || ox >= s->ow)
+	for (int o = 0; o < oc; o++) {
+		const float *wo = w + (size_t)o * fan_in + (size_t)ci * s->k * s->k;
+		const float *dzo = dz + (size_t)o * plane + (size_t)b;
+		for (int ky = 0; ky < s->k; ky++) {
+			int oy = iy + s->pad - ky;
+			if (oy < 0 || oy >= s->oh)
 				continue;
-			const float *wt = w + (size_t)((ci * s->k + ky) * s->k + kx);
-			const float *d = dz + ((size_t)oy * s->ow + (size_t)ox) * batch + (size_t)b;
-			for (int o = 0; o < oc; o++)
-				sum += wt[(size_t)o * fan_in] * d[(size_t)o * plane];
+			for (int kx = 0; kx < s->k; kx++) {
+				int ox = ix + s->pad - kx;
+				if (ox >= 0 && ox < s->ow)
+					sum += wo[ky * s->k + kx] *
+					       dzo[((size_t)oy * s->ow + (size_t)ox) * batch];
+			}
 		}
 	}
 	return sum;

@@ -607,6 +607,69 @@ Test(kernels_conv, conv_backward_data)
 		}
 }
 
+/*
+ * kernels_conv_backward_patch (each output channel's dz under a block of
+ * input pixels in registers, three input channels at once) against the
+ * direct kernel, bit for bit, on every pair case at its own batch and at 37
+ * images (a second, short group of 32 lanes), on random dz with a NaN and
+ * infinities planted and on whole numbers, at every test geometry; taps
+ * wider than it takes are refused.
+ */
+Test(kernels_conv, conv_backward_patch)
+{
+	for (size_t pi = 0; pi < N_OF(pair_cases); pi++)
+		for (int wide = 0; wide <= 1; wide++)
+			for (int whole = 0; whole <= 1; whole++) {
+				struct pair_case pc = pair_cases[pi];
+				if (wide)
+					pc.below.batch = 37;
+				struct kstage below, s;
+				stage_make(&below, &pc.below, 0);
+				stage_above(&s, &below, &pc);
+				cr_assert(kernels_conv_backward_patch_fits(&s.st), "%s: fits", below.name);
+				struct rng r = rng_make(kc_seed, 1600 + 4 * pi + 2 * wide + whole);
+				float *w = stage_weights(&r, &s, whole);
+				float *dz = whole ? kc_whole_f(&r, s.nz, -3, 3) : kc_rand_f(&r, s.nz, -1.0, 1.0);
+				if (!whole) {
+					dz[0] = NAN;
+					dz[s.nz / 2] = INFINITY;
+					dz[s.nz - 1] = -INFINITY;
+				}
+				float *below_y = malloc(below.ny * sizeof(float));
+				int32_t *below_arg = malloc(below.ny * sizeof(int32_t));
+				cr_assert(below_y && below_arg);
+				pool_inputs(&r, &below, below_y, below_arg);
+				float *want = kc_guard_filled_f(below.nz);
+				kernels_conv_backward_data(NULL, NULL, &s.st, w, dz, &below.st, below_y,
+							   below_arg, want);
+				for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+					char what[400], gn[64];
+					kc_geom_name(gi, gn, sizeof(gn));
+					snprintf(what, sizeof(what),
+						 "conv_backward_patch k%d pad%d -> %d over %s, %d images%s, %s",
+						 s.conv.k, s.conv.pad, s.st.oc, below.name, s.st.rows,
+						 whole ? " whole numbers" : " with NaN and Inf", gn);
+					float *dzb = kc_guarded_f(below.nz);
+					kernels_conv_backward_patch(NULL, kc_geom_at(gi), &s.st, w, dz, &below.st,
+								    below_y, below_arg, dzb);
+					kc_check_guards_f(dzb, below.nz, what);
+					kc_expect_same_f(what, dzb, want, below.nz, kc_seed);
+					kc_free_guarded_f(dzb);
+				}
+				struct conv_shape wider = s.conv;
+				struct conv_stage st = s.st;
+				wider.k = CONV_PATCH_MAX_K + 1;
+				st.conv = &wider;
+				cr_assert(!kernels_conv_backward_patch_fits(&st), "%s: taps of %d fit",
+					  below.name, wider.k);
+				free(w);
+				free(dz);
+				free(below_y);
+				free(below_arg);
+				free(want);
+			}
+}
+
 /* ---- the GEMM's ways: im2col, pool from z, col2im ----------------------------------------- */
 
 /*

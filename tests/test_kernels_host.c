@@ -167,6 +167,20 @@ Test(kernels_host, geometry_for_work_size)
 		cr_assert(g.grid == KERNEL_MAX_GRID || (size_t)g.grid * g.block >= cases[i].n);
 	}
 	cr_assert(KERNEL_BLOCK <= 1024 && KERNEL_BLOCK % 32 == 0, "block must be whole warps");
+	/* Other block sizes: the grid covers the items, capped the same. */
+	struct {
+		size_t n;
+		unsigned int block, grid;
+	} sized[] = {
+		{0, 64, 0}, {1, 64, 1}, {64, 64, 1}, {65, 64, 2}, {3136, 64, 49},
+		{(size_t)64 * KERNEL_MAX_GRID + 1, 64, KERNEL_MAX_GRID}, {100, 32, 4},
+	};
+	for (size_t i = 0; i < N_OF(sized); i++) {
+		struct kernel_geom g = kernel_geom_sized(sized[i].n, sized[i].block);
+		cr_assert(g.block == sized[i].block && g.grid == sized[i].grid,
+			  "n=%zu in blocks of %u: grid %u block %u, expected grid %u", sized[i].n,
+			  sized[i].block, g.grid, g.block, sized[i].grid);
+	}
 }
 
 /* One launch since `before`, with the backend's geometry for `work` items. */
@@ -281,6 +295,16 @@ Test(kernels_host, launchers_use_backend_geometry)
 	before = fake_cuda_stats.launches;
 	kernels_conv_backward_data(NULL, NULL, &s2, fw, fy, &s1, fy, arg, fz);
 	expect_launch(before, y1, "conv_backward_data (the stage below's pool windows)");
+	before = fake_cuda_stats.launches;
+	kernels_conv_patch(NULL, NULL, &s1, fx, fw, fb, fy, arg);
+	expect_launch(before, (size_t)2 * 14 * 14 * B, "conv_patch (the windows of 2 groups of channels)");
+	size_t blocks2 = (size_t)32 * 2 * 7 * 7; /* 32 lanes, 2 groups of 3 channels, 7 x 7 blocks */
+	before = fake_cuda_stats.launches;
+	kernels_conv_backward_patch(NULL, NULL, &s2, fw, fy, &s1, fy, arg, fz);
+	expect_launch(before, blocks2, "conv_backward_patch (32 lanes a group of channels and block)");
+	/* The work the plans size their blocks of 64 by (cuda/conv_plan.cu). */
+	cr_assert_eq(kernels_conv_patch_work(&s1), (size_t)2 * 14 * 14 * B);
+	cr_assert_eq(kernels_conv_backward_patch_work(&s2, &s1), blocks2);
 
 	free(fx);
 	free(fw);

@@ -220,6 +220,15 @@ mutant conv-patch-group-short $C \
 mutant conv-patch-cols-not-written cuda/conv_plan.cu \
 	$'\t\t\tif (c->cols)\n\t\t\t\tkernels_conv_im2col' $'\t\t\tif (0)\n\t\t\t\tkernels_conv_im2col' \
 	'gpu_plan_sim'
+mutant conv-backward-patch-tap-mirrored $C \
+	'float v = patch[dy - ky + K - 1][dx - kx + K - 1];' 'float v = patch[dy + ky][dx - kx + K - 1];' \
+	'test_kernels_host|gpu_plan_sim'
+mutant conv-backward-patch-row-skip-shifted $C \
+	'if (ky >= k || !((rows_in >> (K - 1 - ky)) & pix_mask))' 'if (ky >= k || !((rows_in >> (K - ky)) & pix_mask))' \
+	'test_kernels_host|gpu_plan_sim'
+mutant conv-backward-patch-images-of-one-warp $C \
+	'int b = (int)(q.c * 32u + i % 32u);' 'int b = (int)(q.c * 64u + i % 32u);' \
+	'test_kernels_host|gpu_plan_sim'
 # The convolutions' index arithmetic (cuda/fastdiv.h): a multiplier one too large.
 mutant fastdiv-multiplier-off-by-one $F \
 	'/ d + 1);' '/ d + 2);' \
