@@ -185,10 +185,12 @@ void kernels_conv_forward(cudaStream_t stream, const struct kernel_geom *geom,
 /*
  * The same stage forward (no im2col matrix), each input channel's patch
  * under a pool window read once into registers for CONV_PATCH_OC output
- * channels at once: work, the windows of each group of them (ceil(oc /
- * CONV_PATCH_OC) * ph * pw * rows); bitwise kernels_conv_forward's y and
- * argmax. Taps of at most CONV_PATCH_MAX_K, pools of at most
- * CONV_PATCH_MAX_POOL (kernels_conv_patch_fits).
+ * channels at once: work, 32 lanes for each group of up to 32 images, of
+ * each group of channels and window (ceil(rows / 32) * 32 * ceil(oc /
+ * CONV_PATCH_OC) * ph * pw; kernels_conv_patch_work); bitwise
+ * kernels_conv_forward's y and argmax. Taps of at most CONV_PATCH_MAX_K,
+ * pools of at most CONV_PATCH_MAX_POOL, a channel's offsets within 32 bits
+ * (kernels_conv_patch_fits).
  */
 #define CONV_PATCH_OC 4
 #define CONV_PATCH_MAX_K 5
@@ -227,9 +229,10 @@ void kernels_conv_backward_data(cudaStream_t stream, const struct kernel_geom *g
  * squared input pixels read once into registers for CONV_BACKWARD_PATCH_C
  * input channels at once: work, 32 lanes for each group of up to 32 images,
  * of each group of channels and block (ceil(rows / 32) * 32 * ceil(c /
- * CONV_BACKWARD_PATCH_C) * ceil(ph' / PIX) * ceil(pw' / PIX)); bitwise
- * kernels_conv_backward_data's dz_below while the weights are finite. Taps
- * of at most CONV_PATCH_MAX_K (kernels_conv_backward_patch_fits).
+ * CONV_BACKWARD_PATCH_C) * ceil(ph' / PIX) * ceil(pw' / PIX);
+ * kernels_conv_backward_patch_work); bitwise kernels_conv_backward_data's
+ * dz_below while the weights are finite. Taps of at most CONV_PATCH_MAX_K, a
+ * channel of dz's offsets within 32 bits (kernels_conv_backward_patch_fits).
  */
 #define CONV_BACKWARD_PATCH_C 3
 #define CONV_BACKWARD_PATCH_PIX 2

@@ -125,56 +125,133 @@ static __global__ void conv_forward_kernel(struct conv_forward_args a)
 }
 
 /*
- * Item i < a.total: pool window (py, px) of image b for CONV_PATCH_OC output
- * channels (a group, the last one short; a.win's channel is the group), as
- * conv_forward_kernel's windows are, the
- * same sums in the same order (conv_pixel_elem: over ci, ky, kx; a tap in
- * the padding adds its weight times 0), then bias_act_elem and the window's
+ * The patch kernels' patch: PATCH_SPAN squared pixels of one channel, read
+ * once into registers. Both kernels' patches are the taps' reach over two
+ * pixels: CONV_PATCH_MAX_K + 1.
+ */
+#if CONV_BACKWARD_PATCH_PIX != CONV_PATCH_MAX_POOL
+#error "the patch kernels share one patch size: CONV_BACKWARD_PATCH_PIX == CONV_PATCH_MAX_POOL"
+#endif
+#define PATCH_SPAN (CONV_PATCH_MAX_K + CONV_PATCH_MAX_POOL - 1)
+
+/*
+ * A patch's entries, where each lies in its channel (bit 8 r + c of `in`
+ * for entry (r, c)), and where: first + r row_step + c col_step from the
+ * channel's first pixel of the thread's image. rows_in, cols_in: bit r for
+ * row (column) r. Offsets in 32 bits (the fits functions check a channel's).
+ */
+struct patch_at {
+	uint64_t in;
+	unsigned rows_in, cols_in;
+	uint32_t first, row_step, col_step;
+};
+
+/*
+ * The patch whose entry (0, 0) is pixel (y0, x0) of an h x w channel (batch
+ * innermost, rows images), its rows and columns lo to hi - 1 read (the
+ * others no tap reaches).
+ */
+static __host__ __device__ inline struct patch_at patch_at_make(int y0, int x0, int h, int w,
+								int rows, int lo, int hi)
+{
+	struct patch_at p;
+	p.rows_in = p.cols_in = 0;
+	for (int r = 0; r < PATCH_SPAN; r++) {
+		int used = r >= lo && r < hi;
+		p.rows_in |= (unsigned)(used && y0 + r >= 0 && y0 + r < h) << r;
+		p.cols_in |= (unsigned)(used && x0 + r >= 0 && x0 + r < w) << r;
+	}
+	p.in = 0;
+	for (int r = 0; r < PATCH_SPAN; r++)
+		if ((p.rows_in >> r) & 1u)
+			p.in |= (uint64_t)p.cols_in << (8 * r);
+	p.col_step = (uint32_t)rows;
+	p.row_step = (uint32_t)w * p.col_step;
+	p.first = (uint32_t)y0 * p.row_step + (uint32_t)x0 * p.col_step;
+	return p;
+}
+
+/* The patch of the channel whose first pixel of the thread's image is at c: 0 outside it. */
+static __device__ inline void patch_load(float patch[PATCH_SPAN][PATCH_SPAN], const float *c,
+					 const struct patch_at *at)
+{
+	KERNEL_UNROLL
+	for (int r = 0; r < PATCH_SPAN; r++)
+		KERNEL_UNROLL
+		for (int q = 0; q < PATCH_SPAN; q++)
+			patch[r][q] = (at->in >> (8 * r + q)) & 1u
+					      ? c[at->first + (uint32_t)r * at->row_step +
+						  (uint32_t)q * at->col_step]
+					      : 0.0f;
+}
+
+/* Copy a patch (the next channel's, loaded while the last was summed). */
+static __device__ inline void patch_move(float to[PATCH_SPAN][PATCH_SPAN],
+					 float from[PATCH_SPAN][PATCH_SPAN])
+{
+	KERNEL_UNROLL
+	for (int r = 0; r < PATCH_SPAN; r++)
+		KERNEL_UNROLL
+		for (int q = 0; q < PATCH_SPAN; q++)
+			to[r][q] = from[r][q];
+}
+
+/*
+ * Item i < a.total: lane i % 32 of a group of 32 images, the rest (i / 32)
+ * split as a (c, h, w, batch) array's index by a.win: c the group of
+ * images, y the group of CONV_PATCH_OC output channels (the last one
+ * short), x and b the pool window's row and column. So a block's warps are
+ * neighbouring windows of the same images, whose input they share through
+ * L1. Each does what conv_forward_kernel does for its windows, the same
+ * sums in the same order (conv_pixel_elem: over ci, ky, kx; a tap in the
+ * padding adds its weight times 0), then bias_act_elem and the window's
  * choice in its order (conv_pool_window_elem): bitwise its output and
  * argmax. Each input channel's patch of the input under the window's
- * k + pool - 1 squared pixels is read once into registers and serves every
- * tap of every pixel of the window for the group's channels; the direct
- * kernel reads an input value once per tap, pixel and channel.
+ * k + pool - 1 squared pixels is read once into registers (the next
+ * channel's while this one's taps are summed) and serves every tap of
+ * every pixel of the window for the group's channels; the direct kernel
+ * reads an input value once per tap, pixel and channel.
  */
 static __global__ void conv_patch_kernel(struct conv_forward_args a)
 {
 	KERNEL_WAIT_PREVIOUS();
-	const int P = CONV_PATCH_MAX_K + CONV_PATCH_MAX_POOL - 1, G = CONV_PATCH_OC;
-	const int Q = CONV_PATCH_MAX_POOL;
+	const int G = CONV_PATCH_OC, Q = CONV_PATCH_MAX_POOL;
 	size_t nb = (size_t)a.rows, plane = (size_t)a.s.h * a.s.w * nb;
 	size_t fan_in = (size_t)a.s.c * a.s.k * a.s.k;
-	int k = a.s.k, pk = a.p.k, span = k + pk - 1;
+	int k = a.s.k, pk = a.p.k;
 	uint32_t stride = (uint32_t)grid_stride();
 	for (uint32_t i = (uint32_t)grid_first(); i < a.total; i += stride) {
-		struct chwb q = chwb_of(i, &a.win);
-		int o0 = (int)q.c * G, iy0 = q.y * pk - a.s.pad, ix0 = q.x * pk - a.s.pad;
+		struct chwb q = chwb_of(i / 32u, &a.win);
+		int b = (int)(q.c * 32u + i % 32u);
+		if (b >= a.rows)
+			continue;
+		int o0 = q.y * G, py = q.x, px = q.b;
+		int iy0 = py * pk - a.s.pad, ix0 = px * pk - a.s.pad;
+		struct patch_at at = patch_at_make(iy0, ix0, a.s.h, a.s.w, a.rows, 0, k + pk - 1);
+		/* Each output channel's row of W; a short group's missing ones read the last's. */
+		size_t w_of[CONV_PATCH_OC];
 		float acc[CONV_PATCH_OC][CONV_PATCH_MAX_POOL * CONV_PATCH_MAX_POOL];
-		for (int g = 0; g < G; g++)
+		for (int g = 0; g < G; g++) {
+			w_of[g] = (size_t)(o0 + g < a.oc ? o0 + g : a.oc - 1) * fan_in;
 			for (int d = 0; d < Q * Q; d++)
 				acc[g][d] = 0.0f;
+		}
+		const float *xb = a.x + (size_t)b;
+		float patch[PATCH_SPAN][PATCH_SPAN], next[PATCH_SPAN][PATCH_SPAN];
+		patch_load(patch, xb, &at);
 		for (int ci = 0; ci < a.s.c; ci++) {
-			const float *xc = a.x + (size_t)ci * plane + (size_t)q.b;
-			float patch[CONV_PATCH_MAX_K + CONV_PATCH_MAX_POOL - 1]
-				   [CONV_PATCH_MAX_K + CONV_PATCH_MAX_POOL - 1];
-			for (int r = 0; r < P; r++)
-				for (int c = 0; c < P; c++) {
-					int iy = iy0 + r, ix = ix0 + c;
-					patch[r][c] = r < span && c < span && iy >= 0 && iy < a.s.h &&
-							      ix >= 0 && ix < a.s.w
-						      ? xc[((size_t)iy * a.s.w + (size_t)ix) * nb]
-						      : 0.0f;
-				}
+			if (ci + 1 < a.s.c)
+				patch_load(next, xb + (size_t)(ci + 1) * plane, &at);
 			KERNEL_UNROLL
 			for (int ky = 0; ky < CONV_PATCH_MAX_K; ky++)
 				KERNEL_UNROLL
 				for (int kx = 0; kx < CONV_PATCH_MAX_K; kx++) {
 					if (ky >= k || kx >= k)
 						continue;
+					size_t tap = (size_t)((ci * k + ky) * k + kx);
 					float wv[CONV_PATCH_OC];
 					for (int g = 0; g < G; g++)
-						wv[g] = o0 + g < a.oc
-							? a.w[(size_t)(o0 + g) * fan_in + (size_t)((ci * k + ky) * k + kx)]
-							: 0.0f;
+						wv[g] = a.w[w_of[g] + tap];
 					for (int dy = 0; dy < Q; dy++)
 						for (int dx = 0; dx < Q; dx++) {
 							if (dy >= pk || dx >= pk)
@@ -184,22 +261,23 @@ static __global__ void conv_patch_kernel(struct conv_forward_args a)
 								acc[g][dy * Q + dx] += wv[g] * v;
 						}
 				}
+			patch_move(patch, next);
 		}
 		for (int g = 0; g < G; g++) {
 			int o = o0 + g;
 			if (o >= a.oc)
 				continue;
 			float best = 0.0f;
-			int32_t at = 0;
+			int32_t arg = 0;
 			for (int dy = 0; dy < Q; dy++)
 				for (int dx = 0; dx < Q; dx++)
 					if (dy < pk && dx < pk)
 						pool_pick_elem(bias_act_elem(acc[g][dy * Q + dx], a.bias[o], 1),
-							       dy * pk + dx, &best, &at);
-			size_t window = (((size_t)o * a.p.oh + (size_t)q.y) * a.p.ow + (size_t)q.x) * nb +
-					(size_t)q.b;
-			a.y[pooled_at(&a.p, a.batch_first, nb, (size_t)o, q.y, q.x, q.b)] = best;
-			a.arg[window] = at;
+							       dy * pk + dx, &best, &arg);
+			size_t window = (((size_t)o * a.p.oh + (size_t)py) * a.p.ow + (size_t)px) * nb +
+					(size_t)b;
+			a.y[pooled_at(&a.p, a.batch_first, nb, (size_t)o, py, px, b)] = best;
+			a.arg[window] = arg;
 		}
 	}
 }
@@ -305,7 +383,6 @@ static __global__ void conv_backward_patch_kernel(struct conv_shape s, int oc,
 {
 	KERNEL_WAIT_PREVIOUS();
 	const int K = CONV_PATCH_MAX_K, Q = CONV_BACKWARD_PATCH_PIX, G = CONV_BACKWARD_PATCH_C;
-	const int P = CONV_PATCH_MAX_K + CONV_BACKWARD_PATCH_PIX - 1;
 	const unsigned pix_mask = (1u << CONV_BACKWARD_PATCH_PIX) - 1u;
 	size_t nb = (size_t)a.rows, plane = (size_t)s.oh * s.ow * nb;
 	size_t fan_in = (size_t)s.c * s.k * s.k;
@@ -317,24 +394,9 @@ static __global__ void conv_backward_patch_kernel(struct conv_shape s, int oc,
 		if (b >= a.rows)
 			continue;
 		int c0 = q.y * G, y0 = q.x * Q, x0 = q.b * Q;
+		/* Patch row (column) r: dz's row oy0 + r; those before K - k no tap reaches. */
 		int oy0 = y0 + s.pad - (K - 1), ox0 = x0 + s.pad - (K - 1);
-		/*
-		 * Bit r: patch row (column) r lies in dz and some tap reads it; bit
-		 * 8 r + c of in: entry (r, c) does; where in a channel of dz the
-		 * patch's first entry lies, and a row's and a column's step
-		 * (kernels_conv_backward_patch_fits: a channel's offsets fit 32 bits).
-		 */
-		unsigned rows_in = 0, cols_in = 0;
-		for (int r = 0; r < P; r++) {
-			rows_in |= (unsigned)(r >= K - k && oy0 + r >= 0 && oy0 + r < s.oh) << r;
-			cols_in |= (unsigned)(r >= K - k && ox0 + r >= 0 && ox0 + r < s.ow) << r;
-		}
-		uint64_t in = 0;
-		for (int r = 0; r < P; r++)
-			if ((rows_in >> r) & 1u)
-				in |= (uint64_t)cols_in << (8 * r);
-		uint32_t col_step = (uint32_t)nb, row_step = (uint32_t)s.ow * col_step;
-		uint32_t first = (uint32_t)oy0 * row_step + (uint32_t)ox0 * col_step;
+		struct patch_at at = patch_at_make(oy0, ox0, s.oh, s.ow, a.rows, K - k, PATCH_SPAN);
 		/* Each channel's weights in a row of W; a short group's missing ones read the last's. */
 		size_t w_of[CONV_BACKWARD_PATCH_C];
 		float acc[CONV_BACKWARD_PATCH_C][CONV_BACKWARD_PATCH_PIX * CONV_BACKWARD_PATCH_PIX];
@@ -343,25 +405,24 @@ static __global__ void conv_backward_patch_kernel(struct conv_shape s, int oc,
 			for (int d = 0; d < Q * Q; d++)
 				acc[g][d] = 0.0f;
 		}
+		/*
+		 * Output channel o's patch in `patch`, o + 1's loading into `next`
+		 * meanwhile: the loads' round trip to L2 overlaps the taps' sums.
+		 */
+		float patch[PATCH_SPAN][PATCH_SPAN], next[PATCH_SPAN][PATCH_SPAN];
+		const float *dzb = dz + (size_t)b;
+		patch_load(patch, dzb, &at);
 		for (int o = 0; o < oc; o++) {
-			const float *dzo = dz + (size_t)o * plane + (size_t)b;
 			const float *wo = w + (size_t)o * fan_in;
-			float patch[CONV_PATCH_MAX_K + CONV_BACKWARD_PATCH_PIX - 1]
-				   [CONV_PATCH_MAX_K + CONV_BACKWARD_PATCH_PIX - 1];
-			KERNEL_UNROLL
-			for (int r = 0; r < P; r++)
-				KERNEL_UNROLL
-				for (int c = 0; c < P; c++)
-					patch[r][c] = (in >> (8 * r + c)) & 1u
-						      ? dzo[first + (uint32_t)r * row_step + (uint32_t)c * col_step]
-						      : 0.0f;
+			if (o + 1 < oc)
+				patch_load(next, dzb + (size_t)(o + 1) * plane, &at);
 			KERNEL_UNROLL
 			for (int ky = 0; ky < CONV_PATCH_MAX_K; ky++) {
-				if (ky >= k || !((rows_in >> (K - 1 - ky)) & pix_mask))
+				if (ky >= k || !((at.rows_in >> (K - 1 - ky)) & pix_mask))
 					continue;
 				KERNEL_UNROLL
 				for (int kx = 0; kx < CONV_PATCH_MAX_K; kx++) {
-					if (kx >= k || !((cols_in >> (K - 1 - kx)) & pix_mask))
+					if (kx >= k || !((at.cols_in >> (K - 1 - kx)) & pix_mask))
 						continue;
 					float wv[CONV_BACKWARD_PATCH_C];
 					for (int g = 0; g < G; g++)
@@ -374,6 +435,7 @@ static __global__ void conv_backward_patch_kernel(struct conv_shape s, int oc,
 						}
 				}
 			}
+			patch_move(patch, next);
 		}
 		for (int g = 0; g < G; g++) {
 			int c = c0 + g;
@@ -384,9 +446,9 @@ static __global__ void conv_backward_patch_kernel(struct conv_shape s, int oc,
 					int y = y0 + dy, x = x0 + dx;
 					if (y >= s.h || x >= s.w)
 						continue;
-					size_t at = chwb_at(s.h, s.w, nb, (size_t)c, y, x, b);
-					float grad = acc[g][dy * Q + dx], gate = below_y[at];
-					int32_t best = below_arg[at];
+					size_t win = chwb_at(s.h, s.w, nb, (size_t)c, y, x, b);
+					float grad = acc[g][dy * Q + dx], gate = below_y[win];
+					int32_t best = below_arg[win];
 					for (int ky = 0; ky < a.p.k; ky++)
 						for (int kx = 0; kx < a.p.k; kx++)
 							dz_below[chwb_at(a.p.h, a.p.w, nb, (size_t)c,
@@ -470,13 +532,21 @@ void kernels_conv_forward(cudaStream_t stream, const struct kernel_geom *geom,
 int kernels_conv_patch_fits(const struct conv_stage *s)
 {
 	return s->conv->k >= 1 && s->conv->k <= CONV_PATCH_MAX_K && s->pool->k >= 1 &&
-	       s->pool->k <= CONV_PATCH_MAX_POOL && s->pool->c == s->oc;
+	       s->pool->k <= CONV_PATCH_MAX_POOL && s->pool->c == s->oc &&
+	       work_2d(s->rows, s->conv->h * s->conv->w) <= FASTDIV_MAX_N;
+}
+
+/* conv_patch_kernel's groups of output channels. */
+static int patch_oc_groups(const struct conv_stage *s)
+{
+	return (s->oc + CONV_PATCH_OC - 1) / CONV_PATCH_OC;
 }
 
 size_t kernels_conv_patch_work(const struct conv_stage *s)
 {
-	int groups = (s->oc + CONV_PATCH_OC - 1) / CONV_PATCH_OC;
-	return work_2d(s->rows, groups * s->pool->oh * s->pool->ow);
+	if (work_2d(s->rows, s->oc * s->pool->oh * s->pool->ow) == 0)
+		return 0;
+	return work_2d((s->rows + 31) / 32, patch_oc_groups(s) * s->pool->oh * s->pool->ow) * 32u;
 }
 
 void kernels_conv_patch(cudaStream_t stream, const struct kernel_geom *geom,
@@ -487,9 +557,10 @@ void kernels_conv_patch(cudaStream_t stream, const struct kernel_geom *geom,
 	if (n == 0)
 		return;
 	conv_items_fit("conv_patch_kernel", n);
-	/* The items: the windows of each group of channels, a.win's channel the group. */
+	/* The items, as conv_patch_kernel says: a.win splits i / 32 into them. */
 	struct conv_forward_args a = forward_args(s, x, w, b, y, arg);
 	a.total = (uint32_t)n;
+	a.win = chwb_divs_make(s->pool->ow, patch_oc_groups(s), s->pool->oh);
 	struct kernel_geom g = pick_geom(geom, n);
 	KERNEL_LAUNCH(conv_patch_kernel, g, stream, a);
 }

@@ -297,13 +297,14 @@ Test(kernels_host, launchers_use_backend_geometry)
 	expect_launch(before, y1, "conv_backward_data (the stage below's pool windows)");
 	before = fake_cuda_stats.launches;
 	kernels_conv_patch(NULL, NULL, &s1, fx, fw, fb, fy, arg);
-	expect_launch(before, (size_t)2 * 14 * 14 * B, "conv_patch (the windows of 2 groups of channels)");
+	expect_launch(before, (size_t)32 * 2 * 14 * 14,
+		      "conv_patch (32 lanes a group of 4 channels and window)");
 	size_t blocks2 = (size_t)32 * 2 * 7 * 7; /* 32 lanes, 2 groups of 3 channels, 7 x 7 blocks */
 	before = fake_cuda_stats.launches;
 	kernels_conv_backward_patch(NULL, NULL, &s2, fw, fy, &s1, fy, arg, fz);
 	expect_launch(before, blocks2, "conv_backward_patch (32 lanes a group of channels and block)");
 	/* The work the plans size their blocks of 64 by (cuda/conv_plan.cu). */
-	cr_assert_eq(kernels_conv_patch_work(&s1), (size_t)2 * 14 * 14 * B);
+	cr_assert_eq(kernels_conv_patch_work(&s1), (size_t)32 * 2 * 14 * 14);
 	cr_assert_eq(kernels_conv_backward_patch_work(&s2, &s1), blocks2);
 
 	free(fx);
