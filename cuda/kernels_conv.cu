@@ -261,7 +261,8 @@ static __global__ void conv_patch_kernel(struct conv_forward_args a)
 								acc[g][dy * Q + dx] += wv[g] * v;
 						}
 				}
-			patch_move(patch, next);
+			if (ci + 1 < a.s.c)
+				patch_move(patch, next);
 		}
 		for (int g = 0; g < G; g++) {
 			int o = o0 + g;
@@ -435,7 +436,8 @@ static __global__ void conv_backward_patch_kernel(struct conv_shape s, int oc,
 						}
 				}
 			}
-			patch_move(patch, next);
+			if (o + 1 < oc)
+				patch_move(patch, next);
 		}
 		for (int g = 0; g < G; g++) {
 			int c = c0 + g;

@@ -221,13 +221,13 @@ mutant conv-patch-cols-not-written cuda/conv_plan.cu \
 	$'\t\t\tif (c->cols)\n\t\t\t\tkernels_conv_im2col' $'\t\t\tif (0)\n\t\t\t\tkernels_conv_im2col' \
 	'gpu_plan_sim'
 mutant conv-patch-next-channel-unloaded $C \
-	'if (ci + 1 < a.s.c)' 'if (ci + 2 < a.s.c)' \
+	$'if (ci + 1 < a.s.c)\n\t\t\t\tpatch_load' $'if (ci + 2 < a.s.c)\n\t\t\t\tpatch_load' \
 	'test_kernels_host|gpu_plan_sim'
 mutant conv-patch-images-of-one-warp $C \
 	$'\t\tint b = (int)(q.c * 32u + i % 32u);\n\t\tif (b >= a.rows)\n\t\t\tcontinue;\n\t\tint o0' $'\t\tint b = (int)(q.c * 64u + i % 32u);\n\t\tif (b >= a.rows)\n\t\t\tcontinue;\n\t\tint o0' \
 	'test_kernels_host|gpu_plan_sim'
 mutant conv-backward-patch-next-channel-unloaded $C \
-	'if (o + 1 < oc)' 'if (o + 2 < oc)' \
+	$'if (o + 1 < oc)\n\t\t\t\tpatch_load' $'if (o + 2 < oc)\n\t\t\t\tpatch_load' \
 	'test_kernels_host|gpu_plan_sim'
 mutant conv-backward-patch-tap-mirrored $C \
 	'float v = patch[dy - ky + K - 1][dx - kx + K - 1];' 'float v = patch[dy + ky][dx - kx + K - 1];' \
