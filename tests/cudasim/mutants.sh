@@ -233,7 +233,7 @@ mutant conv-backward-patch-tap-mirrored $C \
 	'float v = patch[dy - ky + K - 1][dx - kx + K - 1];' 'float v = patch[dy + ky][dx - kx + K - 1];' \
 	'test_kernels_host|gpu_plan_sim'
 mutant conv-backward-patch-row-skip-shifted $C \
-	'if (ky >= k || !((rows_in >> (K - 1 - ky)) & pix_mask))' 'if (ky >= k || !((rows_in >> (K - ky)) & pix_mask))' \
+	'if (ky >= k || !((at.rows_in >> (K - 1 - ky)) & pix_mask))' 'if (ky >= k || !((at.rows_in >> (K - ky)) & pix_mask))' \
 	'test_kernels_host|gpu_plan_sim'
 mutant conv-backward-patch-images-of-one-warp $C \
 	$'\t\tint b = (int)(q.c * 32u + i % 32u);\n\t\tif (b >= a.rows)\n\t\t\tcontinue;\n\t\tint c0' $'\t\tint b = (int)(q.c * 64u + i % 32u);\n\t\tif (b >= a.rows)\n\t\t\tcontinue;\n\t\tint c0' \
