@@ -185,6 +185,18 @@ static __device__ inline void patch_load(float patch[PATCH_SPAN][PATCH_SPAN], co
 					      : 0.0f;
 }
 
+/*
+ * A patch kernel's item i: lane i % 32 of a group of 32 images, the rest
+ * (i / 32) split into *q by d (q->c the group of images); its image, which
+ * may lie past the batch's last in the last group.
+ */
+static __host__ __device__ inline int patch_item(uint32_t i, const struct chwb_divs *d,
+						 struct chwb *q)
+{
+	*q = chwb_of(i / 32u, d);
+	return (int)(q->c * 32u + i % 32u);
+}
+
 /* Copy a patch (the next channel's, loaded while the last was summed). */
 static __device__ inline void patch_move(float to[PATCH_SPAN][PATCH_SPAN],
 					 float from[PATCH_SPAN][PATCH_SPAN])
@@ -221,8 +233,8 @@ static __global__ void conv_patch_kernel(struct conv_forward_args a)
 	int k = a.s.k, pk = a.p.k;
 	uint32_t stride = (uint32_t)grid_stride();
 	for (uint32_t i = (uint32_t)grid_first(); i < a.total; i += stride) {
-		struct chwb q = chwb_of(i / 32u, &a.win);
-		int b = (int)(q.c * 32u + i % 32u);
+		struct chwb q;
+		int b = patch_item(i, &a.win, &q);
 		if (b >= a.rows)
 			continue;
 		int o0 = q.y * G, py = q.x, px = q.b;
@@ -390,8 +402,8 @@ static __global__ void conv_backward_patch_kernel(struct conv_shape s, int oc,
 	int k = s.k;
 	uint32_t stride = (uint32_t)grid_stride();
 	for (uint32_t i = (uint32_t)grid_first(); i < a.n; i += stride) {
-		struct chwb q = chwb_of(i / 32u, &a.win);
-		int b = (int)(q.c * 32u + i % 32u);
+		struct chwb q;
+		int b = patch_item(i, &a.win, &q);
 		if (b >= a.rows)
 			continue;
 		int c0 = q.y * G, y0 = q.x * Q, x0 = q.b * Q;

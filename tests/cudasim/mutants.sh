@@ -224,7 +224,7 @@ mutant conv-patch-next-channel-unloaded $C \
 	$'if (ci + 1 < a.s.c)\n\t\t\t\tpatch_load' $'if (ci + 2 < a.s.c)\n\t\t\t\tpatch_load' \
 	'test_kernels_host|gpu_plan_sim'
 mutant conv-patch-images-of-one-warp $C \
-	$'\t\tint b = (int)(q.c * 32u + i % 32u);\n\t\tif (b >= a.rows)\n\t\t\tcontinue;\n\t\tint o0' $'\t\tint b = (int)(q.c * 64u + i % 32u);\n\t\tif (b >= a.rows)\n\t\t\tcontinue;\n\t\tint o0' \
+	'return (int)(q->c * 32u + i % 32u);' 'return (int)(q->c * 64u + i % 32u);' \
 	'test_kernels_host|gpu_plan_sim'
 mutant conv-backward-patch-next-channel-unloaded $C \
 	$'if (o + 1 < oc)\n\t\t\t\tpatch_load' $'if (o + 2 < oc)\n\t\t\t\tpatch_load' \
@@ -234,9 +234,6 @@ mutant conv-backward-patch-tap-mirrored $C \
 	'test_kernels_host|gpu_plan_sim'
 mutant conv-backward-patch-row-skip-shifted $C \
 	'if (ky >= k || !((at.rows_in >> (K - 1 - ky)) & pix_mask))' 'if (ky >= k || !((at.rows_in >> (K - ky)) & pix_mask))' \
-	'test_kernels_host|gpu_plan_sim'
-mutant conv-backward-patch-images-of-one-warp $C \
-	$'\t\tint b = (int)(q.c * 32u + i % 32u);\n\t\tif (b >= a.rows)\n\t\t\tcontinue;\n\t\tint c0' $'\t\tint b = (int)(q.c * 64u + i % 32u);\n\t\tif (b >= a.rows)\n\t\t\tcontinue;\n\t\tint c0' \
 	'test_kernels_host|gpu_plan_sim'
 # The convolutions' index arithmetic (cuda/fastdiv.h): a multiplier one too large.
 mutant fastdiv-multiplier-off-by-one $F \
