@@ -1,13 +1,16 @@
 /*
  * head_plan.cu - the plans of a training step's head: see cuda/head_plan.cuh.
  *
- * At batch 32 the head's three ops are three short kernels one after another
- * (a GEMM of 10 columns, the loss, a GEMM of k = 10), each paying the gap
- * between kernels; the fused way is one kernel doing all three, a group of
- * lanes per row (kernels_head). Which is faster is the device's to say: the
- * plan times both. Its candidates' timed runs leave the step's counters
- * alone (the loss moves them on once per real run only). "separate" first:
- * the heuristic's choice, and what a plan without this op ran.
+ * At batch 32 the head's ops are short kernels one after another (LeNet-5's:
+ * two GEMMs forward, a GEMM of 10 columns, the loss, three GEMMs back), each
+ * paying the gap between kernels; the fused way folds the top three into one
+ * kernel, a group of lanes per row (kernels_head); the dense ways all of
+ * them, a block per few rows streaming the weights from L2
+ * (kernels_dense_head). Which is faster is the device's to say: the plan
+ * times each without the weight gradients, which are the same GEMMs in
+ * every way. Its candidates' timed runs leave the step's counters alone (the
+ * loss moves them on once per real run only). "separate" first: the
+ * heuristic's choice, and what a plan without this op ran.
  */
 #include "head_plan.cuh"
 
@@ -18,29 +21,70 @@
 #include "check.h"
 #include "kernels.h"
 
-enum head_way { HEAD_SEPARATE, HEAD_FUSED };
+/* "separate", "fused", then the dense kernel's rows a block (dense_rows[way - HEAD_DENSE]). */
+enum head_way { HEAD_SEPARATE, HEAD_FUSED, HEAD_DENSE };
+static const int dense_rows[] = {1, 2, 4};
+#define HEAD_WAYS (HEAD_DENSE + (int)(sizeof(dense_rows) / sizeof(dense_rows[0])))
+
+/* A dense stage under the top, as far as a plan depends on it. */
+struct head_below_key {
+	int in, out, relu, dx, drelu;
+};
 
 /* A problem, as far as a plan depends on it; compared bytewise (every byte set). */
 struct head_key {
-	int rows, in, cols, relu, dx, drelu, tf32;
+	int rows, in, cols, relu, dx, drelu, tf32, n_below;
+	struct head_below_key below[HEAD_MAX_BELOW];
 };
 
 struct head_plan {
 	struct head_key key;
-	int way; /* enum head_way */
+	int way; /* enum head_way, or HEAD_DENSE + an index of dense_rows */
 };
 
-/* Queue r run as `way` on g's stream. */
-static void run_way(struct cuda_gemm *g, const struct head_req *r, int way)
+/* How a way's weight gradients are sent: as the backend's GEMM op (to the side stream). */
+struct head_sink {
+	void (*gemm)(void *ctx, const struct gemm_req *r);
+	void *ctx;
+};
+
+static void weight_grad(const struct head_sink *sink, const struct gemm_req *r)
 {
-	if (way == HEAD_FUSED) {
-		kernels_head(g->stream, NULL, r);
+	if (sink && r->m > 0)
+		sink->gemm(sink->ctx, r);
+}
+
+/*
+ * Queue r run as `way` on g's stream, its weight gradients sent to sink
+ * (NULL: none, as when timed): in backend_head_parts' order, a stage's as
+ * soon as its gradient is there; after the kernel, for the dense way.
+ */
+static void run_way(struct cuda_gemm *g, const struct head_req *r, int way,
+		    const struct head_sink *sink)
+{
+	if (way >= HEAD_DENSE) {
+		kernels_dense_head(g->stream, NULL, r, dense_rows[way - HEAD_DENSE]);
+		weight_grad(sink, &r->weight_grad);
+		for (int i = r->n_below - 1; i >= 0; i--)
+			weight_grad(sink, &r->below[i].weight_grad);
 		return;
 	}
-	cuda_gemm_run(g, &r->forward);
-	kernels_softmax_xent(g->stream, NULL, &r->loss);
-	if (r->input_grad.m > 0)
-		cuda_gemm_run(g, &r->input_grad);
+	for (int i = 0; i < r->n_below; i++)
+		cuda_gemm_run(g, &r->below[i].forward);
+	if (way == HEAD_FUSED) {
+		kernels_head(g->stream, NULL, r);
+	} else {
+		cuda_gemm_run(g, &r->forward);
+		kernels_softmax_xent(g->stream, NULL, &r->loss);
+		if (r->input_grad.m > 0)
+			cuda_gemm_run(g, &r->input_grad);
+	}
+	weight_grad(sink, &r->weight_grad);
+	for (int i = r->n_below - 1; i >= 0; i--) {
+		weight_grad(sink, &r->below[i].weight_grad);
+		if (r->below[i].input_grad.m > 0)
+			cuda_gemm_run(g, &r->below[i].input_grad);
+	}
 }
 
 static struct head_key key_of(const struct cuda_gemm *g, const struct head_req *r)
@@ -54,27 +98,65 @@ static struct head_key key_of(const struct cuda_gemm *g, const struct head_req *
 	k.dx = r->input_grad.m > 0;
 	k.drelu = k.dx && r->input_grad.epilogue == GEMM_EPILOGUE_DRELU;
 	k.tf32 = g->tf32;
+	k.n_below = r->n_below;
+	for (int i = 0; i < r->n_below; i++) {
+		const struct head_below *b = &r->below[i];
+		struct head_below_key *bk = &k.below[i];
+		bk->in = b->forward.k;
+		bk->out = b->forward.n;
+		bk->relu = b->forward.epilogue == GEMM_EPILOGUE_BIAS_RELU;
+		bk->dx = b->input_grad.m > 0;
+		bk->drelu = bk->dx && b->input_grad.epilogue == GEMM_EPILOGUE_DRELU;
+	}
 	return k;
+}
+
+/* The stages under the top as text, lowest first: " below 400x120 relu dx, 120x84 relu dx drelu". */
+static void below_text(const struct head_key *k, char *buf, size_t len)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < k->n_below && used < len; i++) {
+		const struct head_below_key *b = &k->below[i];
+		used += (size_t)snprintf(buf + used, len - used, "%s%dx%d%s%s", i ? "," : " below ",
+					 b->in, b->out, b->relu ? " relu" : "",
+					 b->drelu ? " dx drelu" : b->dx ? " dx" : "");
+	}
 }
 
 /* A timed run: the request without its counters. */
 struct head_timed {
 	struct cuda_gemm *g;
 	struct head_req r;
+	int ways[HEAD_WAYS]; /* candidate i runs as ways[i] */
 	int way;
 };
 
 static void run_candidate(void *arg)
 {
 	const struct head_timed *t = (const struct head_timed *)arg;
-	run_way(t->g, &t->r, t->way);
+	run_way(t->g, &t->r, t->way, NULL);
 }
 
 static double time_candidate(void *arg, int i, double best)
 {
 	struct head_timed *t = (struct head_timed *)arg;
-	t->way = i;
+	t->way = t->ways[i];
 	return cuda_plan_time(t->g, run_candidate, t, best);
+}
+
+/* Candidate i of rep named as way `way`, listed when it can run r. */
+static void add_candidate(struct plan_op *rep, struct head_timed *t, int way)
+{
+	char *name = rep->cand[rep->n_candidates].name;
+	size_t len = sizeof(rep->cand[0].name);
+	if (way == HEAD_SEPARATE)
+		snprintf(name, len, "separate");
+	else if (way == HEAD_FUSED)
+		snprintf(name, len, "fused");
+	else
+		snprintf(name, len, "dense.r%d", dense_rows[way - HEAD_DENSE]);
+	t->ways[rep->n_candidates++] = way;
 }
 
 static struct head_plan *plan_for(struct cuda_head *hd, struct cuda_gemm *g,
@@ -86,21 +168,27 @@ static struct head_plan *plan_for(struct cuda_head *hd, struct cuda_gemm *g,
 			return &hd->plans[i];
 
 	struct plan_op rep;
+	char below[96];
 	memset(&rep, 0, sizeof(rep));
-	snprintf(rep.key, sizeof(rep.key), "head rows=%d in=%d cols=%d relu=%d dx=%d drelu=%d tf32=%d",
-		 key.rows, key.in, key.cols, key.relu, key.dx, key.drelu, key.tf32);
+	below_text(&key, below, sizeof(below));
+	snprintf(rep.key, sizeof(rep.key), "head rows=%d in=%d cols=%d relu=%d dx=%d drelu=%d tf32=%d%s",
+		 key.rows, key.in, key.cols, key.relu, key.dx, key.drelu, key.tf32, below);
 	snprintf(rep.op, sizeof(rep.op), "head");
-	snprintf(rep.shape, sizeof(rep.shape), "%dx%dx%d%s%s", key.rows, key.cols, key.in,
-		 key.relu ? " relu" : "", key.drelu ? ", dx drelu" : key.dx ? ", dx" : "");
-	snprintf(rep.cand[0].name, sizeof(rep.cand[0].name), "separate");
-	rep.n_candidates = 1;
-	if (kernels_head_fits(r)) {
-		snprintf(rep.cand[1].name, sizeof(rep.cand[1].name), "fused");
-		rep.n_candidates = 2;
-	}
-	struct head_timed t = {g, *r, HEAD_SEPARATE};
-	t.r.loss.counters = NULL;
-	int chosen = cuda_plan_choose(g, &rep, cuda_plan_capturing(g), time_candidate, &t);
+	snprintf(rep.shape, sizeof(rep.shape), "%dx%dx%d%s%s%s", key.rows, key.cols, key.in,
+		 key.relu ? " relu" : "", key.drelu ? ", dx drelu" : key.dx ? ", dx" : "", below);
+	struct head_timed *t = (struct head_timed *)xcalloc(1, sizeof(*t));
+	t->g = g;
+	t->r = *r;
+	t->r.loss.counters = NULL;
+	add_candidate(&rep, t, HEAD_SEPARATE);
+	if (kernels_head_fits(r))
+		add_candidate(&rep, t, HEAD_FUSED);
+	for (int i = 0; r->n_below > 0 && i < HEAD_WAYS - HEAD_DENSE; i++)
+		if (kernels_dense_head_fits(r, dense_rows[i]))
+			add_candidate(&rep, t, HEAD_DENSE + i);
+	int chosen = cuda_plan_choose(g, &rep, cuda_plan_capturing(g), time_candidate, t);
+	int way = t->ways[chosen];
+	free(t);
 	snprintf(rep.chosen, sizeof(rep.chosen), "%s", rep.cand[chosen].name);
 
 	if (hd->n_plans == hd->cap_plans) {
@@ -111,20 +199,27 @@ static struct head_plan *plan_for(struct cuda_head *hd, struct cuda_gemm *g,
 							 (size_t)hd->cap_plans * sizeof(*hd->reports));
 	}
 	hd->plans[hd->n_plans].key = key;
-	hd->plans[hd->n_plans].way = chosen;
+	hd->plans[hd->n_plans].way = way;
 	hd->reports[hd->n_plans] = rep;
 	return &hd->plans[hd->n_plans++];
 }
 
-void cuda_head_run(struct cuda_head *hd, struct cuda_gemm *g, const struct head_req *r)
+void cuda_head_run(struct cuda_head *hd, struct cuda_gemm *g, const struct head_req *r,
+		   void (*gemm)(void *ctx, const struct gemm_req *r), void *ctx)
 {
 	if (r->loss.rows <= 0 || r->loss.cols <= 0)
 		return;
 	/* The separate way's GEMMs are planned first, as if met one by one. */
+	for (int i = 0; i < r->n_below; i++)
+		cuda_gemm_plan(g, &r->below[i].forward);
 	cuda_gemm_plan(g, &r->forward);
 	if (r->input_grad.m > 0)
 		cuda_gemm_plan(g, &r->input_grad);
-	run_way(g, r, plan_for(hd, g, r)->way);
+	for (int i = r->n_below - 1; i >= 0; i--)
+		if (r->below[i].input_grad.m > 0)
+			cuda_gemm_plan(g, &r->below[i].input_grad);
+	struct head_sink sink = {gemm, ctx};
+	run_way(g, r, plan_for(hd, g, r)->way, &sink);
 }
 
 void cuda_head_forget(struct cuda_head *hd)

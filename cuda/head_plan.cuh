@@ -1,11 +1,15 @@
 /*
  * head_plan.cuh - the plan of a training step's head (struct head_req in
- * include/backend.h: the top dense layer's forward, the loss, the layer's
- * input gradient), chosen as the GEMMs' are (cuda/gemm_lt.cuh: timed on the
- * device, the heuristic's first, or a checkpoint's by name) between two ways:
- * "separate", the three ops one after another (each GEMM the way its own plan
- * chose, the loss kernel between), and "fused", one launch of
- * kernels_head (cuda/kernels.cu) where the request fits it.
+ * include/backend.h: the dense stages at the top, their forwards, the loss,
+ * their input and weight gradients), chosen as the GEMMs' are
+ * (cuda/gemm_lt.cuh: timed on the device, the heuristic's first, or a
+ * checkpoint's by name) among: "separate", every op one after another (each
+ * GEMM the way its own plan chose, the loss kernel between); "fused", the
+ * top's forward, loss and input gradient as one launch of kernels_head, the
+ * stages under it as GEMMs; "dense.rN", every stage's forward, the loss and
+ * every input gradient as one launch of kernels_dense_head, N rows a block
+ * (cuda/kernels.cu), where the request fits them. The weight gradients are
+ * GEMMs in every way, sent as soon as their inputs are there.
  */
 #ifndef MNIST_DDP_HEAD_PLAN_CUH
 #define MNIST_DDP_HEAD_PLAN_CUH
@@ -22,8 +26,13 @@ struct cuda_head {
 	int n_plans, cap_plans;
 };
 
-/* ->head on g's stream: its GEMMs' plans and its own made the first time its problem is met. */
-void cuda_head_run(struct cuda_head *hd, struct cuda_gemm *g, const struct head_req *r);
+/*
+ * ->head on g's stream: its GEMMs' plans and its own made the first time its
+ * problem is met; its weight gradients sent to gemm(ctx, ...), the backend's
+ * GEMM op (which may run them on a second stream), where the way has them.
+ */
+void cuda_head_run(struct cuda_head *hd, struct cuda_gemm *g, const struct head_req *r,
+		   void (*gemm)(void *ctx, const struct gemm_req *r), void *ctx);
 
 /* Forget every plan. */
 void cuda_head_forget(struct cuda_head *hd);

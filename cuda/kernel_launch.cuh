@@ -124,6 +124,13 @@ static __device__ __forceinline__ void kernel_wait_previous(void)
 #define KERNEL_UNROLL
 #endif
 
+/* A shared array's alignment to 16 bytes, for loads of four floats at once. */
+#if defined(__CUDACC__)
+#define KERNEL_ALIGN16 __align__(16)
+#else
+#define KERNEL_ALIGN16 __attribute__((aligned(16)))
+#endif
+
 /* The geometry to launch with: the caller's, or the backend's for n items. */
 static inline struct kernel_geom pick_geom(const struct kernel_geom *geom, size_t n)
 {

@@ -286,6 +286,226 @@ static __global__ void head_kernel(struct head_args h)
 }
 KERNEL_COOP_THUNK(head_kernel, struct head_args)
 
+/* ---- a head's dense stages in one kernel ------------------------------------------------- */
+
+/* One dense stage of dense_head_kernel: y = act(x W^T + b), and dx = dz W (through x's ReLU). */
+struct dense_stage_args {
+	const float *w, *b; /* W (out, in), b (out) */
+	float *y;           /* (rows, out): the next stage's input, or the logits */
+	float *dx;          /* (rows, in), NULL: none (the lowest stage may have none) */
+	int in, out, relu, drelu;
+};
+
+/* dense_head_kernel's arguments (kernels_dense_head_fits): st[0] the lowest stage. */
+struct dense_head_args {
+	const float *x; /* st[0]'s input (rows, in) */
+	int n, rows_per_block;
+	struct dense_stage_args st[HEAD_MAX_BELOW + 1];
+	struct xent_req loss; /* on st[n - 1].y */
+};
+
+/* Columns of a warp's tile of a forward; a lane's inputs of a stage in registers. */
+#define DENSE_TILE 4
+#define DENSE_K_REGS (DENSE_HEAD_MAX_IN / (int)COOP_LANES)
+#define DENSE_TILE_OUT (DENSE_HEAD_MAX_ROWS * DENSE_TILE)
+
+/* What dense_head_kernel's warps share: a tile's partial sums, a lane's column each. */
+struct dense_shared {
+	float part[DENSE_HEAD_THREADS / COOP_LANES][DENSE_TILE_OUT][COOP_LANES + 1];
+};
+
+/* Four floats from 16-byte aligned p: one load on the GPU. */
+static __device__ void load4(const float *p, float v[4])
+{
+#if defined(__CUDACC__)
+	float4 q = *(const float4 *)p;
+	v[0] = q.x;
+	v[1] = q.y;
+	v[2] = q.z;
+	v[3] = q.w;
+#else
+	for (int i = 0; i < 4; i++)
+		v[i] = p[i];
+#endif
+}
+
+/*
+ * Stage st's forward for a block's R rows: xs (R, in) in shared memory to ys
+ * (R, out) there and, for the live rows, st->y from row0. A warp's tile is R
+ * rows x DENSE_TILE columns: lane t sums its inputs k = t, t + 32, ... (held
+ * in registers for every tile) times W's rows, coalesced, the partial sums
+ * meet in shared memory and lane i adds row i / 4's column i % 4 in lane
+ * order, with the bias and the ReLU (bias_act_elem). Every thread calls it.
+ */
+static __device__ void dense_forward_rows(const struct dense_stage_args *st, const float *xs,
+					  float *ys, struct dense_shared *sh, size_t row0,
+					  int live, int rows)
+{
+	unsigned int warps = blockDim.x / COOP_LANES, warp = threadIdx.x / COOP_LANES;
+	int lane = (int)(threadIdx.x % COOP_LANES);
+	int in = st->in, out = st->out;
+	float xr[DENSE_K_REGS][DENSE_HEAD_MAX_ROWS];
+	KERNEL_UNROLL
+	for (int t = 0; t < DENSE_K_REGS; t++) {
+		int k = lane + t * (int)COOP_LANES;
+		KERNEL_UNROLL
+		for (int r = 0; r < DENSE_HEAD_MAX_ROWS; r++)
+			xr[t][r] = r < rows && k < in ? xs[r * in + k] : 0.0f;
+	}
+	int tiles = (out + DENSE_TILE - 1) / DENSE_TILE;
+	for (int first = 0; first < tiles; first += (int)warps) { /* the same trips for every warp */
+		int tile = first + (int)warp, j0 = tile * DENSE_TILE;
+		float acc[DENSE_HEAD_MAX_ROWS][DENSE_TILE];
+		KERNEL_UNROLL
+		for (int r = 0; r < DENSE_HEAD_MAX_ROWS; r++)
+			KERNEL_UNROLL
+			for (int c = 0; c < DENSE_TILE; c++)
+				acc[r][c] = 0.0f;
+		if (tile < tiles) {
+			KERNEL_UNROLL
+			for (int t = 0; t < DENSE_K_REGS; t++) {
+				int k = lane + t * (int)COOP_LANES;
+				if (k >= in)
+					break;
+				float wv[DENSE_TILE];
+				KERNEL_UNROLL
+				for (int c = 0; c < DENSE_TILE; c++)
+					wv[c] = j0 + c < out ? st->w[(size_t)(j0 + c) * in + k] : 0.0f;
+				KERNEL_UNROLL
+				for (int r = 0; r < DENSE_HEAD_MAX_ROWS; r++)
+					KERNEL_UNROLL
+					for (int c = 0; c < DENSE_TILE; c++)
+						acc[r][c] += xr[t][r] * wv[c];
+			}
+		}
+		KERNEL_UNROLL
+		for (int r = 0; r < DENSE_HEAD_MAX_ROWS; r++)
+			KERNEL_UNROLL
+			for (int c = 0; c < DENSE_TILE; c++)
+				sh->part[warp][r * DENSE_TILE + c][lane] = acc[r][c];
+		__syncthreads();
+		int r = lane / DENSE_TILE, j = j0 + lane % DENSE_TILE;
+		if (tile < tiles && r < rows && j < out) {
+			const float *p = sh->part[warp][lane];
+			float sum = 0.0f;
+			for (int t = 0; t < (int)COOP_LANES; t++)
+				sum += p[t];
+			float v = bias_act_elem(sum, st->b[j], st->relu);
+			ys[r * out + j] = v;
+			if (r < live)
+				st->y[(row0 + (size_t)r) * (size_t)out + (size_t)j] = v;
+		}
+		__syncthreads();
+	}
+}
+
+/*
+ * Stage st's input gradient for a block's rows: dx[r, k] = sum over j of
+ * dz[r, j] W[j, k] (dz in shared memory as (out, DENSE_HEAD_MAX_ROWS), a
+ * column's rows side by side, dead rows 0), through the ReLU of its input xs
+ * when drelu, into st->dx for the live rows and, unless NULL, dz_below (in,
+ * DENSE_HEAD_MAX_ROWS) for the stage below. A thread per k; no barrier.
+ */
+static __device__ void dense_backward_rows(const struct dense_stage_args *st, const float *xs,
+					   const float *dz, float *dz_below, size_t row0,
+					   int live, int rows)
+{
+	int in = st->in, out = st->out;
+	for (int k = (int)threadIdx.x; k < in; k += (int)blockDim.x) {
+		float acc[DENSE_HEAD_MAX_ROWS];
+		KERNEL_UNROLL
+		for (int r = 0; r < DENSE_HEAD_MAX_ROWS; r++)
+			acc[r] = 0.0f;
+		for (int j = 0; j < out; j++) {
+			float d[DENSE_HEAD_MAX_ROWS], w = st->w[(size_t)j * in + k];
+			load4(dz + j * DENSE_HEAD_MAX_ROWS, d);
+			KERNEL_UNROLL
+			for (int r = 0; r < DENSE_HEAD_MAX_ROWS; r++)
+				acc[r] += d[r] * w;
+		}
+		KERNEL_UNROLL
+		for (int r = 0; r < DENSE_HEAD_MAX_ROWS; r++) {
+			float v = 0.0f;
+			if (r < live) {
+				v = st->drelu ? relu_backward_elem(acc[r], xs[r * in + k]) : acc[r];
+				if (st->dx)
+					st->dx[(row0 + (size_t)r) * (size_t)in + (size_t)k] = v;
+			}
+			if (dz_below)
+				dz_below[k * DENSE_HEAD_MAX_ROWS + r] = v;
+		}
+	}
+	(void)rows;
+}
+
+/*
+ * A head's dense stages in one launch (kernels_dense_head): for each group of
+ * rows_per_block rows, the lowest stage's input into shared memory, each
+ * stage's forward (dense_forward_rows), the loss on the logits a warp per
+ * row (xent_row), then each stage's input gradient down (dense_backward_rows).
+ * Shared memory: two gradient buffers, then every stage's input and the
+ * logits, the rows' values at stride the width.
+ */
+static __global__ void dense_head_kernel(struct dense_head_args h)
+{
+	KERNEL_WAIT_PREVIOUS();
+	__shared__ struct xent_shared xsh;
+	__shared__ struct dense_shared dsh;
+	__shared__ KERNEL_ALIGN16 float mem[DENSE_HEAD_SHARED];
+	const struct xent_req *x = &h.loss;
+	int R = h.rows_per_block, n = h.n;
+	unsigned int warps = blockDim.x / COOP_LANES, warp = threadIdx.x / COOP_LANES;
+	unsigned int lane = threadIdx.x % COOP_LANES;
+	int widest = 0;
+	for (int s = 0; s < n; s++)
+		widest = h.st[s].out > widest ? h.st[s].out : widest;
+	float *dz = mem, *dz_other = mem + widest * DENSE_HEAD_MAX_ROWS;
+	float *acts = dz_other + widest * DENSE_HEAD_MAX_ROWS;
+	for (size_t row0 = (size_t)blockIdx.x * (size_t)R; row0 < (size_t)x->rows;
+	     row0 += (size_t)gridDim.x * (size_t)R) {
+		int live = (size_t)x->rows - row0 < (size_t)R ? (int)((size_t)x->rows - row0) : R;
+		int in0 = h.st[0].in;
+		for (int i = (int)threadIdx.x; i < R * in0; i += (int)blockDim.x) {
+			int r = i / in0;
+			acts[i] = r < live ? h.x[(row0 + (size_t)r) * (size_t)in0 + (size_t)(i % in0)]
+					   : 0.0f;
+		}
+		__syncthreads();
+		float *xs = acts;
+		for (int s = 0; s < n; s++) {
+			float *ys = xs + R * h.st[s].in;
+			dense_forward_rows(&h.st[s], xs, ys, &dsh, row0, live, R);
+			xs = ys;
+		}
+		for (int first = 0; first < R; first += (int)warps) {
+			int r = first + (int)warp;
+			int on = r < live;
+			xent_row(x, &xsh, row0 + (size_t)r, on, warp, lane, COOP_LANES);
+			xent_count(x, row0 + (size_t)r, on, lane);
+		}
+		__syncthreads(); /* the rows' dlogits written before they are read */
+		int cols = x->cols;
+		for (int i = (int)threadIdx.x; i < cols * DENSE_HEAD_MAX_ROWS; i += (int)blockDim.x) {
+			int j = i / DENSE_HEAD_MAX_ROWS, r = i % DENSE_HEAD_MAX_ROWS;
+			dz[i] = r < live ? x->dlogits[(row0 + (size_t)r) * (size_t)cols + (size_t)j] : 0.0f;
+		}
+		__syncthreads();
+		for (int s = n - 1; s >= 0; s--) {
+			const struct dense_stage_args *st = &h.st[s];
+			xs -= R * st->in;
+			if (s == 0 && !st->dx)
+				break;
+			dense_backward_rows(st, xs, dz, s > 0 ? dz_other : NULL, row0, live, R);
+			__syncthreads();
+			float *t = dz;
+			dz = dz_other;
+			dz_other = t;
+		}
+		__syncthreads(); /* the shared buffers free for the next rows */
+	}
+}
+KERNEL_COOP_THUNK(dense_head_kernel, struct dense_head_args)
+
 static __global__ void argmax_hits_kernel(const float *logits, const int32_t *labels, int rows,
 					  int cols, int32_t *hits)
 {
@@ -449,6 +669,89 @@ void kernels_head(cudaStream_t stream, const struct kernel_geom *geom, const str
 			      ig->m > 0 && ig->epilogue == GEMM_EPILOGUE_DRELU ? ig->act : NULL,
 			      f->k, f->epilogue == GEMM_EPILOGUE_BIAS_RELU, h->loss};
 	KERNEL_LAUNCH_COOP(head_kernel, g, stream, a);
+}
+
+/* Request r as a dense_head_kernel stage, its ReLU for the input gradient from ig. */
+static struct dense_stage_args dense_stage_of(const struct gemm_req *f, const struct gemm_req *ig)
+{
+	struct dense_stage_args a = {f->b, f->bias, f->c, ig->m > 0 ? ig->c : NULL, f->k, f->n,
+				     f->epilogue == GEMM_EPILOGUE_BIAS_RELU,
+				     ig->m > 0 && ig->epilogue == GEMM_EPILOGUE_DRELU};
+	return a;
+}
+
+/* A forward dense_head_kernel runs: x W^T + b, packed, at most DENSE_HEAD_MAX_IN inputs. */
+static int dense_forward_fits(const struct gemm_req *f, int rows)
+{
+	return f->m == rows && f->n > 0 && f->k > 0 && f->k <= DENSE_HEAD_MAX_IN && !f->trans_a &&
+	       f->trans_b && f->lda == f->k && f->ldb == f->k && f->ldc == f->n &&
+	       f->alpha == 1.0f && f->beta == 0.0f && f->bias && !f->bias_grad &&
+	       (f->epilogue == GEMM_EPILOGUE_BIAS || f->epilogue == GEMM_EPILOGUE_BIAS_RELU);
+}
+
+/* An input gradient of forward f it runs: dz W packed, from dz, through f's input's ReLU or not. */
+static int dense_input_grad_fits(const struct gemm_req *g, const struct gemm_req *f,
+				 const float *dz)
+{
+	return g->m == f->m && g->n == f->k && g->k == f->n && !g->trans_a && !g->trans_b &&
+	       g->a == dz && g->lda == f->n && g->b == f->b && g->ldb == f->k && g->ldc == f->k &&
+	       g->alpha == 1.0f && g->beta == 0.0f && !g->bias_grad &&
+	       (g->epilogue == GEMM_EPILOGUE_NONE ||
+		(g->epilogue == GEMM_EPILOGUE_DRELU && g->act == f->a));
+}
+
+int kernels_dense_head_fits(const struct head_req *h, int rows_per_block)
+{
+	const struct xent_req *x = &h->loss;
+	int rows = x->rows, n = h->n_below + 1;
+	if (rows_per_block < 1 || rows_per_block > DENSE_HEAD_MAX_ROWS || h->n_below < 0 ||
+	    h->n_below > HEAD_MAX_BELOW || rows <= 0 || !x->dlogits || x->logits != h->forward.c ||
+	    x->cols != h->forward.n)
+		return 0;
+	size_t floats = 0;
+	int widest = 0;
+	const float *dz = x->dlogits;
+	for (int s = n - 1; s >= 0; s--) {
+		const struct gemm_req *f = s < h->n_below ? &h->below[s].forward : &h->forward;
+		const struct gemm_req *g = s < h->n_below ? &h->below[s].input_grad : &h->input_grad;
+		if (!dense_forward_fits(f, rows))
+			return 0;
+		if (s > 0) {
+			const struct gemm_req *under = &h->below[s - 1].forward;
+			if (under->c != f->a || under->n != f->k || g->m == 0)
+				return 0;
+		}
+		if (g->m > 0 && !dense_input_grad_fits(g, f, dz))
+			return 0;
+		dz = g->c;
+		floats += (size_t)rows_per_block * (size_t)(f->k + (s == n - 1 ? f->n : 0));
+		widest = f->n > widest ? f->n : widest;
+	}
+	floats += 2 * (size_t)widest * DENSE_HEAD_MAX_ROWS;
+	return floats <= DENSE_HEAD_SHARED;
+}
+
+void kernels_dense_head(cudaStream_t stream, const struct kernel_geom *geom,
+			const struct head_req *h, int rows_per_block)
+{
+	if (h->loss.rows <= 0)
+		return;
+	struct dense_head_args a;
+	memset(&a, 0, sizeof(a));
+	a.n = h->n_below + 1;
+	a.rows_per_block = rows_per_block;
+	a.x = h->n_below ? h->below[0].forward.a : h->forward.a;
+	for (int s = 0; s < h->n_below; s++)
+		a.st[s] = dense_stage_of(&h->below[s].forward, &h->below[s].input_grad);
+	a.st[h->n_below] = dense_stage_of(&h->forward, &h->input_grad);
+	a.loss = h->loss;
+	size_t groups = ((size_t)h->loss.rows + (size_t)rows_per_block - 1) / (size_t)rows_per_block;
+	struct kernel_geom g = kernel_geom_sized(groups * DENSE_HEAD_THREADS, DENSE_HEAD_THREADS);
+	if (geom)
+		g = *geom;
+	g.block = g.block / COOP_LANES * COOP_LANES;
+	g.block = g.block < COOP_LANES ? COOP_LANES : g.block > DENSE_HEAD_THREADS ? DENSE_HEAD_THREADS : g.block;
+	KERNEL_LAUNCH_COOP(dense_head_kernel, g, stream, a);
 }
 
 #if defined(CUDART_VERSION)

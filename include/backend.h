@@ -91,17 +91,39 @@ struct xent_req {
 	struct step_counters *counters;
 };
 
+/* At most this many dense stages under the top in one head (struct head_req). */
+#define HEAD_MAX_BELOW 8
+
+/*
+ * A dense stage under the top that a head covers: its forward (BIAS or
+ * BIAS_RELU, into the next stage's input), its input gradient (from the
+ * stage above's, DRELU through the ReLU below it, or none below it: m == 0
+ * when it is the model's lowest stage) and its weight gradient (dW and db,
+ * as the model's backward pass sends it). layer: its name, for labels.
+ */
+struct head_below {
+	const char *layer;
+	struct gemm_req forward, input_grad, weight_grad;
+};
+
 /*
  * The top of a training step, whose layer is dense: its forward (a GEMM with
  * a BIAS or BIAS_RELU epilogue into the logits), the loss on those logits
- * (loss.logits is forward.c), and the layer's input gradient from the loss's
+ * (loss.logits is forward.c), the layer's input gradient from the loss's
  * dlogits (a GEMM, DRELU through the layer below's ReLU or none; m == 0 when
- * the top is the lowest layer: none). A backend may run the three as one.
+ * the top is the lowest layer: none) and its weight gradient; and n_below
+ * dense stages under it (below[0] the lowest), whose forwards run first and
+ * whose gradients follow the top's. In order (backend_head_parts): the
+ * forwards up, the loss, the top's input gradient, then each stage's weight
+ * gradient and the input gradient under it, down. A backend may run them as
+ * one, the weight gradients where their inputs are ready.
  */
 struct head_req {
 	struct gemm_req forward;
 	struct xent_req loss;
-	struct gemm_req input_grad;
+	struct gemm_req input_grad, weight_grad;
+	int n_below;
+	struct head_below below[HEAD_MAX_BELOW];
 };
 
 /*
@@ -193,7 +215,7 @@ struct backend_ops {
 
 	/* Softmax cross-entropy, its gradient and the step's counters (struct xent_req). */
 	void (*softmax_xent)(void *ctx, const struct xent_req *r);
-	/* Optional: struct head_req's three ops in one; NULL: backend_head runs them one by one. */
+	/* Optional: struct head_req's ops as the backend plans them; NULL: backend_head runs them one by one. */
 	void (*head)(void *ctx, const struct head_req *r);
 	/* hits (rows) += argmax_hit_row_elem(logits row, label). */
 	void (*argmax_hits)(void *ctx, const float *logits, const int32_t *labels, int rows,
@@ -560,10 +582,14 @@ static inline void backend_label(const struct backend *b, const char *layer, con
 	if (b->ops->label)
 		b->ops->label(b->ctx, layer, phase);
 }
-/* The head of a step (struct head_req) as its three ops, in order. */
+/* The head of a step (struct head_req) as its ops, in order. */
 static inline void backend_head_parts(const struct backend *b, const struct head_req *r,
 				      const char *layer)
 {
+	for (int i = 0; i < r->n_below; i++) {
+		backend_label(b, r->below[i].layer, "forward");
+		backend_gemm(b, &r->below[i].forward);
+	}
 	backend_label(b, layer, "forward");
 	backend_gemm(b, &r->forward);
 	backend_label(b, "", "loss");
@@ -571,6 +597,21 @@ static inline void backend_head_parts(const struct backend *b, const struct head
 	if (r->input_grad.m > 0) {
 		backend_label(b, layer, "input grad");
 		backend_gemm(b, &r->input_grad);
+	}
+	if (r->weight_grad.m > 0) {
+		backend_label(b, layer, "weight grad");
+		backend_gemm(b, &r->weight_grad);
+	}
+	for (int i = r->n_below - 1; i >= 0; i--) {
+		const struct head_below *s = &r->below[i];
+		if (s->weight_grad.m > 0) {
+			backend_label(b, s->layer, "weight grad");
+			backend_gemm(b, &s->weight_grad);
+		}
+		if (s->input_grad.m > 0) {
+			backend_label(b, s->layer, "input grad");
+			backend_gemm(b, &s->input_grad);
+		}
 	}
 }
 /* The head of a step: the backend's op, or its three ops in order. */

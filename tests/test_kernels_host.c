@@ -666,6 +666,221 @@ Test(kernels_host, head)
 		}
 }
 
+/* ---- a head's dense stages in one kernel ---------------------------------------------- */
+
+#define DH_STAGES 4
+
+/* What a head of dense stages writes: each stage's output and input gradient, the loss's. */
+struct dense_out {
+	float *y[DH_STAGES], *dx[DH_STAGES], *loss, *d;
+};
+
+/*
+ * A head of n dense stages over widths d[0..n] as the model builds it
+ * (host/train/model.c: model_step): every stage under the top with a ReLU,
+ * the top's when relu; input gradients through the ReLU below, the lowest
+ * stage's plain (into a convolution's pool gradient) when low_dx, else none.
+ */
+static struct head_req dense_head_of(int rows, int n, const int *d, int relu, int low_dx,
+				     const float *x, float *const *w, float *const *b,
+				     const struct dense_out *o, const int32_t *labels,
+				     struct step_counters *counters)
+{
+	struct head_req h;
+	memset(&h, 0, sizeof(h));
+	h.n_below = n - 1;
+	for (int s = 0; s < n; s++) {
+		int top = s == n - 1;
+		struct gemm_req f = {.trans_b = 1, .m = rows, .n = d[s + 1], .k = d[s], .alpha = 1.0f,
+				     .a = s ? o->y[s - 1] : x, .lda = d[s], .b = w[s], .ldb = d[s],
+				     .c = o->y[s], .ldc = d[s + 1], .bias = b[s],
+				     .epilogue = top && !relu ? GEMM_EPILOGUE_BIAS
+							      : GEMM_EPILOGUE_BIAS_RELU};
+		struct gemm_req g;
+		memset(&g, 0, sizeof(g));
+		if (s > 0 || low_dx)
+			g = (struct gemm_req){.m = rows, .n = d[s], .k = d[s + 1], .alpha = 1.0f,
+					      .a = top ? o->d : o->dx[s + 1], .lda = d[s + 1],
+					      .b = w[s], .ldb = d[s], .c = o->dx[s], .ldc = d[s],
+					      .epilogue = s ? GEMM_EPILOGUE_DRELU : GEMM_EPILOGUE_NONE,
+					      .act = s ? o->y[s - 1] : NULL};
+		if (top) {
+			h.forward = f;
+			h.input_grad = g;
+		} else {
+			h.below[s].layer = "";
+			h.below[s].forward = f;
+			h.below[s].input_grad = g;
+		}
+	}
+	h.loss = (struct xent_req){.logits = o->y[n - 1], .labels = labels, .rows = rows,
+				   .cols = d[n], .scale = 1.0f / (float)rows, .row_loss = o->loss,
+				   .dlogits = o->d, .relu = relu, .counters = counters};
+	return h;
+}
+
+/* o's buffers for rows over widths d: guarded, or filled with the guard (for the host backend). */
+static void dense_out_alloc(struct dense_out *o, int rows, int n, const int *d, int guarded)
+{
+	float *(*get)(size_t) = guarded ? kc_guarded_f : kc_guard_filled_f;
+	memset(o, 0, sizeof(*o));
+	for (int s = 0; s < n; s++) {
+		o->y[s] = get((size_t)rows * d[s + 1]);
+		o->dx[s] = get((size_t)rows * d[s]);
+	}
+	o->loss = get((size_t)rows);
+	o->d = get((size_t)rows * d[n]);
+}
+
+static void dense_out_free(struct dense_out *o, int n, int guarded)
+{
+	void (*put)(float *) = guarded ? kc_free_guarded_f : (void (*)(float *))free;
+	for (int s = 0; s < n; s++) {
+		put(o->y[s]);
+		put(o->dx[s]);
+	}
+	put(o->loss);
+	put(o->d);
+}
+
+/*
+ * Every stage of a head in one launch against the host backend's ops (its
+ * forward GEMMs, the loss, its input-gradient GEMMs): every stage's output,
+ * the losses, dlogits and every input gradient within float rounding of
+ * sums in another order, the lowest stage's input gradient unwritten when
+ * it has none, at every rows_per_block and geometry (grids cut short, blocks
+ * of one warp to more than the kernel's), the counters moved on once; and
+ * which requests it takes.
+ */
+Test(kernels_host, dense_head)
+{
+	/* rows, stages, relu (the top's), low_dx, widths */
+	const struct {
+		int rows, n, relu, low_dx, d[DH_STAGES + 1];
+	} cases[] = {
+		{9, 3, 0, 1, {40, 24, 16, 10}},   {5, 2, 0, 0, {33, 7, 10}},
+		{3, 3, 0, 1, {400, 120, 84, 10}}, {6, 1, 1, 0, {20, 10}},
+		{4, 2, 1, 1, {64, 50, 12}},       {7, 4, 0, 1, {17, 40, 3, 33, 40}},
+	};
+	for (size_t ci = 0; ci < N_OF(cases); ci++) {
+		int rows = cases[ci].rows, n = cases[ci].n, relu = cases[ci].relu;
+		int low_dx = cases[ci].low_dx;
+		const int *d = cases[ci].d;
+		struct rng r = rng_make(kc_seed, 1300 + ci);
+		float *x = kc_rand_f(&r, (size_t)rows * d[0], -1.0, 1.0), *w[DH_STAGES], *b[DH_STAGES];
+		for (int s = 0; s < n; s++) {
+			w[s] = kc_rand_f(&r, (size_t)d[s + 1] * d[s], -0.5, 0.5);
+			b[s] = kc_rand_f(&r, (size_t)d[s + 1], -0.2, 0.3);
+		}
+		int32_t *labels = malloc((size_t)rows * sizeof(int32_t));
+		cr_assert_not_null(labels);
+		ref_fill_labels(&r, labels, (size_t)rows, d[n]);
+		struct dense_out ho;
+		dense_out_alloc(&ho, rows, n, d, 0);
+		struct step_counters hc = {11, 4, 9, 0};
+		struct head_req hh = dense_head_of(rows, n, d, relu, low_dx, x, w, b, &ho, labels, &hc);
+		backend_head(&kc_host, &hh, "");
+		for (int rb = 1; rb <= DENSE_HEAD_MAX_ROWS; rb++) {
+			cr_assert(kernels_dense_head_fits(&hh, rb), "case %zu, %d rows a block: not taken",
+				  ci, rb);
+			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+				char what[200], g[64];
+				kc_geom_name(gi, g, sizeof(g));
+				snprintf(what, sizeof(what),
+					 "dense head case %zu (%d rows, %d stages), %d rows a block, %s", ci,
+					 rows, n, rb, g);
+				struct dense_out o;
+				dense_out_alloc(&o, rows, n, d, 1);
+				struct guarded_counters gc;
+				counters_init(&gc, 11, 4, 9);
+				struct head_req kh = dense_head_of(rows, n, d, relu, low_dx, x, w, b, &o, labels,
+								   &gc.c[1]);
+				kernels_dense_head(NULL, kc_geom_at(gi), &kh, rb);
+				for (int s = 0; s < n; s++) {
+					size_t ny = (size_t)rows * d[s + 1], nx = (size_t)rows * d[s];
+					double *ry = kc_dbuf(ny), *rdx = kc_dbuf(nx);
+					ref_widen(ho.y[s], ry, ny);
+					ref_widen(ho.dx[s], rdx, nx);
+					kc_check_guards_f(o.y[s], ny, what);
+					kc_check_guards_f(o.dx[s], nx, what);
+					kc_expect_close(what, o.y[s], ry, ny, 1e-5, 1e-5, kc_seed);
+					if (s > 0 || low_dx)
+						kc_expect_close(what, o.dx[s], rdx, nx, 1e-6, 1e-4, kc_seed);
+					else
+						for (size_t i = 0; i < nx; i++)
+							cr_assert(o.dx[s][i] == KC_GUARD_F, "%s: wrote dx[%zu]",
+								  what, i);
+					free(ry);
+					free(rdx);
+				}
+				double *rl = kc_dbuf((size_t)rows), *rd = kc_dbuf((size_t)rows * d[n]);
+				ref_widen(ho.loss, rl, (size_t)rows);
+				ref_widen(ho.d, rd, (size_t)rows * d[n]);
+				kc_expect_close(what, o.loss, rl, (size_t)rows, 1e-5, 1e-5, kc_seed);
+				kc_expect_close(what, o.d, rd, (size_t)rows * d[n], 1e-6, 1e-4, kc_seed);
+				counters_expect(&gc, 11 + rows, 5, 10, what);
+				free(rl);
+				free(rd);
+				dense_out_free(&o, n, 1);
+			}
+		}
+		/* What it does not take. */
+		cr_assert(!kernels_dense_head_fits(&hh, 0) &&
+				  !kernels_dense_head_fits(&hh, DENSE_HEAD_MAX_ROWS + 1),
+			  "case %zu: a block of 0 or %d rows taken", ci, DENSE_HEAD_MAX_ROWS + 1);
+		struct head_req bad = hh;
+		bad.forward.ldc = d[n] + 1;
+		cr_assert(!kernels_dense_head_fits(&bad, 1), "case %zu: a logits row of %d taken", ci,
+			  d[n] + 1);
+		if (n > 1) {
+			bad = hh;
+			bad.forward.a = x;
+			cr_assert(!kernels_dense_head_fits(&bad, 1),
+				  "case %zu: a top not reading the stage under it taken", ci);
+			if (n > 2 || low_dx) {
+				bad = hh;
+				bad.below[n - 2].input_grad.a = ho.d;
+				cr_assert(!kernels_dense_head_fits(&bad, 1),
+					  "case %zu: a gradient not from the stage above taken", ci);
+			}
+			bad = hh;
+			memset(&bad.input_grad, 0, sizeof(bad.input_grad));
+			cr_assert(!kernels_dense_head_fits(&bad, 1),
+				  "case %zu: a top without its input gradient taken", ci);
+		}
+		bad = hh;
+		(n > 1 ? &bad.below[0].forward : &bad.forward)->epilogue = GEMM_EPILOGUE_NONE;
+		cr_assert(!kernels_dense_head_fits(&bad, 1), "case %zu: a forward without its bias taken",
+			  ci);
+		dense_out_free(&ho, n, 0);
+		for (int s = 0; s < n; s++) {
+			free(w[s]);
+			free(b[s]);
+		}
+		free(x);
+		free(labels);
+	}
+}
+
+/* The dense head's limits: a stage's inputs, and its rows' values in shared memory. */
+Test(kernels_host, dense_head_limits)
+{
+	const int wide[] = {DENSE_HEAD_MAX_IN + 4, 16, 10}, full[] = {512, 512, 10};
+	static float dummy[1];
+	float *w[2] = {dummy, dummy}, *b[2] = {dummy, dummy};
+	struct dense_out o;
+	for (int i = 0; i < DH_STAGES; i++)
+		o.y[i] = o.dx[i] = dummy;
+	o.loss = o.d = dummy;
+	struct head_req h = dense_head_of(8, 2, wide, 0, 1, dummy, w, b, &o, NULL, NULL);
+	cr_assert(!kernels_dense_head_fits(&h, 1), "%d inputs a stage taken", DENSE_HEAD_MAX_IN + 4);
+	h = dense_head_of(8, 2, full, 0, 1, dummy, w, b, &o, NULL, NULL);
+	/* 1 row: 1034 floats of values and 4096 of gradients; 4 rows: 4136 and 4096 */
+	cr_assert(kernels_dense_head_fits(&h, 1), "512, 512, 10 at 1 row a block not taken");
+	cr_assert(!kernels_dense_head_fits(&h, 4), "512, 512, 10 at 4 rows a block taken (%d floats)",
+		  4 * 1034 + 2 * 512 * DENSE_HEAD_MAX_ROWS);
+}
+
 Test(kernels_host, argmax_hits)
 {
 	const int shapes[][2] = {{1, 1}, {1, 10}, {9, 10}, {257, 10}, {100, 3}};

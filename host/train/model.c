@@ -365,14 +365,16 @@ void model_forward(const struct backend *be, const struct model *m, struct model
 	forward_stages(be, m, ws, params, rows, keep, ws->plan.n);
 }
 
-/* Stage s's dW and db from dz[s] (and, for a dense stage, its input act[s]). */
-static void stage_weight_grad(const struct backend *be, const struct model *m,
-			      struct model_ws *ws, int s, float *grads, int rows)
+/*
+ * Stage s's dW and db from dz[s] (and, for a dense stage, its input act[s]);
+ * a convolution's names its input through *im2col, which must outlive it.
+ */
+static struct gemm_req weight_grad_req(const struct model *m, struct model_ws *ws, int s,
+				       float *grads, int rows, struct gemm_im2col *im2col)
 {
 	const struct stage *st = &ws->plan.stage[s];
 	const struct layer *l = &m->layer[st->layer];
 	struct gemm_req r;
-	struct gemm_im2col im2col;
 	if (st->kind == STAGE_DENSE) {
 		/* dW (out, in) = dz^T (out, rows) * x (rows, in); db = the sums over rows of dz */
 		r = gemm_of(1, 0, l->units, l->in, rows, ws->dz[s], l->units, ws->act[s], l->in,
@@ -382,8 +384,8 @@ static void stage_weight_grad(const struct backend *be, const struct model *m,
 		int p = rows * l->conv.oh * l->conv.ow;
 		r = gemm_of(0, 1, l->units, l->fan_in, p, ws->dz[s], p, ws->cols[s], p,
 			    grads + l->w_off, l->fan_in);
-		im2col = (struct gemm_im2col){ws->act[s], l->conv, rows};
-		r.b_im2col = &im2col; /* cols is x's im2col matrix: a backend may read x instead */
+		*im2col = (struct gemm_im2col){ws->act[s], l->conv, rows};
+		r.b_im2col = im2col; /* cols is x's im2col matrix: a backend may read x instead */
 	}
 	r.bias_grad = grads + l->b_off;
 	/*
@@ -392,7 +394,15 @@ static void stage_weight_grad(const struct backend *be, const struct model *m,
 	 * gradients that follow (the lowest stage has none: it runs in order).
 	 */
 	r.beside = s > 0;
-	backend_label(be, l->name, "weight grad");
+	return r;
+}
+
+static void stage_weight_grad(const struct backend *be, const struct model *m,
+			      struct model_ws *ws, int s, float *grads, int rows)
+{
+	struct gemm_im2col im2col;
+	struct gemm_req r = weight_grad_req(m, ws, s, grads, rows, &im2col);
+	backend_label(be, m->layer[ws->plan.stage[s].layer].name, "weight grad");
 	backend_gemm(be, &r);
 }
 
@@ -435,13 +445,10 @@ static struct xent_req loss_req(struct model_ws *ws, int rows, float scale,
 	return x;
 }
 
-/*
- * Stages top..0 backward, from dz[top]; top_done: the top stage's input
- * gradient is computed already (by the step's head).
- */
+/* Stages from..0 backward, from dz[from]. */
 static void backward_stages(const struct backend *be, const struct model *m,
 			    struct model_ws *ws, const float *params, float *grads, int rows,
-			    int top_done);
+			    int from);
 
 void model_backward(const struct backend *be, const struct model *m, struct model_ws *ws,
 		    const float *params, float *grads, int rows)
@@ -456,7 +463,7 @@ void model_backward_scaled(const struct backend *be, const struct model *m, stru
 	struct xent_req x = loss_req(ws, rows, scale, counters);
 	backend_label(be, "", "loss");
 	backend_softmax_xent(be, &x);
-	backward_stages(be, m, ws, params, grads, rows, 0);
+	backward_stages(be, m, ws, params, grads, rows, ws->plan.n - 1);
 }
 
 void model_step(const struct backend *be, const struct model *m, struct model_ws *ws,
@@ -469,21 +476,41 @@ void model_step(const struct backend *be, const struct model *m, struct model_ws
 		model_backward_scaled(be, m, ws, params, grads, rows, scale, counters);
 		return;
 	}
-	/* Every stage but the top forward, then the top's forward, the loss and its input gradient. */
-	forward_stages(be, m, ws, params, rows, 1, top);
+	/*
+	 * The head: the run of dense stages at the top (at most HEAD_MAX_BELOW
+	 * under the top), their forwards, the loss and their gradients; the
+	 * stages under it forward before and backward after.
+	 */
+	int lo = top;
+	while (lo > 0 && top - lo < HEAD_MAX_BELOW && ws->plan.stage[lo - 1].kind == STAGE_DENSE)
+		lo--;
+	forward_stages(be, m, ws, params, rows, 1, lo);
 	struct head_req h;
 	memset(&h, 0, sizeof(h));
 	h.forward = dense_forward_req(m, ws, params, top, rows, 1);
 	h.loss = loss_req(ws, rows, scale, counters);
 	if (top > 0)
 		h.input_grad = dense_input_grad_req(m, ws, params, top, rows);
+	h.weight_grad = weight_grad_req(m, ws, top, grads, rows, NULL);
+	h.n_below = top - lo;
+	for (int s = lo; s < top; s++) {
+		struct head_below *b = &h.below[s - lo];
+		b->layer = m->layer[ws->plan.stage[s].layer].name;
+		b->forward = dense_forward_req(m, ws, params, s, rows, 1);
+		if (s > 0)
+			b->input_grad = dense_input_grad_req(m, ws, params, s, rows);
+		b->weight_grad = weight_grad_req(m, ws, s, grads, rows, NULL);
+	}
 	backend_head(be, &h, m->layer[ws->plan.stage[top].layer].name);
-	backward_stages(be, m, ws, params, grads, rows, 1);
+	if (lo > 0)
+		backward_stages(be, m, ws, params, grads, rows, lo - 1);
+	else
+		backend_join(be); /* every gradient done before what follows reads it */
 }
 
 static void backward_stages(const struct backend *be, const struct model *m,
 			    struct model_ws *ws, const float *params, float *grads, int rows,
-			    int top_done)
+			    int from)
 {
 	const struct model_plan *plan = &ws->plan;
 	int top = plan->n - 1;
@@ -492,7 +519,7 @@ static void backward_stages(const struct backend *be, const struct model *m,
 	 * (the input needs none; for LeNet-5 its first convolution's would be a
 	 * fifth of the step's work, thrown away).
 	 */
-	for (int s = top; s >= 0; s--) {
+	for (int s = from; s >= 0; s--) {
 		const struct stage *st = &plan->stage[s];
 		const struct layer *l = &m->layer[st->layer];
 		if (st->kind == STAGE_CONV && s < top && plan->stage[s + 1].kind == STAGE_DENSE) {
@@ -503,8 +530,6 @@ static void backward_stages(const struct backend *be, const struct model *m,
 		stage_weight_grad(be, m, ws, s, grads, rows);
 		if (s == 0)
 			break;
-		if (s == top && top_done)
-			continue;
 		if (st->kind == STAGE_DENSE) {
 			dense_input_grad(be, m, ws, params, s, rows);
 		} else {
