@@ -308,6 +308,11 @@ struct dense_head_args {
 #define DENSE_TILE 4
 #define DENSE_K_REGS (DENSE_HEAD_MAX_IN / (int)COOP_LANES)
 #define DENSE_TILE_OUT (DENSE_HEAD_MAX_ROWS * DENSE_TILE)
+/* Loads a lane has in flight: a forward's inputs (x 4 columns), a backward's rows of W (x 2). */
+#define DENSE_BATCH 4
+#define DENSE_BACK_BATCH 8
+/* A backward thread's inputs k, k + blockDim, ... (DENSE_HEAD_MAX_IN / DENSE_HEAD_THREADS). */
+#define DENSE_BACK_K 2
 
 /* What dense_head_kernel's warps share: a tile's partial sums, a lane's column each. */
 struct dense_shared {
@@ -361,22 +366,28 @@ static __device__ void dense_forward_rows(const struct dense_stage_args *st, con
 			KERNEL_UNROLL
 			for (int c = 0; c < DENSE_TILE; c++)
 				acc[r][c] = 0.0f;
-		if (tile < tiles) {
+		/* DENSE_BATCH of a lane's inputs at a time, their weights loaded first. */
+		KERNEL_UNROLL
+		for (int t0 = 0; t0 < DENSE_K_REGS; t0 += DENSE_BATCH) {
+			if (tile >= tiles || t0 * (int)COOP_LANES >= in)
+				break;
+			float wv[DENSE_BATCH][DENSE_TILE];
 			KERNEL_UNROLL
-			for (int t = 0; t < DENSE_K_REGS; t++) {
-				int k = lane + t * (int)COOP_LANES;
-				if (k >= in)
-					break;
-				float wv[DENSE_TILE];
+			for (int t = 0; t < DENSE_BATCH; t++) {
+				int k = lane + (t0 + t) * (int)COOP_LANES;
 				KERNEL_UNROLL
 				for (int c = 0; c < DENSE_TILE; c++)
-					wv[c] = j0 + c < out ? st->w[(size_t)(j0 + c) * in + k] : 0.0f;
+					wv[t][c] = k < in && j0 + c < out
+							   ? st->w[(size_t)(j0 + c) * in + k]
+							   : 0.0f;
+			}
+			KERNEL_UNROLL
+			for (int t = 0; t < DENSE_BATCH; t++)
 				KERNEL_UNROLL
 				for (int r = 0; r < DENSE_HEAD_MAX_ROWS; r++)
 					KERNEL_UNROLL
 					for (int c = 0; c < DENSE_TILE; c++)
-						acc[r][c] += xr[t][r] * wv[c];
-			}
+						acc[r][c] += xr[t0 + t][r] * wv[t][c];
 		}
 		KERNEL_UNROLL
 		for (int r = 0; r < DENSE_HEAD_MAX_ROWS; r++)
@@ -410,29 +421,55 @@ static __device__ void dense_backward_rows(const struct dense_stage_args *st, co
 					   const float *dz, float *dz_below, size_t row0,
 					   int live, int rows)
 {
-	int in = st->in, out = st->out;
-	for (int k = (int)threadIdx.x; k < in; k += (int)blockDim.x) {
-		float acc[DENSE_HEAD_MAX_ROWS];
+	int in = st->in, out = st->out, stride = (int)blockDim.x;
+	for (int k0 = (int)threadIdx.x; k0 < in; k0 += DENSE_BACK_K * stride) {
+		float acc[DENSE_BACK_K][DENSE_HEAD_MAX_ROWS];
 		KERNEL_UNROLL
-		for (int r = 0; r < DENSE_HEAD_MAX_ROWS; r++)
-			acc[r] = 0.0f;
-		for (int j = 0; j < out; j++) {
-			float d[DENSE_HEAD_MAX_ROWS], w = st->w[(size_t)j * in + k];
-			load4(dz + j * DENSE_HEAD_MAX_ROWS, d);
+		for (int i = 0; i < DENSE_BACK_K; i++)
 			KERNEL_UNROLL
 			for (int r = 0; r < DENSE_HEAD_MAX_ROWS; r++)
-				acc[r] += d[r] * w;
+				acc[i][r] = 0.0f;
+		/* DENSE_BACK_BATCH of W's rows at a time, loaded first. */
+		for (int j0 = 0; j0 < out; j0 += DENSE_BACK_BATCH) {
+			float w[DENSE_BACK_BATCH][DENSE_BACK_K];
+			KERNEL_UNROLL
+			for (int q = 0; q < DENSE_BACK_BATCH; q++)
+				KERNEL_UNROLL
+				for (int i = 0; i < DENSE_BACK_K; i++) {
+					int k = k0 + i * stride;
+					w[q][i] = j0 + q < out && k < in ? st->w[(size_t)(j0 + q) * in + k]
+									 : 0.0f;
+				}
+			KERNEL_UNROLL
+			for (int q = 0; q < DENSE_BACK_BATCH; q++) {
+				if (j0 + q >= out)
+					break;
+				float d[DENSE_HEAD_MAX_ROWS];
+				load4(dz + (j0 + q) * DENSE_HEAD_MAX_ROWS, d);
+				KERNEL_UNROLL
+				for (int i = 0; i < DENSE_BACK_K; i++)
+					KERNEL_UNROLL
+					for (int r = 0; r < DENSE_HEAD_MAX_ROWS; r++)
+						acc[i][r] += d[r] * w[q][i];
+			}
 		}
 		KERNEL_UNROLL
-		for (int r = 0; r < DENSE_HEAD_MAX_ROWS; r++) {
-			float v = 0.0f;
-			if (r < live) {
-				v = st->drelu ? relu_backward_elem(acc[r], xs[r * in + k]) : acc[r];
-				if (st->dx)
-					st->dx[(row0 + (size_t)r) * (size_t)in + (size_t)k] = v;
+		for (int i = 0; i < DENSE_BACK_K; i++) {
+			int k = k0 + i * stride;
+			if (k >= in)
+				break;
+			KERNEL_UNROLL
+			for (int r = 0; r < DENSE_HEAD_MAX_ROWS; r++) {
+				float v = 0.0f;
+				if (r < live) {
+					v = st->drelu ? relu_backward_elem(acc[i][r], xs[r * in + k])
+						      : acc[i][r];
+					if (st->dx)
+						st->dx[(row0 + (size_t)r) * (size_t)in + (size_t)k] = v;
+				}
+				if (dz_below)
+					dz_below[k * DENSE_HEAD_MAX_ROWS + r] = v;
 			}
-			if (dz_below)
-				dz_below[k * DENSE_HEAD_MAX_ROWS + r] = v;
 		}
 	}
 	(void)rows;

@@ -202,6 +202,21 @@ mutant side-stream-fork-missing $B \
 mutant head-fused-without-bias $K \
 	'bias_act_elem(sum, h.b[j], h.relu);' 'bias_act_elem(sum, 0.0f, h.relu);' \
 	'test_kernels_host|gpu_plan_sim'
+mutant dense-head-lane-sum-short $K \
+	$'for (int t = 0; t < (int)COOP_LANES; t++)\n\t\t\t\tsum += p[t];' $'for (int t = 0; t < (int)COOP_LANES - 1; t++)\n\t\t\t\tsum += p[t];' \
+	'test_kernels_host|gpu_plan_sim'
+mutant dense-head-next-rows-too-soon $K \
+	$'\t\t__syncthreads(); /* the shared buffers free for the next rows */\n' '' \
+	'test_kernels_host'
+mutant dense-head-without-relu-gradient $K \
+	'v = st->drelu ? relu_backward_elem(acc[i][r], xs[r * in + k])' 'v = 0 ? relu_backward_elem(acc[i][r], xs[r * in + k])' \
+	'test_kernels_host|gpu_plan_sim'
+mutant dense-head-rows-past-the-batch $K \
+	'(int)((size_t)x->rows - row0) : R;' '(int)((size_t)x->rows - row0) + 1 : R;' \
+	'test_kernels_host'
+mutant dense-head-weight-grads-first $H \
+	$'\t\tkernels_dense_head(g->stream, NULL, r, dense_rows[way - HEAD_DENSE]);\n\t\tweight_grad(sink, &r->weight_grad);' $'\t\tweight_grad(sink, &r->weight_grad);\n\t\tkernels_dense_head(g->stream, NULL, r, dense_rows[way - HEAD_DENSE]);' \
+	'gpu_plan_sim'
 mutant relu-gradient-without-its-mask $L \
 	'return mask_written(g, r->relu_mask) ? CUBLASLT_EPILOGUE_DRELU' 'return 1 ? CUBLASLT_EPILOGUE_DEFAULT' \
 	'mnist_train_sim_graph_nodes_mlp'
