@@ -309,8 +309,8 @@ struct dense_head_args {
 #define DENSE_K_REGS (DENSE_HEAD_MAX_IN / (int)COOP_LANES)
 #define DENSE_TILE_OUT (DENSE_HEAD_MAX_ROWS * DENSE_TILE)
 /* Loads a lane has in flight: a forward's inputs (x 4 columns), a backward's rows of W (x 2). */
-#define DENSE_BATCH 4
-#define DENSE_BACK_BATCH 8
+#define DENSE_BATCH 8
+#define DENSE_BACK_BATCH 16
 /* A backward thread's inputs k, k + blockDim, ... (DENSE_HEAD_MAX_IN / DENSE_HEAD_THREADS). */
 #define DENSE_BACK_K 2
 

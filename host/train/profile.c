@@ -167,7 +167,7 @@ static void w_softmax_xent(void *ctx, const struct xent_req *r)
 
 /*
  * The step's head: one op where the backend runs it as one (its plan may
- * fuse it), else its three ops, each timed as the step runs them.
+ * fuse it), else its ops, each timed as the step runs them.
  */
 static void w_head(void *ctx, const struct head_req *r)
 {
@@ -179,8 +179,10 @@ static void w_head(void *ctx, const struct head_req *r)
 		return;
 	}
 	char shape[64];
-	snprintf(shape, sizeof(shape), "%d x %d x %d%s", r->loss.rows, r->loss.cols, r->forward.k,
-		 r->input_grad.m > 0 ? " + dx" : "");
+	int used = snprintf(shape, sizeof(shape), "%d x %d x %d%s", r->loss.rows, r->loss.cols,
+			    r->forward.k, r->input_grad.m > 0 ? " + dx" : "");
+	if (r->n_below > 0 && used > 0 && (size_t)used < sizeof(shape))
+		snprintf(shape + used, sizeof(shape) - (size_t)used, ", %d dense below", r->n_below);
 	int i = op_begin(w, "head", shape);
 	backend_head(w->inner, r, w->layer);
 	op_end(w, i);
