@@ -63,8 +63,8 @@
 # the project's kernels, comma-separated (default: every __global__ of cuda/*.cu beside
 # this script); the filter must name softmax_xent_kernel (every step's loss, shared memory
 # and __syncthreads) and, for lenet-measure, gemm_ksplit_kernel, gemm_ksplit_micro_kernel,
-# bias_grad_block_kernel, head_kernel, conv_patch_kernel and conv_backward_patch_kernel,
-# or the test fails: a renamed
+# bias_grad_block_kernel, head_kernel, dense_head_kernel, conv_patch_kernel and
+# conv_backward_patch_kernel, or the test fails: a renamed
 # kernel would otherwise go unchecked.
 #
 # Exit 0 pass; 1 fail (an error, a run that did not end, a filter missing a kernel, or GPUs
@@ -122,7 +122,7 @@ if [ "$TOOL" = racecheck ] || [ "$TOOL" = synccheck ] || [ "$plan" = measure ]; 
 	need=(softmax_xent_kernel)
 	[ "$plan" = measure ] &&
 		need+=(gemm_ksplit_kernel gemm_ksplit_micro_kernel bias_grad_block_kernel head_kernel
-			conv_patch_kernel conv_backward_patch_kernel)
+			dense_head_kernel conv_patch_kernel conv_backward_patch_kernel)
 	for k in "${need[@]}"; do
 		grep -qx "$k" <<<"$kernels" || {
 			echo "FAIL $NAME: the kernel filter does not name $k (kernels: $(echo $kernels), from $from): renamed? it would go unchecked" >&2
