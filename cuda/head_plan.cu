@@ -35,6 +35,7 @@ struct head_below_key {
 struct head_key {
 	int rows, in, cols, relu, dx, drelu, tf32, n_below;
 	struct head_below_key below[HEAD_MAX_BELOW];
+	int pool; /* the pool's gradient under the lowest stage: its k, or 0 */
 };
 
 struct head_plan {
@@ -57,7 +58,8 @@ static void weight_grad(const struct head_sink *sink, const struct gemm_req *r)
 /*
  * Queue r run as `way` on g's stream, its weight gradients sent to sink
  * (NULL: none, as when timed): in backend_head_parts' order, a stage's as
- * soon as its gradient is there; after the kernel, for the dense way.
+ * soon as its gradient is there; after the kernel, for the dense way, whose
+ * kernel takes the pool's gradient in too.
  */
 static void run_way(struct cuda_gemm *g, const struct head_req *r, int way,
 		    const struct head_sink *sink)
@@ -85,6 +87,9 @@ static void run_way(struct cuda_gemm *g, const struct head_req *r, int way,
 		if (r->below[i].input_grad.m > 0)
 			cuda_gemm_run(g, &r->below[i].input_grad);
 	}
+	if (r->pool.conv)
+		kernels_pool_backward(g->stream, NULL, &r->pool, head_lowest_input_grad(r)->c,
+				      r->pool_y, r->pool_arg, r->pool_dz);
 }
 
 static struct head_key key_of(const struct cuda_gemm *g, const struct head_req *r)
@@ -99,6 +104,7 @@ static struct head_key key_of(const struct cuda_gemm *g, const struct head_req *
 	k.drelu = k.dx && r->input_grad.epilogue == GEMM_EPILOGUE_DRELU;
 	k.tf32 = g->tf32;
 	k.n_below = r->n_below;
+	k.pool = r->pool.conv ? r->pool.pool->k : 0;
 	for (int i = 0; i < r->n_below; i++) {
 		const struct head_below *b = &r->below[i];
 		struct head_below_key *bk = &k.below[i];
@@ -111,7 +117,7 @@ static struct head_key key_of(const struct cuda_gemm *g, const struct head_req *
 	return k;
 }
 
-/* The stages under the top as text, lowest first: " below 400x120 relu dx, 120x84 relu dx drelu". */
+/* The stages under the top as text, lowest first: " below 400x120 relu dx,120x84 relu dx drelu pool2". */
 static void below_text(const struct head_key *k, char *buf, size_t len)
 {
 	size_t used = 0;
@@ -122,6 +128,8 @@ static void below_text(const struct head_key *k, char *buf, size_t len)
 					 b->in, b->out, b->relu ? " relu" : "",
 					 b->drelu ? " dx drelu" : b->dx ? " dx" : "");
 	}
+	if (k->pool && used < len)
+		snprintf(buf + used, len - used, " pool%d", k->pool);
 }
 
 /* A timed run: the request without its counters. */
@@ -174,8 +182,12 @@ static struct head_plan *plan_for(struct cuda_head *hd, struct cuda_gemm *g,
 	snprintf(rep.key, sizeof(rep.key), "head rows=%d in=%d cols=%d relu=%d dx=%d drelu=%d tf32=%d%s",
 		 key.rows, key.in, key.cols, key.relu, key.dx, key.drelu, key.tf32, below);
 	snprintf(rep.op, sizeof(rep.op), "head");
-	snprintf(rep.shape, sizeof(rep.shape), "%dx%dx%d%s%s%s", key.rows, key.cols, key.in,
-		 key.relu ? " relu" : "", key.drelu ? ", dx drelu" : key.dx ? ", dx" : "", below);
+	int used = snprintf(rep.shape, sizeof(rep.shape), "%dx%dx%d%s%s", key.rows, key.cols,
+			    key.in, key.relu ? " relu" : "",
+			    key.drelu ? ", dx drelu" : key.dx ? ", dx" : "");
+	if (key.n_below && used > 0 && (size_t)used < sizeof(rep.shape))
+		snprintf(rep.shape + used, sizeof(rep.shape) - (size_t)used, ", %d dense below%s",
+			 key.n_below, key.pool ? ", pool grad" : "");
 	struct head_timed *t = (struct head_timed *)xcalloc(1, sizeof(*t));
 	t->g = g;
 	t->r = *r;

@@ -296,13 +296,40 @@ struct dense_stage_args {
 	int in, out, relu, drelu;
 };
 
+/*
+ * The pool under st[0], when dz is not NULL: st[0]'s input gradient goes on
+ * through it (pool_relu_backward_elem against x, the pool's output, batch
+ * first) into its convolution's dz (c, h, w, batch), not into st[0].dx.
+ */
+struct dense_pool_args {
+	struct pool_shape p;
+	const int32_t *arg; /* (c, oh, ow, batch): each window's argmax */
+	float *dz;
+};
+
 /* dense_head_kernel's arguments (kernels_dense_head_fits): st[0] the lowest stage. */
 struct dense_head_args {
 	const float *x; /* st[0]'s input (rows, in) */
 	int n, rows_per_block;
 	struct dense_stage_args st[HEAD_MAX_BELOW + 1];
 	struct xent_req loss; /* on st[n - 1].y */
+	struct dense_pool_args pool;
 };
+
+/* Row b's gradient v at pooled value k (batch first) through the pool into dz, gated by y. */
+static __device__ void dense_pool_scatter(const struct dense_pool_args *pool, size_t batch, int k,
+					  size_t b, float v, float y)
+{
+	const struct pool_shape *p = &pool->p;
+	int px = k % p->ow, py = k / p->ow % p->oh, c = k / (p->ow * p->oh);
+	int32_t best = pool->arg[(((size_t)c * p->oh + (size_t)py) * p->ow + (size_t)px) * batch + b];
+	for (int ky = 0; ky < p->k; ky++)
+		for (int kx = 0; kx < p->k; kx++) {
+			size_t at = (((size_t)c * p->h + (size_t)(py * p->k + ky)) * p->w +
+				     (size_t)(px * p->k + kx)) * batch + b;
+			pool->dz[at] = pool_relu_backward_elem(v, y, best, ky, kx, p->k);
+		}
+}
 
 /* Columns of a warp's tile of a forward; a lane's inputs of a stage in registers. */
 #define DENSE_TILE 4
@@ -414,12 +441,14 @@ static __device__ void dense_forward_rows(const struct dense_stage_args *st, con
  * Stage st's input gradient for a block's rows: dx[r, k] = sum over j of
  * dz[r, j] W[j, k] (dz in shared memory as (out, DENSE_HEAD_MAX_ROWS), a
  * column's rows side by side, dead rows 0), through the ReLU of its input xs
- * when drelu, into st->dx for the live rows and, unless NULL, dz_below (in,
- * DENSE_HEAD_MAX_ROWS) for the stage below. A thread per k; no barrier.
+ * when drelu, into st->dx for the live rows (or, given pool, on through the
+ * pool into its dz) and, unless NULL, dz_below (in, DENSE_HEAD_MAX_ROWS) for
+ * the stage below. A thread per k; no barrier.
  */
 static __device__ void dense_backward_rows(const struct dense_stage_args *st, const float *xs,
-					   const float *dz, float *dz_below, size_t row0,
-					   int live, int rows)
+					   const float *dz, float *dz_below,
+					   const struct dense_pool_args *pool, size_t batch,
+					   size_t row0, int live)
 {
 	int in = st->in, out = st->out, stride = (int)blockDim.x;
 	for (int k0 = (int)threadIdx.x; k0 < in; k0 += DENSE_BACK_K * stride) {
@@ -464,7 +493,10 @@ static __device__ void dense_backward_rows(const struct dense_stage_args *st, co
 				if (r < live) {
 					v = st->drelu ? relu_backward_elem(acc[i][r], xs[r * in + k])
 						      : acc[i][r];
-					if (st->dx)
+					if (pool)
+						dense_pool_scatter(pool, batch, k, row0 + (size_t)r, v,
+								   xs[r * in + k]);
+					else if (st->dx)
 						st->dx[(row0 + (size_t)r) * (size_t)in + (size_t)k] = v;
 				}
 				if (dz_below)
@@ -472,7 +504,6 @@ static __device__ void dense_backward_rows(const struct dense_stage_args *st, co
 			}
 		}
 	}
-	(void)rows;
 }
 
 /*
@@ -532,7 +563,9 @@ static __global__ void dense_head_kernel(struct dense_head_args h)
 			xs -= R * st->in;
 			if (s == 0 && !st->dx)
 				break;
-			dense_backward_rows(st, xs, dz, s > 0 ? dz_other : NULL, row0, live, R);
+			dense_backward_rows(st, xs, dz, s > 0 ? dz_other : NULL,
+					    s == 0 && h.pool.dz ? &h.pool : NULL, (size_t)x->rows, row0,
+					    live);
 			__syncthreads();
 			float *t = dz;
 			dz = dz_other;
@@ -737,6 +770,24 @@ static int dense_input_grad_fits(const struct gemm_req *g, const struct gemm_req
 		(g->epilogue == GEMM_EPILOGUE_DRELU && g->act == f->a));
 }
 
+/*
+ * A pool's gradient it folds in: none, or the pool under the lowest stage,
+ * batch first, whose output is that stage's input, from its plain input
+ * gradient, the windows tiling the convolution's output.
+ */
+static int dense_pool_fits(const struct head_req *h)
+{
+	if (!h->pool.conv)
+		return 1;
+	const struct gemm_req *f = h->n_below ? &h->below[0].forward : &h->forward;
+	const struct gemm_req *g = head_lowest_input_grad(h);
+	const struct pool_shape *p = h->pool.pool;
+	return p && h->pool.batch_first && h->pool.rows == h->loss.rows && h->pool_y == f->a &&
+	       h->pool_arg && h->pool_dz && g->m > 0 && g->epilogue == GEMM_EPILOGUE_NONE &&
+	       p->k > 0 && p->c * p->oh * p->ow == f->k && p->oh * p->k == p->h &&
+	       p->ow * p->k == p->w;
+}
+
 int kernels_dense_head_fits(const struct head_req *h, int rows_per_block)
 {
 	const struct xent_req *x = &h->loss;
@@ -765,7 +816,7 @@ int kernels_dense_head_fits(const struct head_req *h, int rows_per_block)
 		widest = f->n > widest ? f->n : widest;
 	}
 	floats += 2 * (size_t)widest * DENSE_HEAD_MAX_ROWS;
-	return floats <= DENSE_HEAD_SHARED;
+	return floats <= DENSE_HEAD_SHARED && dense_pool_fits(h);
 }
 
 void kernels_dense_head(cudaStream_t stream, const struct kernel_geom *geom,
@@ -782,6 +833,8 @@ void kernels_dense_head(cudaStream_t stream, const struct kernel_geom *geom,
 		a.st[s] = dense_stage_of(&h->below[s].forward, &h->below[s].input_grad);
 	a.st[h->n_below] = dense_stage_of(&h->forward, &h->input_grad);
 	a.loss = h->loss;
+	if (h->pool.conv)
+		a.pool = (struct dense_pool_args){*h->pool.pool, h->pool_arg, h->pool_dz};
 	size_t groups = ((size_t)h->loss.rows + (size_t)rows_per_block - 1) / (size_t)rows_per_block;
 	struct kernel_geom g = kernel_geom_sized(groups * DENSE_HEAD_THREADS, DENSE_HEAD_THREADS);
 	if (geom)

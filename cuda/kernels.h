@@ -89,15 +89,18 @@ int kernels_head_fits(const struct head_req *h);
 void kernels_head(cudaStream_t stream, const struct kernel_geom *geom, const struct head_req *h);
 /*
  * A head's dense stages (struct head_req: the forwards of below[] and the
- * top's, the loss, the input gradients down) in one launch, a block per
+ * top's, the loss, the input gradients down, and the pool's gradient under
+ * them where the request has one) in one launch, a block per
  * rows_per_block rows (1, 2 or 4) walking its rows' activations up and their
  * gradients down in shared memory, the weights from L2; the weight gradients
  * are not its. For a request kernels_dense_head_fits: every forward x W^T
  * packed, each reading the one below's output, at most DENSE_HEAD_MAX_IN
  * inputs a stage; every input gradient above the lowest stage's, each
  * dz W packed from the gradient above (the loss's dlogits for the top),
- * through its input's ReLU or not; and the rows' activations and gradients
- * within DENSE_HEAD_SHARED floats. Its blocks are DENSE_HEAD_THREADS threads
+ * through its input's ReLU or not; a pool, if any, batch first under the
+ * lowest stage, whose output is that stage's input, tiling its convolution's
+ * output, from a plain input gradient (which it then does not write); and
+ * the rows' activations and gradients within DENSE_HEAD_SHARED floats. Its blocks are DENSE_HEAD_THREADS threads
  * (a geometry's block rounded down to whole warps, at least one, at most
  * that), its grid the geometry's or one block a group of rows.
  */

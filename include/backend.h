@@ -91,6 +91,23 @@ struct xent_req {
 	struct step_counters *counters;
 };
 
+/*
+ * A convolution stage, batch-innermost (conv_shape.h):
+ *   y = maxpool(relu(conv(x, W) + b))
+ * x (c, h, w, rows); W (oc, c*k*k), b (oc); y (oc, ph, pw, rows), or
+ * (rows, oc*ph*pw) when batch_first (PyTorch's flatten order, for a dense
+ * layer next); arg (oc, ph, pw, rows) each window's argmax offset
+ * (maxpool_window_elem); cols, unless NULL, the im2col matrix of x
+ * (c*k*k, oh*ow*rows), kept for the weight gradient. The pool tiles the
+ * convolution's output exactly (oh and ow multiples of its k).
+ */
+struct conv_stage {
+	const struct conv_shape *conv;
+	const struct pool_shape *pool;
+	int oc, rows;
+	int batch_first;
+};
+
 /* At most this many dense stages under the top in one head (struct head_req). */
 #define HEAD_MAX_BELOW 8
 
@@ -111,12 +128,14 @@ struct head_below {
  * a BIAS or BIAS_RELU epilogue into the logits), the loss on those logits
  * (loss.logits is forward.c), the layer's input gradient from the loss's
  * dlogits (a GEMM, DRELU through the layer below's ReLU or none; m == 0 when
- * the top is the lowest layer: none) and its weight gradient; and n_below
+ * the top is the lowest layer: none) and its weight gradient; n_below
  * dense stages under it (below[0] the lowest), whose forwards run first and
- * whose gradients follow the top's. In order (backend_head_parts): the
+ * whose gradients follow the top's; and the pool's gradient of the
+ * convolution stage under them, if any. In order (backend_head_parts): the
  * forwards up, the loss, the top's input gradient, then each stage's weight
- * gradient and the input gradient under it, down. A backend may run them as
- * one, the weight gradients where their inputs are ready.
+ * gradient and the input gradient under it, down, then the pool's gradient.
+ * A backend may run them as one, the weight gradients where their inputs
+ * are ready.
  */
 struct head_req {
 	struct gemm_req forward;
@@ -124,23 +143,17 @@ struct head_req {
 	struct gemm_req input_grad, weight_grad;
 	int n_below;
 	struct head_below below[HEAD_MAX_BELOW];
-};
-
-/*
- * A convolution stage, batch-innermost (conv_shape.h):
- *   y = maxpool(relu(conv(x, W) + b))
- * x (c, h, w, rows); W (oc, c*k*k), b (oc); y (oc, ph, pw, rows), or
- * (rows, oc*ph*pw) when batch_first (PyTorch's flatten order, for a dense
- * layer next); arg (oc, ph, pw, rows) each window's argmax offset
- * (maxpool_window_elem); cols, unless NULL, the im2col matrix of x
- * (c*k*k, oh*ow*rows), kept for the weight gradient. The pool tiles the
- * convolution's output exactly (oh and ow multiples of its k).
- */
-struct conv_stage {
-	const struct conv_shape *conv;
-	const struct pool_shape *pool;
-	int oc, rows;
-	int batch_first;
+	/*
+	 * Optional (pool.conv non-NULL): the convolution stage under the lowest
+	 * dense stage, whose pool's gradient comes last, into that stage's dz:
+	 * ->pool_backward(&pool, the lowest stage's input gradient, pool_y,
+	 * pool_arg, pool_dz). pool_layer: its name, for labels.
+	 */
+	struct conv_stage pool;
+	const char *pool_layer;
+	const float *pool_y;
+	const int32_t *pool_arg;
+	float *pool_dz;
 };
 
 /*
@@ -582,6 +595,12 @@ static inline void backend_label(const struct backend *b, const char *layer, con
 	if (b->ops->label)
 		b->ops->label(b->ctx, layer, phase);
 }
+/* The input gradient of a head's lowest dense stage. */
+static inline const struct gemm_req *head_lowest_input_grad(const struct head_req *r)
+{
+	return r->n_below ? &r->below[0].input_grad : &r->input_grad;
+}
+
 /* The head of a step (struct head_req) as its ops, in order. */
 static inline void backend_head_parts(const struct backend *b, const struct head_req *r,
 				      const char *layer)
@@ -612,6 +631,11 @@ static inline void backend_head_parts(const struct backend *b, const struct head
 			backend_label(b, s->layer, "input grad");
 			backend_gemm(b, &s->input_grad);
 		}
+	}
+	if (r->pool.conv) {
+		backend_label(b, r->pool_layer, "pool grad");
+		backend_pool_backward(b, &r->pool, head_lowest_input_grad(r)->c, r->pool_y,
+				      r->pool_arg, r->pool_dz);
 	}
 }
 /* The head of a step: the backend's op, or its three ops in order. */

@@ -862,6 +862,92 @@ Test(kernels_host, dense_head)
 	}
 }
 
+/*
+ * The head over a convolution stage: the lowest dense stage's input
+ * gradient on through the pool below (batch first) into the convolution's
+ * dz, against the host backend's input-gradient GEMM then pool gradient:
+ * every pixel of dz (zeros but at each window's maximum, gated by the
+ * pool's ReLU output), the input gradient itself left unwritten; and the
+ * pools it does not take.
+ */
+Test(kernels_host, dense_head_pool)
+{
+	const int rows = 5, d[] = {18, 16, 10}, n = 2;
+	struct conv_shape cs = conv_shape_make(3, 5, 7, 2, 0); /* 3 x 4 x 6 out */
+	struct pool_shape ps = pool_shape_make(3, cs.oh, cs.ow, 2); /* 3 x 2 x 3: 18 */
+	struct rng r = rng_make(kc_seed, 1400);
+	float *x = kc_rand_f(&r, (size_t)rows * d[0], -1.0, 1.0), *w[2], *b[2];
+	for (size_t i = 0; i < (size_t)rows * d[0]; i++) /* a pool of ReLU outputs */
+		x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+	for (int st = 0; st < n; st++) {
+		w[st] = kc_rand_f(&r, (size_t)d[st + 1] * d[st], -0.5, 0.5);
+		b[st] = kc_rand_f(&r, (size_t)d[st + 1], -0.2, 0.3);
+	}
+	size_t nz = (size_t)ps.c * ps.h * ps.w * rows, nw = (size_t)d[0] * rows;
+	int32_t *labels = malloc((size_t)rows * sizeof(int32_t)), *arg = malloc(nw * sizeof(int32_t));
+	cr_assert(labels && arg);
+	ref_fill_labels(&r, labels, (size_t)rows, d[n]);
+	for (size_t i = 0; i < nw; i++)
+		arg[i] = (int32_t)(rng_uniform(&r) * 4.0) % 4;
+	struct conv_stage stage = {&cs, &ps, 3, rows, 1};
+	struct dense_out ho;
+	dense_out_alloc(&ho, rows, n, d, 0);
+	float *hz = kc_guard_filled_f(nz);
+	struct step_counters hc = {0, 0, 0, 0};
+	struct head_req hh = dense_head_of(rows, n, d, 0, 1, x, w, b, &ho, labels, &hc);
+	hh.pool = stage;
+	hh.pool_layer = "";
+	hh.pool_y = x;
+	hh.pool_arg = arg;
+	hh.pool_dz = hz;
+	backend_head(&kc_host, &hh, "");
+	double *rz = kc_dbuf(nz);
+	ref_widen(hz, rz, nz);
+	for (int rb = 1; rb <= DENSE_HEAD_MAX_ROWS; rb++) {
+		cr_assert(kernels_dense_head_fits(&hh, rb), "pool: %d rows a block not taken", rb);
+		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+			char what[160], g[64];
+			kc_geom_name(gi, g, sizeof(g));
+			snprintf(what, sizeof(what), "dense head over a pool, %d rows a block, %s", rb, g);
+			struct dense_out o;
+			dense_out_alloc(&o, rows, n, d, 1);
+			float *z = kc_guarded_f(nz);
+			struct head_req kh = dense_head_of(rows, n, d, 0, 1, x, w, b, &o, labels, NULL);
+			kh.pool = stage;
+			kh.pool_y = x;
+			kh.pool_arg = arg;
+			kh.pool_dz = z;
+			kernels_dense_head(NULL, kc_geom_at(gi), &kh, rb);
+			kc_check_guards_f(z, nz, what);
+			kc_expect_close(what, z, rz, nz, 1e-6, 1e-4, kc_seed);
+			for (size_t i = 0; i < nw; i++)
+				cr_assert(o.dx[0][i] == KC_GUARD_F, "%s: wrote the pool's dy[%zu]", what, i);
+			kc_free_guarded_f(z);
+			dense_out_free(&o, n, 1);
+		}
+	}
+	struct head_req bad = hh;
+	bad.pool.batch_first = 0;
+	cr_assert(!kernels_dense_head_fits(&bad, 1), "a pool batch innermost taken");
+	bad = hh;
+	bad.pool_y = ho.y[0];
+	cr_assert(!kernels_dense_head_fits(&bad, 1), "a pool whose output is not the input taken");
+	struct pool_shape ragged = pool_shape_make(3, cs.oh + 1, cs.ow, 2);
+	bad = hh;
+	bad.pool.pool = &ragged;
+	cr_assert(!kernels_dense_head_fits(&bad, 1), "a pool with a ragged edge taken");
+	free(rz);
+	free(hz);
+	dense_out_free(&ho, n, 0);
+	for (int st = 0; st < n; st++) {
+		free(w[st]);
+		free(b[st]);
+	}
+	free(x);
+	free(labels);
+	free(arg);
+}
+
 /* The dense head's limits: a stage's inputs, and its rows' values in shared memory. */
 Test(kernels_host, dense_head_limits)
 {

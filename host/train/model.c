@@ -445,10 +445,13 @@ static struct xent_req loss_req(struct model_ws *ws, int rows, float scale,
 	return x;
 }
 
-/* Stages from..0 backward, from dz[from]. */
+/*
+ * Stages from..0 backward, from dz[from] (or, for a convolution under a
+ * dense stage, from dy[from]: its pool's gradient first, unless pooled).
+ */
 static void backward_stages(const struct backend *be, const struct model *m,
 			    struct model_ws *ws, const float *params, float *grads, int rows,
-			    int from);
+			    int from, int pooled);
 
 void model_backward(const struct backend *be, const struct model *m, struct model_ws *ws,
 		    const float *params, float *grads, int rows)
@@ -463,7 +466,7 @@ void model_backward_scaled(const struct backend *be, const struct model *m, stru
 	struct xent_req x = loss_req(ws, rows, scale, counters);
 	backend_label(be, "", "loss");
 	backend_softmax_xent(be, &x);
-	backward_stages(be, m, ws, params, grads, rows, ws->plan.n - 1);
+	backward_stages(be, m, ws, params, grads, rows, ws->plan.n - 1, 0);
 }
 
 void model_step(const struct backend *be, const struct model *m, struct model_ws *ws,
@@ -501,16 +504,24 @@ void model_step(const struct backend *be, const struct model *m, struct model_ws
 			b->input_grad = dense_input_grad_req(m, ws, params, s, rows);
 		b->weight_grad = weight_grad_req(m, ws, s, grads, rows, NULL);
 	}
+	if (lo > 0) { /* a convolution stage: its pool's gradient from the lowest dense stage's */
+		const struct stage *conv = &ws->plan.stage[lo - 1];
+		h.pool = model_conv_stage(m, conv, rows);
+		h.pool_layer = m->layer[conv->layer].name;
+		h.pool_y = ws->act[lo];
+		h.pool_arg = ws->arg[lo - 1];
+		h.pool_dz = ws->dz[lo - 1];
+	}
 	backend_head(be, &h, m->layer[ws->plan.stage[top].layer].name);
 	if (lo > 0)
-		backward_stages(be, m, ws, params, grads, rows, lo - 1);
+		backward_stages(be, m, ws, params, grads, rows, lo - 1, 1);
 	else
 		backend_join(be); /* every gradient done before what follows reads it */
 }
 
 static void backward_stages(const struct backend *be, const struct model *m,
 			    struct model_ws *ws, const float *params, float *grads, int rows,
-			    int from)
+			    int from, int pooled)
 {
 	const struct model_plan *plan = &ws->plan;
 	int top = plan->n - 1;
@@ -522,7 +533,8 @@ static void backward_stages(const struct backend *be, const struct model *m,
 	for (int s = from; s >= 0; s--) {
 		const struct stage *st = &plan->stage[s];
 		const struct layer *l = &m->layer[st->layer];
-		if (st->kind == STAGE_CONV && s < top && plan->stage[s + 1].kind == STAGE_DENSE) {
+		if (st->kind == STAGE_CONV && s < top && plan->stage[s + 1].kind == STAGE_DENSE &&
+		    !(s == from && pooled)) {
 			struct conv_stage cs = model_conv_stage(m, st, rows);
 			backend_label(be, l->name, "pool grad");
 			backend_pool_backward(be, &cs, ws->dy[s], ws->act[s + 1], ws->arg[s], ws->dz[s]);

@@ -217,6 +217,9 @@ mutant dense-head-rows-past-the-batch $K \
 mutant dense-head-weight-grads-first $H \
 	$'\t\tkernels_dense_head(g->stream, NULL, r, dense_rows[way - HEAD_DENSE]);\n\t\tweight_grad(sink, &r->weight_grad);' $'\t\tweight_grad(sink, &r->weight_grad);\n\t\tkernels_dense_head(g->stream, NULL, r, dense_rows[way - HEAD_DENSE]);' \
 	'gpu_plan_sim'
+mutant dense-head-pool-ungated $K \
+	'pool->dz[at] = pool_relu_backward_elem(v, y, best, ky, kx, p->k);' 'pool->dz[at] = pool_relu_backward_elem(v, 1.0f, best, ky, kx, p->k);' \
+	'test_kernels_host|gpu_plan_sim'
 mutant relu-gradient-without-its-mask $L \
 	'return mask_written(g, r->relu_mask) ? CUBLASLT_EPILOGUE_DRELU' 'return 1 ? CUBLASLT_EPILOGUE_DEFAULT' \
 	'mnist_train_sim_graph_nodes_mlp'
