@@ -571,7 +571,7 @@ static __global__ void dense_head_kernel(struct dense_head_args h)
 			dz = dz_other;
 			dz_other = t;
 		}
-		__syncthreads(); /* the shared buffers free for the next rows */
+		/* The last barrier above frees the shared buffers for the next rows. */
 	}
 }
 KERNEL_COOP_THUNK(dense_head_kernel, struct dense_head_args)

@@ -188,7 +188,9 @@ endforeach()
 # runs on a node of one GPU (CUDASIM_DEVICES=1): what a single-GPU node can check.
 set(_one_gpu ENV CUDASIM_DEVICES=1)
 add_cudasim_test(gpu_ops_sim 1 ${_one_gpu} COMMAND $<TARGET_FILE:gpu_ops_sim>)
-add_cudasim_test(gpu_plan_sim 1 ${_one_gpu} TIMEOUT 300 COMMAND $<TARGET_FILE:gpu_plan_sim>)
+# CUDASIM_GRAPH_ORDER=early: a replayed head runs its second stream's branch as soon as it may.
+add_cudasim_test(gpu_plan_sim 1 ${_one_gpu} CUDASIM_GRAPH_ORDER=early TIMEOUT 300
+                 COMMAND $<TARGET_FILE:gpu_plan_sim>)
 add_cudasim_test(gpu_train_parity_sim 1 ${_one_gpu} COMMAND $<TARGET_FILE:gpu_train_parity_sim> --quick)
 add_cudasim_test(gpu_graph_sim 1 ${_one_gpu} COMMAND $<TARGET_FILE:gpu_graph_sim>)
 add_cudasim_test(gpu_train_step_sim_1 1 ${_one_gpu} COMMAND $<TARGET_FILE:gpu_train_step_sim>)

@@ -205,9 +205,6 @@ mutant head-fused-without-bias $K \
 mutant dense-head-lane-sum-short $K \
 	$'for (int t = 0; t < (int)COOP_LANES; t++)\n\t\t\t\tsum += p[t];' $'for (int t = 0; t < (int)COOP_LANES - 1; t++)\n\t\t\t\tsum += p[t];' \
 	'test_kernels_host|gpu_plan_sim'
-mutant dense-head-next-rows-too-soon $K \
-	$'\t\t__syncthreads(); /* the shared buffers free for the next rows */\n' '' \
-	'test_kernels_host'
 mutant dense-head-without-relu-gradient $K \
 	'v = st->drelu ? relu_backward_elem(acc[i][r], xs[r * in + k])' 'v = 0 ? relu_backward_elem(acc[i][r], xs[r * in + k])' \
 	'test_kernels_host|gpu_plan_sim'
