@@ -249,6 +249,14 @@ static void cuda_download(void *ctx, void *dst, const void *src, size_t bytes)
 
 /* ---- math --------------------------------------------------------------------- */
 
+/* The second stream waits for what the first holds so far; a join is then pending. */
+static void cuda_fork(struct cuda_ctx *c)
+{
+	CUDA_CHECK(cudaEventRecord(c->fork, c->stream));
+	CUDA_CHECK(cudaStreamWaitEvent(c->side.stream, c->fork, 0));
+	c->side_pending = 1;
+}
+
 /*
  * A GEMM sent beside runs on the second stream once what the stream has
  * queued so far is done (the fork), its plan made first on the stream (the
@@ -262,10 +270,20 @@ static void cuda_gemm_op(void *ctx, const struct gemm_req *r)
 		return;
 	}
 	cuda_gemm_plan(&c->gemm, r);
-	CUDA_CHECK(cudaEventRecord(c->fork, c->stream));
-	CUDA_CHECK(cudaStreamWaitEvent(c->side.stream, c->fork, 0));
+	cuda_fork(c);
 	cuda_gemm_run_on(&c->gemm, &c->side, r);
-	c->side_pending = 1;
+}
+
+/* run(stream, arg) queued beside, as a GEMM sent beside is: on the second stream after a fork. */
+static void cuda_run_beside(void *ctx, void (*run)(cudaStream_t stream, void *arg), void *arg)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	if (!c->side_on) {
+		run(c->stream, arg);
+		return;
+	}
+	cuda_fork(c);
+	run(c->side.stream, arg);
 }
 
 void cuda_join(struct cuda_ctx *c)
@@ -396,7 +414,7 @@ static void cuda_softmax_xent(void *ctx, const struct xent_req *r)
 static void cuda_head_op(void *ctx, const struct head_req *r)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
-	cuda_head_run(&c->head, &c->gemm, r, cuda_gemm_op, ctx); /* its weight gradients beside */
+	cuda_head_run(&c->head, &c->gemm, r, cuda_gemm_op, cuda_run_beside, ctx);
 }
 
 static void cuda_argmax_hits(void *ctx, const float *logits, const int32_t *labels, int rows,

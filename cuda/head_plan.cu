@@ -43,32 +43,64 @@ struct head_plan {
 	int way; /* enum head_way, or HEAD_DENSE + an index of dense_rows */
 };
 
-/* How a way's weight gradients are sent: as the backend's GEMM op (to the side stream). */
+/* A way's weight gradients as one kernel of ours (kernels_dense_wgrad): a flag on its way. */
+#define HEAD_GROUPED 0x100
+
+/* How a way's weight gradients are sent: as the backend's GEMM op, or beside (the side stream). */
 struct head_sink {
 	void (*gemm)(void *ctx, const struct gemm_req *r);
+	void (*beside)(void *ctx, void (*run)(cudaStream_t stream, void *arg), void *arg);
 	void *ctx;
 };
 
-static void weight_grad(const struct head_sink *sink, const struct gemm_req *r)
+/* One weight gradient: to sink, or (timed, sink NULL) in line on g's stream. */
+static void weight_grad(struct cuda_gemm *g, const struct head_sink *sink,
+			const struct gemm_req *r)
 {
-	if (sink && r->m > 0)
+	if (r->m <= 0)
+		return;
+	if (sink)
 		sink->gemm(sink->ctx, r);
+	else
+		cuda_gemm_run(g, r);
+}
+
+static void run_grouped(cudaStream_t stream, void *arg)
+{
+	kernels_dense_wgrad(stream, NULL, (const struct head_req *)arg);
+}
+
+/* Every weight gradient of r: top first, one by one, or grouped in one kernel. */
+static void weight_grads(struct cuda_gemm *g, const struct head_req *r,
+			 const struct head_sink *sink, int grouped)
+{
+	if (grouped) {
+		if (sink)
+			sink->beside(sink->ctx, run_grouped, (void *)r);
+		else
+			kernels_dense_wgrad(g->stream, NULL, r);
+		return;
+	}
+	weight_grad(g, sink, &r->weight_grad);
+	for (int i = r->n_below - 1; i >= 0; i--)
+		weight_grad(g, sink, &r->below[i].weight_grad);
 }
 
 /*
  * Queue r run as `way` on g's stream, its weight gradients sent to sink
- * (NULL: none, as when timed): in backend_head_parts' order, a stage's as
- * soon as its gradient is there; after the kernel, for the dense way, whose
- * kernel takes the pool's gradient in too.
+ * (NULL, when timed: in line on the stream): in backend_head_parts' order,
+ * a stage's as soon as its gradient is there; grouped, once the lowest
+ * stage's is; after the kernel, for the dense way, whose kernel takes the
+ * pool's gradient in too.
  */
 static void run_way(struct cuda_gemm *g, const struct head_req *r, int way,
 		    const struct head_sink *sink)
 {
+	int grouped = way & HEAD_GROUPED;
+	way &= ~HEAD_GROUPED;
 	if (way >= HEAD_DENSE) {
 		kernels_dense_head(g->stream, NULL, r, dense_rows[way - HEAD_DENSE]);
-		weight_grad(sink, &r->weight_grad);
-		for (int i = r->n_below - 1; i >= 0; i--)
-			weight_grad(sink, &r->below[i].weight_grad);
+		weight_grads(g, r, sink, grouped);
 		return;
 	}
 	for (int i = 0; i < r->n_below; i++)
@@ -81,11 +113,22 @@ static void run_way(struct cuda_gemm *g, const struct head_req *r, int way,
 		if (r->input_grad.m > 0)
 			cuda_gemm_run(g, &r->input_grad);
 	}
-	weight_grad(sink, &r->weight_grad);
+	/*
+	 * Grouped, once the lowest stage's dz is there: after the input gradient
+	 * of stage `ready` (below[i] is stage i, the top stage n_below).
+	 */
+	int ready = 1;
+	if (grouped && r->n_below == ready)
+		weight_grads(g, r, sink, 1);
+	if (!grouped)
+		weight_grad(g, sink, &r->weight_grad);
 	for (int i = r->n_below - 1; i >= 0; i--) {
-		weight_grad(sink, &r->below[i].weight_grad);
+		if (!grouped)
+			weight_grad(g, sink, &r->below[i].weight_grad);
 		if (r->below[i].input_grad.m > 0)
 			cuda_gemm_run(g, &r->below[i].input_grad);
+		if (grouped && i == ready)
+			weight_grads(g, r, sink, 1);
 	}
 	if (r->pool.conv)
 		kernels_pool_backward(g->stream, NULL, &r->pool, head_lowest_input_grad(r)->c,
@@ -136,7 +179,7 @@ static void below_text(const struct head_key *k, char *buf, size_t len)
 struct head_timed {
 	struct cuda_gemm *g;
 	struct head_req r;
-	int ways[HEAD_WAYS]; /* candidate i runs as ways[i] */
+	int ways[2 * HEAD_WAYS]; /* candidate i runs as ways[i] */
 	int way;
 };
 
@@ -158,13 +201,26 @@ static void add_candidate(struct plan_op *rep, struct head_timed *t, int way)
 {
 	char *name = rep->cand[rep->n_candidates].name;
 	size_t len = sizeof(rep->cand[0].name);
-	if (way == HEAD_SEPARATE)
-		snprintf(name, len, "separate");
-	else if (way == HEAD_FUSED)
-		snprintf(name, len, "fused");
+	int base = way & ~HEAD_GROUPED;
+	const char *wg = way & HEAD_GROUPED ? "+wgrad" : "";
+	if (base == HEAD_SEPARATE)
+		snprintf(name, len, "separate%s", wg);
+	else if (base == HEAD_FUSED)
+		snprintf(name, len, "fused%s", wg);
 	else
-		snprintf(name, len, "dense.r%d", dense_rows[way - HEAD_DENSE]);
+		snprintf(name, len, "dense.r%d%s", dense_rows[base - HEAD_DENSE], wg);
 	t->ways[rep->n_candidates++] = way;
+}
+
+/* The grouped weight gradients: where they fit, with every one beside (none the model's lowest). */
+static int grouped_fits(const struct head_req *r)
+{
+	if (r->n_below == 0 || !r->weight_grad.beside || !kernels_dense_wgrad_fits(r))
+		return 0;
+	for (int i = 0; i < r->n_below; i++)
+		if (!r->below[i].weight_grad.beside)
+			return 0;
+	return 1;
 }
 
 static struct head_plan *plan_for(struct cuda_head *hd, struct cuda_gemm *g,
@@ -192,12 +248,18 @@ static struct head_plan *plan_for(struct cuda_head *hd, struct cuda_gemm *g,
 	t->g = g;
 	t->r = *r;
 	t->r.loss.counters = NULL;
-	add_candidate(&rep, t, HEAD_SEPARATE);
+	int bases[HEAD_WAYS], n_bases = 0;
+	bases[n_bases++] = HEAD_SEPARATE;
 	if (kernels_head_fits(r))
-		add_candidate(&rep, t, HEAD_FUSED);
+		bases[n_bases++] = HEAD_FUSED;
 	for (int i = 0; r->n_below > 0 && i < HEAD_WAYS - HEAD_DENSE; i++)
 		if (kernels_dense_head_fits(r, dense_rows[i]))
-			add_candidate(&rep, t, HEAD_DENSE + i);
+			bases[n_bases++] = HEAD_DENSE + i;
+	for (int i = 0; i < n_bases; i++)
+		add_candidate(&rep, t, bases[i]);
+	if (grouped_fits(r))
+		for (int i = 0; i < n_bases; i++)
+			add_candidate(&rep, t, bases[i] | HEAD_GROUPED);
 	int chosen = cuda_plan_choose(g, &rep, cuda_plan_capturing(g), time_candidate, t);
 	int way = t->ways[chosen];
 	free(t);
@@ -217,7 +279,9 @@ static struct head_plan *plan_for(struct cuda_head *hd, struct cuda_gemm *g,
 }
 
 void cuda_head_run(struct cuda_head *hd, struct cuda_gemm *g, const struct head_req *r,
-		   void (*gemm)(void *ctx, const struct gemm_req *r), void *ctx)
+		   void (*gemm)(void *ctx, const struct gemm_req *r),
+		   void (*beside)(void *ctx, void (*run)(cudaStream_t stream, void *arg), void *arg),
+		   void *ctx)
 {
 	if (r->loss.rows <= 0 || r->loss.cols <= 0)
 		return;
@@ -230,7 +294,12 @@ void cuda_head_run(struct cuda_head *hd, struct cuda_gemm *g, const struct head_
 	for (int i = r->n_below - 1; i >= 0; i--)
 		if (r->below[i].input_grad.m > 0)
 			cuda_gemm_plan(g, &r->below[i].input_grad);
-	struct head_sink sink = {gemm, ctx};
+	if (r->weight_grad.m > 0)
+		cuda_gemm_plan(g, &r->weight_grad);
+	for (int i = r->n_below - 1; i >= 0; i--)
+		if (r->below[i].weight_grad.m > 0)
+			cuda_gemm_plan(g, &r->below[i].weight_grad);
+	struct head_sink sink = {gemm, beside, ctx};
 	run_way(g, r, plan_for(hd, g, r)->way, &sink);
 }
 

@@ -8,8 +8,12 @@
  * top's forward, loss and input gradient as one launch of kernels_head, the
  * stages under it as GEMMs; "dense.rN", every stage's forward, the loss and
  * every input gradient as one launch of kernels_dense_head, N rows a block
- * (cuda/kernels.cu), where the request fits them. The weight gradients are
- * GEMMs in every way, sent as soon as their inputs are there.
+ * (cuda/kernels.cu), where the request fits them; and each of these with
+ * "+wgrad": the dense stages' weight gradients as one launch of
+ * kernels_dense_wgrad on the second stream, where every one of them may go
+ * there. Otherwise the weight gradients are GEMMs (each its own plan), sent
+ * as soon as their inputs are there. Candidates are timed with their weight
+ * gradients in line.
  */
 #ifndef MNIST_DDP_HEAD_PLAN_CUH
 #define MNIST_DDP_HEAD_PLAN_CUH
@@ -29,10 +33,14 @@ struct cuda_head {
 /*
  * ->head on g's stream: its GEMMs' plans and its own made the first time its
  * problem is met; its weight gradients sent to gemm(ctx, ...), the backend's
- * GEMM op (which may run them on a second stream), where the way has them.
+ * GEMM op (which may run them on a second stream), where the way has them,
+ * or, grouped in one kernel, to beside(ctx, run, arg), which calls run with
+ * the stream to queue it on (the second, once what the first holds is done).
  */
 void cuda_head_run(struct cuda_head *hd, struct cuda_gemm *g, const struct head_req *r,
-		   void (*gemm)(void *ctx, const struct gemm_req *r), void *ctx);
+		   void (*gemm)(void *ctx, const struct gemm_req *r),
+		   void (*beside)(void *ctx, void (*run)(cudaStream_t stream, void *arg), void *arg),
+		   void *ctx);
 
 /* Forget every plan. */
 void cuda_head_forget(struct cuda_head *hd);

@@ -441,14 +441,14 @@ static __device__ void dense_forward_rows(const struct dense_stage_args *st, con
  * Stage st's input gradient for a block's rows: dx[r, k] = sum over j of
  * dz[r, j] W[j, k] (dz in shared memory as (out, DENSE_HEAD_MAX_ROWS), a
  * column's rows side by side, dead rows 0), through the ReLU of its input xs
- * when drelu, into st->dx for the live rows (or, given pool, on through the
- * pool into its dz) and, unless NULL, dz_below (in, DENSE_HEAD_MAX_ROWS) for
+ * when drelu, into st->dx for the live rows (or, when pooled, on through
+ * the pool into its dz) and, unless NULL, dz_below (in, DENSE_HEAD_MAX_ROWS) for
  * the stage below. A thread per k; no barrier.
  */
 static __device__ void dense_backward_rows(const struct dense_stage_args *st, const float *xs,
 					   const float *dz, float *dz_below,
-					   const struct dense_pool_args *pool, size_t batch,
-					   size_t row0, int live)
+					   const struct dense_pool_args *pool, int pooled,
+					   size_t batch, size_t row0, int live)
 {
 	int in = st->in, out = st->out, stride = (int)blockDim.x;
 	for (int k0 = (int)threadIdx.x; k0 < in; k0 += DENSE_BACK_K * stride) {
@@ -493,7 +493,7 @@ static __device__ void dense_backward_rows(const struct dense_stage_args *st, co
 				if (r < live) {
 					v = st->drelu ? relu_backward_elem(acc[i][r], xs[r * in + k])
 						      : acc[i][r];
-					if (pool)
+					if (pooled)
 						dense_pool_scatter(pool, batch, k, row0 + (size_t)r, v,
 								   xs[r * in + k]);
 					else if (st->dx)
@@ -563,9 +563,8 @@ static __global__ void dense_head_kernel(struct dense_head_args h)
 			xs -= R * st->in;
 			if (s == 0 && !st->dx)
 				break;
-			dense_backward_rows(st, xs, dz, s > 0 ? dz_other : NULL,
-					    s == 0 && h.pool.dz ? &h.pool : NULL, (size_t)x->rows, row0,
-					    live);
+			dense_backward_rows(st, xs, dz, s > 0 ? dz_other : NULL, &h.pool,
+					    s == 0 && h.pool.dz, (size_t)x->rows, row0, live);
 			__syncthreads();
 			float *t = dz;
 			dz = dz_other;
@@ -575,6 +574,97 @@ static __global__ void dense_head_kernel(struct dense_head_args h)
 	}
 }
 KERNEL_COOP_THUNK(dense_head_kernel, struct dense_head_args)
+
+/* ---- a head's dense weight gradients in one kernel ---------------------------------------- */
+
+/* One dense stage's weight gradient: dW (out, in) = dz^T x, db (out) = the sums of dz's columns. */
+struct wgrad_stage_args {
+	const float *dz, *x; /* (rows, out), (rows, in) */
+	float *dw, *db;
+	int in, out;
+	uint32_t first;      /* the stage's first unit */
+	int col_units;       /* units along in + 1 (the bias as a column of ones) */
+};
+
+/* dense_wgrad_kernel's arguments (kernels_dense_wgrad_fits): every stage of a head. */
+struct wgrad_args {
+	int n, rows;
+	uint32_t units;
+	struct wgrad_stage_args st[HEAD_MAX_BELOW + 1];
+};
+
+/* Columns of dW a unit holds (its tile: WGRAD_TILE rows of dW x a warp's lanes). */
+#define WGRAD_TILE 4
+/* Rows of the batch a thread has loaded at a time. */
+#define WGRAD_BATCH 8
+
+/* What dense_wgrad_kernel's warps share: a unit's partial sums, a lane's column each. */
+struct wgrad_shared {
+	float part[DENSE_HEAD_THREADS / COOP_LANES][WGRAD_TILE][COOP_LANES + 1];
+};
+
+/*
+ * A head's dense weight gradients in one launch (kernels_dense_wgrad): a
+ * block per unit, WGRAD_TILE rows j of one stage's dW x the 32 columns k of
+ * a lane each (k == in: db, against a column of ones); warp w sums the batch
+ * rows w, w + warps, ... (dz's value broadcast to its lanes, x's row
+ * coalesced), the warps' partial sums added in warp order through shared
+ * memory: each sum in a fixed order.
+ */
+static __global__ void dense_wgrad_kernel(struct wgrad_args a)
+{
+	KERNEL_WAIT_PREVIOUS();
+	__shared__ struct wgrad_shared sh;
+	unsigned int warps = blockDim.x / COOP_LANES, warp = threadIdx.x / COOP_LANES;
+	int lane = (int)(threadIdx.x % COOP_LANES);
+	for (uint32_t u = blockIdx.x; u < a.units; u += gridDim.x) { /* the same for the block */
+		int s = 0;
+		while (s + 1 < a.n && u >= a.st[s + 1].first)
+			s++;
+		const struct wgrad_stage_args *st = &a.st[s];
+		uint32_t local = u - st->first;
+		int j0 = (int)(local / (uint32_t)st->col_units) * WGRAD_TILE;
+		int k = (int)(local % (uint32_t)st->col_units) * (int)COOP_LANES + lane;
+		float acc[WGRAD_TILE] = {0.0f, 0.0f, 0.0f, 0.0f};
+		for (int r0 = (int)warp; r0 < a.rows; r0 += WGRAD_BATCH * (int)warps) {
+			float xv[WGRAD_BATCH], d[WGRAD_BATCH][WGRAD_TILE];
+			KERNEL_UNROLL
+			for (int q = 0; q < WGRAD_BATCH; q++) {
+				int r = r0 + q * (int)warps;
+				int on = r < a.rows;
+				xv[q] = on && k < st->in ? st->x[(size_t)r * st->in + k]
+					: on && k == st->in ? 1.0f
+							    : 0.0f;
+				KERNEL_UNROLL
+				for (int c = 0; c < WGRAD_TILE; c++)
+					d[q][c] = on && j0 + c < st->out
+							  ? st->dz[(size_t)r * st->out + (size_t)(j0 + c)]
+							  : 0.0f;
+			}
+			KERNEL_UNROLL
+			for (int q = 0; q < WGRAD_BATCH; q++)
+				KERNEL_UNROLL
+				for (int c = 0; c < WGRAD_TILE; c++)
+					acc[c] += d[q][c] * xv[q];
+		}
+		KERNEL_UNROLL
+		for (int c = 0; c < WGRAD_TILE; c++)
+			sh.part[warp][c][lane] = acc[c];
+		__syncthreads();
+		for (int c = (int)warp; c < WGRAD_TILE; c += (int)warps) {
+			int j = j0 + c;
+			float sum = 0.0f;
+			for (unsigned int w = 0; w < warps; w++)
+				sum += sh.part[w][c][lane];
+			if (j < st->out && k < st->in)
+				st->dw[(size_t)j * st->in + k] = sum;
+			else if (j < st->out && k == st->in)
+				st->db[j] = sum;
+		}
+		__syncthreads();
+	}
+}
+KERNEL_COOP_THUNK(dense_wgrad_kernel, struct wgrad_args)
 
 static __global__ void argmax_hits_kernel(const float *logits, const int32_t *labels, int rows,
 					  int cols, int32_t *hits)
@@ -741,6 +831,23 @@ void kernels_head(cudaStream_t stream, const struct kernel_geom *geom, const str
 	KERNEL_LAUNCH_COOP(head_kernel, g, stream, a);
 }
 
+/*
+ * The dense kernels' geometry: a block of DENSE_HEAD_THREADS per item, or
+ * the caller's, its block rounded down to whole warps, one to
+ * DENSE_HEAD_THREADS / 32 of them (their shared arrays' size).
+ */
+static struct kernel_geom dense_geom(const struct kernel_geom *geom, size_t items)
+{
+	struct kernel_geom g = geom ? *geom
+				    : kernel_geom_sized(items * DENSE_HEAD_THREADS, DENSE_HEAD_THREADS);
+	g.block = g.block / COOP_LANES * COOP_LANES;
+	if (g.block < COOP_LANES)
+		g.block = COOP_LANES;
+	if (g.block > DENSE_HEAD_THREADS)
+		g.block = DENSE_HEAD_THREADS;
+	return g;
+}
+
 /* Request r as a dense_head_kernel stage, its ReLU for the input gradient from ig. */
 static struct dense_stage_args dense_stage_of(const struct gemm_req *f, const struct gemm_req *ig)
 {
@@ -836,12 +943,55 @@ void kernels_dense_head(cudaStream_t stream, const struct kernel_geom *geom,
 	if (h->pool.conv)
 		a.pool = (struct dense_pool_args){*h->pool.pool, h->pool_arg, h->pool_dz};
 	size_t groups = ((size_t)h->loss.rows + (size_t)rows_per_block - 1) / (size_t)rows_per_block;
-	struct kernel_geom g = kernel_geom_sized(groups * DENSE_HEAD_THREADS, DENSE_HEAD_THREADS);
-	if (geom)
-		g = *geom;
-	g.block = g.block / COOP_LANES * COOP_LANES;
-	g.block = g.block < COOP_LANES ? COOP_LANES : g.block > DENSE_HEAD_THREADS ? DENSE_HEAD_THREADS : g.block;
+	struct kernel_geom g = dense_geom(geom, groups);
 	KERNEL_LAUNCH_COOP(dense_head_kernel, g, stream, a);
+}
+
+/* A weight gradient dense_wgrad_kernel runs: dz^T x packed, with its bias gradient. */
+static int dense_wgrad_fits_one(const struct gemm_req *g, int rows)
+{
+	return g->m > 0 && g->n > 0 && g->k == rows && g->trans_a && !g->trans_b &&
+	       g->lda == g->m && g->ldb == g->n && g->ldc == g->n && g->alpha == 1.0f &&
+	       g->beta == 0.0f && g->bias_grad && g->epilogue == GEMM_EPILOGUE_NONE &&
+	       !g->b_im2col && g->a && g->b && g->c;
+}
+
+int kernels_dense_wgrad_fits(const struct head_req *h)
+{
+	int rows = h->loss.rows;
+	if (rows <= 0 || h->n_below < 0 || h->n_below > HEAD_MAX_BELOW ||
+	    !dense_wgrad_fits_one(&h->weight_grad, rows))
+		return 0;
+	for (int i = 0; i < h->n_below; i++)
+		if (!dense_wgrad_fits_one(&h->below[i].weight_grad, rows))
+			return 0;
+	return 1;
+}
+
+void kernels_dense_wgrad(cudaStream_t stream, const struct kernel_geom *geom,
+			 const struct head_req *h)
+{
+	struct wgrad_args a;
+	memset(&a, 0, sizeof(a));
+	a.n = h->n_below + 1;
+	a.rows = h->loss.rows;
+	for (int s = 0; s < a.n; s++) {
+		const struct gemm_req *g = s < h->n_below ? &h->below[s].weight_grad : &h->weight_grad;
+		struct wgrad_stage_args *st = &a.st[s];
+		st->dz = g->a;
+		st->x = g->b;
+		st->dw = g->c;
+		st->db = g->bias_grad;
+		st->out = g->m;
+		st->in = g->n;
+		st->first = a.units;
+		st->col_units = (g->n + 1 + (int)COOP_LANES - 1) / (int)COOP_LANES;
+		a.units += (uint32_t)((g->m + WGRAD_TILE - 1) / WGRAD_TILE) * (uint32_t)st->col_units;
+	}
+	if (a.units == 0 || a.rows <= 0)
+		return;
+	struct kernel_geom g = dense_geom(geom, a.units);
+	KERNEL_LAUNCH_COOP(dense_wgrad_kernel, g, stream, a);
 }
 
 #if defined(CUDART_VERSION)

@@ -111,6 +111,18 @@ void kernels_head(cudaStream_t stream, const struct kernel_geom *geom, const str
 int kernels_dense_head_fits(const struct head_req *h, int rows_per_block);
 void kernels_dense_head(cudaStream_t stream, const struct kernel_geom *geom,
 			const struct head_req *h, int rows_per_block);
+/*
+ * A head's weight gradients (struct head_req: the top's and below[]'s) in
+ * one launch: each dW = dz^T x and db = dz's column sums, a block per 4 rows
+ * of one dW x 32 of its columns (db as a column against ones), the batch's
+ * rows split among the block's warps, their sums added in warp order. For a
+ * request kernels_dense_wgrad_fits: every weight gradient dz^T x packed, k
+ * the batch, with a bias gradient, no epilogue. Blocks of DENSE_HEAD_THREADS
+ * threads, or a geometry's block rounded down to whole warps, at least one.
+ */
+int kernels_dense_wgrad_fits(const struct head_req *h);
+void kernels_dense_wgrad(cudaStream_t stream, const struct kernel_geom *geom,
+			 const struct head_req *h);
 /* Work: rows. */
 void kernels_argmax_hits(cudaStream_t stream, const struct kernel_geom *geom,
 			 const float *logits, const int32_t *labels, int rows, int cols,

@@ -670,9 +670,9 @@ Test(kernels_host, head)
 
 #define DH_STAGES 4
 
-/* What a head of dense stages writes: each stage's output and input gradient, the loss's. */
+/* What a head of dense stages writes: each stage's output, gradients, the loss's. */
 struct dense_out {
-	float *y[DH_STAGES], *dx[DH_STAGES], *loss, *d;
+	float *y[DH_STAGES], *dx[DH_STAGES], *dw[DH_STAGES], *db[DH_STAGES], *loss, *d;
 };
 
 /*
@@ -704,13 +704,20 @@ static struct head_req dense_head_of(int rows, int n, const int *d, int relu, in
 					      .b = w[s], .ldb = d[s], .c = o->dx[s], .ldc = d[s],
 					      .epilogue = s ? GEMM_EPILOGUE_DRELU : GEMM_EPILOGUE_NONE,
 					      .act = s ? o->y[s - 1] : NULL};
+		/* dW (out, in) = dz^T x, db = dz's column sums; beside but for the model's lowest */
+		struct gemm_req wg = {.trans_a = 1, .m = d[s + 1], .n = d[s], .k = rows, .alpha = 1.0f,
+				      .a = top ? o->d : o->dx[s + 1], .lda = d[s + 1], .b = f.a,
+				      .ldb = d[s], .c = o->dw[s], .ldc = d[s], .bias_grad = o->db[s],
+				      .beside = s > 0 || low_dx};
 		if (top) {
 			h.forward = f;
 			h.input_grad = g;
+			h.weight_grad = wg;
 		} else {
 			h.below[s].layer = "";
 			h.below[s].forward = f;
 			h.below[s].input_grad = g;
+			h.below[s].weight_grad = wg;
 		}
 	}
 	h.loss = (struct xent_req){.logits = o->y[n - 1], .labels = labels, .rows = rows,
@@ -727,6 +734,8 @@ static void dense_out_alloc(struct dense_out *o, int rows, int n, const int *d, 
 	for (int s = 0; s < n; s++) {
 		o->y[s] = get((size_t)rows * d[s + 1]);
 		o->dx[s] = get((size_t)rows * d[s]);
+		o->dw[s] = get((size_t)d[s + 1] * d[s]);
+		o->db[s] = get((size_t)d[s + 1]);
 	}
 	o->loss = get((size_t)rows);
 	o->d = get((size_t)rows * d[n]);
@@ -738,10 +747,21 @@ static void dense_out_free(struct dense_out *o, int n, int guarded)
 	for (int s = 0; s < n; s++) {
 		put(o->y[s]);
 		put(o->dx[s]);
+		put(o->dw[s]);
+		put(o->db[s]);
 	}
 	put(o->loss);
 	put(o->d);
 }
+
+/* Heads of dense stages: rows, stages, relu (the top's), low_dx, widths. */
+static const struct {
+	int rows, n, relu, low_dx, d[DH_STAGES + 1];
+} dense_cases[] = {
+	{9, 3, 0, 1, {40, 24, 16, 10}},   {5, 2, 0, 0, {33, 7, 10}},
+	{3, 3, 0, 1, {400, 120, 84, 10}}, {6, 1, 1, 0, {20, 10}},
+	{4, 2, 1, 1, {64, 50, 12}},       {7, 4, 0, 1, {17, 40, 3, 33, 40}},
+};
 
 /*
  * Every stage of a head in one launch against the host backend's ops (its
@@ -754,18 +774,10 @@ static void dense_out_free(struct dense_out *o, int n, int guarded)
  */
 Test(kernels_host, dense_head)
 {
-	/* rows, stages, relu (the top's), low_dx, widths */
-	const struct {
-		int rows, n, relu, low_dx, d[DH_STAGES + 1];
-	} cases[] = {
-		{9, 3, 0, 1, {40, 24, 16, 10}},   {5, 2, 0, 0, {33, 7, 10}},
-		{3, 3, 0, 1, {400, 120, 84, 10}}, {6, 1, 1, 0, {20, 10}},
-		{4, 2, 1, 1, {64, 50, 12}},       {7, 4, 0, 1, {17, 40, 3, 33, 40}},
-	};
-	for (size_t ci = 0; ci < N_OF(cases); ci++) {
-		int rows = cases[ci].rows, n = cases[ci].n, relu = cases[ci].relu;
-		int low_dx = cases[ci].low_dx;
-		const int *d = cases[ci].d;
+	for (size_t ci = 0; ci < N_OF(dense_cases); ci++) {
+		int rows = dense_cases[ci].rows, n = dense_cases[ci].n, relu = dense_cases[ci].relu;
+		int low_dx = dense_cases[ci].low_dx;
+		const int *d = dense_cases[ci].d;
 		struct rng r = rng_make(kc_seed, 1300 + ci);
 		float *x = kc_rand_f(&r, (size_t)rows * d[0], -1.0, 1.0), *w[DH_STAGES], *b[DH_STAGES];
 		for (int s = 0; s < n; s++) {
@@ -948,6 +960,82 @@ Test(kernels_host, dense_head_pool)
 	free(arg);
 }
 
+/*
+ * A head's weight gradients in one launch against the host backend's GEMMs
+ * (dz^T x and the bias gradient), from the host's own dz and activations:
+ * every dW and db within float rounding of sums in another order, at every
+ * geometry; and which requests it takes.
+ */
+Test(kernels_host, dense_wgrad)
+{
+	for (size_t ci = 0; ci < N_OF(dense_cases); ci++) {
+		int rows = dense_cases[ci].rows, n = dense_cases[ci].n, relu = dense_cases[ci].relu;
+		int low_dx = dense_cases[ci].low_dx;
+		const int *d = dense_cases[ci].d;
+		struct rng r = rng_make(kc_seed, 1500 + ci);
+		float *x = kc_rand_f(&r, (size_t)rows * d[0], -1.0, 1.0), *w[DH_STAGES], *b[DH_STAGES];
+		for (int s = 0; s < n; s++) {
+			w[s] = kc_rand_f(&r, (size_t)d[s + 1] * d[s], -0.5, 0.5);
+			b[s] = kc_rand_f(&r, (size_t)d[s + 1], -0.2, 0.3);
+		}
+		int32_t *labels = malloc((size_t)rows * sizeof(int32_t));
+		cr_assert_not_null(labels);
+		ref_fill_labels(&r, labels, (size_t)rows, d[n]);
+		struct dense_out ho;
+		dense_out_alloc(&ho, rows, n, d, 0);
+		struct step_counters hc = {0, 0, 0, 0};
+		struct head_req hh = dense_head_of(rows, n, d, relu, low_dx, x, w, b, &ho, labels, &hc);
+		backend_head(&kc_host, &hh, "");
+		cr_assert(kernels_dense_wgrad_fits(&hh), "case %zu: not taken", ci);
+		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+			char what[160], g[64];
+			kc_geom_name(gi, g, sizeof(g));
+			snprintf(what, sizeof(what), "dense weight gradients case %zu (%d rows, %d stages), %s",
+				 ci, rows, n, g);
+			struct head_req kh = hh;
+			float *dw[DH_STAGES], *db[DH_STAGES];
+			for (int s = 0; s < n; s++) {
+				struct gemm_req *wg = s == n - 1 ? &kh.weight_grad : &kh.below[s].weight_grad;
+				wg->c = dw[s] = kc_guarded_f((size_t)d[s + 1] * d[s]);
+				wg->bias_grad = db[s] = kc_guarded_f((size_t)d[s + 1]);
+			}
+			kernels_dense_wgrad(NULL, kc_geom_at(gi), &kh);
+			for (int s = 0; s < n; s++) {
+				size_t nw = (size_t)d[s + 1] * d[s], nb = (size_t)d[s + 1];
+				double *rw = kc_dbuf(nw), *rb = kc_dbuf(nb);
+				ref_widen(ho.dw[s], rw, nw);
+				ref_widen(ho.db[s], rb, nb);
+				kc_check_guards_f(dw[s], nw, what);
+				kc_check_guards_f(db[s], nb, what);
+				kc_expect_close(what, dw[s], rw, nw, 1e-6, 1e-4, kc_seed);
+				kc_expect_close(what, db[s], rb, nb, 1e-6, 1e-4, kc_seed);
+				free(rw);
+				free(rb);
+				kc_free_guarded_f(dw[s]);
+				kc_free_guarded_f(db[s]);
+			}
+		}
+		struct head_req bad = hh;
+		bad.weight_grad.bias_grad = NULL;
+		cr_assert(!kernels_dense_wgrad_fits(&bad), "case %zu: no bias gradient taken", ci);
+		bad = hh;
+		bad.weight_grad.trans_a = 0;
+		cr_assert(!kernels_dense_wgrad_fits(&bad), "case %zu: dz not transposed taken", ci);
+		if (n > 1) {
+			bad = hh;
+			bad.below[0].weight_grad.k = rows + 1;
+			cr_assert(!kernels_dense_wgrad_fits(&bad), "case %zu: k past the batch taken", ci);
+		}
+		dense_out_free(&ho, n, 0);
+		for (int s = 0; s < n; s++) {
+			free(w[s]);
+			free(b[s]);
+		}
+		free(x);
+		free(labels);
+	}
+}
+
 /* The dense head's limits: a stage's inputs, and its rows' values in shared memory. */
 Test(kernels_host, dense_head_limits)
 {
@@ -956,7 +1044,7 @@ Test(kernels_host, dense_head_limits)
 	float *w[2] = {dummy, dummy}, *b[2] = {dummy, dummy};
 	struct dense_out o;
 	for (int i = 0; i < DH_STAGES; i++)
-		o.y[i] = o.dx[i] = dummy;
+		o.y[i] = o.dx[i] = o.dw[i] = o.db[i] = dummy;
 	o.loss = o.d = dummy;
 	struct head_req h = dense_head_of(8, 2, wide, 0, 1, dummy, w, b, &o, NULL, NULL);
 	cr_assert(!kernels_dense_head_fits(&h, 1), "%d inputs a stage taken", DENSE_HEAD_MAX_IN + 4);

@@ -217,6 +217,12 @@ mutant dense-head-weight-grads-first $H \
 mutant dense-head-pool-ungated $K \
 	'pool->dz[at] = pool_relu_backward_elem(v, y, best, ky, kx, p->k);' 'pool->dz[at] = pool_relu_backward_elem(v, 1.0f, best, ky, kx, p->k);' \
 	'test_kernels_host|gpu_plan_sim'
+mutant dense-wgrad-last-warp-only $K \
+	'sum += sh.part[w][c][lane];' 'sum = sh.part[w][c][lane];' \
+	'test_kernels_host|gpu_plan_sim'
+mutant dense-wgrad-before-its-input $H \
+	'int ready = 1;' 'int ready = 2;' \
+	'gpu_plan_sim'
 mutant relu-gradient-without-its-mask $L \
 	'return mask_written(g, r->relu_mask) ? CUBLASLT_EPILOGUE_DRELU' 'return 1 ? CUBLASLT_EPILOGUE_DEFAULT' \
 	'mnist_train_sim_graph_nodes_mlp'
