@@ -414,7 +414,7 @@ static void cuda_softmax_xent(void *ctx, const struct xent_req *r)
 static void cuda_head_op(void *ctx, const struct head_req *r)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
-	cuda_head_run(&c->head, &c->gemm, r, cuda_gemm_op, cuda_run_beside, ctx);
+	cuda_head_run(&c->head, &c->gemm, r, cuda_gemm_op, cuda_run_beside, cuda_join_op, ctx);
 }
 
 static void cuda_argmax_hits(void *ctx, const float *logits, const int32_t *labels, int rows,

@@ -50,19 +50,15 @@ struct head_plan {
 struct head_sink {
 	void (*gemm)(void *ctx, const struct gemm_req *r);
 	void (*beside)(void *ctx, void (*run)(cudaStream_t stream, void *arg), void *arg);
+	void (*join)(void *ctx); /* the first stream waits for what went beside */
 	void *ctx;
 };
 
-/* One weight gradient: to sink, or (timed, sink NULL) in line on g's stream. */
-static void weight_grad(struct cuda_gemm *g, const struct head_sink *sink,
-			const struct gemm_req *r)
+/* One weight gradient, to sink. */
+static void weight_grad(const struct head_sink *sink, const struct gemm_req *r)
 {
-	if (r->m <= 0)
-		return;
-	if (sink)
+	if (r->m > 0)
 		sink->gemm(sink->ctx, r);
-	else
-		cuda_gemm_run(g, r);
 }
 
 static void run_grouped(cudaStream_t stream, void *arg)
@@ -70,25 +66,21 @@ static void run_grouped(cudaStream_t stream, void *arg)
 	kernels_dense_wgrad(stream, NULL, (const struct head_req *)arg);
 }
 
-/* Every weight gradient of r: top first, one by one, or grouped in one kernel. */
-static void weight_grads(struct cuda_gemm *g, const struct head_req *r,
-			 const struct head_sink *sink, int grouped)
+/* Every weight gradient of r to sink: top first, one by one, or grouped in one kernel. */
+static void weight_grads(const struct head_req *r, const struct head_sink *sink, int grouped)
 {
 	if (grouped) {
-		if (sink)
-			sink->beside(sink->ctx, run_grouped, (void *)r);
-		else
-			kernels_dense_wgrad(g->stream, NULL, r);
+		sink->beside(sink->ctx, run_grouped, (void *)r);
 		return;
 	}
-	weight_grad(g, sink, &r->weight_grad);
+	weight_grad(sink, &r->weight_grad);
 	for (int i = r->n_below - 1; i >= 0; i--)
-		weight_grad(g, sink, &r->below[i].weight_grad);
+		weight_grad(sink, &r->below[i].weight_grad);
 }
 
 /*
- * Queue r run as `way` on g's stream, its weight gradients sent to sink
- * (NULL, when timed: in line on the stream): in backend_head_parts' order,
+ * Queue r run as `way` on g's stream, its weight gradients sent to sink: in
+ * backend_head_parts' order,
  * a stage's as soon as its gradient is there; grouped, once the lowest
  * stage's is; after the kernel, for the dense way, whose kernel takes the
  * pool's gradient in too.
@@ -100,7 +92,7 @@ static void run_way(struct cuda_gemm *g, const struct head_req *r, int way,
 	way &= ~HEAD_GROUPED;
 	if (way >= HEAD_DENSE) {
 		kernels_dense_head(g->stream, NULL, r, dense_rows[way - HEAD_DENSE]);
-		weight_grads(g, r, sink, grouped);
+		weight_grads(r, sink, grouped);
 		return;
 	}
 	for (int i = 0; i < r->n_below; i++)
@@ -119,16 +111,16 @@ static void run_way(struct cuda_gemm *g, const struct head_req *r, int way,
 	 */
 	int ready = 1;
 	if (grouped && r->n_below == ready)
-		weight_grads(g, r, sink, 1);
+		weight_grads(r, sink, 1);
 	if (!grouped)
-		weight_grad(g, sink, &r->weight_grad);
+		weight_grad(sink, &r->weight_grad);
 	for (int i = r->n_below - 1; i >= 0; i--) {
 		if (!grouped)
-			weight_grad(g, sink, &r->below[i].weight_grad);
+			weight_grad(sink, &r->below[i].weight_grad);
 		if (r->below[i].input_grad.m > 0)
 			cuda_gemm_run(g, &r->below[i].input_grad);
 		if (grouped && i == ready)
-			weight_grads(g, r, sink, 1);
+			weight_grads(r, sink, 1);
 	}
 	if (r->pool.conv)
 		kernels_pool_backward(g->stream, NULL, &r->pool, head_lowest_input_grad(r)->c,
@@ -175,9 +167,14 @@ static void below_text(const struct head_key *k, char *buf, size_t len)
 		snprintf(buf + used, len - used, " pool%d", k->pool);
 }
 
-/* A timed run: the request without its counters. */
+/*
+ * A timed run: the request without its counters, its weight gradients sent
+ * as the step sends them (beside the rest, where the backend has a second
+ * stream) and joined at its end: a way's time is its two streams' overlap.
+ */
 struct head_timed {
 	struct cuda_gemm *g;
+	struct head_sink sink;
 	struct head_req r;
 	int ways[2 * HEAD_WAYS]; /* candidate i runs as ways[i] */
 	int way;
@@ -186,7 +183,8 @@ struct head_timed {
 static void run_candidate(void *arg)
 {
 	const struct head_timed *t = (const struct head_timed *)arg;
-	run_way(t->g, &t->r, t->way, NULL);
+	run_way(t->g, &t->r, t->way, &t->sink);
+	t->sink.join(t->sink.ctx);
 }
 
 static double time_candidate(void *arg, int i, double best)
@@ -224,7 +222,7 @@ static int grouped_fits(const struct head_req *r)
 }
 
 static struct head_plan *plan_for(struct cuda_head *hd, struct cuda_gemm *g,
-				  const struct head_req *r)
+				  const struct head_req *r, const struct head_sink *sink)
 {
 	struct head_key key = key_of(g, r);
 	for (int i = 0; i < hd->n_plans; i++)
@@ -246,6 +244,7 @@ static struct head_plan *plan_for(struct cuda_head *hd, struct cuda_gemm *g,
 			 key.n_below, key.pool ? ", pool grad" : "");
 	struct head_timed *t = (struct head_timed *)xcalloc(1, sizeof(*t));
 	t->g = g;
+	t->sink = *sink;
 	t->r = *r;
 	t->r.loss.counters = NULL;
 	int bases[HEAD_WAYS], n_bases = 0;
@@ -281,7 +280,7 @@ static struct head_plan *plan_for(struct cuda_head *hd, struct cuda_gemm *g,
 void cuda_head_run(struct cuda_head *hd, struct cuda_gemm *g, const struct head_req *r,
 		   void (*gemm)(void *ctx, const struct gemm_req *r),
 		   void (*beside)(void *ctx, void (*run)(cudaStream_t stream, void *arg), void *arg),
-		   void *ctx)
+		   void (*join)(void *ctx), void *ctx)
 {
 	if (r->loss.rows <= 0 || r->loss.cols <= 0)
 		return;
@@ -299,8 +298,8 @@ void cuda_head_run(struct cuda_head *hd, struct cuda_gemm *g, const struct head_
 	for (int i = r->n_below - 1; i >= 0; i--)
 		if (r->below[i].weight_grad.m > 0)
 			cuda_gemm_plan(g, &r->below[i].weight_grad);
-	struct head_sink sink = {gemm, beside, ctx};
-	run_way(g, r, plan_for(hd, g, r)->way, &sink);
+	struct head_sink sink = {gemm, beside, join, ctx};
+	run_way(g, r, plan_for(hd, g, r, &sink)->way, &sink);
 }
 
 void cuda_head_forget(struct cuda_head *hd)

@@ -13,7 +13,7 @@
  * kernels_dense_wgrad on the second stream, where every one of them may go
  * there. Otherwise the weight gradients are GEMMs (each its own plan), sent
  * as soon as their inputs are there. Candidates are timed with their weight
- * gradients in line.
+ * gradients sent as the step sends them, the second stream joined at the end.
  */
 #ifndef MNIST_DDP_HEAD_PLAN_CUH
 #define MNIST_DDP_HEAD_PLAN_CUH
@@ -35,12 +35,13 @@ struct cuda_head {
  * problem is met; its weight gradients sent to gemm(ctx, ...), the backend's
  * GEMM op (which may run them on a second stream), where the way has them,
  * or, grouped in one kernel, to beside(ctx, run, arg), which calls run with
- * the stream to queue it on (the second, once what the first holds is done).
+ * the stream to queue it on (the second, once what the first holds is done);
+ * a candidate is timed so, joined by join(ctx) at its end.
  */
 void cuda_head_run(struct cuda_head *hd, struct cuda_gemm *g, const struct head_req *r,
 		   void (*gemm)(void *ctx, const struct gemm_req *r),
 		   void (*beside)(void *ctx, void (*run)(cudaStream_t stream, void *arg), void *arg),
-		   void *ctx);
+		   void (*join)(void *ctx), void *ctx);
 
 /* Forget every plan. */
 void cuda_head_forget(struct cuda_head *hd);
