@@ -763,6 +763,52 @@ static const struct {
 	{4, 2, 1, 1, {64, 50, 12}},       {7, 4, 0, 1, {17, 40, 3, 33, 40}},
 };
 
+/* A case of dense_cases with its random inputs, and the host backend's head run on them. */
+struct dense_case {
+	int rows, n, relu, low_dx;
+	const int *d;
+	float *x, *w[DH_STAGES], *b[DH_STAGES];
+	int32_t *labels;
+	struct dense_out ho; /* the host's outputs */
+	struct step_counters hc;
+	struct head_req hh;  /* over ho */
+};
+
+static void dense_case_make(struct dense_case *c, size_t ci, uint64_t stream)
+{
+	memset(c, 0, sizeof(*c));
+	c->rows = dense_cases[ci].rows;
+	c->n = dense_cases[ci].n;
+	c->relu = dense_cases[ci].relu;
+	c->low_dx = dense_cases[ci].low_dx;
+	c->d = dense_cases[ci].d;
+	struct rng r = rng_make(kc_seed, stream + ci);
+	c->x = kc_rand_f(&r, (size_t)c->rows * c->d[0], -1.0, 1.0);
+	for (int s = 0; s < c->n; s++) {
+		c->w[s] = kc_rand_f(&r, (size_t)c->d[s + 1] * c->d[s], -0.5, 0.5);
+		c->b[s] = kc_rand_f(&r, (size_t)c->d[s + 1], -0.2, 0.3);
+	}
+	c->labels = malloc((size_t)c->rows * sizeof(int32_t));
+	cr_assert_not_null(c->labels);
+	ref_fill_labels(&r, c->labels, (size_t)c->rows, c->d[c->n]);
+	dense_out_alloc(&c->ho, c->rows, c->n, c->d, 0);
+	c->hc = (struct step_counters){11, 4, 9, 0};
+	c->hh = dense_head_of(c->rows, c->n, c->d, c->relu, c->low_dx, c->x, c->w, c->b, &c->ho,
+			      c->labels, &c->hc);
+	backend_head(&kc_host, &c->hh, "");
+}
+
+static void dense_case_free(struct dense_case *c)
+{
+	dense_out_free(&c->ho, c->n, 0);
+	for (int s = 0; s < c->n; s++) {
+		free(c->w[s]);
+		free(c->b[s]);
+	}
+	free(c->x);
+	free(c->labels);
+}
+
 /*
  * Every stage of a head in one launch against the host backend's ops (its
  * forward GEMMs, the loss, its input-gradient GEMMs): every stage's output,
@@ -775,23 +821,14 @@ static const struct {
 Test(kernels_host, dense_head)
 {
 	for (size_t ci = 0; ci < N_OF(dense_cases); ci++) {
-		int rows = dense_cases[ci].rows, n = dense_cases[ci].n, relu = dense_cases[ci].relu;
-		int low_dx = dense_cases[ci].low_dx;
-		const int *d = dense_cases[ci].d;
-		struct rng r = rng_make(kc_seed, 1300 + ci);
-		float *x = kc_rand_f(&r, (size_t)rows * d[0], -1.0, 1.0), *w[DH_STAGES], *b[DH_STAGES];
-		for (int s = 0; s < n; s++) {
-			w[s] = kc_rand_f(&r, (size_t)d[s + 1] * d[s], -0.5, 0.5);
-			b[s] = kc_rand_f(&r, (size_t)d[s + 1], -0.2, 0.3);
-		}
-		int32_t *labels = malloc((size_t)rows * sizeof(int32_t));
-		cr_assert_not_null(labels);
-		ref_fill_labels(&r, labels, (size_t)rows, d[n]);
-		struct dense_out ho;
-		dense_out_alloc(&ho, rows, n, d, 0);
-		struct step_counters hc = {11, 4, 9, 0};
-		struct head_req hh = dense_head_of(rows, n, d, relu, low_dx, x, w, b, &ho, labels, &hc);
-		backend_head(&kc_host, &hh, "");
+		struct dense_case c;
+		dense_case_make(&c, ci, 1300);
+		int rows = c.rows, n = c.n, relu = c.relu, low_dx = c.low_dx;
+		const int *d = c.d;
+		float *x = c.x, **w = c.w, **b = c.b;
+		int32_t *labels = c.labels;
+		struct dense_out ho = c.ho;
+		struct head_req hh = c.hh;
 		for (int rb = 1; rb <= DENSE_HEAD_MAX_ROWS; rb++) {
 			cr_assert(kernels_dense_head_fits(&hh, rb), "case %zu, %d rows a block: not taken",
 				  ci, rb);
@@ -864,13 +901,7 @@ Test(kernels_host, dense_head)
 		(n > 1 ? &bad.below[0].forward : &bad.forward)->epilogue = GEMM_EPILOGUE_NONE;
 		cr_assert(!kernels_dense_head_fits(&bad, 1), "case %zu: a forward without its bias taken",
 			  ci);
-		dense_out_free(&ho, n, 0);
-		for (int s = 0; s < n; s++) {
-			free(w[s]);
-			free(b[s]);
-		}
-		free(x);
-		free(labels);
+		dense_case_free(&c);
 	}
 }
 
@@ -969,23 +1000,12 @@ Test(kernels_host, dense_head_pool)
 Test(kernels_host, dense_wgrad)
 {
 	for (size_t ci = 0; ci < N_OF(dense_cases); ci++) {
-		int rows = dense_cases[ci].rows, n = dense_cases[ci].n, relu = dense_cases[ci].relu;
-		int low_dx = dense_cases[ci].low_dx;
-		const int *d = dense_cases[ci].d;
-		struct rng r = rng_make(kc_seed, 1500 + ci);
-		float *x = kc_rand_f(&r, (size_t)rows * d[0], -1.0, 1.0), *w[DH_STAGES], *b[DH_STAGES];
-		for (int s = 0; s < n; s++) {
-			w[s] = kc_rand_f(&r, (size_t)d[s + 1] * d[s], -0.5, 0.5);
-			b[s] = kc_rand_f(&r, (size_t)d[s + 1], -0.2, 0.3);
-		}
-		int32_t *labels = malloc((size_t)rows * sizeof(int32_t));
-		cr_assert_not_null(labels);
-		ref_fill_labels(&r, labels, (size_t)rows, d[n]);
-		struct dense_out ho;
-		dense_out_alloc(&ho, rows, n, d, 0);
-		struct step_counters hc = {0, 0, 0, 0};
-		struct head_req hh = dense_head_of(rows, n, d, relu, low_dx, x, w, b, &ho, labels, &hc);
-		backend_head(&kc_host, &hh, "");
+		struct dense_case c;
+		dense_case_make(&c, ci, 1500);
+		int rows = c.rows, n = c.n;
+		const int *d = c.d;
+		struct dense_out ho = c.ho;
+		struct head_req hh = c.hh;
 		cr_assert(kernels_dense_wgrad_fits(&hh), "case %zu: not taken", ci);
 		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
 			char what[160], g[64];
@@ -1026,13 +1046,7 @@ Test(kernels_host, dense_wgrad)
 			bad.below[0].weight_grad.k = rows + 1;
 			cr_assert(!kernels_dense_wgrad_fits(&bad), "case %zu: k past the batch taken", ci);
 		}
-		dense_out_free(&ho, n, 0);
-		for (int s = 0; s < n; s++) {
-			free(w[s]);
-			free(b[s]);
-		}
-		free(x);
-		free(labels);
+		dense_case_free(&c);
 	}
 }
 

@@ -212,7 +212,7 @@ mutant dense-head-rows-past-the-batch $K \
 	'(int)((size_t)x->rows - row0) : R;' '(int)((size_t)x->rows - row0) + 1 : R;' \
 	'test_kernels_host'
 mutant dense-head-weight-grads-first $H \
-	$'\t\tkernels_dense_head(g->stream, NULL, r, dense_rows[way - HEAD_DENSE]);\n\t\tweight_grad(sink, &r->weight_grad);' $'\t\tweight_grad(sink, &r->weight_grad);\n\t\tkernels_dense_head(g->stream, NULL, r, dense_rows[way - HEAD_DENSE]);' \
+	$'\t\tkernels_dense_head(g->stream, NULL, r, dense_rows[way - HEAD_DENSE]);\n\t\tweight_grads(r, sink, grouped);' $'\t\tweight_grads(r, sink, grouped);\n\t\tkernels_dense_head(g->stream, NULL, r, dense_rows[way - HEAD_DENSE]);' \
 	'gpu_plan_sim'
 mutant dense-head-pool-ungated $K \
 	'pool->dz[at] = pool_relu_backward_elem(v, y, best, ky, kx, p->k);' 'pool->dz[at] = pool_relu_backward_elem(v, 1.0f, best, ky, kx, p->k);' \
