@@ -16,7 +16,8 @@
 # mnist-train; one architecture, to save time) and without -Werror (a mutant
 # may leave a variable unused), and the suite is run once unmutated: it must
 # pass, or nothing can be concluded. Then for each mutant: the pristine file
-# is restored, the replacement applied, the simulated module and the test
+# is restored (from cuda/ as copied at the start: the worktree may change
+# meanwhile), the replacement applied, the simulated module and the test
 # programs rebuilt (never nvcc: mutants touch cuda/ only, which the host
 # program does not compile), and
 # ctest runs the tests most likely to kill it first, then the rest of
@@ -293,11 +294,13 @@ done
 # ---- the scratch copy, built once ---------------------------------------------------
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mnist-mutants.XXXXXX")
 trap '[ $keep -eq 1 ] || rm -rf "$WORK"' EXIT
-SRC=$WORK/src BUILD=$WORK/build LOGS=$WORK/logs
+SRC=$WORK/src BUILD=$WORK/build LOGS=$WORK/logs PRISTINE=$WORK/pristine
 mkdir -p "$SRC" "$LOGS"
 start=$(date +%s)
 (cd "$ROOT" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) | tar -C "$SRC" -xf - ||
 	{ echo "mutants.sh: copying the source tree failed" >&2; exit 2; }
+mkdir -p "$PRISTINE" && cp -r "$SRC/cuda" "$PRISTINE/cuda" ||
+	{ echo "mutants.sh: keeping the pristine cuda/ failed" >&2; exit 2; }
 mnist=$(readlink -f "$ROOT/MNIST_Data")
 SIM=(mnist-cuda-sim test_cudasim_rules cudasim_nccl_rules cudasim_launch_check gpu_ops_sim gpu_plan_sim
 	gpu_train_parity_sim gpu_graph_sim gpu_allreduce_sim gpu_deadline_sim gpu_train_step_sim allreduce_sim
@@ -353,7 +356,7 @@ for i in "${!names[@]}"; do
 	fi
 	total=$((total + 1))
 	t0=$(date +%s)
-	cp "$ROOT/$file" "$SRC/$file"
+	cp "$PRISTINE/$file" "$SRC/$file"
 	if ! why=$(apply "$SRC/$file" "${olds[$i]}" "${news[$i]}"); then
 		printf '%-14s %-36s %s: %s\n' "NOT APPLIED" "$name" "$file" "$why"
 		bad=$((bad + 1))
@@ -362,7 +365,7 @@ for i in "${!names[@]}"; do
 	if ! build "$LOGS/$name.build.log"; then
 		printf '%-14s %-36s see %s\n' "DID NOT BUILD" "$name" "$LOGS/$name.build.log"
 		bad=$((bad + 1))
-		cp "$ROOT/$file" "$SRC/$file"
+		cp "$PRISTINE/$file" "$SRC/$file"
 		continue
 	fi
 	first="^(${killers[$i]})\$"
@@ -374,7 +377,7 @@ for i in "${!names[@]}"; do
 		printf '%-14s %-36s (%d s): no test failed\n' "SURVIVED" "$name" $(($(date +%s) - t0))
 		bad=$((bad + 1))
 	fi
-	cp "$ROOT/$file" "$SRC/$file"
+	cp "$PRISTINE/$file" "$SRC/$file"
 done
 echo "mutants.sh: kill score $dead/$total; $bad not killed, not applied or not built; $(($(date +%s) - start)) s in all"
 [ $keep -eq 1 ] && echo "mutants.sh: kept $WORK"
