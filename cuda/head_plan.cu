@@ -6,7 +6,7 @@
  * paying the gap between kernels; the fused way folds the top three into one
  * kernel, a group of lanes per row (kernels_head); the dense ways all of
  * them, a block per few rows streaming the weights from L2
- * (kernels_dense_head). Which is faster is the device's to say: the plan
+ * (kernels_dense_head; both in cuda/kernels_head.cu). Which is faster is the device's to say: the plan
  * times each without the weight gradients, which are the same GEMMs in
  * every way. Its candidates' timed runs leave the step's counters alone (the
  * loss moves them on once per real run only). "separate" first: the

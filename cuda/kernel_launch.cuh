@@ -1,10 +1,11 @@
 /*
  * kernel_launch.cuh - what the files of kernels share (cuda/kernels.cu,
- * cuda/kernels_conv.cu, cuda/kernels_gemm.cu): KERNEL_LAUNCH and
- * KERNEL_LAUNCH_COOP and the cooperative kernels' sizes, every launch
- * checked (kernels.cu's file comment says how each build runs them), the
- * programmatic dependent launch and the wait that begins every kernel, the
- * launch geometry, and a grid-stride loop's first item and stride.
+ * cuda/kernels_conv.cu, cuda/kernels_gemm.cu, cuda/kernels_head.cu):
+ * KERNEL_LAUNCH and KERNEL_LAUNCH_COOP and the cooperative kernels' sizes,
+ * every launch checked (kernels.cu's file comment says how each build runs
+ * them), the programmatic dependent launch and the wait that begins every
+ * kernel, the launch geometry, and a grid-stride loop's first item and
+ * stride.
  */
 #ifndef MNIST_DDP_KERNEL_LAUNCH_CUH
 #define MNIST_DDP_KERNEL_LAUNCH_CUH

@@ -31,3 +31,7 @@
 #if __has_include("../../cuda/kernels_gemm.cu")
 #include "../../cuda/kernels_gemm.cu"
 #endif
+/* And its loss and head in kernels_head.cu since 2026-11-28. */
+#if __has_include("../../cuda/kernels_head.cu")
+#include "../../cuda/kernels_head.cu"
+#endif
