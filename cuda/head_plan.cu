@@ -6,11 +6,12 @@
  * paying the gap between kernels; the fused way folds the top three into one
  * kernel, a group of lanes per row (kernels_head); the dense ways all of
  * them, a block per few rows streaming the weights from L2
- * (kernels_dense_head; both in cuda/kernels_head.cu). Which is faster is the device's to say: the plan
- * times each without the weight gradients, which are the same GEMMs in
- * every way. Its candidates' timed runs leave the step's counters alone (the
- * loss moves them on once per real run only). "separate" first: the
- * heuristic's choice, and what a plan without this op ran.
+ * (kernels_dense_head; both in cuda/kernels_head.cu). Which is faster is the
+ * device's to say: the plan times each as the step sends it, its weight
+ * gradients beside and joined at its end. Its candidates' timed runs leave
+ * the step's counters alone (the loss moves them on once per real run
+ * only). "separate" first: the heuristic's choice, and what a plan without
+ * this op ran.
  */
 #include "head_plan.cuh"
 
@@ -80,10 +81,9 @@ static void weight_grads(const struct head_req *r, const struct head_sink *sink,
 
 /*
  * Queue r run as `way` on g's stream, its weight gradients sent to sink: in
- * backend_head_parts' order,
- * a stage's as soon as its gradient is there; grouped, once the lowest
- * stage's is; after the kernel, for the dense way, whose kernel takes the
- * pool's gradient in too.
+ * backend_head_parts' order, a stage's as soon as its gradient is there;
+ * grouped, once the lowest stage's is; after the kernel, for the dense way,
+ * whose kernel takes the pool's gradient in too.
  */
 static void run_way(struct cuda_gemm *g, const struct head_req *r, int way,
 		    const struct head_sink *sink)
