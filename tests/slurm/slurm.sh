@@ -248,6 +248,20 @@ case_one_node() {
 case_two_nodes() {
 	cluster_up 2
 	slurm_up 2
+	# Each node has a /dev/shm of its own, as a machine has (slurm_cluster.sh, slurm_start):
+	# each task sees its own node's mark only, and the host's /dev/shm none.
+	local shm
+	# shellcheck disable=SC2016 # expanded by the task's sh
+	launch "$tmp/shm.out" srun -N 2 --ntasks-per-node=1 \
+		sh -c 'touch "/dev/shm/mnddp-mark.$(hostname)" && ls /dev/shm'
+	shm=$(sort "$tmp/shm.out" | tr '\n' ' ')
+	if ((rc == 0)) && [[ $shm == "mnddp-mark.mn-node1 mnddp-mark.mn-node2 " ]] &&
+		! compgen -G "/dev/shm/mnddp-mark.*" >/dev/null; then
+		pass "srun -N 2: each node has a /dev/shm of its own (each task saw its node's mark only)"
+	else
+		fail "srun -N 2: the nodes' /dev/shm are not their own: status $rc, the tasks saw '$shm'; the host's: $(compgen -G "/dev/shm/mnddp-mark.*" | tr '\n' ' ')"
+		rm -f /dev/shm/mnddp-mark.*
+	fi
 	local args=(--data "$data/train" "${TRAIN_ARGS[@]}") r
 	reference ref 4 --output-filename "$tmp/ref.log" "$trainer" "${args[@]}"
 

@@ -30,9 +30,13 @@ slurm_names=()
 
 # slurm_start NAME WHERE CMD...: a daemon in the foreground of a background job,
 # in the hub's namespace (WHERE "hub") or in node WHERE's, with that node's name,
-# the host's /sys and a TmpFS of its own (Slurm's PMIx plugin keeps per-step
-# directories there, under names that would clash between nodes). Its pid is
-# recorded: the daemon's own, as nsenter, unshare and sh exec.
+# the host's /sys, a TmpFS of its own (Slurm's PMIx plugin keeps per-step
+# directories there, under names that would clash between nodes) and a /dev/shm
+# of its own, as a machine has: Open MPI's shared-memory transport names its
+# segments there by host name, job and local rank, and under srun the job comes
+# from Slurm's job number, so two clusters' job 1 on their mn-node1 (two Slurm
+# tests side by side) would share segments and crash each other's ranks. Its pid
+# is recorded: the daemon's own, as nsenter, unshare and sh exec.
 slurm_start() {
 	local name=$1 where=$2
 	shift 2
@@ -42,7 +46,8 @@ slurm_start() {
 		mkdir -p "$slurm_dir/tmpfs" "$slurm_dir/tmpfs.mn-node$where"
 		# shellcheck disable=SC2016 # expanded by that sh
 		nsenter --net="/run/netns/${node_ns[where]}" unshare --uts --mount sh -c \
-			'hostname "$0" && mount --bind "$1" "$2" && shift 2 && exec "$@"' "mn-node$where" \
+			'hostname "$0" && mount --bind "$1" "$2" && mount -t tmpfs -o mode=1777 shm /dev/shm &&
+			 shift 2 && exec "$@"' "mn-node$where" \
 			"$slurm_dir/tmpfs.mn-node$where" "$slurm_dir/tmpfs" "$@" >"$slurm_dir/$name.out" 2>&1 &
 	fi
 	slurm_pids+=($!)
