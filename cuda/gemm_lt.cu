@@ -669,6 +669,7 @@ void cuda_gemm_plan_get(struct cuda_gemm *g, const struct plan_op *more, int n_m
 	out->n_ops = n;
 	out->ops = g->report;
 	out->measure_ms = g->measure_secs * 1e3;
+	out->warm_ms = g->warm_secs * 1e3;
 }
 
 int cuda_gemm_plan_set(struct cuda_gemm *g, const struct plan_info *in, char *why, size_t whylen)

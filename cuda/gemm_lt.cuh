@@ -72,6 +72,7 @@ struct cuda_gemm {
 	size_t n_ones;
 	cudaEvent_t time_start, time_stop; /* for timing candidates */
 	double measure_secs;     /* wall time spent timing them, on this rank */
+	double warm_secs;        /* wall time of each timed op's first way's first run */
 	struct plan_op *report;  /* plan_get's copy of the plans' reports */
 };
 
@@ -113,13 +114,19 @@ int cuda_gemm_plan_set(struct cuda_gemm *g, const struct plan_info *in, char *wh
 
 /* Queue one run of a candidate on g->stream. */
 typedef void (*plan_run_fn)(void *arg);
-/* Microseconds per run of candidate `way`, given the best so far (< 0: none); < 0: cannot run. */
+/*
+ * Microseconds per run of candidate `way`, given the best so far (< 0: none,
+ * PLAN_FIRST_RUN: one run alone); < 0: cannot run.
+ */
 typedef double (*plan_time_fn)(void *arg, int way, double best);
+
+/* `best` for a run of the op's first way before its timing (cuda_plan_choose). */
+#define PLAN_FIRST_RUN (-2.0)
 
 /*
  * Microseconds per run of `run` on the device: one run on the stream, then,
  * unless it took over a few times `best`, a few runs captured in a graph and
- * replayed, as the step runs them.
+ * replayed, as the step runs them. With best PLAN_FIRST_RUN, the one run only.
  */
 double cuda_plan_time(struct cuda_gemm *g, plan_run_fn run, void *arg, double best);
 

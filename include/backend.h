@@ -190,6 +190,7 @@ struct plan_info {
 	int n_ops;
 	struct plan_op *ops;
 	double measure_ms; /* wall time rank 0 spent timing candidates so far; < 0: not known */
+	double warm_ms;    /* of it apart: each timed op's first way's first run; < 0: not known */
 };
 
 /* How new problems are planned (->plan_mode). */

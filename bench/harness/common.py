@@ -67,8 +67,8 @@ def summary_of(text):
 
 
 def read_metrics(path):
-    """(the loss rows, the step_times event or None, the eval events, the gpu_plan record's
-    measure_ms or None) of a --metrics file."""
+    """(the loss rows, the step_times event or None, the eval events, the gpu_plan record or
+    None) of a --metrics file."""
     rows, steps, evals, plan = [], None, [], None
     if os.path.exists(path):
         with open(path) as f:
@@ -79,7 +79,7 @@ def read_metrics(path):
                 elif d.get("event") == "eval":
                     evals.append(d)
                 elif d.get("event") == "gpu_plan":
-                    plan = d.get("measure_ms")
+                    plan = d
                 elif "event" not in d:
                     rows.append(d)
     return rows, steps, evals, plan
@@ -119,7 +119,8 @@ def med_result(results):
            "step_median_ms": median([r["step_median_ms"] for r in results]),
            "step_p95_ms": median([r["step_p95_ms"] for r in results]),
            "acc": mid["acc"], "metrics": mid["metrics"], "reps": len(results)}
-    for k in ("steady_ips", "steady_ms", "graph_nodes", "wall_s", "steps", "plan_ms"):
+    for k in ("steady_ips", "steady_ms", "graph_nodes", "wall_s", "steps", "plan_ms",
+              "plan_warm_ms"):
         if any(r.get(k) is not None for r in results):
             out[k] = median([r.get(k) for r in results])
     return out
@@ -181,7 +182,8 @@ class Runner:
                 "step_p95_ms": st and st["p95_ms"], "steps": st and st["steps"], "steady_ms": steady,
                 "steady_ips": batch * ranks / (steady / 1e3) if steady else None,
                 "graph_nodes": int(s["graph_nodes"]) if s.get("graph_nodes", "").isdigit() else None,
-                "plan_ms": plan,
+                "plan_ms": plan and plan.get("measure_ms"),
+                "plan_warm_ms": plan and plan.get("warm_ms"),
                 "metrics": mfile, "loss_rows": rows, "evals": evals, "backend": s.get("backend"),
                 "device": m and m.group(2), "wall_s": wall}
 

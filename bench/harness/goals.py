@@ -92,14 +92,17 @@ def judge(a, node, t_why, cells, tta, allreduce_ops):
         else:
             row(goal, "0.99 not reached (" + ", ".join(t["name"] for t in lenet) + ")", False)
 
-    plans = sorted((c["ours"]["plan_ms"], f"{m} b{b} r{r}") for (m, b, r), c in cells.items()
+    plans = sorted((c["ours"]["plan_ms"], f"{m} b{b} r{r}", c["ours"].get("plan_warm_ms"))
+                   for (m, b, r), c in cells.items()
                    if c.get("ours") and c["ours"].get("plan_ms") is not None)
     goal = f"every run: the plan's measurement (gpu_plan's measure_ms, rank 0) <= {PLAN_GOAL_MS} ms of start-up"
     if not plans:
         row(goal, None, None, "no gpu_plan record with measure_ms in this run's metrics")
     else:
+        # warm_ms: each op's first way's first run, apart (a run that does not measure pays it too).
         row(goal, f"worst {plans[-1][0]:.1f} ms ({plans[-1][1]}); " +
-            ", ".join(f"{name} {ms:.1f}" for ms, name in plans), plans[-1][0] <= PLAN_GOAL_MS)
+            ", ".join(f"{name} {ms:.1f}" + (f" (+{w:.1f} first runs)" if w is not None else "")
+                      for ms, name, w in plans), plans[-1][0] <= PLAN_GOAL_MS)
 
     order = list(MODEL_NAME)
     nodes = sorted(set((m, r, c["ours"]["graph_nodes"]) for (m, b, r), c in cells.items()

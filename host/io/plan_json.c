@@ -43,6 +43,8 @@ char *plan_json_dump(const struct plan_info *p, int with_candidates, const char 
 	json_object_set_new(root, "ops", ops);
 	if (with_candidates && p->measure_ms >= 0.0)
 		json_object_set_new(root, "measure_ms", json_real(p->measure_ms));
+	if (with_candidates && p->warm_ms >= 0.0)
+		json_object_set_new(root, "warm_ms", json_real(p->warm_ms));
 	if (with_candidates && p->launch[0])
 		json_object_set_new(root, "launch", json_string(p->launch));
 	char *text = json_dumps(root, PLAN_JSON_FLAGS);
@@ -78,6 +80,7 @@ enum status plan_json_parse(const char *text, struct plan_info *out, char *err, 
 	enum status rc = STATUS_BAD_INPUT;
 	memset(out, 0, sizeof(*out));
 	out->measure_ms = -1.0;
+	out->warm_ms = -1.0;
 	json_t *root = json_loads(text, 0, &je);
 	if (!root)
 		return status_fail(err, errlen, STATUS_BAD_INPUT, "not JSON (%s, at character %d)",
@@ -163,5 +166,9 @@ void plan_print_table(FILE *f, const struct plan_info *p)
 				fprintf(f, "  %-32s %-10s %10s  %s\n", "", "", "-", o->cand[c].name);
 		}
 	}
+	if (p->measure_ms > 0.0)
+		fprintf(f, "plan: measured in %.1f ms, beside %.1f ms of each op's first way's first run "
+			   "(which an untimed plan pays too)\n",
+			p->measure_ms, p->warm_ms > 0.0 ? p->warm_ms : 0.0);
 	fflush(f);
 }

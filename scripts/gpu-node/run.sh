@@ -287,7 +287,7 @@ import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 st = next((r for r in recs if r.get("event") == "step_times"), {})
 plan = next((r for r in recs if r.get("event") == "gpu_plan"), {})
-print("set-up: %s: first step %s ms, the plan's measurement %s ms" % (sys.argv[1].rsplit("/", 1)[-1], st.get("max_ms"), plan.get("measure_ms")))
+print("set-up: %s: first step %s ms, the plan's measurement %s ms, its ops' first runs %s ms" % (sys.argv[1].rsplit("/", 1)[-1], st.get("max_ms"), plan.get("measure_ms"), plan.get("warm_ms")))
 PY
 		done
 	fi

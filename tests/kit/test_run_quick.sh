@@ -138,7 +138,7 @@ echo "op    layer shape us share"
 cat >"$metrics" <<JSON
 {"event": "step_times", "median_us": 20, "max_ms": 150.5}
 {"event": "op_times", "step_us": 200.0, "ops_us": 200.0, "ops": [{"layer": "fc1", "phase": "forward", "op": "gemm", "shape": "${batch}x784x10", "kernels": 1, "us": 150.0}, {"layer": "fc1", "phase": "loss", "op": "softmax", "shape": "${batch}x10", "kernels": 1, "us": 30.0}, {"layer": "", "phase": "", "op": "sgd", "shape": "7850", "kernels": 1, "us": 20.0}]}
-{"event": "gpu_plan", "measure_ms": 9.7, "ops": [{"op": "fc1.fwd", "shape": "${batch}x784x10", "candidates": [{"name": "algo-a", "us": 9.5}, {"name": "algo-b", "us": 7.5}], "chosen": "algo-b"}]}
+{"event": "gpu_plan", "measure_ms": 9.7, "warm_ms": 120.5, "ops": [{"op": "fc1.fwd", "shape": "${batch}x784x10", "candidates": [{"name": "algo-a", "us": 9.5}, {"name": "algo-b", "us": 7.5}], "chosen": "algo-b"}]}
 JSON
 echo "summary: model=$model backend=cuda ranks=1"
 SH
@@ -198,7 +198,7 @@ expect "$summary" "^ +\(bench/allreduce's table not run or not found\)$" "summar
 expect "$summary" '^  lenet b256 +step 200.0 us: fc1 forward gemm 150.0 us 75%; fc1 loss softmax 30.0 us 15%; sgd 20.0 us 10%$' \
 	"summary: the slowest ops of lenet b256, with their share"
 expect "$summary" '^  seed b32 +fc1.fwd algo-b 7.5 us$' "summary: the plan chosen"
-expect "$tmp/gpu/quick.log" '^set-up: seed-b32.jsonl: first step 150.5 ms, the plan.s measurement 9.7 ms$' \
+expect "$tmp/gpu/quick.log" '^set-up: seed-b32.jsonl: first step 150.5 ms, the plan.s measurement 9.7 ms, its ops. first runs 120.5 ms$' \
 	"quick: the first step's set-up, modules loaded lazily"
 expect "$tmp/gpu/quick.log" '^set-up: seed-b32-eager.jsonl: first step 150.5 ms' \
 	"quick: the same with CUDA_MODULE_LOADING=EAGER"
