@@ -125,6 +125,79 @@ struct head_args {
 };
 
 /*
+ * A lane's ks of a head's row at a time (k, k + lanes, ...): HEAD_K_BATCH of
+ * them, every load of the batch issued before its first multiply-add, so that
+ * a lane waits for one round trip to memory a batch, not one a k (the seed's
+ * 784 inputs are 25 ks a lane). The sums are added in the same order as one k
+ * at a time.
+ */
+#define HEAD_K_BATCH 4
+
+/* acc[j] (j < cols) += x[r, k] W[j, k] over the lane's ks, batch by batch. */
+static __device__ void head_forward_sums(const struct head_args *h, size_t r, int lane, int lanes,
+					 int cols, float acc[HEAD_MAX_COLS])
+{
+	const float *xr = h->x + r * (size_t)h->in;
+	int k = lane;
+	for (; k + (HEAD_K_BATCH - 1) * lanes < h->in; k += HEAD_K_BATCH * lanes) {
+		float xv[HEAD_K_BATCH], wv[HEAD_K_BATCH][HEAD_MAX_COLS];
+		for (int u = 0; u < HEAD_K_BATCH; u++)
+			xv[u] = xr[k + u * lanes];
+		for (int j = 0; j < HEAD_MAX_COLS; j++)
+			for (int u = 0; u < HEAD_K_BATCH; u++)
+				wv[u][j] = j < cols ? h->w[(size_t)j * h->in + (size_t)(k + u * lanes)]
+						    : 0.0f;
+		for (int u = 0; u < HEAD_K_BATCH; u++)
+			for (int j = 0; j < HEAD_MAX_COLS; j++)
+				if (j < cols)
+					acc[j] += xv[u] * wv[u][j];
+	}
+	for (; k < h->in; k += lanes) {
+		float xv = xr[k];
+		for (int j = 0; j < HEAD_MAX_COLS; j++)
+			if (j < cols)
+				acc[j] += xv * h->w[(size_t)j * h->in + (size_t)k];
+	}
+}
+
+/* dx[r, k] = sum over j of dlogits[r, j] W[j, k] (through the ReLU below) for the lane's ks. */
+static __device__ void head_input_grad(const struct head_args *h, size_t r, int lane, int lanes,
+				       int cols)
+{
+	const float *d = h->loss.dlogits + r * (size_t)cols;
+	float dv[HEAD_MAX_COLS];
+	for (int j = 0; j < HEAD_MAX_COLS; j++)
+		dv[j] = j < cols ? d[j] : 0.0f;
+	size_t row = r * (size_t)h->in;
+	int k = lane;
+	for (; k + (HEAD_K_BATCH - 1) * lanes < h->in; k += HEAD_K_BATCH * lanes) {
+		float wv[HEAD_K_BATCH][HEAD_MAX_COLS], av[HEAD_K_BATCH];
+		for (int j = 0; j < HEAD_MAX_COLS; j++)
+			for (int u = 0; u < HEAD_K_BATCH; u++)
+				wv[u][j] = j < cols ? h->w[(size_t)j * h->in + (size_t)(k + u * lanes)]
+						    : 0.0f;
+		for (int u = 0; u < HEAD_K_BATCH; u++)
+			av[u] = h->act ? h->act[row + (size_t)(k + u * lanes)] : 0.0f;
+		for (int u = 0; u < HEAD_K_BATCH; u++) {
+			float v = 0.0f;
+			for (int j = 0; j < HEAD_MAX_COLS; j++)
+				if (j < cols)
+					v += dv[j] * wv[u][j];
+			size_t at = row + (size_t)(k + u * lanes);
+			h->dx[at] = h->act ? relu_backward_elem(v, av[u]) : v;
+		}
+	}
+	for (; k < h->in; k += lanes) {
+		float v = 0.0f;
+		for (int j = 0; j < HEAD_MAX_COLS; j++)
+			if (j < cols)
+				v += dv[j] * h->w[(size_t)j * h->in + (size_t)k];
+		size_t at = row + (size_t)k;
+		h->dx[at] = h->act ? relu_backward_elem(v, h->act[at]) : v;
+	}
+}
+
+/*
  * A step's head (struct head_req) in one launch, a group of lanes per row
  * as the loss's: lane t sums x[r, k] W[j, k] over its ks (k = t, t + lanes,
  * ...) for every column j, the partial sums meet in shared memory, and lane j
@@ -153,12 +226,7 @@ static __global__ void head_kernel(struct head_args h)
 		for (int j = 0; j < HEAD_MAX_COLS; j++)
 			acc[j] = 0.0f;
 		if (live)
-			for (int k = (int)lane; k < h.in; k += (int)lanes) {
-				float xv = h.x[r * (size_t)h.in + (size_t)k];
-				for (int j = 0; j < HEAD_MAX_COLS; j++)
-					if (j < cols)
-						acc[j] += xv * h.w[(size_t)j * h.in + (size_t)k];
-			}
+			head_forward_sums(&h, r, (int)lane, (int)lanes, cols, acc);
 		if (group < groups)
 			for (int j = 0; j < HEAD_MAX_COLS; j++)
 				if (j < cols)
@@ -175,16 +243,8 @@ static __global__ void head_kernel(struct head_args h)
 		__syncthreads(); /* the row's logits written before its lanes read them */
 		xent_row(x, &sh, r, live, group, lane, lanes);
 		__syncthreads(); /* and its dlogits before the input gradient reads them */
-		if (live && h.dx) {
-			const float *d = x->dlogits + r * (size_t)cols;
-			for (int k = (int)lane; k < h.in; k += (int)lanes) {
-				float v = 0.0f;
-				for (int j = 0; j < cols; j++)
-					v += d[j] * h.w[(size_t)j * h.in + (size_t)k];
-				size_t at = r * (size_t)h.in + (size_t)k;
-				h.dx[at] = h.act ? relu_backward_elem(v, h.act[at]) : v;
-			}
-		}
+		if (live && h.dx)
+			head_input_grad(&h, r, (int)lane, (int)lanes, cols);
 		xent_count(x, r, live, lane);
 	}
 }

@@ -578,7 +578,9 @@ static struct head_req head_of(int rows, int in, int cols, int relu, int dx_way,
  */
 Test(kernels_host, head)
 {
-	const int shapes[][3] = {{1, 1, 1}, {7, 84, 10}, {33, 256, 10}, {9, 20, 16}, {5, 3, 12}};
+	/* 300 and 784 inputs: a lane's ks in batches of 4 and one at a time after them. */
+	const int shapes[][3] = {{1, 1, 1},   {7, 84, 10}, {33, 256, 10}, {9, 20, 16},
+				 {5, 3, 12},  {4, 300, 16}, {3, 784, 10}};
 	for (size_t s = 0; s < N_OF(shapes); s++)
 		for (int variant = 0; variant < 4; variant++) {
 			/* 0: no input gradient; 1: plain; 2: through the ReLU below; 3: ReLU logits, 2. */

@@ -204,6 +204,15 @@ mutant side-stream-fork-missing $B \
 mutant head-fused-without-bias $E \
 	'bias_act_elem(sum, h.b[j], h.relu);' 'bias_act_elem(sum, 0.0f, h.relu);' \
 	'test_kernels_host|gpu_plan_sim'
+mutant head-batch-sums-crossed $E \
+	'acc[j] += xv[u] * wv[u][j];' 'acc[j] += xv[u] * wv[u ^ 1][j];' \
+	'test_kernels_host'
+mutant head-batch-input-grad-without-relu $E \
+	'h->dx[at] = h->act ? relu_backward_elem(v, av[u]) : v;' 'h->dx[at] = v;' \
+	'test_kernels_host'
+mutant head-batch-tail-skipped $E \
+	$'\tfor (; k < h->in; k += lanes) {\n\t\tfloat xv = xr[k];' $'\tfor (; k < 0; k += lanes) {\n\t\tfloat xv = xr[k];' \
+	'test_kernels_host'
 mutant dense-head-lane-sum-short $E \
 	$'for (int t = 0; t < (int)COOP_LANES; t++)\n\t\t\t\tsum += p[t];' $'for (int t = 0; t < (int)COOP_LANES - 1; t++)\n\t\t\t\tsum += p[t];' \
 	'test_kernels_host|gpu_plan_sim'
