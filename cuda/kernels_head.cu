@@ -141,19 +141,25 @@ static __device__ void head_forward_sums(const struct head_args *h, size_t r, in
 	int k = lane;
 	for (; k + (HEAD_K_BATCH - 1) * lanes < h->in; k += HEAD_K_BATCH * lanes) {
 		float xv[HEAD_K_BATCH], wv[HEAD_K_BATCH][HEAD_MAX_COLS];
+		KERNEL_UNROLL
 		for (int u = 0; u < HEAD_K_BATCH; u++)
 			xv[u] = xr[k + u * lanes];
+		KERNEL_UNROLL
 		for (int j = 0; j < HEAD_MAX_COLS; j++)
+			KERNEL_UNROLL
 			for (int u = 0; u < HEAD_K_BATCH; u++)
 				wv[u][j] = j < cols ? h->w[(size_t)j * h->in + (size_t)(k + u * lanes)]
 						    : 0.0f;
+		KERNEL_UNROLL
 		for (int u = 0; u < HEAD_K_BATCH; u++)
+			KERNEL_UNROLL
 			for (int j = 0; j < HEAD_MAX_COLS; j++)
 				if (j < cols)
 					acc[j] += xv[u] * wv[u][j];
 	}
 	for (; k < h->in; k += lanes) {
 		float xv = xr[k];
+		KERNEL_UNROLL
 		for (int j = 0; j < HEAD_MAX_COLS; j++)
 			if (j < cols)
 				acc[j] += xv * h->w[(size_t)j * h->in + (size_t)k];
@@ -166,20 +172,26 @@ static __device__ void head_input_grad(const struct head_args *h, size_t r, int 
 {
 	const float *d = h->loss.dlogits + r * (size_t)cols;
 	float dv[HEAD_MAX_COLS];
+	KERNEL_UNROLL
 	for (int j = 0; j < HEAD_MAX_COLS; j++)
 		dv[j] = j < cols ? d[j] : 0.0f;
 	size_t row = r * (size_t)h->in;
 	int k = lane;
 	for (; k + (HEAD_K_BATCH - 1) * lanes < h->in; k += HEAD_K_BATCH * lanes) {
 		float wv[HEAD_K_BATCH][HEAD_MAX_COLS], av[HEAD_K_BATCH];
+		KERNEL_UNROLL
 		for (int j = 0; j < HEAD_MAX_COLS; j++)
+			KERNEL_UNROLL
 			for (int u = 0; u < HEAD_K_BATCH; u++)
 				wv[u][j] = j < cols ? h->w[(size_t)j * h->in + (size_t)(k + u * lanes)]
 						    : 0.0f;
+		KERNEL_UNROLL
 		for (int u = 0; u < HEAD_K_BATCH; u++)
 			av[u] = h->act ? h->act[row + (size_t)(k + u * lanes)] : 0.0f;
+		KERNEL_UNROLL
 		for (int u = 0; u < HEAD_K_BATCH; u++) {
 			float v = 0.0f;
+			KERNEL_UNROLL
 			for (int j = 0; j < HEAD_MAX_COLS; j++)
 				if (j < cols)
 					v += dv[j] * wv[u][j];
@@ -189,6 +201,7 @@ static __device__ void head_input_grad(const struct head_args *h, size_t r, int 
 	}
 	for (; k < h->in; k += lanes) {
 		float v = 0.0f;
+		KERNEL_UNROLL
 		for (int j = 0; j < HEAD_MAX_COLS; j++)
 			if (j < cols)
 				v += dv[j] * h->w[(size_t)j * h->in + (size_t)k];
