@@ -422,12 +422,63 @@ static __host__ __device__ inline int tiles_along(int len)
 }
 
 /*
+ * Tile elements a thread loads at once: every load of a batch issued before
+ * the first is stored, so that a thread waits for one round trip to memory a
+ * batch, not one an element (a step of k is 4 elements a thread at
+ * GEMM_TILE and 16 at GEMM_TILE_KMAX, blocks of 256).
+ */
+#define TILE_LOAD_BATCH 8
+
+/*
+ * Elements e0, e0 + blockDim.x, ... (TILE_LOAD_BATCH of them, those under
+ * GEMM_TILE x K) of the step of k from l0: op(A)'s tile rows into ta and
+ * op(B)'s tile columns into tb (gemm_tile_kernel), 0 past the matrices.
+ */
+static __device__ void tile_load(const struct gemm_req *g, int i0, int j0, int l0, int K, int e0,
+				 float *ta, float *tb)
+{
+	const int T = GEMM_TILE, pitch = K + 1;
+	float va[TILE_LOAD_BATCH], vb[TILE_LOAD_BATCH];
+	KERNEL_UNROLL
+	for (int q = 0; q < TILE_LOAD_BATCH; q++) {
+		int e = e0 + q * (int)blockDim.x;
+		va[q] = vb[q] = 0.0f;
+		if (e >= T * K)
+			continue;
+		/* A stored (m, k): consecutive threads along l; stored (k, m): along i. */
+		int r = g->trans_a ? e % T : e / K, t = g->trans_a ? e / T : e % K;
+		int i = i0 + r, l = l0 + t;
+		if (i < g->m && l < g->k)
+			va[q] = g->trans_a ? g->a[(size_t)l * g->lda + i] : g->a[(size_t)i * g->lda + l];
+		/* B stored (n, k): along l; stored (k, n): along j. */
+		r = g->trans_b ? e / K : e % T;
+		t = g->trans_b ? e % K : e / T;
+		int j = j0 + r;
+		l = l0 + t;
+		if (j < g->n && l < g->k)
+			vb[q] = g->trans_b ? g->b[(size_t)j * g->ldb + l] : g->b[(size_t)l * g->ldb + j];
+	}
+	KERNEL_UNROLL
+	for (int q = 0; q < TILE_LOAD_BATCH; q++) {
+		int e = e0 + q * (int)blockDim.x;
+		if (e >= T * K)
+			continue;
+		int r = g->trans_a ? e % T : e / K, t = g->trans_a ? e / T : e % K;
+		ta[r * pitch + t] = va[q];
+		r = g->trans_b ? e / K : e % T;
+		t = g->trans_b ? e % K : e / T;
+		tb[r * pitch + t] = vb[q];
+	}
+}
+
+/*
  * One tile of C, GEMM_TILE x GEMM_TILE outputs, per block (striding over the
  * tiles): k walked in steps of g.kstep, op(A)'s tile rows and op(B)'s tile
  * columns loaded into shared memory (each read along the way the matrix is
  * stored, so that a warp's loads are coalesced; rows padded by one, so that
  * a warp reading value t of 32 rows reads 32 banks), each output's running
- * sum in shared memory. Then C[i, j] = alpha * sum (+ beta * C[i, j] unless
+ * sum in shared memory, a thread's share of the tile loaded TILE_LOAD_BATCH
+ * elements at a time and summed 2 x 2 outputs at a time. Then C[i, j] = alpha * sum (+ beta * C[i, j] unless
  * beta is 0) through the epilogue (gemm_map.h: bias_act_elem or
  * relu_backward_elem, the ReLU record not written), and, with a bias
  * gradient, the blocks of the first tile column also sum op(A)'s rows over
@@ -455,27 +506,27 @@ static __global__ void gemm_tile_kernel(struct tile_args args)
 		for (int o = (int)threadIdx.x; o < T; o += (int)blockDim.x)
 			rows_sum[o] = 0.0f;
 		for (int l0 = 0; l0 < g.k; l0 += K) {
-			for (int e = (int)threadIdx.x; e < T * K; e += (int)blockDim.x) {
-				/* A stored (m, k): consecutive threads along l; stored (k, m): along i. */
-				int r = g.trans_a ? e % T : e / K, t = g.trans_a ? e / T : e % K;
-				int i = i0 + r, l = l0 + t;
-				ta[r * pitch + t] = i >= g.m || l >= g.k ? 0.0f
-					: g.trans_a ? g.a[(size_t)l * g.lda + i] : g.a[(size_t)i * g.lda + l];
-				/* B stored (n, k): along l; stored (k, n): along j. */
-				r = g.trans_b ? e / K : e % T;
-				t = g.trans_b ? e % K : e / T;
-				int j = j0 + r;
-				l = l0 + t;
-				tb[r * pitch + t] = j >= g.n || l >= g.k ? 0.0f
-					: g.trans_b ? g.b[(size_t)j * g.ldb + l] : g.b[(size_t)l * g.ldb + j];
-			}
+			for (int e0 = (int)threadIdx.x; e0 < T * K; e0 += TILE_LOAD_BATCH * (int)blockDim.x)
+				tile_load(&g, i0, j0, l0, K, e0, ta, tb);
 			__syncthreads();
-			for (int o = (int)threadIdx.x; o < T * T; o += (int)blockDim.x) {
-				const float *ra = &ta[o / T * pitch], *rb = &tb[o % T * pitch];
-				float sum = acc[o];
-				for (int t = 0; t < K; t++)
-					sum += ra[t] * rb[t];
-				acc[o] = sum;
+			/* A 2 x 2 block of outputs a thread: 4 shared reads for 4 multiply-adds. */
+			for (int q = (int)threadIdx.x; q < T * T / 4; q += (int)blockDim.x) {
+				int r0 = q / (T / 2) * 2, c0 = q % (T / 2) * 2;
+				const float *ra0 = &ta[r0 * pitch], *ra1 = ra0 + pitch;
+				const float *rb0 = &tb[c0 * pitch], *rb1 = rb0 + pitch;
+				float s00 = acc[r0 * T + c0], s01 = acc[r0 * T + c0 + 1];
+				float s10 = acc[(r0 + 1) * T + c0], s11 = acc[(r0 + 1) * T + c0 + 1];
+				for (int t = 0; t < K; t++) {
+					float a0 = ra0[t], a1 = ra1[t], b0 = rb0[t], b1 = rb1[t];
+					s00 += a0 * b0;
+					s01 += a0 * b1;
+					s10 += a1 * b0;
+					s11 += a1 * b1;
+				}
+				acc[r0 * T + c0] = s00;
+				acc[r0 * T + c0 + 1] = s01;
+				acc[(r0 + 1) * T + c0] = s10;
+				acc[(r0 + 1) * T + c0 + 1] = s11;
 			}
 			if (with_bias)
 				for (int o = (int)threadIdx.x; o < T; o += (int)blockDim.x) {

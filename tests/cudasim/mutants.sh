@@ -188,7 +188,14 @@ mutant ksplit-loader-batch-row-unstored $G \
 	$'\t\tfor (int q = 0; q < KSPLIT_LOAD_BATCH; q++)\n\t\t\tif (row + q * step < rows)' \
 	$'\t\tfor (int q = 0; q < KSPLIT_LOAD_BATCH - 1; q++)\n\t\t\tif (row + q * step < rows)' \
 	'test_kernels_host|gpu_plan_sim'
-# Our GEMM whole in one kernel: the ReLU's gradient not applied; the bias gradient's last step of k lost.
+# Our GEMM whole in one kernel: the ReLU's gradient not applied; the bias gradient's last step of k lost;
+# a load batch storing its first value of B everywhere; a 2 x 2 block's last output summing a wrong column.
+mutant tile-load-batch-first-only $G \
+	'tb[r * pitch + t] = vb[q];' 'tb[r * pitch + t] = vb[0];' \
+	'test_kernels_host'
+mutant tile-micro-column-crossed $G \
+	'					s11 += a1 * b1;' '					s11 += a1 * b0;' \
+	'test_kernels_host'
 mutant tile-drelu-dropped $G \
 	$'\t\t\telse if (g.epilogue == GEMM_EPILOGUE_DRELU)\n\t\t\t\tv = relu_backward_elem(v, g.act[(size_t)i * g.ldc + j]);' '' \
 	'test_kernels_host|gpu_plan_sim'
