@@ -133,6 +133,17 @@ struct head_args {
  */
 #define HEAD_K_BATCH 4
 
+/* W[j, k + u lanes] for j < cols (0 past them) and a batch's u: its loads, nothing waits on them. */
+static __device__ void head_weights(const struct head_args *h, int k, int lanes, int cols,
+				    float wv[HEAD_K_BATCH][HEAD_MAX_COLS])
+{
+	KERNEL_UNROLL
+	for (int j = 0; j < HEAD_MAX_COLS; j++)
+		KERNEL_UNROLL
+		for (int u = 0; u < HEAD_K_BATCH; u++)
+			wv[u][j] = j < cols ? h->w[(size_t)j * h->in + (size_t)(k + u * lanes)] : 0.0f;
+}
+
 /* acc[j] (j < cols) += x[r, k] W[j, k] over the lane's ks, batch by batch. */
 static __device__ void head_forward_sums(const struct head_args *h, size_t r, int lane, int lanes,
 					 int cols, float acc[HEAD_MAX_COLS])
@@ -144,12 +155,7 @@ static __device__ void head_forward_sums(const struct head_args *h, size_t r, in
 		KERNEL_UNROLL
 		for (int u = 0; u < HEAD_K_BATCH; u++)
 			xv[u] = xr[k + u * lanes];
-		KERNEL_UNROLL
-		for (int j = 0; j < HEAD_MAX_COLS; j++)
-			KERNEL_UNROLL
-			for (int u = 0; u < HEAD_K_BATCH; u++)
-				wv[u][j] = j < cols ? h->w[(size_t)j * h->in + (size_t)(k + u * lanes)]
-						    : 0.0f;
+		head_weights(h, k, lanes, cols, wv);
 		KERNEL_UNROLL
 		for (int u = 0; u < HEAD_K_BATCH; u++)
 			KERNEL_UNROLL
@@ -179,12 +185,7 @@ static __device__ void head_input_grad(const struct head_args *h, size_t r, int 
 	int k = lane;
 	for (; k + (HEAD_K_BATCH - 1) * lanes < h->in; k += HEAD_K_BATCH * lanes) {
 		float wv[HEAD_K_BATCH][HEAD_MAX_COLS], av[HEAD_K_BATCH];
-		KERNEL_UNROLL
-		for (int j = 0; j < HEAD_MAX_COLS; j++)
-			KERNEL_UNROLL
-			for (int u = 0; u < HEAD_K_BATCH; u++)
-				wv[u][j] = j < cols ? h->w[(size_t)j * h->in + (size_t)(k + u * lanes)]
-						    : 0.0f;
+		head_weights(h, k, lanes, cols, wv);
 		KERNEL_UNROLL
 		for (int u = 0; u < HEAD_K_BATCH; u++)
 			av[u] = h->act ? h->act[row + (size_t)(k + u * lanes)] : 0.0f;
