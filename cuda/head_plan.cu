@@ -6,7 +6,7 @@
  * paying the gap between kernels; the fused way folds the top three into one
  * kernel, a group of lanes per row (kernels_head); the dense ways all of
  * them, a block per few rows streaming the weights from L2
- * (kernels_dense_head; both in cuda/kernels_head.cu). Which is faster is the
+ * (kernels_dense_head, cuda/kernels_dense.cu). Which is faster is the
  * device's to say: the plan times each as the step sends it, its weight
  * gradients beside and joined at its end. Its candidates' timed runs leave
  * the step's counters alone (the loss moves them on once per real run

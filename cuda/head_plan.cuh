@@ -8,7 +8,7 @@
  * top's forward, loss and input gradient as one launch of kernels_head, the
  * stages under it as GEMMs; "dense.rN", every stage's forward, the loss and
  * every input gradient as one launch of kernels_dense_head, N rows a block
- * (cuda/kernels_head.cu), where the request fits them; and each of these with
+ * (cuda/kernels_dense.cu), where the request fits them; and each of these with
  * "+wgrad": the dense stages' weight gradients as one launch of
  * kernels_dense_wgrad on the second stream, where every one of them may go
  * there. Otherwise the weight gradients are GEMMs (each its own plan), sent

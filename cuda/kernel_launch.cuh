@@ -1,6 +1,7 @@
 /*
  * kernel_launch.cuh - what the files of kernels share (cuda/kernels.cu,
- * cuda/kernels_conv.cu, cuda/kernels_gemm.cu, cuda/kernels_head.cu):
+ * cuda/kernels_conv.cu, cuda/kernels_gemm.cu, cuda/kernels_head.cu,
+ * cuda/kernels_dense.cu):
  * KERNEL_LAUNCH and KERNEL_LAUNCH_COOP and the cooperative kernels' sizes,
  * every launch checked (kernels.cu's file comment says how each build runs
  * them), the programmatic dependent launch and the wait that begins every

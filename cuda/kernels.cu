@@ -1,9 +1,9 @@
 /*
  * kernels.cu - the CUDA backend's element kernels and their launchers: the
  * batch, the hits, the optimizers (the loss and the step's head in
- * kernels_head.cu, the GEMM ways of ours in kernels_gemm.cu, the convolution
- * stages' in kernels_conv.cu, the launch macros they share in
- * kernel_launch.cuh).
+ * kernels_head.cu, the dense layers' in kernels_dense.cu, the GEMM ways of
+ * ours in kernels_gemm.cu, the convolution stages' in kernels_conv.cu, the
+ * launch macros they share in kernel_launch.cuh).
  *
  * Most kernels are grid-stride loops that compute indices and call one body
  * from include/elem.h, the same body the host backend loops over: no shared
@@ -18,9 +18,9 @@
  * memory and __syncthreads (KERNEL_LAUNCH_COOP; one argument, a struct by
  * value): the loss, a row's columns on a warp's lanes (one lane folding the
  * max and the sum in column order, so the numbers are the host's to the
- * bit), the step's head (kernels_head.cu), and the GEMM ways of ours in
- * kernels_gemm.cu. Their
- * loops are the same for every thread of a block, so every thread reaches
+ * bit), the step's head (kernels_head.cu, kernels_dense.cu), and the GEMM
+ * ways of ours in kernels_gemm.cu. Their loops are the same for every
+ * thread of a block, so every thread reaches
  * every barrier, as CUDA requires.
  *
  * The file is written in the common subset of C and C++. nvcc builds it into

@@ -1,6 +1,6 @@
 /*
  * kernels.h - launchers for the CUDA backend's element kernels (cuda/kernels.cu,
- * kernels_gemm.cu, kernels_conv.cu, kernels_head.cu).
+ * kernels_gemm.cu, kernels_conv.cu, kernels_head.cu, kernels_dense.cu).
  *
  * Each launcher runs one kernel on `stream`. `geom` NULL means the geometry
  * the backend uses, kernel_geom_for() of the kernel's work size (given per

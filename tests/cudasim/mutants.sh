@@ -62,7 +62,7 @@ mutant() {
 B=cuda/backend_cuda.cu S=cuda/backend_cuda_start.cu K=cuda/kernels.cu P=cuda/probe.cu L=cuda/gemm_lt.cu
 Q=cuda/plan_choose.cu N=cuda/kernel_launch.cuh
 F=cuda/fastdiv.h C=cuda/kernels_conv.cu G=cuda/kernels_gemm.cu H=cuda/head_plan.cu
-E=cuda/kernels_head.cu
+E=cuda/kernels_head.cu D=cuda/kernels_dense.cu X=cuda/kernels_loss.cuh
 
 mutant mean-as-sum $B \
 	'op == REDUCE_SUM ? ncclSum : ncclAvg' 'op == REDUCE_SUM ? ncclSum : ncclSum' \
@@ -135,10 +135,10 @@ mutant wait-ignores-async-error $B \
 	$'\t\t\twaited = clock_seconds() - start;' \
 	'mnist_train_sim_peer_gone_async_error_2'
 # Issue 21: the fused step.
-mutant counters-not-moved $E \
+mutant counters-not-moved $X \
 	$'\t\tx->counters->step += 1;\n' $'\n' \
 	'gpu_ops_sim|mnist_train_sim_graph_nodes_seed'
-mutant loss-relu-gate-dropped $E \
+mutant loss-relu-gate-dropped $X \
 	'd[lane] = x->relu ? relu_backward_elem(g, v) : g;' 'd[lane] = g;' \
 	'gpu_ops_sim'
 # Issue 25: measured plans.
@@ -156,7 +156,7 @@ mutant bias-gradient-block-not-run $L \
 # tree reduction without its barriers comes out right in that order (each thread's upper
 # partner has finished), and only the unit tests' ascending runner (test_kernels_host,
 # cuda/kernels.cu compiled for the CPU, built here with the simulated programs) sees it.
-mutant loss-barrier-after-max-dropped $E \
+mutant loss-barrier-after-max-dropped $X \
 	$'\t\tsh->row_max[group] = m;\n\t}\n\t__syncthreads();' $'\t\tsh->row_max[group] = m;\n\t}' \
 	'gpu_ops_sim'
 mutant bias-gradient-tree-barrier-dropped $G \
@@ -220,22 +220,22 @@ mutant head-batch-input-grad-without-relu $E \
 mutant head-batch-tail-skipped $E \
 	$'\tfor (; k < h->in; k += lanes) {\n\t\tfloat xv = xr[k];' $'\tfor (; k < 0; k += lanes) {\n\t\tfloat xv = xr[k];' \
 	'test_kernels_host'
-mutant dense-head-lane-sum-short $E \
+mutant dense-head-lane-sum-short $D \
 	$'for (int t = 0; t < (int)COOP_LANES; t++)\n\t\t\t\tsum += p[t];' $'for (int t = 0; t < (int)COOP_LANES - 1; t++)\n\t\t\t\tsum += p[t];' \
 	'test_kernels_host|gpu_plan_sim'
-mutant dense-head-without-relu-gradient $E \
+mutant dense-head-without-relu-gradient $D \
 	'v = st->drelu ? relu_backward_elem(acc[i][r], xs[r * in + k])' 'v = 0 ? relu_backward_elem(acc[i][r], xs[r * in + k])' \
 	'test_kernels_host|gpu_plan_sim'
-mutant dense-head-rows-past-the-batch $E \
+mutant dense-head-rows-past-the-batch $D \
 	'(int)((size_t)x->rows - row0) : R;' '(int)((size_t)x->rows - row0) + 1 : R;' \
 	'test_kernels_host'
 mutant dense-head-weight-grads-first $H \
 	$'\t\tkernels_dense_head(g->stream, NULL, r, dense_rows[way - HEAD_DENSE]);\n\t\tweight_grads(r, sink, grouped);' $'\t\tweight_grads(r, sink, grouped);\n\t\tkernels_dense_head(g->stream, NULL, r, dense_rows[way - HEAD_DENSE]);' \
 	'gpu_plan_sim'
-mutant dense-head-pool-ungated $E \
+mutant dense-head-pool-ungated $D \
 	'pool->dz[at] = pool_relu_backward_elem(v, y, best, ky, kx, p->k);' 'pool->dz[at] = pool_relu_backward_elem(v, 1.0f, best, ky, kx, p->k);' \
 	'test_kernels_host|gpu_plan_sim'
-mutant dense-wgrad-last-warp-only $E \
+mutant dense-wgrad-last-warp-only $D \
 	'sum += sh.part[w][c][lane];' 'sum = sh.part[w][c][lane];' \
 	'test_kernels_host|gpu_plan_sim'
 mutant dense-wgrad-before-its-input $H \

@@ -35,3 +35,7 @@
 #if __has_include("../../cuda/kernels_head.cu")
 #include "../../cuda/kernels_head.cu"
 #endif
+/* And its dense layers' kernels in kernels_dense.cu since a later 2026-11-28. */
+#if __has_include("../../cuda/kernels_dense.cu")
+#include "../../cuda/kernels_dense.cu"
+#endif
