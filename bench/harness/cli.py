@@ -217,14 +217,16 @@ def main_cuda(a):
     t_info, t_why = torch_cuda(a, node)
     log(f"GPUs: {node['versions'].get('GPUs', 'simulated')}; PyTorch: {t_why or 'on CUDA'}")
 
-    # 1. the matrix: ours with and without graphs, PyTorch eager, graph and compiled
+    # 1. the matrix's goal columns (ours with its graph, PyTorch's three), 2. time to accuracy
+    # on one GPU, 3. the matrix's diagnostic columns (one step a launch, --no-pdl,
+    # --no-side-stream, --no-graph): matrix.cuda_matrix's order.
     R = CudaRunner(a, env, clock)
-    cells = cuda_matrix(a, R, clock, t_why, t_info)
-    node["simulated"] = node["simulated"] or any(is_simulated(d) for c in cells.values() for d in c["devices"])
-
-    # 2. time to accuracy on one GPU: ours with --eval-every 1, PyTorch eager
     tta = []
-    if not a.no_tta:
+
+    def time_to_accuracy():  # ours with --eval-every 1, PyTorch eager
+        R.close()  # PyTorch's step servers: the matrix's PyTorch columns are done
+        if a.no_tta:
+            return
         for row in tta_mod.wanted(a, tta_mod.settings("cuda", a.hidden)):
             if clock.out_of_time():
                 if not a.stopped:
@@ -242,7 +244,10 @@ def main_cuda(a):
             tta.append(got)
             log(f"time to {row['target']} ({row['name']}): ours {got['ours_seconds']} s, torch {got['torch_seconds']} s")
 
-    # 3. the NCCL allreduce table
+    cells = cuda_matrix(a, R, clock, t_why, t_info, between=time_to_accuracy)
+    node["simulated"] = node["simulated"] or any(is_simulated(d) for c in cells.values() for d in c["devices"])
+
+    # 4. the NCCL allreduce table
     allreduce_out, allreduce_note, a.allreduce_ranks = "", None, g
     ar = os.path.join(a.build_dir, "bench", "allreduce")
     if a.no_allreduce:
@@ -261,7 +266,7 @@ def main_cuda(a):
         if p.returncode:
             allreduce_note = f"bench/allreduce exited {p.returncode} (1: elements were wrong)"
 
-    # 4. charts and the results file
+    # 5. charts and the results file
     where = "SIMULATED on the CPU (cudasim), not a GPU" if node["simulated"] else (node["gpus"] or ["GPU"])[0]
     series = [("ours", "mnist-train (graph)")]
     if not t_why:

@@ -40,6 +40,12 @@ CUDA_VARIANTS = (
     ("torch_graph", "PyTorch CUDA graph", "torch"),
     ("torch_compiled", "PyTorch inductor + CUDA graph", "torch"),
 )
+# The order of the work, in two passes: first the columns the goals judge (mnist-train with
+# its graph, PyTorch's three variants), then the columns that say where our time goes (one
+# step a launch, --no-pdl, --no-side-stream, --no-graph). bench/train runs the time to
+# accuracy between them, so that a --time-limit cuts diagnostics, never a goal's figure.
+GOAL_COLUMNS = ("ours", "torch", "torch_graph", "torch_compiled")
+DIAGNOSTIC_COLUMNS = ("ours_single", "ours_nopdl", "ours_noside", "ours_nograph")
 # mnist-train's extra flags and metrics-file tag per column (the default launches up to
 # --graph-steps 8 steps at once).
 OURS_RUN = {"ours_single": (("--graph-steps", "1"), "-single"), "ours_nopdl": (("--no-pdl",), "-nopdl"),
@@ -47,60 +53,90 @@ OURS_RUN = {"ours_single": (("--graph-steps", "1"), "-single"), "ours_nopdl": ((
 TORCH_VARIANT = {"torch": "eager", "torch_graph": "graph", "torch_compiled": "compiled"}
 
 
-def cuda_matrix(a, R, clock, t_why, t_info):
-    """GPU matrix, repetition by repetition (every cell once, then every cell again, ...), so
-    that a --time-limit leaves fewer repetitions, not missing cells; within a cell mnist-train
-    with its graph and with --no-graph, then PyTorch eager, CUDA graph and inductor + CUDA graph
-    from the step servers. {(model, batch, ranks): cell}, a cell holding each column's medians
-    (None: failed or not run), `devices` and `not_run` (column key -> why)."""
-    extra = {"mlp": ["--hidden", a.hidden]}
-    order = [(m, b, r) for m in a.models for b in a.model_batches[m] for r in a.ranks]
-    runs = {cell: {key: [] for key, _, _ in CUDA_VARIANTS} for cell in order}
-    not_run = {cell: {} for cell in order}
-    for cell in order:
-        m, b, r = cell
-        for key, _, side in CUDA_VARIANTS:
-            if side == "torch" and t_why:
-                not_run[cell][key] = t_why
-            elif key == "torch_compiled" and r > 1:
-                not_run[cell][key] = "not run: 1 rank only"
-            elif key == "torch_compiled" and t_info and not t_info.get("compile", True):
-                not_run[cell][key] = f"not available: PyTorch {t_info['version']} has no torch.compile"
-    for rep in range(a.reps):
-        cut = False
-        for cell in order:
-            if clock.out_of_time():
-                cut = True
-                break
+class CudaMatrix:
+    """The GPU matrix: models x batches per rank x ranks, mnist-train's columns and PyTorch's.
+    run(columns) runs those columns of every cell --reps times, repetition by repetition
+    (every cell once, then every cell again, ...), so that a --time-limit leaves fewer
+    repetitions of the cells after it rather than missing cells; cells() gives
+    {(model, batch, ranks): cell}, a cell holding each column's medians (None: failed or not
+    run), `devices` and `not_run` (column key -> why)."""
+
+    def __init__(self, a, R, clock, t_why, t_info):
+        self.a, self.R, self.clock = a, R, clock
+        self.extra = {"mlp": ["--hidden", a.hidden]}
+        self.order = [(m, b, r) for m in a.models for b in a.model_batches[m] for r in a.ranks]
+        self.runs = {cell: {key: [] for key, _, _ in CUDA_VARIANTS} for cell in self.order}
+        self.not_run = {cell: {} for cell in self.order}
+        self.tried = set()  # (cell, key) started at least once
+        for cell in self.order:
             m, b, r = cell
-            for key, label, side in CUDA_VARIANTS:
-                if key in not_run[cell]:
-                    continue
-                if side == "ours":
-                    flags, tag = OURS_RUN.get(key, ((), ""))
-                    fn = lambda: R.ours(m, b, r, graph=key != "ours_nograph",  # noqa: E731
-                                        extra=tuple(extra.get(m, ())) + flags, tag=tag)
-                else:
-                    fn = lambda: R.torch_cell(m, b, r, TORCH_VARIANT[key])  # noqa: E731
-                res = attempt(f"{label}, {m} b{b} r{r}", fn)
-                if res:
-                    runs[cell][key].append(res)
-            log(f"rep {rep + 1}, {m} b{b} r{r}: " + ", ".join(
-                f"{key} {runs[cell][key][-1]['step_median_ms'] * 1e3:.1f} us" for key, _, _ in CUDA_VARIANTS
-                if runs[cell][key]))
-        if cut or (clock.out_of_time() and rep + 1 < a.reps):
-            a.stopped = f"--time-limit {a.time_limit:.0f} s reached {'during' if cut else 'after'} repetition {rep + 1} of {a.reps}"
-            log(a.stopped)
-            for cell in order:  # what never started is not a failure
-                for key, _, _ in CUDA_VARIANTS:
-                    if not runs[cell][key] and key not in not_run[cell]:
-                        not_run[cell][key] = "not run: --time-limit reached"
-            break
-    R.close()
-    cells = {}
-    for cell in order:
-        c = {key: med_result(v) for key, v in runs[cell].items()}
-        c["not_run"] = not_run[cell]
-        c["devices"] = sorted({x["device"] for v in runs[cell].values() for x in v if x.get("device")})
-        cells[cell] = c
-    return cells
+            for key, _, side in CUDA_VARIANTS:
+                if side == "torch" and t_why:
+                    self.not_run[cell][key] = t_why
+                elif key == "torch_compiled" and r > 1:
+                    self.not_run[cell][key] = "not run: 1 rank only"
+                elif key == "torch_compiled" and t_info and not t_info.get("compile", True):
+                    self.not_run[cell][key] = f"not available: PyTorch {t_info['version']} has no torch.compile"
+
+    def _run_one(self, cell, key):
+        m, b, r = cell
+        label, side = next((lab, sd) for k, lab, sd in CUDA_VARIANTS if k == key)
+        if side == "ours":
+            flags, tag = OURS_RUN.get(key, ((), ""))
+            fn = lambda: self.R.ours(m, b, r, graph=key != "ours_nograph",  # noqa: E731
+                                     extra=tuple(self.extra.get(m, ())) + flags, tag=tag)
+        else:
+            fn = lambda: self.R.torch_cell(m, b, r, TORCH_VARIANT[key])  # noqa: E731
+        self.tried.add((cell, key))
+        res = attempt(f"{label}, {m} b{b} r{r}", fn)
+        if res:
+            self.runs[cell][key].append(res)
+
+    def run(self, columns, what):
+        """Every repetition of `columns` (keys of CUDA_VARIANTS) over the cells; `what` names
+        them in the line that says where a --time-limit stopped it."""
+        a = self.a
+        for rep in range(a.reps):
+            cut = False
+            for cell in self.order:
+                if self.clock.out_of_time():
+                    cut = True
+                    break
+                for key in columns:
+                    if key not in self.not_run[cell]:
+                        self._run_one(cell, key)
+                m, b, r = cell
+                log(f"rep {rep + 1}, {m} b{b} r{r}: " + ", ".join(
+                    f"{key} {self.runs[cell][key][-1]['step_median_ms'] * 1e3:.1f} us" for key in columns
+                    if self.runs[cell][key]))
+            if cut or (self.clock.out_of_time() and rep + 1 < a.reps):
+                if not a.stopped:
+                    a.stopped = (f"--time-limit {a.time_limit:.0f} s reached {'during' if cut else 'after'} "
+                                 f"repetition {rep + 1} of {a.reps} of {what}")
+                    log(a.stopped)
+                break
+        for cell in self.order:  # what never started is not a failure
+            for key in columns:
+                if (cell, key) not in self.tried and key not in self.not_run[cell]:
+                    self.not_run[cell][key] = "not run: --time-limit reached"
+
+    def cells(self):
+        cells = {}
+        for cell in self.order:
+            c = {key: med_result(v) for key, v in self.runs[cell].items()}
+            c["not_run"] = self.not_run[cell]
+            c["devices"] = sorted({x["device"] for v in self.runs[cell].values() for x in v if x.get("device")})
+            cells[cell] = c
+        return cells
+
+
+def cuda_matrix(a, R, clock, t_why, t_info, between=lambda: None):
+    """The GPU matrix in bench/train's order: the goals' columns of every cell (every
+    repetition), then between() (bench/train's time to accuracy), then the diagnostic columns
+    of every cell; a --time-limit thus cuts the diagnostics first. {(model, batch, ranks): cell}
+    (CudaMatrix.cells)."""
+    mx = CudaMatrix(a, R, clock, t_why, t_info)
+    mx.run(GOAL_COLUMNS, "the goals' columns")
+    between()
+    mx.run(DIAGNOSTIC_COLUMNS, "the diagnostic columns")
+    return mx.cells()

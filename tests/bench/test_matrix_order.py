@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""The GPU matrix's order of work (bench/harness/matrix.py, CudaMatrix), with a stand-in
+runner that records each run and a clock that runs out after a given number of runs: no
+GPU, no mnist-train, no PyTorch (what the runs measure is tested elsewhere; this is the
+order and the bookkeeping of bench/train itself).
+
+ 1. No limit: every cell gets every column; every column the goals judge (ours with its
+    graph, PyTorch's three) runs for every cell, then the time to accuracy (bench/train's,
+    a mark here), then the diagnostic columns.
+ 2. The limit reached inside the diagnostic columns: every cell still has every goal
+    column's figure; the diagnostics that did not start say "not run: --time-limit
+    reached"; the cut-short line names the diagnostic columns.
+ 3. A run that failed is a failure, not "not run", even when the limit is reached later.
+ 4. Two repetitions: the goal columns' second repetition before any diagnostic run.
+Exit status 0 when all hold, 1 with the first that does not."""
+import os
+import sys
+import types
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from harness import matrix  # noqa: E402
+
+
+def fail(msg):
+    print(f"FAIL: {msg}")
+    sys.exit(1)
+
+
+class Clock:
+    """Out of time once `runs` runs have started (None: never)."""
+
+    def __init__(self, runs=None):
+        self.limit_runs = runs
+        self.started = 0
+
+    def out_of_time(self):
+        return self.limit_runs is not None and self.started >= self.limit_runs
+
+
+class Runner:
+    """Records (column, cell) per run; `failing` holds the (column, cell) runs that fail."""
+
+    def __init__(self, clock, failing=()):
+        self.clock, self.failing, self.log = clock, set(failing), []
+
+    def _result(self, key, cell):
+        self.clock.started += 1
+        self.log.append((key, cell))
+        if (key, cell) in self.failing:
+            sys.exit(f"stand-in failure of {key} {cell}")
+        return {"ips": 1.0, "step_median_ms": 0.01, "step_p95_ms": 0.02, "acc": 0.9, "metrics": "-",
+                "device": "stand-in GPU"}
+
+    def ours(self, m, b, r, graph, extra, tag):
+        key = {"": "ours" if graph else "ours_nograph", "-single": "ours_single", "-nopdl": "ours_nopdl",
+               "-noside": "ours_noside"}[tag]
+        if key == "ours_single" and "--graph-steps" not in extra:
+            fail(f"{key}: flags {extra}")
+        return self._result(key, (m, b, r))
+
+    def torch_cell(self, m, b, r, variant):
+        return self._result({v: k for k, v in matrix.TORCH_VARIANT.items()}[variant], (m, b, r))
+
+
+def args(reps=1):
+    return types.SimpleNamespace(hidden="512,256", models=["seed", "mlp", "lenet"], ranks=[1], reps=reps,
+                                 model_batches={"seed": [32, 256], "mlp": [32, 256], "lenet": [32, 256]},
+                                 stopped=None, time_limit=100)
+
+
+def both_passes(a, R, clock):
+    """bench/train's matrix, its time to accuracy (between the passes) a mark in the log."""
+    return matrix.cuda_matrix(a, R, clock, None, {"compile": True, "version": "stand-in"},
+                              between=lambda: R.log.append(("tta", None)))
+
+
+def runs(R):
+    return [(k, cell) for k, cell in R.log if k != "tta"]
+
+
+every_key = [k for k, _, _ in matrix.CUDA_VARIANTS]
+if sorted(matrix.GOAL_COLUMNS + matrix.DIAGNOSTIC_COLUMNS) != sorted(every_key):
+    fail("the two passes do not cover every column exactly once")
+
+# 1. no limit
+clock = Clock()
+R = Runner(clock)
+a = args()
+cells = both_passes(a, R, clock)
+n_cells = len(cells)
+if len(runs(R)) != n_cells * len(every_key):
+    fail(f"1: {len(runs(R))} runs, expected {n_cells} cells x {len(every_key)} columns")
+kinds = ["goal" if k in matrix.GOAL_COLUMNS else k if k == "tta" else "diagnostic" for k, _ in R.log]
+if [k for i, k in enumerate(kinds) if i == 0 or kinds[i - 1] != k] != ["goal", "tta", "diagnostic"]:
+    fail(f"1: not every goal column, then the time to accuracy, then every diagnostic one: {R.log}")
+for cell, c in cells.items():
+    missing = [k for k in every_key if not c[k]]
+    if missing or c["not_run"]:
+        fail(f"1: {cell}: no figure for {missing}, not run {c['not_run']}")
+if a.stopped:
+    fail(f"1: cut short without a limit: {a.stopped}")
+
+# 2. the limit inside the diagnostics: the goals' figures all there
+goal_runs = n_cells * len(matrix.GOAL_COLUMNS)
+clock = Clock(goal_runs + 2)
+R = Runner(clock)
+a = args()
+cells = both_passes(a, R, clock)
+for cell, c in cells.items():
+    if any(not c[k] for k in matrix.GOAL_COLUMNS):
+        fail(f"2: {cell}: a goal column without its figure: {c['not_run']}")
+lenet = cells[("lenet", 256, 1)]
+for k in matrix.DIAGNOSTIC_COLUMNS:
+    if lenet[k] or lenet["not_run"].get(k) != "not run: --time-limit reached":
+        fail(f"2: lenet b256's {k}: {lenet[k]}, not_run {lenet['not_run']}")
+if not a.stopped or "the diagnostic columns" not in a.stopped:
+    fail(f"2: the cut-short line: {a.stopped}")
+
+# 3. a failed run stays a failure
+failed = ("ours_nopdl", ("seed", 32, 1))
+clock = Clock(goal_runs + 5)
+R = Runner(clock, failing=[failed])
+a = args()
+cells = both_passes(a, R, clock)
+c = cells[failed[1]]
+if c[failed[0]] is not None or failed[0] in c["not_run"]:
+    fail(f"3: the failed run: {c[failed[0]]}, not_run {c['not_run']}")
+if "not run: --time-limit reached" not in cells[("lenet", 32, 1)]["not_run"].values():
+    fail(f"3: lenet b32's diagnostics were not cut: {cells[('lenet', 32, 1)]['not_run']}")
+
+# 4. two repetitions: all the goals' runs first
+clock = Clock()
+R = Runner(clock)
+a = args(reps=2)
+cells = both_passes(a, R, clock)
+if [k for k, _ in R.log[:2 * goal_runs]] != [k for k, _ in runs(R) if k in matrix.GOAL_COLUMNS]:
+    fail("4: a diagnostic run before the goal columns' second repetition")
+if any(cells[cell][k]["reps"] != 2 for cell in cells for k in every_key):
+    fail("4: a column without its two repetitions")
+
+print(f"PASS: {n_cells} cells: the goals' {len(matrix.GOAL_COLUMNS)} columns first, "
+      f"the {len(matrix.DIAGNOSTIC_COLUMNS)} diagnostic ones after; a limit cuts diagnostics only; "
+      "a failure stays a failure; 2 repetitions of the goal columns first")
