@@ -32,14 +32,23 @@ train_args() {
 	split_mpirun "$@"
 }
 
-# The checks' common part (graph_steps.sh, side_stream.sh, train_sim.sh): checks_begin makes
+# The checks' common part (graph_steps.sh, side_stream.sh, step_time.sh, train_sim.sh): checks_begin makes
 # the scratch folder TMP (removed at exit) and zeroes failures; fail MESSAGE prints and counts
 # one; field NAME KEY reads KEY= from the summary line of $TMP/NAME.out; launch_of NAME the
-# "launch" of the gpu_plan record in $TMP/NAME.jsonl.
+# "launch" of the gpu_plan record in $TMP/NAME.jsonl; train_only prints a folder of TMP that
+# holds DATA's training files alone (links): a run given it as --data scores no test set,
+# for the checks that compare the trained model, not its accuracy (10,000 test images are a
+# third of a simulated LeNet-5 run of 16 steps).
 checks_begin() {
 	TMP=$(mktemp -d)
 	trap 'rm -rf "$TMP"' EXIT
 	failures=0
+}
+
+train_only() {
+	mkdir -p "$TMP/train-only/train"
+	ln -sf "$(cd "$DATA/train" && pwd)"/train-* "$TMP/train-only/train/"
+	echo "$TMP/train-only/train"
 }
 
 fail() {

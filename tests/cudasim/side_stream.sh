@@ -20,11 +20,12 @@ set -- "${AFTER[@]+"${AFTER[@]}"}"
 MODEL=$1 BATCH=$2
 shift 2
 checks_begin
+TRAIN_DATA=$(train_only) # the runs compare the trained model: no test set to score
 run() { # NAME [ARGS...]
 	local name=$1
 	shift
 	if ! timeout 200 "${MPIRUN[@]}" -n 1 "$TRAIN" --backend cuda --model "$MODEL" --batch-size "$BATCH" \
-		--data "$DATA/train" --limit $((BATCH * 16)) --epochs 1 --log-every 1000 \
+		--data "$TRAIN_DATA" --limit $((BATCH * 16)) --epochs 1 --log-every 1000 \
 		--metrics "$TMP/$name.jsonl" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"; then
 		fail "$name: mnist-train exited with an error"
 		cat "$TMP/$name.err"
