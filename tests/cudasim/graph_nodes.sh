@@ -31,15 +31,15 @@ set -- "${AFTER[@]+"${AFTER[@]}"}"
 MODEL=$1 BOUND=$2
 shift 2
 ARGS=("$@")
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+checks_begin
+TRAIN_DATA=$(train_only) # the step's nodes are what is counted: no test set to score
 status=0
 
 nodes() { # RANKS NAME ARGS...: prints graph_nodes of the run's summary
 	local ranks=$1 name=$2
 	shift 2
 	if ! CUDASIM_GRAPH_REPORT=1 timeout 150 "${MPIRUN[@]}" -n "$ranks" "$TRAIN" --backend cuda --model "$MODEL" \
-		--data "$DATA/train" --test-data "$DATA/test" --limit 256 --epochs 1 --gpu-plan heuristic \
+		--data "$TRAIN_DATA" --limit 256 --epochs 1 --gpu-plan heuristic \
 		"${ARGS[@]}" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"; then
 		echo "FAIL: $MODEL $name: mnist-train exited with an error" >&2
 		cat "$TMP/$name.err" >&2

@@ -32,7 +32,8 @@ train_args() {
 	split_mpirun "$@"
 }
 
-# The checks' common part (graph_steps.sh, side_stream.sh, step_time.sh, train_sim.sh): checks_begin makes
+# The checks' common part (graph_nodes.sh, graph_steps.sh, side_stream.sh, step_time.sh,
+# train_sim.sh): checks_begin makes
 # the scratch folder TMP (removed at exit) and zeroes failures; fail MESSAGE prints and counts
 # one; field NAME KEY reads KEY= from the summary line of $TMP/NAME.out; launch_of NAME the
 # "launch" of the gpu_plan record in $TMP/NAME.jsonl; train_only prints a folder of TMP that
