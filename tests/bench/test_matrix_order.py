@@ -12,6 +12,9 @@ order and the bookkeeping of bench/train itself).
     reached"; the cut-short line names the diagnostic columns.
  3. A run that failed is a failure, not "not run", even when the limit is reached later.
  4. Two repetitions: the goal columns' second repetition before any diagnostic run.
+ 5. A node of 4 GPUs (ranks 1, 2, 4): every cell at 1 rank before any at 2 or 4, so a limit
+    reached after the 1-rank cells' goal columns leaves every goal's figure (stated on one
+    GPU) measured; the results keep the order model, batch, ranks.
 Exit status 0 when all hold, 1 with the first that does not."""
 import os
 import sys
@@ -62,8 +65,8 @@ class Runner:
         return self._result({v: k for k, v in matrix.TORCH_VARIANT.items()}[variant], (m, b, r))
 
 
-def args(reps=1):
-    return types.SimpleNamespace(hidden="512,256", models=["seed", "mlp", "lenet"], ranks=[1], reps=reps,
+def args(reps=1, ranks=(1,)):
+    return types.SimpleNamespace(hidden="512,256", models=["seed", "mlp", "lenet"], ranks=list(ranks), reps=reps,
                                  model_batches={"seed": [32, 256], "mlp": [32, 256], "lenet": [32, 256]},
                                  stopped=None, time_limit=100)
 
@@ -138,6 +141,20 @@ if [k for k, _ in R.log[:2 * goal_runs]] != [k for k, _ in runs(R) if k in matri
 if any(cells[cell][k]["reps"] != 2 for cell in cells for k in every_key):
     fail("4: a column without its two repetitions")
 
+# 5. ranks 1, 2, 4: the 1-rank cells first (PyTorch's inductor column runs at 1 rank only)
+a = args(ranks=(1, 2, 4))
+one_rank_goal_runs = n_cells * len(matrix.GOAL_COLUMNS)
+clock = Clock(one_rank_goal_runs)
+R = Runner(clock)
+cells = both_passes(a, R, clock)
+if list(cells) != [(m, b, r) for m in a.models for b in a.model_batches[m] for r in a.ranks]:
+    fail(f"5: the results' order: {list(cells)}")
+for (m, b, r), c in cells.items():
+    if r == 1 and any(not c[k] for k in matrix.GOAL_COLUMNS):
+        fail(f"5: {m} b{b} at 1 rank without a goal column's figure: {c['not_run']}")
+    if r > 1 and (c["ours"] or c["not_run"].get("ours") != "not run: --time-limit reached"):
+        fail(f"5: {m} b{b} r{r} ran before every 1-rank cell was done: {c['ours']}, {c['not_run']}")
+
 print(f"PASS: {n_cells} cells: the goals' {len(matrix.GOAL_COLUMNS)} columns first, "
       f"the {len(matrix.DIAGNOSTIC_COLUMNS)} diagnostic ones after; a limit cuts diagnostics only; "
-      "a failure stays a failure; 2 repetitions of the goal columns first")
+      "a failure stays a failure; 2 repetitions of the goal columns first; 1 rank before more")
