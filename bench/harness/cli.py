@@ -218,13 +218,15 @@ def main_cuda(a):
     log(f"GPUs: {node['versions'].get('GPUs', 'simulated')}; PyTorch: {t_why or 'on CUDA'}")
 
     # 1. the matrix's goal columns (ours with its graph, PyTorch's three), 2. time to accuracy
-    # on one GPU, 3. the matrix's diagnostic columns (one step a launch, --no-pdl,
-    # --no-side-stream, --no-graph): matrix.cuda_matrix's order.
+    # on one GPU, 3. the NCCL allreduce table, 4. the matrix's diagnostic columns (one step a
+    # launch, --no-pdl, --no-side-stream, --no-graph): matrix.cuda_matrix's order, 2 and 3
+    # between its passes, so that a --time-limit cuts the diagnostics first.
     R = CudaRunner(a, env, clock)
     tta = []
+    a.allreduce_ranks = g
+    allreduce = {"out": "", "note": None}
 
     def time_to_accuracy():  # ours with --eval-every 1, PyTorch eager
-        R.close()  # PyTorch's step servers: the matrix's PyTorch columns are done
         if a.no_tta:
             return
         for row in tta_mod.wanted(a, tta_mod.settings("cuda", a.hidden)):
@@ -244,27 +246,32 @@ def main_cuda(a):
             tta.append(got)
             log(f"time to {row['target']} ({row['name']}): ours {got['ours_seconds']} s, torch {got['torch_seconds']} s")
 
-    cells = cuda_matrix(a, R, clock, t_why, t_info, between=time_to_accuracy)
-    node["simulated"] = node["simulated"] or any(is_simulated(d) for c in cells.values() for d in c["devices"])
+    def allreduce_table():  # bench/allreduce's NCCL tables, every GPU of the node
+        ar = os.path.join(a.build_dir, "bench", "allreduce")
+        if a.no_allreduce:
+            allreduce["note"] = "not run (--no-allreduce)"
+        elif node["simulated"]:
+            allreduce["note"] = ("not available: bench/allreduce is not built against the CUDA simulator; its "
+                                 "ncclAllReduce table needs a GPU")
+        elif not os.access(ar, os.X_OK):
+            allreduce["note"] = f"not available: {ar} missing"
+        elif clock.out_of_time():
+            allreduce["note"] = f"not run (--time-limit {a.time_limit:.0f} s reached)"
+        else:
+            p = run(R.mpirun + ["-n", str(g)] + ["-x", "LD_LIBRARY_PATH"] * ("LD_LIBRARY_PATH" in env) +
+                    [ar, "--path", "cuda"], env=env, check=False)
+            allreduce["out"] = p.stdout
+            if p.returncode:
+                allreduce["note"] = f"bench/allreduce exited {p.returncode} (1: elements were wrong)"
 
-    # 4. the NCCL allreduce table
-    allreduce_out, allreduce_note, a.allreduce_ranks = "", None, g
-    ar = os.path.join(a.build_dir, "bench", "allreduce")
-    if a.no_allreduce:
-        allreduce_note = "not run (--no-allreduce)"
-    elif node["simulated"]:
-        allreduce_note = ("not available: bench/allreduce is not built against the CUDA simulator; its "
-                          "ncclAllReduce table needs a GPU")
-    elif not os.access(ar, os.X_OK):
-        allreduce_note = f"not available: {ar} missing"
-    elif clock.out_of_time():
-        allreduce_note = f"not run (--time-limit {a.time_limit:.0f} s reached)"
-    else:
-        p = run(R.mpirun + ["-n", str(g)] + ["-x", "LD_LIBRARY_PATH"] * ("LD_LIBRARY_PATH" in env) + [ar, "--path", "cuda"],
-                env=env, check=False)
-        allreduce_out = p.stdout
-        if p.returncode:
-            allreduce_note = f"bench/allreduce exited {p.returncode} (1: elements were wrong)"
+    def between():
+        R.close()  # PyTorch's step servers: the matrix's PyTorch columns are done
+        time_to_accuracy()
+        allreduce_table()
+
+    cells = cuda_matrix(a, R, clock, t_why, t_info, between=between)
+    node["simulated"] = node["simulated"] or any(is_simulated(d) for c in cells.values() for d in c["devices"])
+    allreduce_out, allreduce_note = allreduce["out"], allreduce["note"]
 
     # 5. charts and the results file
     where = "SIMULATED on the CPU (cudasim), not a GPU" if node["simulated"] else (node["gpus"] or ["GPU"])[0]

@@ -137,9 +137,9 @@ class CudaMatrix:
 
 def cuda_matrix(a, R, clock, t_why, t_info, between=lambda: None):
     """The GPU matrix in bench/train's order: the goals' columns of every cell (every
-    repetition), then between() (bench/train's time to accuracy), then the diagnostic columns
-    of every cell; a --time-limit thus cuts the diagnostics first. {(model, batch, ranks): cell}
-    (CudaMatrix.cells)."""
+    repetition), then between() (bench/train's time to accuracy and NCCL tables), then the
+    diagnostic columns of every cell; a --time-limit thus cuts the diagnostics first.
+    {(model, batch, ranks): cell} (CudaMatrix.cells)."""
     mx = CudaMatrix(a, R, clock, t_why, t_info)
     mx.run(GOAL_COLUMNS, "the goals' columns")
     between()

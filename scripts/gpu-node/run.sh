@@ -301,14 +301,18 @@ PY
 # The GPU matrix at the size a loan fits; bench/train starts no run past --time-limit and
 # ends one that overruns it by 60 s, so it is given what is left less 75 s.
 quick_matrix() {
-	local t0=$SECONDS left tl rc=0 md
+	local t0=$SECONDS left tl rc=0 md gpus allreduce=(--no-allreduce)
 	left=$(left_s)
 	tl=$((left - 75))
-	part matrix running 0 "--time-limit $tl s"
+	# With 2 GPUs or more, bench/allreduce's NCCL tables too (issue 15's goal; at 1 rank the
+	# step reduces nothing); bench/train runs them before its diagnostic columns.
+	gpus=$(gpu_present | tr ';' '\n' | grep -c '^GPU [0-9]')
+	[ "$gpus" -lt 2 ] || allreduce=()
+	part matrix running 0 "--time-limit $tl s${allreduce[*]:+, ${allreduce[*]}}"
 	if [ "$tl" -lt 30 ]; then part matrix cut 0 "not started: $left s left in the step"; return 124; fi
 	timeout -k 2 $((left - 3)) "$python" bench/train --backend cuda --build-dir "$build_dir" --python "$python" \
 		--data "$data/train" --out-dir "$out/quick/bench-results" --models seed,mlp,lenet --batches 32,256 \
-		--reps 1 --steps 300 --no-allreduce --tta lenet-adamw-b256 --time-limit "$tl" --tag quick \
+		--reps 1 --steps 300 "${allreduce[@]}" --tta lenet-adamw-b256 --time-limit "$tl" --tag quick \
 		>"$out/quick/matrix.log" 2>&1 || rc=$?
 	grep -v gnuplot "$out/quick/matrix.log"
 	md=$(ls -t "$out"/quick/bench-results/*.md 2>/dev/null | head -n 1)

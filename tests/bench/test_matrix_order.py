@@ -5,8 +5,8 @@ GPU, no mnist-train, no PyTorch (what the runs measure is tested elsewhere; this
 order and the bookkeeping of bench/train itself).
 
  1. No limit: every cell gets every column; every column the goals judge (ours with its
-    graph, PyTorch's three) runs for every cell, then the time to accuracy (bench/train's,
-    a mark here), then the diagnostic columns.
+    graph, PyTorch's three) runs for every cell, then what bench/train runs between the
+    passes (its time to accuracy and NCCL tables; a mark here), then the diagnostic columns.
  2. The limit reached inside the diagnostic columns: every cell still has every goal
     column's figure; the diagnostics that did not start say "not run: --time-limit
     reached"; the cut-short line names the diagnostic columns.

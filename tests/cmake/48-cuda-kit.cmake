@@ -1,6 +1,7 @@
 # gpu-tests: what the GPU-node kit's default run needs built (scripts/gpu-node/run.sh, step
 # build): mnist-train, the CUDA module and the programs of the GPU suite (label gpu) and of
-# gpu-sanitize. One target, so that make builds them all in parallel; the kit's step all
+# gpu-sanitize, and bench/allreduce (bench/CMakeLists.txt adds it: quick's matrix runs its
+# NCCL tables on a node of 2 GPUs or more). One target, so that make builds them all in parallel; the kit's step all
 # builds the rest. In this fragment's name "cuda", so MNIST_DDP_TESTS=gpu has it too.
 # A GPU test whose program is left out of it fails in the kit's quick step ("mpiexec was
 # unable to launch ... Executable: .../tests/gpu_plan", the H100 node of 2026-11-27), never

@@ -145,7 +145,8 @@ SH
 chmod +x "$tmp/fake/mnist-train"
 cat >"$tmp/bin/fake-python" <<'SH'
 #!/bin/sh
-# bench/train's stand-in: a results file under --out-dir.
+# bench/train's stand-in: a results file under --out-dir; its arguments in bench-args.
+echo "$*" >"$(dirname "$0")/bench-args"
 dir=
 while [ $# -gt 0 ]; do
 	[ "$1" = --out-dir ] && dir=$2
@@ -204,6 +205,26 @@ expect "$tmp/gpu/quick.log" '^set-up: seed-b32-eager.jsonl: first step 150.5 ms'
 	"quick: the same with CUDA_MODULE_LOADING=EAGER"
 expect "$tmp/gpu/quick/plans.txt" '^fc1.fwd \[32x784x10\]: chosen algo-b of \[algo-a 9.5 us, algo-b 7.5 us\]$' \
 	"plans.txt: every candidate"
+expect "$tmp/bin/bench-args" ' --no-allreduce ' "the matrix on one GPU: no NCCL tables (nothing to reduce at 1 rank)"
+
+# 3b. the same on a node of 2 GPUs: the matrix runs bench/allreduce's NCCL tables too.
+cat >"$tmp/bin/nvidia-smi" <<'SH'
+#!/bin/sh
+echo "GPU 0: Stand-in GPU (UUID: GPU-00000000)"
+echo "GPU 1: Stand-in GPU (UUID: GPU-00000001)"
+SH
+(cd "$root" && env -u CUDA_VISIBLE_DEVICES PATH="$tmp/bin:$PATH" KIT=none BUILD_DIR="$tmp/fake" \
+	PYTHON="$tmp/bin/fake-python" RESULTS_DIR="$tmp/gpu2" bash scripts/gpu-node/run.sh quick) >"$tmp/out3b" 2>&1 ||
+	{ sed 's/^/    /' "$tmp/out3b"; fail "run.sh quick on 2 stand-in GPUs did not exit 0"; }
+if grep -q -- '--no-allreduce' "$tmp/bin/bench-args"; then
+	fail "the matrix on 2 GPUs without its NCCL tables: $(cat "$tmp/bin/bench-args")"
+else
+	ok "the matrix on 2 GPUs runs the NCCL tables"
+fi
+cat >"$tmp/bin/nvidia-smi" <<'SH'
+#!/bin/sh
+echo "GPU 0: Stand-in GPU (UUID: GPU-00000000)"
+SH
 
 # 4. sanitize where a GPU is listed, the same stand-ins: every test labelled gpu-sanitize
 # started at once, each run given the step's time less its probe (MNIST_SANITIZE_RUN_TIMEOUT
