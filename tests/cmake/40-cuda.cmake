@@ -19,6 +19,14 @@ if(MNIST_TESTS_CRITERION)
                              ${CMAKE_SOURCE_DIR}/cuda)
 endif()
 
+# kernels_wait_first (label unit, no build): every __global__ of cuda/ begins with
+# KERNEL_WAIT_PREVIOUS(), before any memory access, as programmatic dependent launch needs
+# (a kernel may start while the one before it runs); neither the runner above nor the
+# simulator can see an access before the wait. With a control that must fail.
+add_test(NAME kernels_wait_first
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host/kernels_wait_first.py ${CMAKE_SOURCE_DIR}/cuda)
+set_tests_properties(kernels_wait_first PROPERTIES LABELS unit TIMEOUT 60)
+
 # The GPU parity suite (label gpu), built with the CUDA backend only:
 #   gpu_ops             every backend op, CUDA vs host, several shapes (1 rank)
 #   gpu_plan            every candidate of every GEMM and convolution of seed, mlp, LeNet-5, run by name (1 rank)
