@@ -218,9 +218,10 @@ const struct setting config_settings[] = {
 	 .help = "rank 0 writes JSON lines (epoch, step, loss, images/s, elapsed) to FILE"},
 	{.flag = "profile", .type = SETTING_FLAG, .offset = FIELD(profile), .lo = 1,
 	 .where = SETTING_AGREE,
-	 .help = "after training, run one more step op by op, time each op (CUDA events on a GPU, "
-		 "the clock on the host) and count its kernels; rank 0 prints the table and --metrics "
-		 "gets an op_times event (the model trained is left as it was)"},
+	 .help = "after training, run a step op by op five times, time each op (CUDA events on a "
+		 "GPU, the clock on the host; the median of the five) and count its kernels; rank 0 "
+		 "prints the table and --metrics gets an op_times event (the model trained is left as "
+		 "it was)"},
 	{.flag = "verbose", .type = SETTING_FLAG, .offset = FIELD(verbose), .lo = 1,
 	 .help = "rank 0 also prints, on stderr, the plan the backend chose for each op (every "
 		 "candidate and its measured time)"},

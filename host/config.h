@@ -92,7 +92,7 @@ struct train_config {
 	int eval_every; /* score the test set every N epochs; 0 = only at the end */
 	char metrics_path[CONFIG_PATH_MAX]; /* "" = none */
 	int verbose;   /* rank 0 prints the backend's plan */
-	int profile;   /* one more step, op by op, timed: where the step's time goes */
+	int profile;   /* a step op by op, timed (five runs, medians): where its time goes */
 	/* Reliability (docs/reliability.md). */
 	char checkpoint_dir[CONFIG_PATH_MAX]; /* "" = no checkpoints */
 	int save_every;      /* steps between checkpoints (also at each epoch's end); 0 = epoch ends only */

@@ -316,6 +316,21 @@ static const struct backend_ops wrap_ops = {
 	.label = w_label,
 };
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* The median of n values (n odd), v left as it was. */
+static double median_of(const double *v, int n)
+{
+	double sorted[PROFILE_REPS];
+	memcpy(sorted, v, (size_t)n * sizeof(*v));
+	qsort(sorted, (size_t)n, sizeof(*sorted), cmp_double);
+	return sorted[n / 2];
+}
+
 void profile_run(const struct backend *be, void (*step)(void *arg, const struct backend *wrapped),
 		 void *arg, struct profile *out)
 {
@@ -337,16 +352,40 @@ void profile_run(const struct backend *be, void (*step)(void *arg, const struct 
 		step(arg, &wrapped);
 		w.counting = 0;
 	}
-	/* The times. */
-	w.next = 0;
+	/*
+	 * The times: PROFILE_REPS runs; each op's time, and each gap between an
+	 * op's end and the next one's start, the median of its runs; the step is
+	 * the ops and the gaps added up. A step of a few hundred microseconds on a
+	 * shared host is at the scale of one preemption: the medians leave the
+	 * runs that met one aside, wherever in the step it fell.
+	 */
 	if (backend_has_events(be)) {
-		step(arg, &wrapped);
-		for (int i = 0; i < out->n && i < w.next; i++) {
-			out->rows[i].us = backend_event_us(be, w.ev[2 * i], w.ev[2 * i + 1]);
-			out->ops_us += out->rows[i].us;
+		double *us = NULL, *gap = NULL;
+		int ops = -1;
+		for (int rep = 0; rep < PROFILE_REPS; rep++) {
+			w.next = 0;
+			step(arg, &wrapped);
+			if (ops < 0) {
+				ops = w.next < out->n ? w.next : out->n;
+				us = xmalloc((size_t)(ops > 0 ? ops : 1) * PROFILE_REPS * sizeof(*us));
+				gap = xmalloc((size_t)(ops > 0 ? ops : 1) * PROFILE_REPS * sizeof(*gap));
+			}
+			for (int i = 0; i < ops; i++) {
+				us[i * PROFILE_REPS + rep] = backend_event_us(be, w.ev[2 * i], w.ev[2 * i + 1]);
+				if (i + 1 < ops)
+					gap[i * PROFILE_REPS + rep] =
+						backend_event_us(be, w.ev[2 * i + 1], w.ev[2 * (i + 1)]);
+			}
 		}
-		if (w.next > 0)
-			out->step_us = backend_event_us(be, w.ev[0], w.ev[2 * (w.next - 1) + 1]);
+		for (int i = 0; i < ops; i++) {
+			out->rows[i].us = median_of(&us[i * PROFILE_REPS], PROFILE_REPS);
+			out->ops_us += out->rows[i].us;
+			out->step_us += out->rows[i].us;
+			if (i + 1 < ops)
+				out->step_us += median_of(&gap[i * PROFILE_REPS], PROFILE_REPS);
+		}
+		free(us);
+		free(gap);
 	}
 	for (int e = 0; e < w.n_ev; e++)
 		backend_event_destroy(be, w.ev[e]);

@@ -1,9 +1,10 @@
 /*
- * profile.h - where a step's time goes (--profile): one step run op by op
+ * profile.h - where a step's time goes (--profile): a step run op by op
  * through a backend that wraps the real one, each op bracketed by the real
- * backend's events (CUDA events on a GPU, the clock on the host), and, where
- * the backend can capture, each op captured alone to count the kernels
- * (graph nodes) it launches.
+ * backend's events (CUDA events on a GPU, the clock on the host), PROFILE_REPS
+ * times, each op's time and the step's the median of the runs; and, where the
+ * backend can capture, each op captured alone to count the kernels (graph
+ * nodes) it launches.
  */
 #ifndef MNIST_DDP_PROFILE_H
 #define MNIST_DDP_PROFILE_H
@@ -22,19 +23,23 @@ struct profile_row {
 	char op[24];     /* the backend op: "gemm", "conv_forward", "allreduce", ... */
 	char shape[64];
 	int kernels;     /* graph nodes of the op alone; -1 where the backend cannot say */
-	double us;
+	double us;       /* its median over the timed runs */
 };
 
 struct profile {
 	struct profile_row *rows;
 	int n, cap;
-	double step_us; /* the step, from its first op's start to its last op's end */
-	double ops_us;  /* the ops' times added up */
+	double step_us; /* the step, its first op's start to its last op's end: the ops'
+			   and the gaps between them, each a median, added up */
+	double ops_us;  /* the ops' times (each a median) added up */
 };
+
+/* Runs of the step timed op by op: each op's figure is its median over them. */
+#define PROFILE_REPS 5
 
 /*
  * Run step(arg, wrapped) once for the kernels (captured op by op, nothing run;
- * skipped where be cannot capture) and once for the times (run). Every rank
+ * skipped where be cannot capture) and PROFILE_REPS times for the times. Every rank
  * must call it (the step's collectives and the backend's capture agreement
  * are collective). The step's effects are the caller's to undo.
  */

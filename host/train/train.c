@@ -681,8 +681,9 @@ static void profiled_step(void *arg, const struct backend *wrapped)
 
 /*
  * --profile, after everything the run reports (the parameters handed on,
- * the score, the metrics' step times): one more step, op by op, from the
- * first batch of epoch 0, timed; rank 0 prints the table and writes op_times.
+ * the score, the metrics' step times): a step, op by op, from the first
+ * batch of epoch 0, timed (profile.c: five runs, medians); rank 0 prints the
+ * table and writes op_times.
  */
 static void run_profile(struct run *r)
 {
