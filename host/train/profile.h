@@ -2,9 +2,9 @@
  * profile.h - where a step's time goes (--profile): a step run op by op
  * through a backend that wraps the real one, each op bracketed by the real
  * backend's events (CUDA events on a GPU, the clock on the host), PROFILE_REPS
- * times, each op's time and the step's the median of the runs; and, where the
- * backend can capture, each op captured alone to count the kernels (graph
- * nodes) it launches.
+ * times, each op's time and each gap between ops the median of the runs, the
+ * step their sum; and, where the backend can capture, each op captured alone
+ * to count the kernels (graph nodes) it launches.
  */
 #ifndef MNIST_DDP_PROFILE_H
 #define MNIST_DDP_PROFILE_H
