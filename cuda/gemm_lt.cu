@@ -689,6 +689,8 @@ int cuda_gemm_plan_set(struct cuda_gemm *g, const struct plan_info *in, char *wh
 	for (int i = 0; i < in->n_ops; i++) { /* every op's: keys differ between ops */
 		snprintf(g->presets[g->n_presets].key, PLAN_KEY_LEN, "%s", in->ops[i].key);
 		snprintf(g->presets[g->n_presets].name, PLAN_NAME_LEN, "%s", in->ops[i].chosen);
+		snprintf(g->presets[g->n_presets].source, sizeof(g->presets[0].source), "%s",
+			 in->ops[i].source);
 		g->n_presets++;
 	}
 	return 0;

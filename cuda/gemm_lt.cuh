@@ -36,6 +36,7 @@ struct gemm_lane {
 struct gemm_preset {
 	char key[PLAN_KEY_LEN];
 	char name[PLAN_NAME_LEN];
+	char source[16]; /* whose plan: "checkpoint" (--resume) or "gpu-plan-from" */
 };
 
 /*
@@ -65,7 +66,7 @@ struct cuda_gemm {
 	/* Wait for the stream's queued work, under the backend's collective deadline. */
 	void (*drain)(void *arg);
 	void *share_arg;           /* share's and drain's */
-	struct gemm_preset *presets; /* a checkpoint's plan: problem key -> way name */
+	struct gemm_preset *presets; /* a given plan (--resume, --gpu-plan-from): key -> way */
 	int n_presets;
 	int preset_missed;       /* presets whose way this GPU does not offer */
 	float *ones;             /* (n_ones) 1.0f, for a bias gradient by cublasSgemv */

@@ -96,35 +96,37 @@ double cuda_plan_time(struct cuda_gemm *g, plan_run_fn run, void *arg, double be
 	return us;
 }
 
-static const char *preset_for(const struct cuda_gemm *g, const char *key)
+static const struct gemm_preset *preset_for(const struct cuda_gemm *g, const char *key)
 {
 	for (int i = 0; i < g->n_presets; i++)
 		if (!strcmp(g->presets[i].key, key))
-			return g->presets[i].name;
+			return &g->presets[i];
 	return NULL;
 }
 
 int cuda_plan_choose(struct cuda_gemm *g, struct plan_op *rep, int capturing, plan_time_fn time,
 		     void *arg)
 {
-	const char *preset = preset_for(g, rep->key);
+	const struct gemm_preset *preset = preset_for(g, rep->key);
 	int n = rep->n_candidates, chosen = 0;
 
 	for (int i = 0; i < n; i++)
 		rep->cand[i].us = -1.0;
 	if (preset) {
+		int resumed = !strcmp(preset->source, "checkpoint");
 		for (int i = 0; i < n; i++)
-			if (!strcmp(rep->cand[i].name, preset)) {
-				snprintf(rep->source, sizeof(rep->source), "checkpoint");
+			if (!strcmp(rep->cand[i].name, preset->name)) {
+				snprintf(rep->source, sizeof(rep->source), "%s", preset->source);
 				return i;
 			}
 		g->preset_missed++;
 		if (g->rank == 0)
 			fprintf(stderr,
-				"mnist-train: the checkpoint's plan runs %s %s as %s, which this GPU "
-				"does not offer; planned anew (the resumed run is not bitwise the one "
-				"saved)\n",
-				rep->op, rep->shape, preset);
+				"mnist-train: %s runs %s %s as %s, which this GPU does not offer; "
+				"planned anew%s\n",
+				resumed ? "the checkpoint's plan" : "the --gpu-plan-from plan", rep->op,
+				rep->shape, preset->name,
+				resumed ? " (the resumed run is not bitwise the one saved)" : "");
 	}
 	/*
 	 * Measured only in a collective stretch, and there by rank 0 alone. Every

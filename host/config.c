@@ -65,6 +65,11 @@ static int with_checkpoint_dir(const struct train_config *c)
 	return c->checkpoint_dir[0] != '\0';
 }
 
+static int without_resume(const struct train_config *c)
+{
+	return c->resume[0] == '\0';
+}
+
 static int with_graph(const struct train_config *c)
 {
 	return c->use_graph;
@@ -205,6 +210,13 @@ const struct setting config_settings[] = {
 	 .help = "CUDA backend: measure (time every way to run each GEMM and convolution on the "
 		 "device at the first step, rank 0 for all, and keep the fastest) or heuristic "
 		 "(cuBLASLt's first choice, direct convolutions, untimed)"},
+	{.flag = "gpu-plan-from", .arg = "FILE", .type = SETTING_PATH, .offset = FIELD(gpu_plan_from),
+	 .hi = CONFIG_PATH_MAX - 1, .where = SETTING_AGREE,
+	 .help = "CUDA backend: run each op the way the plan in FILE, an earlier run's --metrics "
+		 "file, chose it (its gpu_plan record, read by rank 0); ops it does not name are planned "
+		 "per --gpu-plan. Runs compared on one plan differ only in what they change",
+	 .applies = without_resume,
+	 .needs = "a resumed run follows its checkpoint's own plan (drop --resume or this flag)"},
 
 	{.flag = "log-every", .arg = "N", .type = SETTING_INT, .offset = FIELD(log_every), .def = "10",
 	 .lo = 1, .hi = 1000000000, .group = "Output", .help = "print a loss line every N steps"},

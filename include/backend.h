@@ -178,7 +178,7 @@ struct plan_op {
 	char op[16];             /* "gemm" */
 	char shape[64];          /* for people: "nt 6x25x200704 bias_grad" */
 	char chosen[PLAN_NAME_LEN];
-	char source[16];         /* "measured", "heuristic", "checkpoint" */
+	char source[16];         /* "measured", "heuristic"; a given plan: "checkpoint", "gpu-plan-from" */
 	int n_candidates;        /* what was considered (0 for an entry given back) */
 	struct plan_candidate cand[PLAN_MAX_CANDIDATES];
 };
@@ -345,8 +345,10 @@ struct backend_ops {
 	 * collective stretch each rank takes the heuristic's choice on its own.
 	 * plan_get: the plan so far, in backend memory valid until the next call.
 	 * plan_set: run the problems named in `in` the way it names (a plan from a
-	 * checkpoint); 0 when taken, 1 when this device or library cannot run it
-	 * (why says what differs; problems are then planned anew).
+	 * checkpoint, or --gpu-plan-from's), each reporting its op's `source`
+	 * (whose plan: "checkpoint", "gpu-plan-from"); 0 when taken, 1 when this
+	 * device or library cannot run it (why says what differs; problems are
+	 * then planned anew).
 	 */
 	void (*plan_mode)(void *ctx, enum plan_policy policy, int collective);
 	void (*plan_get)(void *ctx, struct plan_info *out);

@@ -42,8 +42,9 @@ CUDA_VARIANTS = (
 )
 # The order of the work, in two passes: first the columns the goals judge (mnist-train with
 # its graph, PyTorch's three variants), then the columns that say where our time goes (one
-# step a launch, --no-pdl, --no-side-stream, --no-graph). bench/train runs the time to
-# accuracy between them, so that a --time-limit cuts diagnostics, never a goal's figure.
+# step a launch, --no-pdl, --no-side-stream, --no-graph), each run on the plan its cell's
+# graph column measured (--gpu-plan-from). bench/train runs the time to accuracy between
+# them, so that a --time-limit cuts diagnostics, never a goal's figure.
 GOAL_COLUMNS = ("ours", "torch", "torch_graph", "torch_compiled")
 DIAGNOSTIC_COLUMNS = ("ours_single", "ours_nopdl", "ours_noside", "ours_nograph")
 # mnist-train's extra flags and metrics-file tag per column (the default launches up to
@@ -88,6 +89,10 @@ class CudaMatrix:
         label, side = next((lab, sd) for k, lab, sd in CUDA_VARIANTS if k == key)
         if side == "ours":
             flags, tag = OURS_RUN.get(key, ((), ""))
+            if key in DIAGNOSTIC_COLUMNS and self.runs[cell]["ours"]:
+                # The plan the goal column measured, so that a diagnostic differs from it only
+                # in its flag (and measures no plan of its own).
+                flags = flags + ("--gpu-plan-from", self.runs[cell]["ours"][-1]["metrics"])
             fn = lambda: self.R.ours(m, b, r, graph=key != "ours_nograph",  # noqa: E731
                                      extra=tuple(self.extra.get(m, ())) + flags, tag=tag)
         else:

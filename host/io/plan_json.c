@@ -1,9 +1,11 @@
 /* plan_json.c - a backend's plan as JSON and as a table: see host/io/plan_json.h. */
 #include "io/plan_json.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Flags every dump uses: one line ("key": value, as the other metrics lines), keys in the order set. */
 #define PLAN_JSON_FLAGS JSON_PRESERVE_ORDER
@@ -133,6 +135,75 @@ out:
 	return rc;
 }
 
+/* Whether a --metrics line is a gpu_plan record; *damaged when it names one but is not JSON. */
+static int is_plan_record(const char *line, int *damaged, char *why, size_t whylen)
+{
+	json_error_t je;
+	*damaged = 0;
+	if (!strstr(line, "gpu_plan"))
+		return 0;
+	json_t *root = json_loads(line, 0, &je);
+	if (!root) {
+		*damaged = 1;
+		snprintf(why, whylen, "not JSON (%s, at character %d)", je.text, je.position);
+		return 1;
+	}
+	json_t *event = json_object_get(root, "event");
+	int yes = json_is_string(event) && !strcmp(json_string_value(event), "gpu_plan");
+	json_decref(root);
+	return yes;
+}
+
+enum status plan_json_load(const char *path, struct plan_info *out, char *err, size_t errlen)
+{
+	struct stat st;
+	char *line = NULL, *record = NULL, why[256] = "";
+	size_t cap = 0;
+	long n = 0, at = 0;
+	int damaged = 0;
+	memset(out, 0, sizeof(*out));
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: cannot open: %s", path,
+				   strerror(errno));
+	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+		fclose(f);
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: not a regular file", path);
+	}
+	for (ssize_t len; (len = getline(&line, &cap, f)) >= 0;) {
+		int bad;
+		char bad_why[256];
+		n++;
+		if (!is_plan_record(line, &bad, bad_why, sizeof(bad_why)))
+			continue;
+		free(record);
+		record = strdup(line);
+		if (!record)
+			die(1, "out of memory reading %s", path);
+		at = n;
+		damaged = bad;
+		snprintf(why, sizeof(why), "%s", bad_why);
+	}
+	int read_failed = ferror(f);
+	free(line);
+	fclose(f);
+	enum status rc = STATUS_BAD_INPUT;
+	char inner[1024];
+	if (read_failed)
+		status_fail(err, errlen, rc, "%s: read failed", path);
+	else if (!record)
+		status_fail(err, errlen, rc,
+			    "%s holds no gpu_plan record: expected the --metrics file of a run on the "
+			    "CUDA backend",
+			    path);
+	else if (damaged)
+		status_fail(err, errlen, rc, "%s line %ld: the gpu_plan record is %s", path, at, why);
+	else if ((rc = plan_json_parse(record, out, inner, sizeof(inner))) != STATUS_OK)
+		status_fail(err, errlen, rc, "%s line %ld: %s", path, at, inner);
+	free(record);
+	return rc;
+}
+
 void plan_json_free(struct plan_info *p)
 {
 	free(p->ops);
@@ -145,7 +216,7 @@ void plan_print_table(FILE *f, const struct plan_info *p)
 	fprintf(f, "plan: %d ops on %s (%s)\n", p->n_ops, p->device, p->library);
 	if (p->launch[0])
 		fprintf(f, "launch: %s\n", p->launch);
-	fprintf(f, "  %-32s %-10s %10s  %s\n", "op", "how", "us", "chosen");
+	fprintf(f, "  %-40s %-13s %10s  %s\n", "op", "how", "us", "chosen");
 	for (int i = 0; i < p->n_ops; i++) {
 		const struct plan_op *o = &p->ops[i];
 		double us = -1.0;
@@ -155,15 +226,15 @@ void plan_print_table(FILE *f, const struct plan_info *p)
 		char op[48];
 		snprintf(op, sizeof(op), "%s %s", o->op, o->shape);
 		if (us >= 0.0)
-			fprintf(f, "  %-32s %-10s %10.2f  %s\n", op, o->source, us, o->chosen);
+			fprintf(f, "  %-40s %-13s %10.2f  %s\n", op, o->source, us, o->chosen);
 		else
-			fprintf(f, "  %-32s %-10s %10s  %s\n", op, o->source, "-", o->chosen);
+			fprintf(f, "  %-40s %-13s %10s  %s\n", op, o->source, "-", o->chosen);
 		for (int c = 0; c < o->n_candidates; c++) {
 			if (o->cand[c].us >= 0.0)
-				fprintf(f, "  %-32s %-10s %10.2f  %s\n", "", "", o->cand[c].us,
+				fprintf(f, "  %-40s %-13s %10.2f  %s\n", "", "", o->cand[c].us,
 					o->cand[c].name);
 			else
-				fprintf(f, "  %-32s %-10s %10s  %s\n", "", "", "-", o->cand[c].name);
+				fprintf(f, "  %-40s %-13s %10s  %s\n", "", "", "-", o->cand[c].name);
 		}
 	}
 	if (p->measure_ms > 0.0)

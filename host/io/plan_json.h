@@ -1,7 +1,8 @@
 /*
  * plan_json.h - a backend's plan (include/backend.h, struct plan_info) as
- * JSON: the --metrics record {"event": "gpu_plan", ...}, the checkpoint's
- * "gpu_plan" metadata, read back on resume, and --verbose's table.
+ * JSON: the --metrics record {"event": "gpu_plan", ...}, read back by
+ * --gpu-plan-from, the checkpoint's "gpu_plan" metadata, read back on resume,
+ * and --verbose's table.
  *
  *   {"device": "NVIDIA H100 80GB HBM3", "library": "cublasLt 130100",
  *    "ops": [{"op": "gemm", "key": "...", "shape": "nt 6x25x200704 bias_grad",
@@ -36,6 +37,14 @@ char *plan_json_dump(const struct plan_info *p, int with_candidates, const char 
  * On success out->ops is malloc'd: plan_json_free.
  */
 enum status plan_json_parse(const char *text, struct plan_info *out, char *err, size_t errlen);
+
+/*
+ * --gpu-plan-from PATH: the last {"event": "gpu_plan", ...} record of a
+ * --metrics file, read as plan_json_parse reads one. STATUS_BAD_INPUT with
+ * err naming PATH (and the record's line) when PATH cannot be read, holds no
+ * such record, or its last one is damaged; STATUS_OK with out->ops malloc'd.
+ */
+enum status plan_json_load(const char *path, struct plan_info *out, char *err, size_t errlen);
 
 void plan_json_free(struct plan_info *p);
 

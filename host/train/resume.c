@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "io/plan_json.h"
 #include "train/optim.h"
 
 /*
@@ -80,6 +81,31 @@ static enum status load_on_rank0(const struct train_config *c, const struct mode
 	return STATUS_OK;
 }
 
+/*
+ * Rank 0's part of --gpu-plan-from: the plan of an earlier run's --metrics
+ * file, as a checkpoint keeps one (the ways chosen, not the candidates weighed).
+ */
+static enum status plan_on_rank0(const struct train_config *c, struct resume_state *rs, char *err,
+				 size_t errlen)
+{
+	struct plan_info p;
+	char why[1536];
+	if (plan_json_load(c->gpu_plan_from, &p, why, sizeof(why)))
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "--gpu-plan-from %s", why);
+	char *text = plan_json_dump(&p, 0, NULL);
+	enum status rc = STATUS_OK;
+	if (strlen(text) >= sizeof(rs->run.gpu_plan))
+		rc = status_fail(err, errlen, STATUS_BAD_INPUT,
+				 "--gpu-plan-from %s: the plan of %d ops is %zu bytes as a checkpoint "
+				 "keeps it, expected at most %zu",
+				 c->gpu_plan_from, p.n_ops, strlen(text), sizeof(rs->run.gpu_plan) - 1);
+	else
+		snprintf(rs->run.gpu_plan, sizeof(rs->run.gpu_plan), "%s", text);
+	free(text);
+	plan_json_free(&p);
+	return rc;
+}
+
 enum status resume_prepare(const struct train_config *c, const struct dist *d,
 			   const struct model *m, int examples, uint32_t train_crc32,
 			   int steps_per_epoch, struct resume_state *rs, char *err, size_t errlen)
@@ -89,16 +115,18 @@ enum status resume_prepare(const struct train_config *c, const struct dist *d,
 	memset(rs, 0, sizeof(*rs));
 	checkpoint_info_from_config(&rs->run, c, d->size, examples, train_crc32);
 	rs->run.steps_per_epoch = steps_per_epoch;
-	if (!c->resume[0])
+	if (!c->resume[0] && !c->gpu_plan_from[0])
 		return STATUS_OK;
-	if (d->rank == 0)
-		rc = load_on_rank0(c, m, rs, pos, err, errlen);
+	if (d->rank == 0) /* the two are never given together (config.c) */
+		rc = c->resume[0] ? load_on_rank0(c, m, rs, pos, err, errlen)
+				  : plan_on_rank0(c, rs, err, errlen);
 	int worst = dist_agree(d, rc, NULL);
 	if (worst) {
 		if (d->rank != 0)
 			status_fail(err, errlen, (enum status)worst,
-				    "rank %d on %s: stopping because rank 0 could not resume from --resume %s",
-				    d->rank, d->host, c->resume);
+				    "rank %d on %s: stopping because rank 0 failed to %s %s", d->rank,
+				    d->host, c->resume[0] ? "resume from --resume" : "read --gpu-plan-from",
+				    c->resume[0] ? c->resume : c->gpu_plan_from);
 		free(rs->params);
 		free(rs->state);
 		rs->params = rs->state = NULL;

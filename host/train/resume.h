@@ -32,7 +32,8 @@ struct resume_state {
 	float *state;  /* the optimizer's (optim_desc_of(--optimizer).n_state * n_params), likewise */
 	/*
 	 * This run: its settings, ranks, data, steps per epoch, and its backend's
-	 * plan (after --resume: the checkpoint's, until the run's own replaces it).
+	 * plan (after --resume: the checkpoint's; with --gpu-plan-from: that file's;
+	 * until the run's own replaces it).
 	 */
 	struct checkpoint_info run;
 };
@@ -44,9 +45,11 @@ struct resume_state {
  * epoch). With --resume, rank 0 finds, validates and reads the checkpoint (a
  * directory's newest valid one, warning about each corrupt one it skips) and
  * every rank learns where to continue: the step after the checkpoint's
- * (checkpoint_position). Without --resume rs starts at (0, 0). Returns
+ * (checkpoint_position). Without --resume rs starts at (0, 0); with
+ * --gpu-plan-from instead, rank 0 reads that file's plan and every rank gets it
+ * in rs->run.gpu_plan, as a resumed run gets its checkpoint's. Returns
  * STATUS_OK, or the same failure on every rank (STATUS_BAD_INPUT for a
- * checkpoint that cannot be used) with err saying why.
+ * checkpoint or plan file that cannot be used) with err saying why.
  */
 enum status resume_prepare(const struct train_config *c, const struct dist *d,
 			   const struct model *m, int examples, uint32_t train_crc32,

@@ -415,22 +415,27 @@ static void epoch_begin(struct run *r, int epoch, int first)
 /*
  * --resume: the checkpoint's plan (checked when it was read), so that every
  * op runs as it did before the checkpoint and the resumed run is bitwise the
- * one saved. A plan for another GPU or library is set aside: the ops are
- * planned anew, and rank 0 says so.
+ * one saved. --gpu-plan-from: the plan of an earlier run's --metrics file, so
+ * that runs compared on it differ only in what they change. A plan for
+ * another GPU or library is set aside: the ops are planned anew, and rank 0
+ * says so. Each op the plan names reports that plan as its source.
  */
 static void plan_restore(struct run *r)
 {
 	struct plan_info p;
 	char why[512];
+	int resumed = r->c->resume[0] != '\0';
+	const char *whose = resumed ? "the checkpoint's GPU plan" : "the --gpu-plan-from plan";
 	if (!r->rs.run.gpu_plan[0] || !backend_has_plan(r->be))
 		return;
 	if (plan_json_parse(r->rs.run.gpu_plan, &p, why, sizeof(why)))
-		die(2, "--resume: the checkpoint's GPU plan: %s", why); /* checked on reading */
+		die(2, "%s: %s", whose, why); /* checked on reading */
+	for (int i = 0; i < p.n_ops; i++)
+		snprintf(p.ops[i].source, sizeof(p.ops[i].source), "%s",
+			 resumed ? "checkpoint" : "gpu-plan-from");
 	if (backend_plan_set(r->be, &p, why, sizeof(why)) && r->d->rank == 0)
-		fprintf(stderr,
-			"mnist-train: the checkpoint's GPU plan does not fit here (%s): measuring a new "
-			"plan; the resumed run is not bitwise the one saved\n",
-			why);
+		fprintf(stderr, "mnist-train: %s does not fit here (%s): measuring a new plan%s\n", whose,
+			why, resumed ? "; the resumed run is not bitwise the one saved" : "");
 	plan_json_free(&p);
 }
 

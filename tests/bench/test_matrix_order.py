@@ -15,6 +15,8 @@ order and the bookkeeping of bench/train itself).
  5. A node of 4 GPUs (ranks 1, 2, 4): every cell at 1 rank before any at 2 or 4, so a limit
     reached after the 1-rank cells' goal columns leaves every goal's figure (stated on one
     GPU) measured; the results keep the order model, batch, ranks.
+ 6. Each diagnostic run is given its cell's graph-column plan (--gpu-plan-from that run's
+    metrics file), and measures its own where that run failed.
 Exit status 0 when all hold, 1 with the first that does not."""
 import os
 import sys
@@ -45,20 +47,22 @@ class Runner:
 
     def __init__(self, clock, failing=()):
         self.clock, self.failing, self.log = clock, set(failing), []
+        self.extra = {}  # (column, cell) -> mnist-train's extra flags
 
     def _result(self, key, cell):
         self.clock.started += 1
         self.log.append((key, cell))
         if (key, cell) in self.failing:
             sys.exit(f"stand-in failure of {key} {cell}")
-        return {"ips": 1.0, "step_median_ms": 0.01, "step_p95_ms": 0.02, "acc": 0.9, "metrics": "-",
-                "device": "stand-in GPU"}
+        return {"ips": 1.0, "step_median_ms": 0.01, "step_p95_ms": 0.02, "acc": 0.9,
+                "metrics": f"{key}-{cell[0]}-b{cell[1]}-r{cell[2]}.jsonl", "device": "stand-in GPU"}
 
     def ours(self, m, b, r, graph, extra, tag):
         key = {"": "ours" if graph else "ours_nograph", "-single": "ours_single", "-nopdl": "ours_nopdl",
                "-noside": "ours_noside"}[tag]
         if key == "ours_single" and "--graph-steps" not in extra:
             fail(f"{key}: flags {extra}")
+        self.extra[(key, (m, b, r))] = list(extra)
         return self._result(key, (m, b, r))
 
     def torch_cell(self, m, b, r, variant):
@@ -155,6 +159,19 @@ for (m, b, r), c in cells.items():
     if r > 1 and (c["ours"] or c["not_run"].get("ours") != "not run: --time-limit reached"):
         fail(f"5: {m} b{b} r{r} ran before every 1-rank cell was done: {c['ours']}, {c['not_run']}")
 
+# 6. the diagnostics on the plan their cell's graph column measured (--gpu-plan-from its
+# metrics file); where that run failed, each measures its own
+failed = ("ours", ("mlp", 32, 1))
+clock = Clock()
+R = Runner(clock, failing=[failed])
+cells = both_passes(args(), R, clock)
+for (key, cell), extra in R.extra.items():
+    given = extra[extra.index("--gpu-plan-from") + 1] if "--gpu-plan-from" in extra else None
+    want = None if key == "ours" or cell == failed[1] else f"ours-{cell[0]}-b{cell[1]}-r{cell[2]}.jsonl"
+    if given != want:
+        fail(f"6: {key} {cell} ran with --gpu-plan-from {given}, expected {want}")
+
 print(f"PASS: {n_cells} cells: the goals' {len(matrix.GOAL_COLUMNS)} columns first, "
       f"the {len(matrix.DIAGNOSTIC_COLUMNS)} diagnostic ones after; a limit cuts diagnostics only; "
-      "a failure stays a failure; 2 repetitions of the goal columns first; 1 rank before more")
+      "a failure stays a failure; 2 repetitions of the goal columns first; 1 rank before more; "
+      "the diagnostics on the graph column's plan")

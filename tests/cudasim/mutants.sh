@@ -143,8 +143,11 @@ mutant loss-relu-gate-dropped $X \
 	'gpu_ops_sim'
 # Issue 25: measured plans.
 mutant checkpoint-plan-ignored $Q \
-	'const char *preset = preset_for(g, rep->key);' 'const char *preset = NULL;' \
+	'const struct gemm_preset *preset = preset_for(g, rep->key);' 'const struct gemm_preset *preset = NULL;' \
 	'mnist_train_sim_seed_cuda_vs_host_2|gpu_plan_sim'
+mutant given-plan-source-lost $L \
+	$'\t\t\t in->ops[i].source);' $'\t\t\t "measured");' \
+	'mnist_train_sim_side_stream_mlp|gpu_plan_sim'
 mutant bias-gradient-kernel-not-run $L \
 	$'\t\tkernels_bias_grad(stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k, r->bias_grad);' $'\t\t(void)0;' \
 	'gpu_plan_sim|gpu_ops_sim_lt_default_only'

@@ -8,7 +8,9 @@
 # Runs: graph replay with the second stream (the default: the graph forks and joins, and
 # the simulator replays its branches as late and as early as their dependencies allow, on
 # alternate launches, cudasim.h rule 6); graph replay with --no-side-stream; --no-graph
-# (forks and joins on the streams, run lazily, rule 2); --no-graph --no-side-stream. Every
+# (forks and joins on the streams, run lazily, rule 2); --no-graph --no-side-stream. The
+# first measures its plan, the others run it (--gpu-plan-from its --metrics file, and must
+# report every op so). Every
 # run must end with the same param_crc32 and final loss, none may fall back from a failed
 # capture, each gpu_plan record must say which streams it used, and the modelled step
 # (rule 10: a graph's branches overlap) must be shorter with the second stream than
@@ -37,14 +39,17 @@ run() { # NAME [ARGS...]
 }
 
 run side "$@"
-run one --no-side-stream "$@"
-run side_plain --no-graph "$@"
-run one_plain --no-graph --no-side-stream "$@"
+# The other three follow the first's plan: what differs between them is only the streams and
+# the graph, and no plan is measured again (on the simulator most of a LeNet-5 run's time).
+run one --no-side-stream --gpu-plan-from "$TMP/side.jsonl" "$@"
+run side_plain --no-graph --gpu-plan-from "$TMP/side.jsonl" "$@"
+run one_plain --no-graph --no-side-stream --gpu-plan-from "$TMP/side.jsonl" "$@"
 for name in one side_plain one_plain; do
 	for k in param_crc32 final_loss; do
 		[ -n "$(field side $k)" ] && [ "$(field $name $k)" = "$(field side $k)" ] ||
 			fail "$k: $(field side $k) with the second stream, $(field $name $k) in $name"
 	done
+	why=$(follows_plan $name side) || fail "$name did not follow side's plan (--gpu-plan-from): $why"
 done
 case "$(launch_of side)" in
 *"weight gradients on a second stream") ;;

@@ -112,6 +112,7 @@ static void implicit_leaves_cols(struct gpu_test *t, const char *name, const str
 		snprintf(want.chosen, sizeof(want.chosen), "%.*s", (int)strlen(imp) - (implicit ? 0 : 7),
 			 imp);
 		want.n_candidates = 0;
+		snprintf(want.source, sizeof(want.source), "checkpoint");
 		in.n_ops = 1;
 		in.ops = &want;
 		gpu_test_check(t, !backend_plan_set(&t->dev, &in, why, sizeof(why)),
@@ -206,6 +207,7 @@ static void plan_model(struct gpu_test *t, const char *name, enum model_kind kin
 			char why[256] = "";
 			snprintf(want.chosen, sizeof(want.chosen), "%s", ops[i].cand[j].name);
 			want.n_candidates = 0;
+			snprintf(want.source, sizeof(want.source), "checkpoint");
 			in.n_ops = 1;
 			in.ops = &want;
 			int refused = backend_plan_set(&t->dev, &in, why, sizeof(why));
