@@ -96,7 +96,11 @@ PY
 }
 
 run lenet 1 --model lenet --profile --metrics "$TMP/lenet.jsonl"
-run lenet_plain 1 --model lenet
+# The same run without --profile; on a GPU on the plan the first measured (--gpu-plan-from), so
+# that the two differ in the profile alone (and the second measures no plan of its own).
+same_plan=()
+[ "$BACKEND" = cuda ] && same_plan=(--gpu-plan-from "$TMP/lenet.jsonl")
+run lenet_plain 1 --model lenet "${same_plan[@]}"
 # The CUDA backend runs the step's head (the dense layers' forwards, the loss, their input
 # and weight gradients, the pool gradient under them: LeNet-5's 11 ops, the mlp's 9) as one
 # op; the host backend op by op.
