@@ -13,7 +13,8 @@
 # records must say how they launched; the cuda run must say backend=cuda and name the simulated device,
 # follow the host run's loss curve (every logged loss of rank 0 within
 # 0.02 + 2% of the host's) and reach its test accuracy within 0.01. Then
-# checkpoints: a cuda run of 1 epoch with --checkpoint-dir, resumed by
+# checkpoints: a cuda run of 1 epoch with --checkpoint-dir, on the first cuda run's plan
+# (--gpu-plan-from its --metrics file; every op must say so), resumed by
 # --resume for the second, must end bitwise where the uninterrupted cuda run
 # ended. The plan (cuda/gemm_lt.cu): the cuda run's --metrics hold one gpu_plan
 # record, every op with its candidates and the chosen one among them; the
@@ -46,7 +47,10 @@ run() { # NAME ARGS...
 run graph --backend cuda --epochs 2
 run plain --backend cuda --no-graph --no-pdl --no-side-stream --epochs 2
 run host --backend host --epochs 2
-run first --backend cuda --epochs 1 --checkpoint-dir "$TMP/ck"
+# The first epoch on the cuda run's plan (--gpu-plan-from: rank 0 reads it, every rank runs it,
+# a rank left to measure would wait for rank 0 at its deadline), which its checkpoint keeps.
+run first --backend cuda --epochs 1 --checkpoint-dir "$TMP/ck" --gpu-plan-from "$TMP/graph.jsonl"
+why=$(follows_plan first graph) || fail "first: did not follow the cuda run's plan (--gpu-plan-from): $why"
 run resumed --backend cuda --epochs 2 --checkpoint-dir "$TMP/ck" --resume "$TMP/ck"
 [ "$(field resumed param_crc32)" = "$(field graph param_crc32)" ] && [ -n "$(field graph param_crc32)" ] ||
 	fail "resume: 1 epoch + --resume for the second ended at param_crc32=$(field resumed param_crc32), the uninterrupted run at $(field graph param_crc32)"
