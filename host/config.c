@@ -212,9 +212,10 @@ const struct setting config_settings[] = {
 		 "(cuBLASLt's first choice, direct convolutions, untimed)"},
 	{.flag = "gpu-plan-from", .arg = "FILE", .type = SETTING_PATH, .offset = FIELD(gpu_plan_from),
 	 .hi = CONFIG_PATH_MAX - 1, .where = SETTING_AGREE,
-	 .help = "CUDA backend: run each op the way the plan in FILE, an earlier run's --metrics "
-		 "file, chose it (its gpu_plan record, read by rank 0); ops it does not name are planned "
-		 "per --gpu-plan. Runs compared on one plan differ only in what they change",
+	 .help = "CUDA backend: run each op the way an earlier run's plan chose it, read by rank 0 "
+		 "from FILE: that run's --metrics file (its last gpu_plan record) or a checkpoint it "
+		 "saved; ops it does not name are planned per --gpu-plan. Runs compared on one plan "
+		 "differ only in what they change",
 	 .applies = without_resume,
 	 .needs = "a resumed run follows its checkpoint's own plan (drop --resume or this flag)"},
 

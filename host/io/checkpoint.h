@@ -145,6 +145,20 @@ enum status checkpoint_load(const char *path, const struct model *m,
 			    const struct checkpoint_info *run, struct checkpoint_info *info,
 			    float *params, float *state, int *mismatch, char *err, size_t errlen);
 
+/* Whether the file at path begins as a checkpoint does (its header's length, then '{'). */
+int checkpoint_is_file(const char *path);
+
+/*
+ * --gpu-plan-from PATH, a checkpoint: read it whole (at most the size the
+ * model m implies, as checkpoint_load) and check it (checkpoint_parse: the
+ * checksum, the metadata; any run's or model's) and copy its GPU plan (the
+ * metadata "gpu_plan", plan_json's text) into plan (cap bytes). STATUS_OK;
+ * STATUS_BAD_INPUT when it cannot be read, is damaged or holds no plan; or
+ * STATUS_RUNTIME. err names the file.
+ */
+enum status checkpoint_read_plan(const char *path, const struct model *m, char *plan, size_t cap,
+				 char *err, size_t errlen);
+
 /*
  * --resume PATH: a file is loaded as it is; a directory's checkpoints are
  * tried newest first (by global step), and one that cannot be read or is

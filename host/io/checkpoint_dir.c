@@ -1,6 +1,7 @@
 /*
  * checkpoint_dir.c - checkpoints as files: the atomic write, loading one
- * file, --resume's newest-valid search of a directory, pruning to --keep,
+ * file (or only its plan, for --gpu-plan-from), --resume's newest-valid search
+ * of a directory, pruning to --keep,
  * and preparing --checkpoint-dir (io/checkpoint.h; the format is
  * io/checkpoint_format.h's, the file image io/checkpoint_write.c's, its
  * reading io/checkpoint_read.c's and the fit io/checkpoint_compat.c's).
@@ -123,45 +124,65 @@ out_free_img:
 
 /* ---- reading -------------------------------------------------------------- */
 
-enum status checkpoint_load(const char *path, const struct model *m,
-			    const struct checkpoint_info *run, struct checkpoint_info *info,
-			    float *params, float *state, int *mismatch, char *err, size_t errlen)
+/*
+ * Read the file at path whole into *buf (malloc'd; *len bytes), at most the
+ * largest checkpoint model m can have. STATUS_BAD_INPUT (*too_big 1 when it
+ * is larger than that) or STATUS_RUNTIME, with err naming path.
+ */
+static enum status read_image(const char *path, const struct model *m, uint8_t **buf, size_t *len,
+			      int *too_big, char *err, size_t errlen)
 {
-	struct checkpoint_view *view = NULL;
-	uint8_t *buf = NULL;
 	struct stat st;
-	int other_run = 0;
 	enum status rc = STATUS_BAD_INPUT;
+	*buf = NULL;
+	*too_big = 0;
 	FILE *f = fopen(path, "rb");
-	if (!f) {
-		status_fail(err, errlen, rc, "%s: cannot open: %s", path, strerror(errno));
-		goto out;
-	}
+	if (!f)
+		return status_fail(err, errlen, rc, "%s: cannot open: %s", path, strerror(errno));
 	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
 		status_fail(err, errlen, rc, "%s: not a regular file", path);
-		goto out_close;
+		goto out;
 	}
 	/* Never read more than this model's checkpoint can be. */
 	uint64_t limit = 8 + CHECKPOINT_MAX_HEADER + (uint64_t)m->n_params * 4u * (1 + OPTIM_MAX_STATE) + 4u;
 	if ((uint64_t)st.st_size > limit) {
 		status_fail(err, errlen, rc, "%s: %lld bytes, more than a checkpoint of this model can be (%llu)",
 			    path, (long long)st.st_size, (unsigned long long)limit);
-		other_run = 1;
-		goto out_close;
+		*too_big = 1;
+		goto out;
 	}
-	size_t len = (size_t)st.st_size;
-	buf = malloc(len ? len : 1);
-	view = malloc(sizeof(*view));
-	if (!buf || !view) {
-		rc = status_fail(err, errlen, STATUS_RUNTIME, "%s: out of memory reading %zu bytes", path, len);
-		goto out_free;
+	*len = (size_t)st.st_size;
+	*buf = malloc(*len ? *len : 1);
+	if (!*buf) {
+		rc = status_fail(err, errlen, STATUS_RUNTIME, "%s: out of memory reading %zu bytes", path, *len);
+		goto out;
 	}
-	if (fread(buf, 1, len, f) != len) {
+	if (fread(*buf, 1, *len, f) != *len) {
 		status_fail(err, errlen, rc, "%s: read failed: %s", path,
 			    ferror(f) ? strerror(errno) : "short read");
-		goto out_free;
+		free(*buf);
+		*buf = NULL;
+		goto out;
 	}
-	rc = checkpoint_parse(buf, len, path, info, view, err, errlen);
+	rc = STATUS_OK;
+out:
+	fclose(f);
+	return rc;
+}
+
+enum status checkpoint_load(const char *path, const struct model *m,
+			    const struct checkpoint_info *run, struct checkpoint_info *info,
+			    float *params, float *state, int *mismatch, char *err, size_t errlen)
+{
+	uint8_t *buf;
+	size_t len;
+	int other_run = 0;
+	enum status rc = read_image(path, m, &buf, &len, &other_run, err, errlen);
+	struct checkpoint_view *view = rc ? NULL : malloc(sizeof(*view));
+	if (!rc && !view)
+		rc = status_fail(err, errlen, STATUS_RUNTIME, "%s: out of memory", path);
+	if (!rc)
+		rc = checkpoint_parse(buf, len, path, info, view, err, errlen);
 	if (rc == STATUS_OK) {
 		/* A whole checkpoint from here on: a refusal is another run's or model's. */
 		rc = checkpoint_compat(info, run, path, err, errlen);
@@ -169,14 +190,56 @@ enum status checkpoint_load(const char *path, const struct model *m,
 			rc = checkpoint_extract(view, m, info, path, params, state, err, errlen);
 		other_run = rc != STATUS_OK;
 	}
-out_free:
 	free(view);
 	free(buf);
-out_close:
-	fclose(f);
-out:
 	if (mismatch)
 		*mismatch = other_run;
+	return rc;
+}
+
+int checkpoint_is_file(const char *path)
+{
+	unsigned char head[9];
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return 0;
+	size_t n = fread(head, 1, sizeof(head), f);
+	fclose(f);
+	/* A header length under 16 MiB (our headers are under CHECKPOINT_MAX_HEADER), then its '{'. */
+	return n == sizeof(head) && !head[3] && !head[4] && !head[5] && !head[6] && !head[7] &&
+	       head[8] == '{';
+}
+
+enum status checkpoint_read_plan(const char *path, const struct model *m, char *plan, size_t cap,
+				 char *err, size_t errlen)
+{
+	uint8_t *buf;
+	size_t len;
+	int too_big;
+	struct checkpoint_info *info = NULL;
+	struct checkpoint_view *view = NULL;
+	enum status rc = read_image(path, m, &buf, &len, &too_big, err, errlen);
+	if (!rc) {
+		info = malloc(sizeof(*info));
+		view = malloc(sizeof(*view));
+		if (!info || !view)
+			rc = status_fail(err, errlen, STATUS_RUNTIME, "%s: out of memory", path);
+	}
+	if (!rc)
+		rc = checkpoint_parse(buf, len, path, info, view, err, errlen);
+	if (!rc && !info->gpu_plan[0])
+		rc = status_fail(err, errlen, STATUS_BAD_INPUT,
+				 "%s: the checkpoint holds no GPU plan (it was written by a run on the "
+				 "host backend)",
+				 path);
+	if (!rc && strlen(info->gpu_plan) >= cap)
+		rc = status_fail(err, errlen, STATUS_BAD_INPUT, "%s: the checkpoint's GPU plan is %zu bytes, "
+				 "expected at most %zu", path, strlen(info->gpu_plan), cap - 1);
+	if (!rc)
+		snprintf(plan, cap, "%s", info->gpu_plan);
+	free(view);
+	free(info);
+	free(buf);
 	return rc;
 }
 

@@ -82,18 +82,25 @@ static enum status load_on_rank0(const struct train_config *c, const struct mode
 }
 
 /*
- * Rank 0's part of --gpu-plan-from: the plan of an earlier run's --metrics
- * file, as a checkpoint keeps one (the ways chosen, not the candidates weighed).
+ * Rank 0's part of --gpu-plan-from: the plan of an earlier run, as a
+ * checkpoint keeps one (the ways chosen, not the candidates weighed): from a
+ * checkpoint's metadata, or from the last gpu_plan record of a --metrics file.
  */
-static enum status plan_on_rank0(const struct train_config *c, struct resume_state *rs, char *err,
-				 size_t errlen)
+static enum status plan_on_rank0(const struct train_config *c, const struct model *m,
+				 struct resume_state *rs, char *err, size_t errlen)
 {
 	struct plan_info p;
 	char why[1536];
+	enum status rc;
+	if (checkpoint_is_file(c->gpu_plan_from)) {
+		rc = checkpoint_read_plan(c->gpu_plan_from, m, rs->run.gpu_plan,
+					  sizeof(rs->run.gpu_plan), why, sizeof(why));
+		return rc ? status_fail(err, errlen, rc, "--gpu-plan-from %s", why) : STATUS_OK;
+	}
 	if (plan_json_load(c->gpu_plan_from, &p, why, sizeof(why)))
 		return status_fail(err, errlen, STATUS_BAD_INPUT, "--gpu-plan-from %s", why);
 	char *text = plan_json_dump(&p, 0, NULL);
-	enum status rc = STATUS_OK;
+	rc = STATUS_OK;
 	if (strlen(text) >= sizeof(rs->run.gpu_plan))
 		rc = status_fail(err, errlen, STATUS_BAD_INPUT,
 				 "--gpu-plan-from %s: the plan of %d ops is %zu bytes as a checkpoint "
@@ -119,7 +126,7 @@ enum status resume_prepare(const struct train_config *c, const struct dist *d,
 		return STATUS_OK;
 	if (d->rank == 0) /* the two are never given together (config.c) */
 		rc = c->resume[0] ? load_on_rank0(c, m, rs, pos, err, errlen)
-				  : plan_on_rank0(c, rs, err, errlen);
+				  : plan_on_rank0(c, m, rs, err, errlen);
 	int worst = dist_agree(d, rc, NULL);
 	if (worst) {
 		if (d->rank != 0)

@@ -9,8 +9,8 @@
 # the simulator replays its branches as late and as early as their dependencies allow, on
 # alternate launches, cudasim.h rule 6); graph replay with --no-side-stream; --no-graph
 # (forks and joins on the streams, run lazily, rule 2); --no-graph --no-side-stream. The
-# first measures its plan, the others run it (--gpu-plan-from its --metrics file, and must
-# report every op so). Every
+# first measures its plan, the others run it (--gpu-plan-from its --metrics file or, the
+# last, the checkpoint the third saved; each must report every op so). Every
 # run must end with the same param_crc32 and final loss, none may fall back from a failed
 # capture, each gpu_plan record must say which streams it used, and the modelled step
 # (rule 10: a graph's branches overlap) must be shorter with the second stream than
@@ -40,10 +40,13 @@ run() { # NAME [ARGS...]
 
 run side "$@"
 # The other three follow the first's plan: what differs between them is only the streams and
-# the graph, and no plan is measured again (on the simulator most of a LeNet-5 run's time).
+# the graph, and no plan is measured again (on the simulator most of a LeNet-5 run's time). Two
+# read it from its --metrics file, the last from the checkpoint the one before saved at the
+# epoch's end (which holds the plan it ran). Only the --no-graph runs save: a save's wait would
+# be in the modelled step compared below.
 run one --no-side-stream --gpu-plan-from "$TMP/side.jsonl" "$@"
-run side_plain --no-graph --gpu-plan-from "$TMP/side.jsonl" "$@"
-run one_plain --no-graph --no-side-stream --gpu-plan-from "$TMP/side.jsonl" "$@"
+run side_plain --no-graph --gpu-plan-from "$TMP/side.jsonl" --checkpoint-dir "$TMP/ck" "$@"
+run one_plain --no-graph --no-side-stream --gpu-plan-from "$TMP/ck/ckpt-0-16.safetensors" "$@"
 for name in one side_plain one_plain; do
 	for k in param_crc32 final_loss; do
 		[ -n "$(field side $k)" ] && [ "$(field $name $k)" = "$(field side $k)" ] ||

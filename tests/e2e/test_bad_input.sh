@@ -22,7 +22,8 @@
 # directory with no test/ beside it), a warm-up longer than the run (with a control: a
 # warm-up exactly as long trains), MPMD launches where
 # only one rank has a bad flag or a bad file, --gpu-plan-from files that hold no plan (missing,
-# none in it, one cut short, one lacking a field) or given with --resume, and a --metrics file in a
+# none in it, one cut short, one lacking a field, a host backend's checkpoint, a checkpoint with a
+# byte changed) or given with --resume, and a --metrics file in a
 # directory that does not exist (and no file left behind).
 # MNIST_BAD_INPUT_ONLY=REGEX runs only the cases whose names match (extended
 # regex), and the controls they need: the .gz-only run wants only those that read
@@ -208,7 +209,8 @@ bad mpmd-rank1-bad-flag "1" "--lr" "'-1'.*positive" \
 	-n 1 "$T" --limit 100 : -n 1 "$T" --limit 100 --lr -1
 bad mpmd-rank1-bad-file "1" "$TMP/magic/train-images-idx3-ubyte" "magic.*0x0*804" \
 	-n 1 "$T" --limit 10 --epochs 1 : -n 1 "$T" --limit 10 --epochs 1 --data "$TMP/magic"
-# --gpu-plan-from: rank 0 reads an earlier run's --metrics file for its gpu_plan record (any
+# --gpu-plan-from: rank 0 reads an earlier run's --metrics file for its gpu_plan record, or a
+# checkpoint for its plan (any
 # backend: a bad file is bad input even where no plan is used); rank 1 says rank 0 stopped it.
 printf '{"epoch": 0, "step": 0, "loss": 2.3}\n' >"$TMP/no-plan.jsonl"
 printf '{"event": "gpu_plan", "device": "GPU", "library": "cublasLt 1", "ops": [{"op": "gemm"' \
@@ -225,6 +227,20 @@ bad gpu-plan-from-field-missing "0" "$TMP/field-plan.jsonl" "line 1: the plan's 
 	-n 2 "$T" --limit 100 --gpu-plan-from "$TMP/field-plan.jsonl"
 bad gpu-plan-from-with-resume "0 1" "--gpu-plan-from" "resumed run follows its checkpoint's own plan" \
 	-n 2 "$T" --limit 100 --resume "$TMP/nope" --gpu-plan-from "$TMP/no-plan.jsonl"
+# A checkpoint as FILE: one of the host backend's holds no plan; one with a byte changed fails its
+# checksum. The data set of 10 images trains in one step (the control above).
+if wanted gpu-plan-from-checkpoint; then
+	timeout -k 10 "$CASE_TIMEOUT" "${MPIRUN[@]}" -n 1 "$T" --data "$TMP/good/train" --epochs 1 \
+		--checkpoint-dir "$TMP/host-ck" >"$TMP/host-ck.out" 2>&1
+	HOST_CK=$(ls "$TMP"/host-ck/ckpt-*.safetensors 2>/dev/null | head -n 1)
+	[ -n "$HOST_CK" ] || fail "gpu-plan-from-checkpoint: no checkpoint written in $TMP/host-ck: $(cat "$TMP/host-ck.out")"
+	cp "$HOST_CK" "$TMP/flipped.safetensors"
+	printf 'X' | dd of="$TMP/flipped.safetensors" bs=1 seek=$(($(wc -c <"$HOST_CK") - 20)) conv=notrunc 2>/dev/null
+fi
+bad gpu-plan-from-checkpoint-no-plan "0" "${HOST_CK:-host-ck}" "holds no GPU plan.*host backend" \
+	-n 2 "$T" --limit 100 --gpu-plan-from "${HOST_CK:-host-ck}"
+bad gpu-plan-from-checkpoint-damaged "0" "$TMP/flipped.safetensors" "checksum mismatch" \
+	-n 2 "$T" --limit 100 --gpu-plan-from "$TMP/flipped.safetensors"
 
 # Nothing half-written: no metrics file where its directory does not exist.
 bad metrics-dir-missing "0" "--metrics" "$TMP/no-such-dir/m.jsonl" \
