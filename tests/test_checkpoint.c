@@ -11,7 +11,8 @@
  * header) must be refused as corrupt (STATUS_BAD_INPUT) with a message naming
  * the file; a file of another model or configuration must be refused naming
  * what differs, and checkpoint_load must tell it from a corrupt one; --resume DIR must fall back past corrupt files with a warning and
- * never past a mismatch; pruning keeps the newest K. Files live in a fresh
+ * never past a mismatch; pruning keeps the newest K; --gpu-plan-from reads the
+ * plan back from a checkpoint or a --metrics file, refusing damaged ones. Files live in a fresh
  * mkdtemp directory per test (Criterion runs each test in its own process).
  * Random inputs come from a seed printed in every failure message.
  */
@@ -623,4 +624,104 @@ Test(checkpoint, damaged_gpu_plan_is_bad_input)
 	char err[ERRLEN] = "";
 	cr_expect_eq(parse_image(im.buf, im.len, err), STATUS_OK, "%s", err);
 	free_image(&im);
+}
+
+/* ---- --gpu-plan-from: a plan read back from a file ------------------------------------ */
+
+/* Text into a file (the fixture's write_file takes bytes). */
+static void write_text(const char *path, const char *text)
+{
+	write_file(path, (const uint8_t *)text, strlen(text));
+}
+
+Test(checkpoint, gpu_plan_from_a_checkpoint)
+{
+	struct plan_info p;
+	struct plan_op ops[2];
+	two_op_plan(&p, ops);
+	char *text = plan_json_dump(&p, 0, NULL);
+	struct image im;
+	image_with_plan(&im, text);
+	char path[700], other[700], plan[CHECKPOINT_PLAN_MAX], err[ERRLEN] = "";
+	snprintf(path, sizeof(path), "%s/ckpt-0-3.safetensors", tmpdir);
+	write_file(path, im.buf, im.len);
+	cr_expect(checkpoint_is_file(path));
+	cr_assert_eq(checkpoint_read_plan(path, &im.m, plan, sizeof(plan), err, sizeof(err)),
+		     STATUS_OK, "%s", err);
+	cr_expect_str_eq(plan, text);
+	/* Too small a buffer for it: refused, not cut. */
+	cr_expect_eq(checkpoint_read_plan(path, &im.m, plan, 20, err, sizeof(err)), STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "expected at most 19") != NULL, "%s", err);
+
+	/* A byte changed in the data: its checksum says so, naming the file. */
+	im.buf[im.len - 3] ^= 0x40;
+	snprintf(other, sizeof(other), "%s/flipped.safetensors", tmpdir);
+	write_file(other, im.buf, im.len);
+	cr_expect_eq(checkpoint_read_plan(other, &im.m, plan, sizeof(plan), err, sizeof(err)),
+		     STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "flipped.safetensors: checksum mismatch") != NULL, "%s", err);
+	/* Cut short: likewise refused. */
+	write_file(other, im.buf, im.len / 2);
+	cr_expect_eq(checkpoint_read_plan(other, &im.m, plan, sizeof(plan), err, sizeof(err)),
+		     STATUS_BAD_INPUT, "%s", err);
+	free_image(&im);
+
+	/* A checkpoint without a plan (the host backend's). */
+	make_image(&im, 0, 3);
+	write_file(other, im.buf, im.len);
+	cr_expect(checkpoint_is_file(other));
+	cr_expect_eq(checkpoint_read_plan(other, &im.m, plan, sizeof(plan), err, sizeof(err)),
+		     STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "holds no GPU plan") != NULL, "%s", err);
+	free_image(&im);
+
+	/* Files that do not begin as a checkpoint: JSON lines, an empty file, none at all. */
+	write_text(other, "{\"event\": \"gpu_plan\"}\n");
+	cr_expect(!checkpoint_is_file(other));
+	write_text(other, "");
+	cr_expect(!checkpoint_is_file(other));
+	snprintf(other, sizeof(other), "%s/none", tmpdir);
+	cr_expect(!checkpoint_is_file(other));
+	free(text);
+}
+
+Test(checkpoint, gpu_plan_from_a_metrics_file)
+{
+	struct plan_info p, back;
+	struct plan_op ops[2];
+	two_op_plan(&p, ops);
+	char *first = plan_json_dump(&p, 1, "gpu_plan");
+	snprintf(ops[1].chosen, sizeof(ops[1].chosen), "tile.k32");
+	char *last = plan_json_dump(&p, 1, "gpu_plan");
+	char path[700], err[ERRLEN] = "", text[16384];
+
+	/* The last record is the plan, whatever lines surround it. */
+	snprintf(path, sizeof(path), "%s/m.jsonl", tmpdir);
+	snprintf(text, sizeof(text),
+		 "{\"epoch\": 0, \"step\": 0, \"loss\": 2.3}\n%s\n{\"event\": \"note\", \"x\": "
+		 "\"gpu_plan\"}\n%s\n{\"event\": \"step_times\"}\n",
+		 first, last);
+	write_text(path, text);
+	cr_assert_eq(plan_json_load(path, &back, err, sizeof(err)), STATUS_OK, "%s", err);
+	cr_assert_eq(back.n_ops, 2);
+	cr_expect_str_eq(back.ops[0].chosen, ops[0].chosen);
+	cr_expect_str_eq(back.ops[1].chosen, "tile.k32");
+	cr_expect_str_eq(back.device, p.device);
+	plan_json_free(&back);
+
+	/* The last record cut short (a run killed while writing it): bad input at its line. */
+	snprintf(text, sizeof(text), "%s\n%.*s", first, (int)strlen(last) / 2, last);
+	write_text(path, text);
+	cr_expect_eq(plan_json_load(path, &back, err, sizeof(err)), STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "m.jsonl line 2: the gpu_plan record is not JSON") != NULL, "%s", err);
+
+	/* No record; no file. */
+	write_text(path, "{\"epoch\": 0}\n");
+	cr_expect_eq(plan_json_load(path, &back, err, sizeof(err)), STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "m.jsonl holds no gpu_plan record") != NULL, "%s", err);
+	snprintf(path, sizeof(path), "%s/none.jsonl", tmpdir);
+	cr_expect_eq(plan_json_load(path, &back, err, sizeof(err)), STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "none.jsonl: cannot open") != NULL, "%s", err);
+	free(first);
+	free(last);
 }
