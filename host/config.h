@@ -88,7 +88,8 @@ struct train_config {
 	int use_side_stream; /* weight gradients on a second stream (--no-side-stream: 0) */
 	int tf32;      /* TF32 tensor-core GEMMs (CUDA backend) */
 	int gpu_plan;  /* enum plan_policy (backend.h): measure or heuristic */
-	char gpu_plan_from[CONFIG_PATH_MAX]; /* a --metrics file whose plan the run follows; "" = none */
+	char gpu_plan_from[CONFIG_PATH_MAX]; /* a --metrics file or checkpoint whose plan the run
+					      * follows; "" = none */
 	int log_every;
 	int eval_every; /* score the test set every N epochs; 0 = only at the end */
 	char metrics_path[CONFIG_PATH_MAX]; /* "" = none */

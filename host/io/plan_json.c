@@ -170,9 +170,9 @@ enum status plan_json_load(const char *path, struct plan_info *out, char *err, s
 		fclose(f);
 		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: not a regular file", path);
 	}
-	for (ssize_t len; (len = getline(&line, &cap, f)) >= 0;) {
+	while (getline(&line, &cap, f) >= 0) {
 		int bad;
-		char bad_why[256];
+		char bad_why[256] = "";
 		n++;
 		if (!is_plan_record(line, &bad, bad_why, sizeof(bad_why)))
 			continue;
