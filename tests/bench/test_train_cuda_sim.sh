@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_train_cuda_sim.sh - bench/train --backend cuda --quick against the CUDA simulator's
 # build (mnist-train-cudasim, tests/cmake/45-cudasim.cmake): the results file must exist,
-# say that it is simulated (at the top and in every column of ours), carry mnist-train's
+# say that it is simulated (at the top and in every column of ours), its diagnostic columns run
+# on the graph column's plan (--gpu-plan-from), carry mnist-train's
 # figures (graph and --no-graph, 1 and 2 ranks, 128 steps each: step time, images/s over the
 # run and at the steady state, the kernels per step or "-"), mark every PyTorch column
 # (eager, CUDA graph, inductor + CUDA graph) "not available" (no CUDA here) with no PyTorch
@@ -88,6 +89,26 @@ for f in ours-seed-b32-r{1,2}-graph ours-seed-b32-r{1,2}-graph-single ours-seed-
 	grep -Eq '"event": "step_times", "steps": 128,' "$dir/$f.jsonl" 2>/dev/null ||
 		fail "$f.jsonl missing, or without 128 timed steps (--quick's --steps)"
 done
+# The diagnostic columns ran on the plan their cell's graph column measured (--gpu-plan-from its
+# metrics file): every op the same way, and said so.
+/usr/bin/python3 - "$dir" <<'PY' || fail "the diagnostic columns' plans: see above"
+import json, sys
+def plan(path):
+    recs = [r for r in map(json.loads, open(path)) if r.get("event") == "gpu_plan"]
+    return {o["key"]: o for o in recs[-1]["ops"]} if recs else {}
+bad = []
+for r in (1, 2):
+    graph = plan(f"{sys.argv[1]}/ours-seed-b32-r{r}-graph.jsonl")
+    for tag in ("graph-single", "graph-nopdl", "graph-noside", "nograph"):
+        ran = plan(f"{sys.argv[1]}/ours-seed-b32-r{r}-{tag}.jsonl")
+        if not graph or ran.keys() != graph.keys() or any(
+                o["chosen"] != graph[k]["chosen"] or o["source"] != "gpu-plan-from" for k, o in ran.items()):
+            bad.append(f"r{r} {tag}: {[(o['chosen'], o['source']) for o in ran.values()]}, "
+                       f"the graph column's {[o['chosen'] for o in graph.values()]}")
+for b in bad:
+    print(b)
+sys.exit(1 if bad else 0)
+PY
 /usr/bin/python3 - "$dir/raw.json" <<'PY' || fail "raw.json: see above"
 import json, sys
 raw = json.load(open(sys.argv[1]))
