@@ -715,6 +715,29 @@ Test(checkpoint, gpu_plan_from_a_metrics_file)
 	cr_expect_eq(plan_json_load(path, &back, err, sizeof(err)), STATUS_BAD_INPUT);
 	cr_expect(strstr(err, "m.jsonl line 2: the gpu_plan record is not JSON") != NULL, "%s", err);
 
+	/* A record longer than any plan (17 MiB on one line): refused at its line, never read whole. */
+	size_t huge = (size_t)17 << 20;
+	char *big = malloc(huge + 1);
+	cr_assert_not_null(big);
+	memset(big, ' ', huge);
+	memcpy(big, "{\"event\": \"gpu_plan\", \"device\": \"", 33);
+	big[huge] = '\0';
+	write_text(path, big);
+	cr_expect_eq(plan_json_load(path, &back, err, sizeof(err)), STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "m.jsonl line 1: the gpu_plan record is longer than 16777216 bytes") != NULL,
+		  "%s", err);
+	/* The same length without a record in it, then the whole record: that record. */
+	memcpy(big, "{\"no\": 1}", 9);
+	big[huge - 1] = '\n';
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs(big, f);
+	fputs(last, f);
+	fclose(f);
+	cr_expect_eq(plan_json_load(path, &back, err, sizeof(err)), STATUS_OK, "%s", err);
+	plan_json_free(&back);
+	free(big);
+
 	/* No record; no file. */
 	write_text(path, "{\"epoch\": 0}\n");
 	cr_expect_eq(plan_json_load(path, &back, err, sizeof(err)), STATUS_BAD_INPUT);

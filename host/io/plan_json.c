@@ -154,6 +154,45 @@ static int is_plan_record(const char *line, int *damaged, char *why, size_t whyl
 	return yes;
 }
 
+/* The longest --metrics line read whole: a plan record with its candidates is ~20 KB. */
+#define PLAN_LINE_MAX ((size_t)16 << 20)
+
+/*
+ * The next line of f into *buf (grown as needed, *cap bytes; the newline
+ * kept), at most PLAN_LINE_MAX bytes of it: a longer one's rest is read and
+ * dropped, *too_long set. 0 at the end of the file, else 1.
+ */
+static int read_line(FILE *f, char **buf, size_t *cap, int *too_long)
+{
+	char chunk[65536];
+	size_t len = 0;
+	int any = 0;
+	*too_long = 0;
+	while (fgets(chunk, sizeof(chunk), f)) {
+		size_t n = strlen(chunk);
+		any = 1;
+		if (len + n > PLAN_LINE_MAX)
+			*too_long = 1;
+		else {
+			if (len + n + 1 > *cap) {
+				size_t want = *cap ? *cap : 4096;
+				while (want < len + n + 1)
+					want *= 2;
+				char *grown = realloc(*buf, want);
+				if (!grown)
+					die(1, "out of memory reading a --metrics line of %zu bytes", len + n);
+				*buf = grown;
+				*cap = want;
+			}
+			memcpy(*buf + len, chunk, n + 1);
+			len += n;
+		}
+		if (n && chunk[n - 1] == '\n')
+			break;
+	}
+	return any;
+}
+
 enum status plan_json_load(const char *path, struct plan_info *out, char *err, size_t errlen)
 {
 	struct stat st;
@@ -170,12 +209,18 @@ enum status plan_json_load(const char *path, struct plan_info *out, char *err, s
 		fclose(f);
 		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: not a regular file", path);
 	}
-	while (getline(&line, &cap, f) >= 0) {
+	for (int too_long; read_line(f, &line, &cap, &too_long);) {
 		int bad;
 		char bad_why[256] = "";
 		n++;
-		if (!is_plan_record(line, &bad, bad_why, sizeof(bad_why)))
+		if (too_long) { /* its first PLAN_LINE_MAX bytes are kept */
+			if (!strstr(line, "gpu_plan"))
+				continue;
+			bad = 1;
+			snprintf(bad_why, sizeof(bad_why), "longer than %zu bytes", PLAN_LINE_MAX);
+		} else if (!is_plan_record(line, &bad, bad_why, sizeof(bad_why))) {
 			continue;
+		}
 		free(record);
 		record = strdup(line);
 		if (!record)
