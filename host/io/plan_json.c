@@ -256,12 +256,16 @@ void plan_json_free(struct plan_info *p)
 	p->n_ops = 0;
 }
 
+/* The table's row: op, how, us, chosen (or a candidate's name); TABLE_ROW_US with us a number. */
+#define TABLE_ROW "  %-40s %-13s %10s  %s\n"
+#define TABLE_ROW_US "  %-40s %-13s %10.2f  %s\n"
+
 void plan_print_table(FILE *f, const struct plan_info *p)
 {
 	fprintf(f, "plan: %d ops on %s (%s)\n", p->n_ops, p->device, p->library);
 	if (p->launch[0])
 		fprintf(f, "launch: %s\n", p->launch);
-	fprintf(f, "  %-40s %-13s %10s  %s\n", "op", "how", "us", "chosen");
+	fprintf(f, TABLE_ROW, "op", "how", "us", "chosen");
 	for (int i = 0; i < p->n_ops; i++) {
 		const struct plan_op *o = &p->ops[i];
 		double us = -1.0;
@@ -271,15 +275,15 @@ void plan_print_table(FILE *f, const struct plan_info *p)
 		char op[48];
 		snprintf(op, sizeof(op), "%s %s", o->op, o->shape);
 		if (us >= 0.0)
-			fprintf(f, "  %-40s %-13s %10.2f  %s\n", op, o->source, us, o->chosen);
+			fprintf(f, TABLE_ROW_US, op, o->source, us, o->chosen);
 		else
-			fprintf(f, "  %-40s %-13s %10s  %s\n", op, o->source, "-", o->chosen);
+			fprintf(f, TABLE_ROW, op, o->source, "-", o->chosen);
 		for (int c = 0; c < o->n_candidates; c++) {
 			if (o->cand[c].us >= 0.0)
-				fprintf(f, "  %-40s %-13s %10.2f  %s\n", "", "", o->cand[c].us,
+				fprintf(f, TABLE_ROW_US, "", "", o->cand[c].us,
 					o->cand[c].name);
 			else
-				fprintf(f, "  %-40s %-13s %10s  %s\n", "", "", "-", o->cand[c].name);
+				fprintf(f, TABLE_ROW, "", "", "-", o->cand[c].name);
 		}
 	}
 	if (p->measure_ms > 0.0)
