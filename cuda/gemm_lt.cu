@@ -37,10 +37,11 @@
  * cuda/plan_choose.cu):
  * PLAN_MEASURE times every candidate with CUDA events on the request's own
  * buffers (beta is 0 and no output aliases an input, so a run only rewrites
- * what the next rewrites again): one run (a second where the first took over
- * PLAN_SLOW_FACTOR times the best so far: it may have loaded its kernels),
- * then, unless that took over PLAN_SLOW_FACTOR times the best, PLAN_TIME_REPS
- * more captured in a graph and replayed, as the step runs them; the fastest
+ * what the next rewrites again): one run (a second where the first was
+ * clearly slower than the best so far, PLAN_SLOW_FACTOR times it and
+ * PLAN_SLOW_SLACK_US more: it may have loaded its kernels), then, unless that
+ * was too, PLAN_TIME_REPS more captured in a graph and replayed, as the step
+ * runs them; the fastest
  * is kept. PLAN_HEURISTIC takes the first candidate, untimed. While the stream
  * captures (nothing can be timed, nothing allocated) it is the first too. In
  * a collective stretch (a training step: every rank meets the same problems

@@ -342,6 +342,12 @@
  *                                  plan candidates took 3.8-4.8 ms at their
  *                                  first run where their twins took 13-75 us.
  *                                  0 (the default): not modelled
+ *       CUDASIM_HOST_LAUNCH_US=N   the host side of a kernel or library launch
+ *                                  on a stream, N us a kernel (default 2.5);
+ *                                  a graph's replay is not affected. On the H100
+ *                                  (2026-11-27) mlp b32's GEMM candidates, timed
+ *                                  as launches on the stream, took 12-20 us a
+ *                                  run, the host's submission included
  *     What the model leaves out: clocks and power states, caches beyond the
  *     per-trip figures, occupancy limits from registers and shared memory,
  *     how concurrent kernels share an SM beyond their resident blocks (the

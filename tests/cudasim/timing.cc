@@ -201,7 +201,15 @@ void host_observed(double device_time)
 
 double host_launch_cost_us()
 {
-	return h100::host_launch_us;
+	static double cost = -1.0;
+	if (cost < 0.0) {
+		const char *env = getenv("CUDASIM_HOST_LAUNCH_US");
+		char *end = NULL;
+		cost = env && *env ? strtod(env, &end) : h100::host_launch_us;
+		if (env && *env && (*end || !(cost >= 0.0)))
+			cudasim::fatal("CUDASIM_HOST_LAUNCH_US=%s: expected microseconds, a number >= 0", env);
+	}
+	return cost;
 }
 
 double host_event_cost_us()
