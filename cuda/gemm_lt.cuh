@@ -74,6 +74,7 @@ struct cuda_gemm {
 	cudaEvent_t time_start, time_stop; /* for timing candidates */
 	double measure_secs;     /* wall time spent timing them, on this rank */
 	double warm_secs;        /* wall time of each timed op's first way's first run */
+	double first_us;         /* cuda_plan_time's last candidate's first run, us; < 0: none */
 	struct plan_op *report;  /* plan_get's copy of the plans' reports */
 };
 

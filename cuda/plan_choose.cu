@@ -100,6 +100,7 @@ double cuda_plan_time(struct cuda_gemm *g, plan_run_fn run, void *arg, double be
 	double us = stream_us(g, run, arg, 1);
 	if (best == PLAN_FIRST_RUN)
 		return us;
+	g->first_us = us;
 	/*
 	 * A first run can hold more than the run: CUDA loads a module's kernels
 	 * when one is first launched (lazy loading, the default since CUDA
@@ -131,7 +132,7 @@ int cuda_plan_choose(struct cuda_gemm *g, struct plan_op *rep, int capturing, pl
 	int n = rep->n_candidates, chosen = 0;
 
 	for (int i = 0; i < n; i++)
-		rep->cand[i].us = -1.0;
+		rep->cand[i].us = rep->cand[i].first_us = -1.0;
 	if (preset) {
 		int resumed = !strcmp(preset->source, "checkpoint");
 		for (int i = 0; i < n; i++)
@@ -172,8 +173,10 @@ int cuda_plan_choose(struct cuda_gemm *g, struct plan_op *rep, int capturing, pl
 		g->warm_secs += clock_seconds() - w0;
 		double best = -1.0, t0 = clock_seconds();
 		for (int i = 0; i < n; i++) {
+			g->first_us = -1.0;
 			double us = time(arg, i, best);
 			rep->cand[i].us = us;
+			rep->cand[i].first_us = g->first_us;
 			if (us >= 0.0 && (best < 0.0 || us < best)) {
 				best = us;
 				chosen = i;

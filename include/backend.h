@@ -170,7 +170,9 @@ struct head_req {
 
 struct plan_candidate {
 	char name[PLAN_NAME_LEN];
-	double us; /* measured microseconds per run; < 0: not timed */
+	double us;       /* measured microseconds per run; < 0: not timed */
+	double first_us; /* its first run, one launch on the stream, the host's submission
+			    between the events; < 0: not run */
 };
 
 struct plan_op {

@@ -25,6 +25,8 @@ static json_t *op_json(const struct plan_op *o, int with_candidates)
 			json_object_set_new(c, "name", json_string(o->cand[i].name));
 			json_object_set_new(c, "us", o->cand[i].us >= 0.0 ? json_real(o->cand[i].us)
 									   : json_null());
+			if (o->cand[i].first_us >= 0.0)
+				json_object_set_new(c, "first_us", json_real(o->cand[i].first_us));
 			json_array_append_new(cands, c);
 		}
 		json_object_set_new(j, "candidates", cands);

@@ -7,7 +7,7 @@
  *   {"device": "NVIDIA H100 80GB HBM3", "library": "cublasLt 130100",
  *    "ops": [{"op": "gemm", "key": "...", "shape": "nt 6x25x200704 bias_grad",
  *             "chosen": "lt.bgradb...", "source": "measured",
- *             "candidates": [{"name": "...", "us": 12.5}, ...]}, ...]}
+ *             "candidates": [{"name": "...", "us": 12.5, "first_us": 18.0}, ...]}, ...]}
  *
  * A checkpoint keeps no candidates (what to run, not what was weighed).
  */

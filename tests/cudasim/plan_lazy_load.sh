@@ -19,8 +19,10 @@
 #           the host 12 us (2.5 by default).
 # Runs 4 steps of MODEL at BATCH on the simulated CUDA backend, the plan measured, twice:
 # as it is, and with that cost. The second plan must be the first's: every op the same
-# way, every candidate the same modelled time (to 1%); each gpu_plan record has its
-# measure_ms and, apart, warm_ms (the ops' first ways' first runs). Exit 0 pass, 1 fail.
+# way, every candidate the same modelled time (to 1%) and its first run in the record
+# (first_us; with submit, 10 us or more over its replay's time where that is under 100);
+# each gpu_plan record has its measure_ms and, apart, warm_ms (the ops' first ways' first
+# runs). Exit 0 pass, 1 fail.
 set -uo pipefail
 . "$(dirname "$0")/mpirun_args.sh"
 train_args 6 "MODEL BATCH [lazy|submit]" "$@"
@@ -56,7 +58,7 @@ if [ "$KIND" = lazy ]; then
 	fi
 	echo "lazy run: $loaded kernels loaded at their first launch, 4 ms each"
 fi
-python3 - "$TMP/plain.jsonl" "$TMP/cost.jsonl" "$MODEL b$BATCH" "$WITH" <<'PY'
+python3 - "$TMP/plain.jsonl" "$TMP/cost.jsonl" "$MODEL b$BATCH" "$WITH" "$KIND" <<'PY'
 import json, sys
 def plan(path):
     recs = [json.loads(l) for l in open(path)]
@@ -84,6 +86,14 @@ for key, p in plain.items():
         x, y = a["us"], b["us"]
         if a["name"] != b["name"] or (x is None) != (y is None) or (x is not None and abs(x - y) > 0.01 * x):
             bad.append("%s %s: %s timed %s us, %s %s %s us" % (p["op"], p["shape"], a["name"], x, sys.argv[4], b["name"], y))
+        # Each timed candidate's first run is in the record (first_us); with the host's 12 us
+        # a launch it holds that submission, which the graph's replay (us) does not.
+        first = b.get("first_us")
+        if y is not None and first is None:
+            bad.append("%s %s: %s has no first_us %s" % (p["op"], p["shape"], b["name"], sys.argv[4]))
+        elif sys.argv[5] == "submit" and y is not None and y < 100 and first < y + 10:
+            bad.append("%s %s: %s's first run took %.1f us %s, its replay %.1f: expected the "
+                       "submission's 12 us between the first run's events" % (p["op"], p["shape"], b["name"], first, sys.argv[4], y))
 for b in bad[:12]:
     print("FAIL: %s: %s" % (sys.argv[3], b))
 if bad:
