@@ -15,7 +15,8 @@ later step, or the loan, is cut. It reads what the steps left in RESULTS_DIR:
 and prints: each step's limit, status and time; quick's parts; each goal of the GPU matrix
 met or missed with its figure; each cell's median step in every column of ours; the slowest
 ops of each profiled step; the GEMM plan chosen
-(in full in quick/plans.txt); the first lines of the all and sanitize reports. A skipped
+(in full in quick/plans.txt, each candidate's first run beside) and the spread of the
+first runs over the candidates' times; the first lines of the all and sanitize reports. A skipped
 part or step is written SKIPPED with its reason, never passed. Exit 0, or 2 on bad usage.
 """
 import glob
@@ -251,7 +252,7 @@ def plans(out, lines):
                 found.append((os.path.basename(path)[:-6], recs[-1]))
     if not found:
         return
-    full, short = [], []
+    full, short, gaps = [], [], []
     for label, rec in found:
         full.append(f"== {label}")
         picks = []
@@ -263,7 +264,11 @@ def plans(out, lines):
             elif isinstance(chosen, dict):
                 chosen = chosen.get("name")
             us = next((c.get("us") for c in cands if c.get("name") == chosen), None)
-            cand = ", ".join(f"{c.get('name')} {c.get('us')} us" for c in cands)
+            cand = ", ".join(f"{c.get('name')} {c.get('us')} us"
+                             + (f" (first run {c.get('first_us')})" if num(c.get("first_us")) is not None else "")
+                             for c in cands)
+            gaps.extend(num(c.get("first_us")) - num(c.get("us")) for c in cands
+                        if num(c.get("first_us")) is not None and num(c.get("us")) is not None)
             full.append(f"{op_name(o)}: chosen {chosen} of [{cand}]")
             picks.append(f"{o.get('op', '?')} {chosen}" + (f" {us} us" if num(us) is not None else ""))
         short.append(clip(f"  {label:<10} " + "; ".join(picks)))
@@ -271,6 +276,13 @@ def plans(out, lines):
         f.write("\n".join(full) + "\n")
     lines.append("GEMM plan chosen (gpu_plan; every candidate in quick/plans.txt):")
     lines.extend(short)
+    if gaps:
+        # A first run is passed over only when over 4 times the best and 100 us more
+        # (cuda/plan_choose.cu): the host's submission in it must stay well under 100 us.
+        gaps.sort()
+        lines.append(clip(f"  first runs on the stream over their times (us, {len(gaps)} candidates): "
+                          f"min {gaps[0]:.1f}, median {gaps[len(gaps) // 2]:.1f}, max {gaps[-1]:.1f} "
+                          "(the plan allows 100 for the host's submission)"))
 
 
 def reports(out, lines):

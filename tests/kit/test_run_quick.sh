@@ -138,7 +138,7 @@ echo "op    layer shape us share"
 cat >"$metrics" <<JSON
 {"event": "step_times", "median_us": 20, "max_ms": 150.5}
 {"event": "op_times", "step_us": 200.0, "ops_us": 200.0, "ops": [{"layer": "fc1", "phase": "forward", "op": "gemm", "shape": "${batch}x784x10", "kernels": 1, "us": 150.0}, {"layer": "fc1", "phase": "loss", "op": "softmax", "shape": "${batch}x10", "kernels": 1, "us": 30.0}, {"layer": "", "phase": "", "op": "sgd", "shape": "7850", "kernels": 1, "us": 20.0}]}
-{"event": "gpu_plan", "measure_ms": 9.7, "warm_ms": 120.5, "ops": [{"op": "fc1.fwd", "shape": "${batch}x784x10", "candidates": [{"name": "algo-a", "us": 9.5}, {"name": "algo-b", "us": 7.5}], "chosen": "algo-b"}]}
+{"event": "gpu_plan", "measure_ms": 9.7, "warm_ms": 120.5, "ops": [{"op": "fc1.fwd", "shape": "${batch}x784x10", "candidates": [{"name": "algo-a", "us": 9.5, "first_us": 21.0}, {"name": "algo-b", "us": 7.5, "first_us": 19.5}], "chosen": "algo-b"}]}
 JSON
 echo "summary: model=$model backend=cuda ranks=1"
 SH
@@ -203,8 +203,10 @@ expect "$tmp/gpu/quick.log" '^set-up: seed-b32.jsonl: first step 150.5 ms, the p
 	"quick: the first step's set-up, modules loaded lazily"
 expect "$tmp/gpu/quick.log" '^set-up: seed-b32-eager.jsonl: first step 150.5 ms' \
 	"quick: the same with CUDA_MODULE_LOADING=EAGER"
-expect "$tmp/gpu/quick/plans.txt" '^fc1.fwd \[32x784x10\]: chosen algo-b of \[algo-a 9.5 us, algo-b 7.5 us\]$' \
-	"plans.txt: every candidate"
+expect "$tmp/gpu/quick/plans.txt" '^fc1.fwd \[32x784x10\]: chosen algo-b of \[algo-a 9.5 us \(first run 21.0\), algo-b 7.5 us \(first run 19.5\)\]$' \
+	"plans.txt: every candidate, its first run beside"
+expect "$summary" '^  first runs on the stream over their times \(us, 12 candidates\): min 11.5, median 12.0, max 12.0 ' \
+	"summary: how much the host's submission adds to a first run"
 expect "$tmp/bin/bench-args" ' --no-allreduce ' "the matrix on one GPU: no NCCL tables (nothing to reduce at 1 rank)"
 
 # 3b. the same on a node of 2 GPUs: the matrix runs bench/allreduce's NCCL tables too.
