@@ -148,6 +148,12 @@ mutant checkpoint-plan-ignored $Q \
 mutant given-plan-source-lost $L \
 	$'\t\t\t in->ops[i].source);' $'\t\t\t "measured");' \
 	'mnist_train_sim_side_stream_mlp|gpu_plan_sim'
+mutant first-run-screen-without-slack $Q \
+	'us > PLAN_SLOW_FACTOR * best + PLAN_SLOW_SLACK_US;' 'us > PLAN_SLOW_FACTOR * best;' \
+	'mnist_train_sim_plan_host_submit'
+mutant first-run-not-reported $Q \
+	$'\tg->first_us = us;\n' '' \
+	'mnist_train_sim_plan_host_submit'
 mutant bias-gradient-kernel-not-run $L \
 	$'\t\tkernels_bias_grad(stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k, r->bias_grad);' $'\t\t(void)0;' \
 	'gpu_plan_sim|gpu_ops_sim_lt_default_only'
