@@ -70,17 +70,23 @@ double launch_overhead_us(bool graph)
 	return graph ? h100::kernel_in_graph_us : h100::kernel_on_stream_us;
 }
 
+/* A cost in microseconds from the environment variable `name`, else `otherwise`. */
+static double env_us(const char *name, double otherwise)
+{
+	const char *env = getenv(name);
+	if (!env || !*env)
+		return otherwise;
+	char *end = NULL;
+	double us = strtod(env, &end);
+	if (*end || !(us >= 0.0))
+		cudasim::fatal("%s=%s: expected microseconds, a number >= 0", name, env);
+	return us;
+}
+
 void lazy_load(const std::string &module)
 {
 	static std::set<std::string> loaded;
-	static double cost = -1.0;
-	if (cost < 0.0) {
-		const char *env = getenv("CUDASIM_LAZY_LOAD_US");
-		char *end = NULL;
-		cost = env && *env ? strtod(env, &end) : 0.0;
-		if (env && *env && (*end || !(cost >= 0.0)))
-			cudasim::fatal("CUDASIM_LAZY_LOAD_US=%s: expected microseconds, a number >= 0", env);
-	}
+	static const double cost = env_us("CUDASIM_LAZY_LOAD_US", 0.0);
 	if (cost > 0.0 && !module.empty() && loaded.insert(module).second) {
 		host_spend(cost);
 		static bool told = false;
@@ -201,14 +207,7 @@ void host_observed(double device_time)
 
 double host_launch_cost_us()
 {
-	static double cost = -1.0;
-	if (cost < 0.0) {
-		const char *env = getenv("CUDASIM_HOST_LAUNCH_US");
-		char *end = NULL;
-		cost = env && *env ? strtod(env, &end) : h100::host_launch_us;
-		if (env && *env && (*end || !(cost >= 0.0)))
-			cudasim::fatal("CUDASIM_HOST_LAUNCH_US=%s: expected microseconds, a number >= 0", env);
-	}
+	static const double cost = env_us("CUDASIM_HOST_LAUNCH_US", h100::host_launch_us);
 	return cost;
 }
 
