@@ -81,10 +81,12 @@ static double stream_us(struct cuda_gemm *g, plan_run_fn run, void *arg, int rep
  * the stream, so the host's submission of each of the candidate's calls lies
  * between its events, where a graph's replay holds none: on the H100
  * (2026-11-27) candidates timed that way took 12-20 us a run at mlp b32,
- * where a graph node of the kind takes 2-3. By a factor alone, four times
- * a best of 3 us, a candidate as fast as the best but of more calls than one
- * would have been passed over for its submission; the slack, more than any
- * candidate's submissions, leaves that to the graph's timing.
+ * where a graph node of the kind should take 2-3 (the time model). By a
+ * factor alone, four times a best of 3 us, a candidate as fast as the best
+ * but of more calls than one would have been passed over for its
+ * submission; the slack, meant to be more than any candidate's submissions
+ * (the GPU kit's summary gives the gap measured), leaves that to the graph's
+ * timing.
  */
 static int slower(double us, double best)
 {

@@ -392,7 +392,7 @@ add_test(NAME mnist_train_sim_plan_lazy_load
          COMMAND ${MNIST_CUDASIM_DIR}/plan_lazy_load.sh ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR}
                  ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV} -- seed 32)
 # The same unbiased by the host's submission of each call (the first run, timed on the
-# stream, holds it: 12-20 us a run on the H100 at mlp b32, where a graph node takes 2-3):
+# stream, holds it: 12-20 us a run on the H100 at mlp b32, where a graph node should take 2-3):
 # the mlp's plan at batch 32 the same with each launch on a stream costing the host 12 us
 # (CUDASIM_HOST_LAUNCH_US) as with 2.5. Passing over every first run over 4 times the best,
 # the plan chose differently for 6 of its 9 ops.

@@ -13,7 +13,7 @@
 #           costs the host 4 ms; the run must have loaded kernels that way (the simulator
 #           says how many).
 #   submit  each call's submission from the host: 12-20 us a run on the H100 at mlp b32
-#           where a graph node takes 2-3, so that four times the best so far passed over
+#           where a graph node should take 2-3, so that four times the best so far passed over
 #           candidates as fast as the best but of more calls than one.
 #           CUDASIM_HOST_LAUNCH_US=12: each kernel or library launch on a stream costs
 #           the host 12 us (2.5 by default).
