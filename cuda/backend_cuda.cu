@@ -360,17 +360,40 @@ static void cuda_plan_get(void *ctx, struct plan_info *out)
 		 : c->side_able ? "one stream (--no-side-stream)" : c->side_note);
 }
 
+/*
+ * Collective: a plan is followed only where every rank's GPU and library are
+ * the ones it was measured on; otherwise no rank takes any of it (each op is
+ * measured anew, rank 0 choosing for all), and why names the first rank that
+ * differs and how.
+ */
 static int cuda_plan_set(void *ctx, const struct plan_info *in, char *why, size_t whylen)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
+	char lib[sizeof(in->library)], mine[256] = "";
 	cuda_conv_forget(&c->conv, &c->gemm);
 	cuda_head_forget(&c->head);
-	if (strcmp(in->device, c->name)) {
-		cuda_gemm_plan_set(&c->gemm, in, why, whylen); /* forgets what there was */
-		snprintf(why, whylen, "the plan is for %s, this GPU is %s", in->device, c->name);
-		return 1;
+	cuda_gemm_library(lib, sizeof(lib));
+	if (strcmp(in->device, c->name))
+		snprintf(mine, sizeof(mine), "the plan is for %s, rank %d's GPU is %s", in->device,
+			 c->dist->rank, c->name);
+	else if (strcmp(in->library, lib))
+		snprintf(mine, sizeof(mine), "the plan is for %s, rank %d's is %s", in->library,
+			 c->dist->rank, lib);
+	/*
+	 * The agreement blocks the host: first the collectives queued before it
+	 * complete on this rank too (as before a plan's timing), where a peer may
+	 * be waiting for them.
+	 */
+	cuda_wait(c);
+	int first = cuda_agree(c->dist, mine[0] != '\0');
+	if (first < 0) {
+		cuda_gemm_plan_set(&c->gemm, in);
+		return 0;
 	}
-	return cuda_gemm_plan_set(&c->gemm, in, why, whylen);
+	MPI_CHECK(MPI_Bcast(mine, (int)sizeof(mine), MPI_CHAR, first, c->dist->comm));
+	snprintf(why, whylen, "%s", mine);
+	cuda_gemm_plan_set(&c->gemm, NULL); /* nothing of it followed */
+	return 1;
 }
 
 static void cuda_set_tf32(void *ctx, int on)

@@ -673,18 +673,14 @@ void cuda_gemm_plan_get(struct cuda_gemm *g, const struct plan_op *more, int n_m
 	out->warm_ms = g->warm_secs * 1e3;
 }
 
-int cuda_gemm_plan_set(struct cuda_gemm *g, const struct plan_info *in, char *why, size_t whylen)
+void cuda_gemm_plan_set(struct cuda_gemm *g, const struct plan_info *in)
 {
-	char mine[sizeof(in->library)];
-	cuda_gemm_library(mine, sizeof(mine));
 	cuda_gemm_forget(g);
 	free(g->presets);
 	g->presets = NULL;
 	g->n_presets = 0;
-	if (strcmp(mine, in->library)) {
-		snprintf(why, whylen, "the plan is for %s, this is %s", in->library, mine);
-		return 1;
-	}
+	if (!in)
+		return;
 	g->presets = (struct gemm_preset *)xmalloc((size_t)(in->n_ops ? in->n_ops : 1) *
 						   sizeof(struct gemm_preset));
 	for (int i = 0; i < in->n_ops; i++) { /* every op's: keys differ between ops */
@@ -694,7 +690,6 @@ int cuda_gemm_plan_set(struct cuda_gemm *g, const struct plan_info *in, char *wh
 			 in->ops[i].source);
 		g->n_presets++;
 	}
-	return 0;
 }
 
 void cuda_gemm_forget(struct cuda_gemm *g)

@@ -104,10 +104,11 @@ void cuda_gemm_plan_get(struct cuda_gemm *g, const struct plan_op *more, int n_m
 
 /*
  * Take a plan's ways by name for the problems it lists, every op's (the
- * presets cuda_plan_choose finds by key); every GEMM plan so far is
- * forgotten first. 0, or 1 when its library is not this one (why filled).
+ * presets cuda_plan_choose finds by key), or none (in NULL); every GEMM plan
+ * so far is forgotten first. The caller has checked that the plan is for
+ * this GPU and library.
  */
-int cuda_gemm_plan_set(struct cuda_gemm *g, const struct plan_info *in, char *why, size_t whylen);
+void cuda_gemm_plan_set(struct cuda_gemm *g, const struct plan_info *in);
 
 /*
  * ---- choosing among an op's ways (cuda/plan_choose.cu), for the GEMMs' plans

@@ -131,62 +131,68 @@ int cuda_plan_choose(struct cuda_gemm *g, struct plan_op *rep, int capturing, pl
 		     void *arg)
 {
 	const struct gemm_preset *preset = preset_for(g, rep->key);
-	int n = rep->n_candidates, chosen = 0;
+	int n = rep->n_candidates, chosen = -1;
 
 	for (int i = 0; i < n; i++)
 		rep->cand[i].us = rep->cand[i].first_us = -1.0;
 	if (preset) {
 		int resumed = !strcmp(preset->source, "checkpoint");
-		for (int i = 0; i < n; i++)
+		for (int i = 0; i < n && chosen < 0; i++)
 			if (!strcmp(rep->cand[i].name, preset->name)) {
 				snprintf(rep->source, sizeof(rep->source), "%s", preset->source);
-				return i;
-			}
-		g->preset_missed++;
-		if (g->rank == 0)
-			fprintf(stderr,
-				"mnist-train: %s runs %s %s as %s, which this GPU does not offer; "
-				"planned anew%s\n",
-				resumed ? "the checkpoint's plan" : "the --gpu-plan-from plan", rep->op,
-				rep->shape, preset->name,
-				resumed ? " (the resumed run is not bitwise the one saved)" : "");
-	}
-	/*
-	 * Measured only in a collective stretch, and there by rank 0 alone. Every
-	 * rank first waits for its queued work (under the collective deadline): a
-	 * collective queued before must complete on every rank, not only on the
-	 * one that times, or the timing's waits could block behind it while its
-	 * peers wait for the choice.
-	 */
-	int timed = g->policy == PLAN_MEASURE && g->collective && !capturing && n > 1;
-	if (timed)
-		g->drain(g->share_arg);
-	if (timed && g->rank == 0) {
-		/*
-		 * The first way's first run, apart: a run that does not measure
-		 * (--gpu-plan heuristic) runs it too, and pays what comes with it:
-		 * the library's first launch, the loading of that way's kernels. On
-		 * the H100 the first step took 80-235 ms before any plan was timed
-		 * (c143872) and 115-171 ms after (b3a229a); measure_ms counts what
-		 * measuring adds to that.
-		 */
-		double w0 = clock_seconds();
-		(void)time(arg, 0, PLAN_FIRST_RUN);
-		g->warm_secs += clock_seconds() - w0;
-		double best = -1.0, t0 = clock_seconds();
-		for (int i = 0; i < n; i++) {
-			g->first_us = -1.0;
-			double us = time(arg, i, best);
-			rep->cand[i].us = us;
-			rep->cand[i].first_us = g->first_us;
-			if (us >= 0.0 && (best < 0.0 || us < best)) {
-				best = us;
 				chosen = i;
 			}
+		if (chosen < 0) {
+			g->preset_missed++;
+			if (g->rank == 0)
+				fprintf(stderr,
+					"mnist-train: %s runs %s %s as %s, which this GPU does not "
+					"offer; planned anew%s\n",
+					resumed ? "the checkpoint's plan" : "the --gpu-plan-from plan",
+					rep->op, rep->shape, preset->name,
+					resumed ? " (the resumed run is not bitwise the one saved)" : "");
 		}
-		g->measure_secs += clock_seconds() - t0;
 	}
-	snprintf(rep->source, sizeof(rep->source), "%s", timed ? "measured" : "heuristic");
+	if (chosen < 0) {
+		chosen = 0;
+		/*
+		 * Measured only in a collective stretch, and there by rank 0 alone.
+		 * Every rank first waits for its queued work (under the collective
+		 * deadline): a collective queued before must complete on every rank,
+		 * not only on the one that times, or the timing's waits could block
+		 * behind it while its peers wait for the choice.
+		 */
+		int timed = g->policy == PLAN_MEASURE && g->collective && !capturing && n > 1;
+		if (timed)
+			g->drain(g->share_arg);
+		if (timed && g->rank == 0) {
+			/*
+			 * The first way's first run, apart: a run that does not
+			 * measure (--gpu-plan heuristic) runs it too, and pays what
+			 * comes with it: the library's first launch, the loading of
+			 * that way's kernels. On the H100 the first step took 80-235
+			 * ms before any plan was timed (c143872) and 115-171 ms after
+			 * (b3a229a); measure_ms counts what measuring adds to that.
+			 */
+			double w0 = clock_seconds();
+			(void)time(arg, 0, PLAN_FIRST_RUN);
+			g->warm_secs += clock_seconds() - w0;
+			double best = -1.0, t0 = clock_seconds();
+			for (int i = 0; i < n; i++) {
+				g->first_us = -1.0;
+				double us = time(arg, i, best);
+				rep->cand[i].us = us;
+				rep->cand[i].first_us = g->first_us;
+				if (us >= 0.0 && (best < 0.0 || us < best)) {
+					best = us;
+					chosen = i;
+				}
+			}
+			g->measure_secs += clock_seconds() - t0;
+		}
+		snprintf(rep->source, sizeof(rep->source), "%s", timed ? "measured" : "heuristic");
+	}
+	/* In a collective stretch rank 0's choice is every rank's, a given plan's included. */
 	if (g->collective && g->share) {
 		char name[PLAN_NAME_LEN];
 		snprintf(name, sizeof(name), "%s", rep->cand[chosen].name);

@@ -348,9 +348,9 @@ struct backend_ops {
 	 * plan_get: the plan so far, in backend memory valid until the next call.
 	 * plan_set: run the problems named in `in` the way it names (a plan from a
 	 * checkpoint, or --gpu-plan-from's), each reporting its op's `source`
-	 * (whose plan: "checkpoint", "gpu-plan-from"); 0 when taken, 1 when this
-	 * device or library cannot run it (why says what differs; problems are
-	 * then planned anew).
+	 * (whose plan: "checkpoint", "gpu-plan-from"); 0 when taken, 1 when some
+	 * rank's device or library is not the plan's (why says which and how;
+	 * nothing of it is taken, problems are planned anew). Collective.
 	 */
 	void (*plan_mode)(void *ctx, enum plan_policy policy, int collective);
 	void (*plan_get)(void *ctx, struct plan_info *out);

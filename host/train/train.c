@@ -417,8 +417,9 @@ static void epoch_begin(struct run *r, int epoch, int first)
  * op runs as it did before the checkpoint and the resumed run is bitwise the
  * one saved. --gpu-plan-from: the plan of an earlier run's --metrics file, so
  * that runs compared on it differ only in what they change. A plan for
- * another GPU or library is set aside: the ops are planned anew, and rank 0
- * says so. Each op the plan names reports that plan as its source.
+ * another GPU or library, on any rank, is set aside on every rank (the
+ * backend decides, collectively): the ops are planned anew, and rank 0 says
+ * so. Each op the plan names reports that plan as its source.
  */
 static void plan_restore(struct run *r)
 {

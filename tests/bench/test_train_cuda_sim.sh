@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_train_cuda_sim.sh - bench/train --backend cuda --quick against the CUDA simulator's
-# build (mnist-train-cudasim, tests/cmake/45-cudasim.cmake): the results file must exist,
+# build (mnist-train-cudasim, tests/cmake/45-cudasim.cmake; every device of one name,
+# CUDASIM_DEVICE_NAMES=same): the results file must exist,
 # say that it is simulated (at the top and in every column of ours), its diagnostic columns run
 # on the graph column's plan (--gpu-plan-from), carry mnist-train's
 # figures (graph and --no-graph, 1 and 2 ranks, 128 steps each: step time, images/s over the
@@ -53,7 +54,7 @@ left=$(find "$TMP/out" -type f ! -name '*.md' ! -name '*.png' ! -name '*.tar.xz'
 tar xJf "$archive" -C "$TMP/out" || fail "$archive does not unpack"
 
 grep -q '^\*\*SIMULATED: mnist-train ran on the CUDA simulator' "$md" || fail "no SIMULATED label at the top"
-grep -q '^- device (mnist-train.s start-up line): cuda:0 cudasim device 0 (simulated on the CPU, not a GPU)' "$md" ||
+grep -q '^- device (mnist-train.s start-up line): cuda:0 cudasim device (simulated on the CPU, not a GPU)' "$md" ||
 	fail "the device line does not name the simulated device"
 grep -q '^- PyTorch on CUDA: not available: ' "$md" || fail "the PyTorch line does not say 'not available'"
 

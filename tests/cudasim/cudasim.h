@@ -228,6 +228,10 @@
  *     none.
  *  9. Devices and faults, by environment variable:
  *       CUDASIM_DEVICES=N          GPUs in the simulated node (default 8; 0: none)
+ *       CUDASIM_DEVICE_NAMES=N     per-device (default): device i calls itself "cudasim
+ *                                  device i (...)", so placements can be read off; same:
+ *                                  every device the same name, as a box of one GPU model
+ *                                  has ("cudasim device (...)")
  *       CUDA_VISIBLE_DEVICES=...   as CUDA reads it: a list of indices, cut at the first invalid one
  *       CUDASIM_DRIVER_VERSION=V   the driver's CUDA version, 1000*major + 10*minor
  *                                  (default the runtime's, 13000; 0: no driver installed)

@@ -233,8 +233,16 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 	if (phys < 0 || !prop)
 		return set_error(phys < 0 ? cudaErrorInvalidDevice : cudaErrorInvalidValue);
 	memset(prop, 0, sizeof(*prop));
-	snprintf(prop->name, sizeof(prop->name), "cudasim device %d (simulated on the CPU, not a GPU)",
-		 phys);
+	/* CUDASIM_DEVICE_NAMES=same: one name for every device, as a box of one GPU model has. */
+	const char *names = getenv("CUDASIM_DEVICE_NAMES");
+	if (names && !strcmp(names, "same"))
+		snprintf(prop->name, sizeof(prop->name),
+			 "cudasim device (simulated on the CPU, not a GPU)");
+	else if (names && *names && strcmp(names, "per-device"))
+		fatal("CUDASIM_DEVICE_NAMES=%s: expected same or per-device", names);
+	else
+		snprintf(prop->name, sizeof(prop->name),
+			 "cudasim device %d (simulated on the CPU, not a GPU)", phys);
 	prop->totalGlobalMem = device_memory_limit();
 	prop->major = 9;
 	prop->minor = 0;
