@@ -306,12 +306,12 @@ static size_t cuda_relu_mask_bytes(void *ctx, int rows, int cols)
 	return cuda_gemm_relu_mask_bytes(rows, cols);
 }
 
-/* ---- plans (cuda/gemm_lt.cu, cuda/conv_plan.cu) ---------------------------------------- */
+/* ---- the plan (cuda/plan.cu) ---------------------------------------------------------- */
 
-/* Plans made so far, every op's. */
+/* Problems planned so far, every op's. */
 static int plans_made(const struct cuda_ctx *c)
 {
-	return c->gemm.n_plans + c->conv.n_plans + c->head.n_plans;
+	return plan_count(&c->plan);
 }
 
 void cuda_share_choice(void *arg, int *index, char name[PLAN_NAME_LEN])
@@ -337,21 +337,15 @@ void cuda_drain_stream(void *arg)
 static void cuda_plan_mode(void *ctx, enum plan_policy policy, int collective)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
-	c->gemm.policy = policy;
-	c->gemm.collective = collective != 0;
+	c->plan.policy = policy;
+	c->plan.collective = collective != 0;
 }
 
 static void cuda_plan_get(void *ctx, struct plan_info *out)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
-	int n = c->conv.n_plans + c->head.n_plans;
-	free(c->more);
-	c->more = (struct plan_op *)xmalloc((size_t)(n ? n : 1) * sizeof(*c->more));
-	for (int i = 0; i < c->conv.n_plans; i++)
-		c->more[i] = c->conv.reports[i];
-	for (int i = 0; i < c->head.n_plans; i++)
-		c->more[c->conv.n_plans + i] = c->head.reports[i];
-	cuda_gemm_plan_get(&c->gemm, c->more, n, out);
+	plan_get(&c->plan, out);
+	cuda_gemm_library(out->library, sizeof(out->library));
 	snprintf(out->device, sizeof(out->device), "%s", c->name);
 	snprintf(out->launch, sizeof(out->launch), "%s; %s",
 		 kernels_pdl ? "programmatic dependent launch"
@@ -370,8 +364,6 @@ static int cuda_plan_set(void *ctx, const struct plan_info *in, char *why, size_
 {
 	struct cuda_ctx *c = ctx_of(ctx);
 	char lib[sizeof(in->library)], mine[256] = "";
-	cuda_conv_forget(&c->conv, &c->gemm);
-	cuda_head_forget(&c->head);
 	cuda_gemm_library(lib, sizeof(lib));
 	if (strcmp(in->device, c->name))
 		snprintf(mine, sizeof(mine), "the plan is for %s, rank %d's GPU is %s", in->device,
@@ -387,12 +379,12 @@ static int cuda_plan_set(void *ctx, const struct plan_info *in, char *why, size_
 	cuda_wait(c);
 	int first = cuda_agree(c->dist, mine[0] != '\0');
 	if (first < 0) {
-		cuda_gemm_plan_set(&c->gemm, in);
+		plan_set(&c->plan, in);
 		return 0;
 	}
 	MPI_CHECK(MPI_Bcast(mine, (int)sizeof(mine), MPI_CHAR, first, c->dist->comm));
 	snprintf(why, whylen, "%s", mine);
-	cuda_gemm_plan_set(&c->gemm, NULL); /* nothing of it followed */
+	plan_set(&c->plan, NULL); /* nothing of it followed */
 	return 1;
 }
 
@@ -437,7 +429,7 @@ static void cuda_softmax_xent(void *ctx, const struct xent_req *r)
 static void cuda_head_op(void *ctx, const struct head_req *r)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
-	cuda_head_run(&c->head, &c->gemm, r, cuda_gemm_op, cuda_run_beside, cuda_join_op, ctx);
+	cuda_head_run(&c->gemm, r, cuda_gemm_op, cuda_run_beside, cuda_join_op, ctx);
 }
 
 static void cuda_argmax_hits(void *ctx, const float *logits, const int32_t *labels, int rows,
@@ -467,7 +459,7 @@ static void cuda_conv_forward(void *ctx, const struct conv_stage *s, const float
 			      const float *w, const float *b, float *y, int32_t *arg, float *cols)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
-	cuda_conv_forward_run(&c->conv, &c->gemm, s, x, w, b, y, arg, cols);
+	cuda_conv_forward_run(&c->gemm, s, x, w, b, y, arg, cols);
 }
 
 static void cuda_pool_backward(void *ctx, const struct conv_stage *s, const float *dy,
@@ -481,7 +473,7 @@ static void cuda_conv_backward_data(void *ctx, const struct conv_stage *s, const
 				    const float *below_y, const int32_t *below_arg, float *dz_below)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
-	cuda_conv_input_grad_run(&c->conv, &c->gemm, s, w, dz, below, below_y, below_arg, dz_below);
+	cuda_conv_input_grad_run(&c->gemm, s, w, dz, below, below_y, below_arg, dz_below);
 }
 
 /* ---- communication ---------------------------------------------------------- */
@@ -726,10 +718,7 @@ static void cuda_destroy(void *ctx)
 		NCCL_CHECK(ncclCommDestroy(c->nccl));
 		c->nccl = NULL;
 	}
-	cuda_conv_forget(&c->conv, &c->gemm);
-	cuda_head_forget(&c->head);
-	free(c->more);
-	c->more = NULL;
+	plan_release(&c->plan);
 	cuda_gemm_release(&c->gemm);
 	cuda_side_release(c);
 	CUBLAS_CHECK(cublasLtDestroy(c->gemm.lt));

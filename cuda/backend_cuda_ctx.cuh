@@ -44,10 +44,8 @@ struct cuda_ctx {
 	int device;            /* CUDA device ordinal (see the file comment) */
 	cudaStream_t stream;   /* every op, in order */
 	cudaEvent_t waited;    /* recorded on stream by a timed wait */
-	struct cuda_gemm gemm; /* cuBLASLt and cuBLAS on stream, their workspace, the plans */
-	struct cuda_conv conv; /* the convolutions' plans (they choose as gemm does) */
-	struct cuda_head head; /* the step heads' plans (likewise) */
-	struct plan_op *more;  /* plan_get's: conv's then head's reports */
+	struct cuda_gemm gemm; /* cuBLASLt and cuBLAS on stream, their workspace */
+	struct cuda_plan plan; /* every op's way per problem: GEMMs, convolutions, heads */
 	ncclComm_t nccl;       /* all ranks of the job */
 	char name[128];        /* the device's name */
 	int pdl_able;          /* the device takes programmatic dependent launches (probed) */
@@ -84,7 +82,7 @@ struct cuda_ctx {
 	int step_at[CUDA_STEP_EVENTS][3]; /* each event's epoch, step, and 1: set-up before the next */
 	int step_n;
 	int set_up;     /* a plan measured or a graph recorded since the last event */
-	int plans_seen; /* gemm's and conv's plans at the last event */
+	int plans_seen; /* the plan's entries at the last event */
 	/* Intervals (us): [0, CUDA_STEP_TIMES / 2) steps', the rest set-up's; NULL on a GPU. */
 	float *step_us;
 	size_t step_count, set_up_count;
@@ -112,10 +110,10 @@ void cuda_join(struct cuda_ctx *c);
 /* Release the second stream, its events, workspace and handle, best effort (backend_cuda_start.cu). */
 void cuda_side_release(struct cuda_ctx *c);
 
-/* gemm_share_fn: rank 0's GEMM plan choice to every rank of the job. */
+/* plan_share_fn: rank 0's plan choice to every rank of the job. */
 void cuda_share_choice(void *arg, int *index, char name[PLAN_NAME_LEN]);
 
-/* The GEMM plans' drain: cuda_wait of the context arg. */
+/* The plan's drain: cuda_wait of the context arg. */
 void cuda_drain_stream(void *arg);
 
 /* Every rank's status in; the lowest failing rank out, -1 when none failed (cuda/backend_cuda_start.cu). */

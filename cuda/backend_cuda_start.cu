@@ -46,6 +46,7 @@ void cuda_side_release(struct cuda_ctx *c)
 static void teardown_local(struct cuda_ctx *c)
 {
 	cuda_side_release(c);
+	plan_release(&c->plan);
 	cuda_gemm_release(&c->gemm);
 	if (c->gemm.lt)
 		cublasLtDestroy(c->gemm.lt);
@@ -284,10 +285,12 @@ static int setup_local(struct cuda_ctx *c, const struct dist *d, int device, cha
 		return fail_cuda(why, whylen, "cudaMalloc (cuBLAS workspace)", rc);
 	c->gemm.workspace_bytes = CUDA_BLAS_WORKSPACE_BYTES;
 	c->gemm.stream = c->stream;
-	c->gemm.rank = d->rank;
-	c->gemm.share = d->size > 1 ? cuda_share_choice : NULL;
-	c->gemm.drain = cuda_drain_stream;
-	c->gemm.share_arg = c;
+	c->gemm.plan = &c->plan;
+	c->plan.stream = c->stream;
+	c->plan.rank = d->rank;
+	c->plan.share = d->size > 1 ? cuda_share_choice : NULL;
+	c->plan.drain = cuda_drain_stream;
+	c->plan.arg = c;
 	brc = cublasCreate(&c->gemm.blas);
 	if (brc == CUBLAS_STATUS_SUCCESS)
 		brc = cublasSetStream(c->gemm.blas, c->stream);

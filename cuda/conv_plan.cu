@@ -21,7 +21,7 @@
  * once; each bitwise direct's output), and the same in blocks of 64
  * threads ("direct.patch.t64"); then one per way
  * gemm_ways lists for the GEMM (cuBLASLt's algorithms, cublasSgemm, ours),
- * each timed as a whole by cuda_plan_choose. A forward without cols
+ * each timed as a whole by plan_choose. A forward without cols
  * (scoring the test set, never in a step) runs direct, unplanned; a direct
  * forward leaves cols unwritten once the weight gradient's plan reads the
  * input in its place (cuda_gemm_im2col_unread: an implicit GEMM's way). z or dcols
@@ -56,8 +56,8 @@ struct conv_key {
 	unsigned align_w, align_in; /* W's and the GEMM's B's (cols, or dz) */
 };
 
+/* A problem's plan: its way, and what the way runs with (the plan's entry, cuda/plan.cuh). */
 struct conv_plan {
-	struct conv_key key;
 	int kind;            /* enum conv_kind */
 	unsigned block;      /* CONV_PATCH: threads a block, 0 the backend's */
 	struct gemm_way gw;
@@ -224,7 +224,7 @@ static const struct own_way {
 	{"direct.patch.t64", CONV_PATCH, 64},
 };
 
-/* The candidates, for cuda_plan_choose's timing. */
+/* The candidates, for plan_choose's timing. */
 struct conv_ways {
 	struct cuda_gemm *g;
 	const struct conv_call *c;
@@ -244,7 +244,7 @@ static unsigned block_of(const struct conv_ways *t, int i)
 	return i >= t->own ? 0 : own_ways[i].block;
 }
 
-/* One candidate's run, for cuda_plan_time. */
+/* One candidate's run, for plan_time. */
 struct conv_run {
 	struct cuda_gemm *g;
 	const struct conv_call *c;
@@ -273,29 +273,36 @@ static double time_candidate(void *arg, int i, double best)
 			return -1.0;
 	}
 	struct conv_run x = {t->g, t->c, kind_of(t, i), block_of(t, i), gw, &d, t->scratch};
-	double us = cuda_plan_time(t->g, run_candidate, &x, best);
+	double us = plan_time(t->g->plan, run_candidate, &x, best);
 	gemm_way_desc_destroy(&d);
 	return us;
 }
 
+static void plan_release_conv(void *state)
+{
+	struct conv_plan *p = (struct conv_plan *)state;
+	gemm_way_desc_destroy(&p->d);
+	if (p->scratch)
+		cudaFree(p->scratch);
+}
+
 /* The plan for c's problem: made, and its way chosen, the first time it is met. */
-static struct conv_plan *plan_for(struct cuda_conv *cv, struct cuda_gemm *g,
-				  const struct conv_call *c)
+static struct conv_plan *plan_for(struct cuda_gemm *g, const struct conv_call *c)
 {
 	struct conv_key key = key_of(g, c);
-	for (int i = 0; i < cv->n_plans; i++)
-		if (!memcmp(&cv->plans[i].key, &key, sizeof(key)))
-			return &cv->plans[i];
+	int op = c->op == CONV_FORWARD ? PLAN_CONV_FORWARD : PLAN_CONV_INPUT_GRAD;
+	struct conv_plan *found = (struct conv_plan *)plan_find(g->plan, op, &key, sizeof(key));
+	if (found)
+		return found;
 
-	struct plan_op *rep = (struct plan_op *)xmalloc(sizeof(*rep));
-	memset(rep, 0, sizeof(*rep));
+	struct plan_op *rep = (struct plan_op *)xcalloc(1, sizeof(*rep));
 	key_text(&key, rep->key, sizeof(rep->key));
 	snprintf(rep->op, sizeof(rep->op), "%s",
 		 c->op == CONV_FORWARD ? "conv_forward" : "conv_input_grad");
 	shape_text(c, rep->shape, sizeof(rep->shape));
 
 	/* The GEMM's ways, where its output can have a buffer now. */
-	int capturing = cuda_plan_capturing(g), n_ways = 0;
+	int capturing = plan_capturing(g->plan), n_ways = 0;
 	float *scratch = NULL;
 	struct gemm_way *ways =
 		(struct gemm_way *)xmalloc(PLAN_MAX_CANDIDATES * sizeof(struct gemm_way));
@@ -321,12 +328,10 @@ static struct conv_plan *plan_for(struct cuda_conv *cv, struct cuda_gemm *g,
 			 c->op == CONV_FORWARD ? "im2col+%s" : "%s+col2im", ways[i].name);
 	rep->n_candidates = own + n_ways;
 	struct conv_ways t = {g, c, own, ways, scratch};
-	int chosen = cuda_plan_choose(g, rep, capturing, time_candidate, &t);
-	snprintf(rep->chosen, sizeof(rep->chosen), "%s", rep->cand[chosen].name);
+	int chosen = plan_choose(g->plan, rep, capturing, time_candidate, &t);
 
 	struct conv_plan fresh;
 	memset(&fresh, 0, sizeof(fresh));
-	fresh.key = key;
 	fresh.kind = kind_of(&t, chosen);
 	fresh.block = block_of(&t, chosen);
 	if (fresh.kind == CONV_GEMM) {
@@ -335,27 +340,19 @@ static struct conv_plan *plan_for(struct cuda_conv *cv, struct cuda_gemm *g,
 		struct gemm_req r = gemm_of_call(c, scratch);
 		if (!gemm_way_desc(g, &r, &fresh.gw, &fresh.d))
 			die(1, "CUDA %s %s: cuBLASLt refused the descriptors of %s", rep->op,
-			    rep->shape, rep->chosen);
+			    rep->shape, rep->cand[chosen].name);
 	} else if (scratch) {
-		g->drain(g->share_arg); /* the timed runs may still use it */
+		g->plan->drain(g->plan->arg); /* the timed runs may still use it */
 		CUDA_CHECK(cudaFree(scratch));
 	}
 	free(ways);
-
-	if (cv->n_plans == cv->cap_plans) {
-		cv->cap_plans = cv->cap_plans ? 2 * cv->cap_plans : 8;
-		cv->plans = (struct conv_plan *)xrealloc(cv->plans,
-							 (size_t)cv->cap_plans * sizeof(*cv->plans));
-		cv->reports = (struct plan_op *)xrealloc(cv->reports,
-							 (size_t)cv->cap_plans * sizeof(*cv->reports));
-	}
-	cv->plans[cv->n_plans] = fresh;
-	cv->reports[cv->n_plans] = *rep;
+	found = (struct conv_plan *)plan_add(g->plan, op, &key, sizeof(key), rep, chosen, &fresh,
+					     sizeof(fresh), plan_release_conv);
 	free(rep);
-	return &cv->plans[cv->n_plans++];
+	return found;
 }
 
-void cuda_conv_forward_run(struct cuda_conv *cv, struct cuda_gemm *g, const struct conv_stage *s,
+void cuda_conv_forward_run(struct cuda_gemm *g, const struct conv_stage *s,
 			   const float *x, const float *w, const float *b, float *y, int32_t *arg,
 			   float *cols)
 {
@@ -373,15 +370,14 @@ void cuda_conv_forward_run(struct cuda_conv *cv, struct cuda_gemm *g, const stru
 		run_call(g, &c, CONV_DIRECT, 0, NULL, NULL, NULL);
 		return;
 	}
-	const struct conv_plan *p = plan_for(cv, g, &c);
+	const struct conv_plan *p = plan_for(g, &c);
 	/* Our kernels write the im2col matrix for the weight gradient only, unless it reads x. */
 	if (p->kind != CONV_GEMM && cuda_gemm_im2col_unread(g, cols, s->conv, s->rows))
 		c.cols = NULL;
 	run_call(g, &c, p->kind, p->block, &p->gw, &p->d, p->scratch);
 }
 
-void cuda_conv_input_grad_run(struct cuda_conv *cv, struct cuda_gemm *g,
-			      const struct conv_stage *s, const float *w, const float *dz,
+void cuda_conv_input_grad_run(struct cuda_gemm *g, const struct conv_stage *s, const float *w, const float *dz,
 			      const struct conv_stage *below, const float *below_y,
 			      const int32_t *below_arg, float *dz_below)
 {
@@ -397,23 +393,6 @@ void cuda_conv_input_grad_run(struct cuda_conv *cv, struct cuda_gemm *g,
 	c.dz_below = dz_below;
 	if (gemm_cols(s) == 0)
 		return;
-	const struct conv_plan *p = plan_for(cv, g, &c);
+	const struct conv_plan *p = plan_for(g, &c);
 	run_call(g, &c, p->kind, p->block, &p->gw, &p->d, p->scratch);
-}
-
-void cuda_conv_forget(struct cuda_conv *cv, struct cuda_gemm *g)
-{
-	int drained = 0;
-	for (int i = 0; i < cv->n_plans; i++) {
-		gemm_way_desc_destroy(&cv->plans[i].d);
-		if (cv->plans[i].scratch) {
-			if (!drained && g->drain)
-				g->drain(g->share_arg);
-			drained = 1;
-			cudaFree(cv->plans[i].scratch);
-		}
-	}
-	free(cv->plans);
-	free(cv->reports);
-	memset(cv, 0, sizeof(*cv));
 }

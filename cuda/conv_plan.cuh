@@ -13,27 +13,13 @@
 #include "backend.h"
 #include "gemm_lt.cuh"
 
-struct conv_plan;
-
-/* One backend's convolution plans, in the order met. */
-struct cuda_conv {
-	struct conv_plan *plans;
-	struct plan_op *reports; /* plans[i]'s report: reports[i] */
-	int n_plans, cap_plans;
-};
-
 /* ->conv_forward on g's stream: planned the first time its problem is met when cols is given. */
-void cuda_conv_forward_run(struct cuda_conv *cv, struct cuda_gemm *g, const struct conv_stage *s,
-			   const float *x, const float *w, const float *b, float *y, int32_t *arg,
-			   float *cols);
+void cuda_conv_forward_run(struct cuda_gemm *g, const struct conv_stage *s, const float *x,
+			   const float *w, const float *b, float *y, int32_t *arg, float *cols);
 
 /* ->conv_backward_data on g's stream, planned the first time its problem is met. */
-void cuda_conv_input_grad_run(struct cuda_conv *cv, struct cuda_gemm *g,
-			      const struct conv_stage *s, const float *w, const float *dz,
-			      const struct conv_stage *below, const float *below_y,
-			      const int32_t *below_arg, float *dz_below);
-
-/* Forget every plan, their GEMM buffers freed once g's stream has done with them. */
-void cuda_conv_forget(struct cuda_conv *cv, struct cuda_gemm *g);
+void cuda_conv_input_grad_run(struct cuda_gemm *g, const struct conv_stage *s, const float *w,
+			      const float *dz, const struct conv_stage *below,
+			      const float *below_y, const int32_t *below_arg, float *dz_below);
 
 #endif /* MNIST_DDP_CONV_PLAN_CUH */

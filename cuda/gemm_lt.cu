@@ -18,11 +18,12 @@
  *     backward pass then taking the ReLU's gradient from its output;
  *   - cuBLASLt's plain product, the epilogue in kernels of ours (bias_act,
  *     relu_backward), each algorithm likewise;
- *   - cublasSgemm with those kernels;
+ *   - cublasSgemm with those kernels, its bias gradient by cublasSgemv;
+ *     where cuBLASLt offers no algorithm, with every unfused bias gradient;
  *   - for a long k and few outputs (the convolutions' weight gradients), a
  *     GEMM of ours split over k (kernels_gemm_ksplit), the bias gradient in
  *     its sums, its partial sums in the libraries' workspace, a thread per
- *     output or per micro-tile of outputs (`.micro`); where B is a
+ *     micro-tile of outputs (`.micro`); where B is a
  *     convolution's im2col matrix (r->b_im2col), the same reading B's
  *     entries from the convolution's input (an implicit GEMM: the input's
  *     hundreds of kilobytes, cached, in place of the matrix's megabytes);
@@ -34,7 +35,7 @@
  * reduction) or cublasSgemv against a vector of ones; each unfused way comes
  * with each of them. The outcome is the same to rounding whichever
  * way runs; what differs is the time. How the way is chosen (g->policy,
- * cuda/plan_choose.cu):
+ * cuda/plan.cu):
  * PLAN_MEASURE times every candidate with CUDA events on the request's own
  * buffers (beta is 0 and no output aliases an input, so a run only rewrites
  * what the next rewrites again): one run (a second where the first was
@@ -48,7 +49,7 @@
  * in the same order) rank 0 decides and g->share gives its choice to every
  * rank, so all ranks run the same arithmetic; a rank whose candidate of that
  * index has another name (another GPU or library) ends the job. A problem a
- * checkpoint's plan names (cuda_gemm_plan_set) takes that way, when this
+ * given plan names (plan_set, cuda/plan.cu) takes that way, when this
  * GPU offers a candidate of that name, without timing.
  */
 #include "gemm_lt.cuh"
@@ -67,13 +68,13 @@
 /* Algorithms asked of the heuristic per epilogue. */
 #define GEMM_LT_CANDIDATES 8
 
+/* A problem's plan: its way, and what the way runs with (the plan's entry, cuda/plan.cuh). */
 struct gemm_plan {
 	struct gemm_key key;
 	struct gemm_way way;
-	int mask_written;          /* the ReLU record is written (RELU_AUX_BIAS) */
+	const void *mask;          /* the ReLU record it writes (RELU_AUX_BIAS), else NULL */
 	const float *b;            /* B of the request that made it (an im2col matrix's buffer) */
 	struct lt_desc d;          /* the way's, when it is cuBLASLt's */
-	struct plan_op report;     /* what was considered, and what each took */
 };
 
 unsigned gemm_alignment(const void *p)
@@ -120,23 +121,14 @@ size_t cuda_gemm_relu_mask_bytes(int rows, int cols)
 	return rows > 0 && cols > 0 ? ld / 8 * (size_t)rows : 0;
 }
 
+/* Whether a GEMM planned so far writes the ReLU record `mask` (a fused forward's). */
 static int mask_written(const struct cuda_gemm *g, const void *mask)
 {
-	for (int i = 0; mask && i < g->n_masks; i++)
-		if (g->masks[i] == mask)
+	const void *q;
+	for (int i = 0; mask && (q = plan_next(g->plan, PLAN_GEMM, &i)) != NULL;)
+		if (((const struct gemm_plan *)q)->mask == mask)
 			return 1;
 	return 0;
-}
-
-static void note_mask_written(struct cuda_gemm *g, const void *mask)
-{
-	if (mask_written(g, mask))
-		return;
-	if (g->n_masks == g->cap_masks) {
-		g->cap_masks = g->cap_masks ? 2 * g->cap_masks : 8;
-		g->masks = (const void **)xrealloc(g->masks, (size_t)g->cap_masks * sizeof(*g->masks));
-	}
-	g->masks[g->n_masks++] = mask;
 }
 
 static void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const void *v,
@@ -322,7 +314,7 @@ static int ones_ready(struct cuda_gemm *g, int k, int capturing)
 		return 0;
 	}
 	/* The stream's earlier work may use the old vector: wait for it before freeing. */
-	g->drain(g->share_arg);
+	g->plan->drain(g->plan->arg);
 	CUDA_CHECK(cudaMemcpy(dev, host, n * sizeof(float), cudaMemcpyHostToDevice));
 	free(host);
 	if (g->ones)
@@ -345,10 +337,9 @@ static int ones_ready(struct cuda_gemm *g, int k, int capturing)
 #define KSPLIT_LONG_CHUNK 512
 #define KSPLIT_SHORT_CHUNK 128
 #define KSPLIT_CHUNKS 264
-static int ksplit_chunks(const struct cuda_gemm *g, const struct gemm_req *r, int chunk,
-			 int micro)
+static int ksplit_chunks(const struct cuda_gemm *g, const struct gemm_req *r, int chunk)
 {
-	if (r->k < KSPLIT_MIN_K || !kernels_gemm_ksplit_fits(r, micro))
+	if (r->k < KSPLIT_MIN_K || !kernels_gemm_ksplit_fits(r))
 		return 0;
 	int chunks = r->k / chunk < KSPLIT_CHUNKS ? r->k / chunk : KSPLIT_CHUNKS;
 	size_t outs = (size_t)r->m * r->n + (r->bias_grad ? (size_t)r->m : 0);
@@ -393,12 +384,12 @@ static int list_ways(struct cuda_gemm *g, const struct gemm_req *r, const struct
 		tries[n_tries++] = CUBLASLT_EPILOGUE_DEFAULT;
 
 	/* The unfused bias gradient's ways: cublasSgemv first where it can be had. */
-	int bg[3], n_bg = 0;
+	int bg[3], n_bg = 0, gemv = 0;
 	if (!r->bias_grad) {
 		bg[n_bg++] = BIAS_GRAD_NONE;
 	} else {
 		if (ones_ready(g, r->k, capturing))
-			bg[n_bg++] = BIAS_GRAD_GEMV;
+			bg[n_bg++] = gemv = BIAS_GRAD_GEMV;
 		if (r->k <= BIAS_GRAD_KERNEL_MAX_K)
 			bg[n_bg++] = BIAS_GRAD_KERNEL;
 		bg[n_bg++] = BIAS_GRAD_BLOCK;
@@ -420,30 +411,35 @@ static int list_ways(struct cuda_gemm *g, const struct gemm_req *r, const struct
 					add_way(ways, &n, 1, e, &algos[i], bg[b]);
 		}
 	}
+	/*
+	 * cublasSgemm: with its bias gradient by cublasSgemv (chosen on the H100,
+	 * 2026-11-27, for LeNet-5's first weight gradient at batch 32), and where
+	 * cuBLASLt offers no algorithm at all, with each of the unfused ways (on
+	 * that H100, where cuBLASLt offered some, none of those was chosen in any
+	 * cell, and they are no candidates there).
+	 */
+	int lt_ways = n;
 	if (packed || (r->epilogue == GEMM_EPILOGUE_NONE))
 		for (int b = 0; b < n_bg; b++)
-			add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL, bg[b]);
+			if (lt_ways == 0 || (gemv && bg[b] == gemv))
+				add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL, bg[b]);
 	/*
 	 * Ours, for a long k and few outputs, its bias gradient in the same sums: a thread
-	 * per output or per micro-tile of them, each also reading B's entries from x where
-	 * B is its im2col matrix (implicit GEMM).
+	 * per micro-tile of outputs, also reading B's entries from x where B is its im2col
+	 * matrix (implicit GEMM).
 	 */
-	for (int micro = 0; micro <= 1; micro++) {
-		int long_chunks = ksplit_chunks(g, r, KSPLIT_LONG_CHUNK, micro);
-		int short_chunks = ksplit_chunks(g, r, KSPLIT_SHORT_CHUNK, micro);
-		int split[2] = {long_chunks, short_chunks != long_chunks ? short_chunks : 0};
-		for (int implicit = 0; implicit <= (r->b_im2col && kernels_gemm_im2col_fits(r));
-		     implicit++)
-			for (int i = 0; i < 2; i++)
-				if (split[i] > 0 && n < PLAN_MAX_CANDIDATES) {
-					add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL,
-						r->bias_grad ? BIAS_GRAD_FUSED : BIAS_GRAD_NONE);
-					ways[n - 1].ksplit = split[i];
-					ways[n - 1].micro = micro;
-					ways[n - 1].im2col = implicit;
-					gemm_way_name(&ways[n - 1]);
-				}
-	}
+	int long_chunks = ksplit_chunks(g, r, KSPLIT_LONG_CHUNK);
+	int short_chunks = ksplit_chunks(g, r, KSPLIT_SHORT_CHUNK);
+	int split[2] = {long_chunks, short_chunks != long_chunks ? short_chunks : 0};
+	for (int implicit = 0; implicit <= (r->b_im2col && kernels_gemm_im2col_fits(r)); implicit++)
+		for (int i = 0; i < 2; i++)
+			if (split[i] > 0 && n < PLAN_MAX_CANDIDATES) {
+				add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL,
+					r->bias_grad ? BIAS_GRAD_FUSED : BIAS_GRAD_NONE);
+				ways[n - 1].ksplit = split[i];
+				ways[n - 1].im2col = implicit;
+				gemm_way_name(&ways[n - 1]);
+			}
 	/* Ours, whole in one launch: the epilogue and the bias gradient inside; two steps of k. */
 	const int ksteps[2] = {GEMM_TILE, GEMM_TILE_KMAX};
 	for (int i = 0; i < 2 && kernels_gemm_tile_fits(r); i++)
@@ -478,7 +474,7 @@ void gemm_way_run_on(struct cuda_gemm *g, const struct gemm_lane *lane, const st
 		struct gemm_req q = *r;
 		if (!w->im2col)
 			q.b_im2col = NULL; /* B read as stored */
-		kernels_gemm_ksplit(stream, NULL, &q, w->ksplit, w->micro, (float *)lane->workspace);
+		kernels_gemm_ksplit(stream, NULL, &q, w->ksplit, (float *)lane->workspace);
 	} else if (w->lt) {
 		set_epilogue_pointers(d->desc, w->lt_epilogue, r);
 		CUBLAS_CHECK(cublasLtMatmul(g->lt, d->desc, &c.alpha, c.a, d->la, c.b, d->lb, &c.beta,
@@ -528,9 +524,9 @@ int gemm_ways(struct cuda_gemm *g, const struct gemm_req *r, int capturing, stru
 	return list_ways(g, r, &k, capturing, ways);
 }
 
-/* ---- timing a GEMM way (cuda/plan_choose.cu times and chooses every op's) ---------- */
+/* ---- timing a GEMM way (cuda/plan.cu times and chooses every op's) ------------------ */
 
-/* One GEMM way on its request, for cuda_plan_time. */
+/* One GEMM way on its request, for plan_time. */
 struct way_run {
 	struct cuda_gemm *g;
 	const struct gemm_req *r;
@@ -544,7 +540,7 @@ static void run_one_way(void *arg)
 	gemm_way_run(x->g, x->r, x->w, x->d);
 }
 
-/* The GEMM's ways, for cuda_plan_choose. */
+/* The GEMM's ways, for plan_choose. */
 struct ways_timed {
 	struct cuda_gemm *g;
 	const struct gemm_req *r;
@@ -558,67 +554,68 @@ static double time_way(void *arg, int i, double best)
 	if (!gemm_way_desc(t->g, t->r, &t->ways[i], &d))
 		return -1.0;
 	struct way_run x = {t->g, t->r, &t->ways[i], &d};
-	double us = cuda_plan_time(t->g, run_one_way, &x, best);
+	double us = plan_time(t->g->plan, run_one_way, &x, best);
 	gemm_way_desc_destroy(&d);
 	return us;
 }
 
 /* ---- plans ------------------------------------------------------------------------------ */
 
+static void plan_release_gemm(void *state)
+{
+	gemm_way_desc_destroy(&((struct gemm_plan *)state)->d);
+}
+
 static struct gemm_plan *plan_for(struct cuda_gemm *g, const struct gemm_req *r)
 {
 	struct gemm_key k = key_of(g, r);
-	for (int i = 0; i < g->n_plans; i++)
-		if (!memcmp(&g->plans[i].key, &k, sizeof(k)))
-			return &g->plans[i];
+	struct gemm_plan *found = (struct gemm_plan *)plan_find(g->plan, PLAN_GEMM, &k, sizeof(k));
+	if (found)
+		return found;
 
-	int capturing = cuda_plan_capturing(g);
+	int capturing = plan_capturing(g->plan);
 	struct gemm_way *ways =
 		(struct gemm_way *)xmalloc(PLAN_MAX_CANDIDATES * sizeof(struct gemm_way));
-	struct gemm_plan fresh;
-	memset(&fresh, 0, sizeof(fresh));
-	fresh.key = k;
-	gemm_key_text(&k, fresh.report.key, sizeof(fresh.report.key));
-	gemm_shape_text(&k, fresh.report.shape, sizeof(fresh.report.shape));
-	snprintf(fresh.report.op, sizeof(fresh.report.op), "gemm");
+	struct plan_op *rep = (struct plan_op *)xcalloc(1, sizeof(*rep));
+	gemm_key_text(&k, rep->key, sizeof(rep->key));
+	gemm_shape_text(&k, rep->shape, sizeof(rep->shape));
+	snprintf(rep->op, sizeof(rep->op), "gemm");
 
 	int n = list_ways(g, r, &k, capturing, ways);
 	if (n == 0)
 		die(1, "CUDA GEMM %s: no way to run it (an epilogue kernel needs a packed output: "
 		       "ldc %d, n %d)",
-		    fresh.report.shape, r->ldc, r->n);
+		    rep->shape, r->ldc, r->n);
 	for (int i = 0; i < n; i++)
-		snprintf(fresh.report.cand[i].name, sizeof(fresh.report.cand[i].name), "%s",
-			 ways[i].name);
-	fresh.report.n_candidates = n;
+		snprintf(rep->cand[i].name, sizeof(rep->cand[i].name), "%s", ways[i].name);
+	rep->n_candidates = n;
 	struct ways_timed t = {g, r, ways};
-	int chosen = cuda_plan_choose(g, &fresh.report, capturing, time_way, &t);
+	int chosen = plan_choose(g->plan, rep, capturing, time_way, &t);
+
+	struct gemm_plan fresh;
+	memset(&fresh, 0, sizeof(fresh));
+	fresh.key = k;
 	fresh.way = ways[chosen];
 	free(ways);
-	snprintf(fresh.report.chosen, sizeof(fresh.report.chosen), "%s", fresh.way.name);
 	if (!gemm_way_desc(g, r, &fresh.way, &fresh.d))
-		die(1, "CUDA GEMM %s: cuBLASLt refused the descriptors of %s", fresh.report.shape,
+		die(1, "CUDA GEMM %s: cuBLASLt refused the descriptors of %s", rep->shape,
 		    fresh.way.name);
-	fresh.mask_written = fresh.way.lt && fresh.way.lt_epilogue == CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
+	if (fresh.way.lt && fresh.way.lt_epilogue == CUBLASLT_EPILOGUE_RELU_AUX_BIAS)
+		fresh.mask = r->relu_mask;
 	fresh.b = r->b;
-	if (fresh.mask_written)
-		note_mask_written(g, r->relu_mask);
-
-	if (g->n_plans == g->cap_plans) {
-		g->cap_plans = g->cap_plans ? 2 * g->cap_plans : 16;
-		g->plans = (struct gemm_plan *)xrealloc(g->plans,
-							 (size_t)g->cap_plans * sizeof(*g->plans));
-	}
-	g->plans[g->n_plans] = fresh;
-	return &g->plans[g->n_plans++];
+	found = (struct gemm_plan *)plan_add(g->plan, PLAN_GEMM, &k, sizeof(k), rep, chosen, &fresh,
+					     sizeof(fresh), plan_release_gemm);
+	free(rep);
+	return found;
 }
 
 int cuda_gemm_im2col_unread(const struct cuda_gemm *g, const float *cols,
 			    const struct conv_shape *conv, int rows)
 {
 	int implicit = 0;
-	for (int i = 0; i < g->n_plans; i++) {
-		const struct gemm_plan *p = &g->plans[i];
+	const void *q;
+	for (int i = 0; (q = plan_next(g->plan, PLAN_GEMM, &i)) != NULL;) {
+		const struct gemm_plan *p = (const struct gemm_plan *)q;
 		if (!p->key.im2col || p->b != cols || p->key.rows != rows ||
 		    memcmp(&p->key.conv, conv, sizeof(*conv)))
 			continue;
@@ -656,68 +653,10 @@ void cuda_gemm_library(char *buf, size_t len)
 	snprintf(buf, len, "cublasLt %zu", (size_t)cublasLtGetVersion());
 }
 
-void cuda_gemm_plan_get(struct cuda_gemm *g, const struct plan_op *more, int n_more,
-			struct plan_info *out)
-{
-	int n = g->n_plans + n_more;
-	free(g->report);
-	g->report = (struct plan_op *)xmalloc((size_t)(n ? n : 1) * sizeof(struct plan_op));
-	for (int i = 0; i < g->n_plans; i++)
-		g->report[i] = g->plans[i].report;
-	for (int i = 0; i < n_more; i++)
-		g->report[g->n_plans + i] = more[i];
-	cuda_gemm_library(out->library, sizeof(out->library));
-	out->n_ops = n;
-	out->ops = g->report;
-	out->measure_ms = g->measure_secs * 1e3;
-	out->warm_ms = g->warm_secs * 1e3;
-}
-
-void cuda_gemm_plan_set(struct cuda_gemm *g, const struct plan_info *in)
-{
-	cuda_gemm_forget(g);
-	free(g->presets);
-	g->presets = NULL;
-	g->n_presets = 0;
-	if (!in)
-		return;
-	g->presets = (struct gemm_preset *)xmalloc((size_t)(in->n_ops ? in->n_ops : 1) *
-						   sizeof(struct gemm_preset));
-	for (int i = 0; i < in->n_ops; i++) { /* every op's: keys differ between ops */
-		snprintf(g->presets[g->n_presets].key, PLAN_KEY_LEN, "%s", in->ops[i].key);
-		snprintf(g->presets[g->n_presets].name, PLAN_NAME_LEN, "%s", in->ops[i].chosen);
-		snprintf(g->presets[g->n_presets].source, sizeof(g->presets[0].source), "%s",
-			 in->ops[i].source);
-		g->n_presets++;
-	}
-}
-
-void cuda_gemm_forget(struct cuda_gemm *g)
-{
-	for (int i = 0; i < g->n_plans; i++)
-		gemm_way_desc_destroy(&g->plans[i].d);
-	free(g->plans);
-	free(g->masks);
-	g->plans = NULL;
-	g->masks = NULL;
-	g->n_plans = g->cap_plans = g->n_masks = g->cap_masks = 0;
-}
-
 void cuda_gemm_release(struct cuda_gemm *g)
 {
-	cuda_gemm_forget(g);
-	free(g->presets);
-	free(g->report);
-	g->presets = NULL;
-	g->report = NULL;
-	g->n_presets = 0;
 	if (g->ones)
 		cudaFree(g->ones);
 	g->ones = NULL;
 	g->n_ones = 0;
-	if (g->time_start)
-		cudaEventDestroy(g->time_start);
-	if (g->time_stop)
-		cudaEventDestroy(g->time_stop);
-	g->time_start = g->time_stop = NULL;
 }

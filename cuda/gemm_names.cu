@@ -80,7 +80,7 @@ static long long algo_attr(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConf
  * A way's name: what it runs, every configuration attribute of its
  * algorithm (together they determine the algorithm), and how its bias
  * gradient is summed:
- *   lt.bgradb.a21.t15.s3.k8.r1.w0.c0.i0.l0   sgemm+bg.gemv   ksplit.c264
+ *   lt.bgradb.a21.t15.s3.k8.r1.w0.c0.i0.l0   sgemm+bg.gemv   ksplit.c264.micro
  *   ksplit.c50.micro.im2col   tile.k128
  */
 void gemm_way_name(struct gemm_way *w)
@@ -99,8 +99,7 @@ void gemm_way_name(struct gemm_way *w)
 			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, sizeof(uint16_t)),
 			 algo_attr(&w->algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, sizeof(uint16_t)));
 	else if (w->ksplit)
-		snprintf(head, sizeof(head), "ksplit.c%d%s%s", w->ksplit, w->micro ? ".micro" : "",
-			 w->im2col ? ".im2col" : "");
+		snprintf(head, sizeof(head), "ksplit.c%d.micro%s", w->ksplit, w->im2col ? ".im2col" : "");
 	else if (w->tile)
 		snprintf(head, sizeof(head), "tile.k%d", w->tile);
 	else

@@ -37,7 +37,6 @@ struct gemm_way {
 	int lt;                         /* 1: cublasLtMatmul with algo; 0: cublasSgemm or ours */
 	int ksplit;                     /* > 0: ours, k split into this many chunks (not lt) */
 	int tile;                       /* > 0: ours, whole in one kernel, k in steps of this */
-	int micro;                      /* ksplit with a thread per micro-tile of outputs */
 	int im2col;                     /* ksplit reading B's entries from the im2col's x */
 	cublasLtEpilogue_t lt_epilogue; /* what cuBLASLt does of the epilogue */
 	cublasLtMatmulAlgo_t algo;

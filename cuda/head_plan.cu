@@ -39,8 +39,8 @@ struct head_key {
 	int pool; /* the pool's gradient under the lowest stage: its k, or 0 */
 };
 
+/* A problem's plan (the plan's entry, cuda/plan.cuh). */
 struct head_plan {
-	struct head_key key;
 	int way; /* enum head_way, or HEAD_DENSE + an index of dense_rows */
 };
 
@@ -191,7 +191,7 @@ static double time_candidate(void *arg, int i, double best)
 {
 	struct head_timed *t = (struct head_timed *)arg;
 	t->way = t->ways[i];
-	return cuda_plan_time(t->g, run_candidate, t, best);
+	return plan_time(t->g->plan, run_candidate, t, best);
 }
 
 /* Candidate i of rep named as way `way`, listed when it can run r. */
@@ -221,13 +221,14 @@ static int grouped_fits(const struct head_req *r)
 	return 1;
 }
 
-static struct head_plan *plan_for(struct cuda_head *hd, struct cuda_gemm *g,
-				  const struct head_req *r, const struct head_sink *sink)
+static const struct head_plan *plan_for(struct cuda_gemm *g, const struct head_req *r,
+					const struct head_sink *sink)
 {
 	struct head_key key = key_of(g, r);
-	for (int i = 0; i < hd->n_plans; i++)
-		if (!memcmp(&hd->plans[i].key, &key, sizeof(key)))
-			return &hd->plans[i];
+	const struct head_plan *found =
+		(const struct head_plan *)plan_find(g->plan, PLAN_HEAD, &key, sizeof(key));
+	if (found)
+		return found;
 
 	struct plan_op rep;
 	char below[96];
@@ -259,25 +260,14 @@ static struct head_plan *plan_for(struct cuda_head *hd, struct cuda_gemm *g,
 	if (grouped_fits(r))
 		for (int i = 0; i < n_bases; i++)
 			add_candidate(&rep, t, bases[i] | HEAD_GROUPED);
-	int chosen = cuda_plan_choose(g, &rep, cuda_plan_capturing(g), time_candidate, t);
-	int way = t->ways[chosen];
+	int chosen = plan_choose(g->plan, &rep, plan_capturing(g->plan), time_candidate, t);
+	struct head_plan fresh = {t->ways[chosen]};
 	free(t);
-	snprintf(rep.chosen, sizeof(rep.chosen), "%s", rep.cand[chosen].name);
-
-	if (hd->n_plans == hd->cap_plans) {
-		hd->cap_plans = hd->cap_plans ? 2 * hd->cap_plans : 4;
-		hd->plans = (struct head_plan *)xrealloc(hd->plans,
-							 (size_t)hd->cap_plans * sizeof(*hd->plans));
-		hd->reports = (struct plan_op *)xrealloc(hd->reports,
-							 (size_t)hd->cap_plans * sizeof(*hd->reports));
-	}
-	hd->plans[hd->n_plans].key = key;
-	hd->plans[hd->n_plans].way = way;
-	hd->reports[hd->n_plans] = rep;
-	return &hd->plans[hd->n_plans++];
+	return (const struct head_plan *)plan_add(g->plan, PLAN_HEAD, &key, sizeof(key), &rep,
+						  chosen, &fresh, sizeof(fresh), NULL);
 }
 
-void cuda_head_run(struct cuda_head *hd, struct cuda_gemm *g, const struct head_req *r,
+void cuda_head_run(struct cuda_gemm *g, const struct head_req *r,
 		   void (*gemm)(void *ctx, const struct gemm_req *r),
 		   void (*beside)(void *ctx, void (*run)(cudaStream_t stream, void *arg), void *arg),
 		   void (*join)(void *ctx), void *ctx)
@@ -299,12 +289,5 @@ void cuda_head_run(struct cuda_head *hd, struct cuda_gemm *g, const struct head_
 		if (r->below[i].weight_grad.m > 0)
 			cuda_gemm_plan(g, &r->below[i].weight_grad);
 	struct head_sink sink = {gemm, beside, join, ctx};
-	run_way(g, r, plan_for(hd, g, r, &sink)->way, &sink);
-}
-
-void cuda_head_forget(struct cuda_head *hd)
-{
-	free(hd->plans);
-	free(hd->reports);
-	memset(hd, 0, sizeof(*hd));
+	run_way(g, r, plan_for(g, r, &sink)->way, &sink);
 }

@@ -21,15 +21,6 @@
 #include "backend.h"
 #include "gemm_lt.cuh"
 
-struct head_plan;
-
-/* One backend's head plans, in the order met. */
-struct cuda_head {
-	struct head_plan *plans;
-	struct plan_op *reports; /* plans[i]'s report: reports[i] */
-	int n_plans, cap_plans;
-};
-
 /*
  * ->head on g's stream: its GEMMs' plans and its own made the first time its
  * problem is met; its weight gradients sent to gemm(ctx, ...), the backend's
@@ -38,12 +29,9 @@ struct cuda_head {
  * the stream to queue it on (the second, once what the first holds is done);
  * a candidate is timed so, joined by join(ctx) at its end.
  */
-void cuda_head_run(struct cuda_head *hd, struct cuda_gemm *g, const struct head_req *r,
+void cuda_head_run(struct cuda_gemm *g, const struct head_req *r,
 		   void (*gemm)(void *ctx, const struct gemm_req *r),
 		   void (*beside)(void *ctx, void (*run)(cudaStream_t stream, void *arg), void *arg),
 		   void (*join)(void *ctx), void *ctx);
-
-/* Forget every plan. */
-void cuda_head_forget(struct cuda_head *hd);
 
 #endif /* MNIST_DDP_HEAD_PLAN_CUH */

@@ -118,7 +118,7 @@ KERNEL_COOP_THUNK(bias_grad_block_kernel, struct bias_grad_args)
 
 /* ---- a GEMM of few outputs and a long k: ours, split over k --------------------------- */
 
-/* gemm_ksplit_kernel's arguments: the request's operands, the partial sums, the split. */
+/* gemm_ksplit_micro_kernel's arguments: the request's operands, the partial sums, the split. */
 struct ksplit_args {
 	const float *a, *b;
 	float *part; /* (chunks, outs): each chunk's sums */
@@ -219,48 +219,6 @@ static __device__ inline void ksplit_load_tile(const struct ksplit_args *g, floa
 }
 
 /*
- * Chunk c of k, for each output o < outs: the sum over the chunk's l of
- * op(A)[i, l] op(B)[l, j] (o = i * n + j), or of op(A)[i, l] alone (o = m * n
- * + i, the bias gradient), into part[c * outs + o]. The block loads the
- * chunk tile by tile into shared memory, op(A)'s m rows and op(B)'s n
- * columns of g.tile values each (consecutive l, consecutive addresses
- * for A stored (m, k) and B stored (n, k), the convolutions' weight
- * gradients), then each thread adds its outputs' dot products over the tile
- * to their running sums, also in shared memory. Sums run in order of l.
- * A tile's rows lie g.tile + 1 floats apart: a warp's threads, reading value
- * t of 32 neighbouring rows, then read 32 different banks of shared memory
- * (g.tile apart, a multiple of 32, they would all read one, 32 times over).
- */
-static __global__ void gemm_ksplit_kernel(struct ksplit_args g)
-{
-	KERNEL_WAIT_PREVIOUS();
-	__shared__ float tile[KSPLIT_TILE_FLOATS];
-	__shared__ float acc[KSPLIT_MAX_OUTS];
-	int prod = g.m * g.n, pitch = g.tile + 1;
-	for (int c = (int)blockIdx.x; c < g.chunks; c += (int)gridDim.x) {
-		for (int o = (int)threadIdx.x; o < g.outs; o += (int)blockDim.x)
-			acc[o] = 0.0f;
-		int end = (c + 1) * g.chunk < g.k ? (c + 1) * g.chunk : g.k;
-		for (int l0 = c * g.chunk; l0 < end; l0 += g.tile) {
-			ksplit_load_tile(&g, tile, l0, end);
-			__syncthreads();
-			for (int o = (int)threadIdx.x; o < g.outs; o += (int)blockDim.x) {
-				const float *ta = &tile[(o < prod ? o / g.n : o - prod) * pitch];
-				const float *tb = &tile[(g.m + (o < prod ? o % g.n : 0)) * pitch];
-				float sum = acc[o];
-				for (int t = 0; t < g.tile; t++)
-					sum += o < prod ? ta[t] * tb[t] : ta[t];
-				acc[o] = sum;
-			}
-			__syncthreads();
-		}
-		for (int o = (int)threadIdx.x; o < g.outs; o += (int)blockDim.x)
-			g.part[(size_t)c * g.outs + o] = acc[o];
-	}
-}
-KERNEL_COOP_THUNK(gemm_ksplit_kernel, struct ksplit_args)
-
-/*
  * How many slices of a tile's values a block of `threads` shares out (each
  * thread one slice of one micro-tile): as many as the threads left by the
  * micro-tiles allow, at most one per value of the tile and at most as many
@@ -276,14 +234,17 @@ static __host__ __device__ inline int ksplit_slices(int micro, int outs, int til
 }
 
 /*
- * gemm_ksplit_kernel's sums and tiles, each thread's outputs another way
- * (the plans time both: `ksplit.cN` and `ksplit.cN.micro`). A thread owns a
+ * Chunk c of k, for each output o < outs: the sum over the chunk's l of
+ * op(A)[i, l] op(B)[l, j] (o = i * n + j), or of op(A)[i, l] alone (o = m * n
+ * + i, the bias gradient), into part[c * outs + o] (`ksplit.cN.micro`). The
+ * block loads the chunk tile by tile into shared memory (ksplit_load_tile),
+ * op(A)'s m rows and op(B)'s n columns of g.tile values each. A thread owns a
  * micro-tile of KSPLIT_MICRO x KSPLIT_MICRO outputs, rows ig, ig + IG, ...
  * and columns jg, jg + JG, ... (IG and JG the
  * micro-tiles along m and n), its sums in registers for the whole chunk:
  * each value read from shared memory serves KSPLIT_MICRO products, where one
- * thread per output read two values per product and shared memory's
- * bandwidth bounded the kernel. Threads of the first micro-tile column add
+ * thread per output (removed: kernels.h) read two values per product and
+ * shared memory's bandwidth bounded it. Threads of the first micro-tile column add
  * their rows' values alone too, for the bias gradient. Where the micro-tiles
  * leave threads over (few outputs), S = ksplit_slices threads share each
  * micro-tile, slice s taking the tile's values s, s + S, ..., and the slices'
@@ -607,26 +568,23 @@ int kernels_gemm_im2col_fits(const struct gemm_req *r)
 	       (size_t)r->k <= FASTDIV_MAX_N;
 }
 
-int kernels_gemm_ksplit_fits(const struct gemm_req *r, int micro)
+int kernels_gemm_ksplit_fits(const struct gemm_req *r)
 {
 	if (r->epilogue != GEMM_EPILOGUE_NONE || r->m <= 0 || r->n <= 0 || r->k <= 0)
 		return 0;
-	if (micro)
-		return (r->m + r->n) * (KSPLIT_TILE_MIN + 1) <= KSPLIT_MICRO_TILE_FLOATS &&
-		       (size_t)((r->m + KSPLIT_MICRO - 1) / KSPLIT_MICRO) *
-				       (size_t)((r->n + KSPLIT_MICRO - 1) / KSPLIT_MICRO) <=
-			       KSPLIT_MAX_MICRO;
-	return (r->m + r->n) * (KSPLIT_TILE_MIN + 1) <= KSPLIT_TILE_FLOATS &&
-	       (size_t)r->m * r->n + (r->bias_grad ? (size_t)r->m : 0) <= KSPLIT_MAX_OUTS;
+	return (r->m + r->n) * (KSPLIT_TILE_MIN + 1) <= KSPLIT_MICRO_TILE_FLOATS &&
+	       (size_t)((r->m + KSPLIT_MICRO - 1) / KSPLIT_MICRO) *
+			       (size_t)((r->n + KSPLIT_MICRO - 1) / KSPLIT_MICRO) <=
+		       KSPLIT_MAX_MICRO;
 }
 
 void kernels_gemm_ksplit(cudaStream_t stream, const struct kernel_geom *geom,
-			 const struct gemm_req *r, int chunks, int micro, float *part)
+			 const struct gemm_req *r, int chunks, float *part)
 {
 	struct ksplit_args g;
 	memset(&g, 0, sizeof(g));
 	/* The longest tile the shared array holds, up to KSPLIT_TILE_MAX: fewer loads to wait for. */
-	int floats = micro ? KSPLIT_MICRO_TILE_FLOATS : KSPLIT_TILE_FLOATS;
+	int floats = KSPLIT_MICRO_TILE_FLOATS;
 	g.tile_shift = 0;
 	while (1 << g.tile_shift < KSPLIT_TILE_MAX)
 		g.tile_shift++;
@@ -657,10 +615,7 @@ void kernels_gemm_ksplit(cudaStream_t stream, const struct kernel_geom *geom,
 		g.by_k = fastdiv_make((uint32_t)g.conv.k);
 	}
 	struct kernel_geom split = pick_geom(geom, (size_t)g.chunks * KERNEL_BLOCK);
-	if (micro)
-		KERNEL_LAUNCH_COOP(gemm_ksplit_micro_kernel, split, stream, g);
-	else
-		KERNEL_LAUNCH_COOP(gemm_ksplit_kernel, split, stream, g);
+	KERNEL_LAUNCH_COOP(gemm_ksplit_micro_kernel, split, stream, g);
 	struct ksplit_reduce_args ra = {part, g.chunks, g.outs, r->m, r->n, r->ldc,
 					r->alpha, r->beta, r->c, r->bias_grad};
 	size_t groups = ((size_t)g.outs + COOP_LANES - 1) / COOP_LANES;

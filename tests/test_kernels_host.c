@@ -1662,9 +1662,9 @@ static void gemm_expect(const char *what, const float *c, const float *c0, const
  * row stride wider than the matrix (NaN padding: a stray read shows), the
  * bias gradient or none, beta 0 over a C full of NaN (ignored, as BLAS does)
  * or beta 0.5 over old values, chunk counts from one to more than k's tiles,
- * every geometry, both ways of sharing a chunk (a thread per output, per
- * micro-tile: with slices of the tile where the block has threads to spare,
- * walking the chunk more than once where it has too few). Whole numbers give
+ * every geometry (a thread per micro-tile: with slices of the tile where the
+ * block has threads to spare, walking the chunk more than once where it has
+ * too few). Whole numbers give
  * exact sums whatever the order: equal to the reference; random values to a
  * tolerance.
  */
@@ -1688,7 +1688,6 @@ Test(kernels_host, gemm_ksplit)
 			gemm_reference(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c0, ldc, ref, ref_bg);
 			double atol = whole ? 0.0 : 1e-5 * k, rtol = whole ? 0.0 : 1e-5;
 			size_t outs = (size_t)m * n + (size_t)m;
-			for (int micro = 0; micro <= 1; micro++)
 			for (size_t ci = 0; ci < N_OF(chunk_counts); ci++)
 				for (int gi = -1; gi < KC_N_GEOMS; gi++) {
 					/*
@@ -1708,8 +1707,8 @@ Test(kernels_host, gemm_ksplit)
 					char what[200], gn[64];
 					kc_geom_name(gi, gn, sizeof(gn));
 					snprintf(what, sizeof(what),
-						 "gemm_ksplit%s %dx%dx%d trans %d%d%s%s%s, %d chunks, %s",
-						 micro ? " micro" : "", m, n, k, trans_a, trans_b,
+						 "gemm_ksplit %dx%dx%d trans %d%d%s%s%s, %d chunks, %s",
+						 m, n, k, trans_a, trans_b,
 						 with_bias ? " bias_grad" : "", with_beta ? " beta 0.5" : "",
 						 whole ? " whole numbers" : "", chunk_counts[ci], gn);
 					float *c = kc_guarded_f((size_t)m * ldc), *bg = kc_guarded_f((size_t)m);
@@ -1723,9 +1722,8 @@ Test(kernels_host, gemm_ksplit)
 							     .k = k, .alpha = 1.5f, .a = a, .lda = lda, .b = b,
 							     .ldb = ldb, .beta = beta, .c = c, .ldc = ldc,
 							     .bias_grad = with_bias ? bg : NULL};
-					cr_assert(kernels_gemm_ksplit_fits(&q, micro), "%s: fits", what);
-					kernels_gemm_ksplit(NULL, kc_geom_at(gi), &q, chunk_counts[ci], micro,
-							    part);
+					cr_assert(kernels_gemm_ksplit_fits(&q), "%s: fits", what);
+					kernels_gemm_ksplit(NULL, kc_geom_at(gi), &q, chunk_counts[ci], part);
 					kc_check_guards_f(c, (size_t)m * ldc, what);
 					kc_check_guards_f(bg, (size_t)m, what);
 					kc_check_guards_f(part, n_part, what);
@@ -1751,8 +1749,7 @@ Test(kernels_host, gemm_ksplit)
  * order, so the result must equal, bit for bit, the same launch on the
  * explicit matrix (the reference's im2col, NaN in r->b where the implicit
  * way must not look: it must not read b), and the triple loop in double to a
- * tolerance. Chunk counts 1 and 7, two geometries, both ways of sharing a
- * chunk.
+ * tolerance. Chunk counts 1 and 7, two geometries.
  */
 Test(kernels_host, gemm_ksplit_im2col)
 {
@@ -1779,13 +1776,12 @@ Test(kernels_host, gemm_ksplit_im2col)
 		float *c0 = kc_whole_f(&r, (size_t)oc * taps, -4, 4);
 		gemm_reference(0, 1, oc, taps, p, dz, p, cols, p, 0.0f, c0, taps, ref, ref_bg);
 		struct gemm_im2col ic = {x, cs, rows};
-		for (int micro = 0; micro <= 1; micro++)
 		for (size_t ci = 0; ci < N_OF(chunk_counts); ci++)
 			for (int gi = -1; gi < KC_N_GEOMS; gi += 3) {
 				char what[200], gn[64];
 				kc_geom_name(gi, gn, sizeof(gn));
-				snprintf(what, sizeof(what), "gemm_ksplit%s im2col c%d %dx%d k%d pad%d -> %d, %d images, %d chunks, %s",
-					 micro ? " micro" : "", cs.c, cs.h, cs.w, cs.k, cs.pad, oc, rows,
+				snprintf(what, sizeof(what), "gemm_ksplit im2col c%d %dx%d k%d pad%d -> %d, %d images, %d chunks, %s",
+					 cs.c, cs.h, cs.w, cs.k, cs.pad, oc, rows,
 					 chunk_counts[ci], gn);
 				size_t most = (size_t)(p + KSPLIT_TILE_MIN - 1) / KSPLIT_TILE_MIN;
 				size_t n_part = ((size_t)chunk_counts[ci] < most ? (size_t)chunk_counts[ci] : most) *
@@ -1799,9 +1795,9 @@ Test(kernels_host, gemm_ksplit_im2col)
 							     .a = dz, .lda = p, .b = implicit ? nans : cols, .ldb = p,
 							     .c = out[implicit], .ldc = taps, .bias_grad = bg[implicit],
 							     .b_im2col = implicit ? &ic : NULL};
-					cr_assert(kernels_gemm_ksplit_fits(&q, micro), "%s: fits", what);
+					cr_assert(kernels_gemm_ksplit_fits(&q), "%s: fits", what);
 					cr_assert(!implicit || kernels_gemm_im2col_fits(&q), "%s: fits implicitly", what);
-					kernels_gemm_ksplit(NULL, kc_geom_at(gi), &q, chunk_counts[ci], micro, part);
+					kernels_gemm_ksplit(NULL, kc_geom_at(gi), &q, chunk_counts[ci], part);
 					kc_check_guards_f(out[implicit], (size_t)oc * taps, what);
 					kc_check_guards_f(bg[implicit], (size_t)oc, what);
 					kc_check_guards_f(part, n_part, what);
@@ -1930,36 +1926,27 @@ Test(kernels_host, gemm_tile_fits)
 Test(kernels_host, gemm_ksplit_fits)
 {
 	float f = 0.0f;
-	for (int micro = 0; micro <= 1; micro++) {
-		const char *way = micro ? "micro-tiles" : "a thread per output";
-		int floats = micro ? KSPLIT_MICRO_TILE_FLOATS : KSPLIT_TILE_FLOATS;
-		struct gemm_req q = {.m = 16, .n = 150, .k = 25600, .a = &f, .b = &f, .c = &f, .bias_grad = &f};
-		cr_assert(kernels_gemm_ksplit_fits(&q, micro), "%s: LeNet-5's second convolution's weight gradient", way);
-		q.epilogue = GEMM_EPILOGUE_BIAS;
-		cr_assert(!kernels_gemm_ksplit_fits(&q, micro), "%s: an epilogue", way);
-		q.epilogue = GEMM_EPILOGUE_NONE;
-		/* A tile's rows are KSPLIT_TILE_MIN + 1 floats apart (one of padding). */
-		q.m = 1;
-		q.n = floats / (KSPLIT_TILE_MIN + 1) - q.m;
-		cr_assert(kernels_gemm_ksplit_fits(&q, micro), "%s: m + n as many rows as the tile holds", way);
-		q.n++;
-		cr_assert(!kernels_gemm_ksplit_fits(&q, micro), "%s: m + n past the tile's rows", way);
-		q.k = 0;
-		cr_assert(!kernels_gemm_ksplit_fits(&q, micro), "%s: k = 0", way);
-	}
-	/* A thread per output: their running sums within KSPLIT_MAX_OUTS floats. */
-	struct gemm_req q = {.m = 64, .n = 68, .k = 25600, .a = &f, .b = &f, .c = &f, .bias_grad = &f};
-	cr_assert(!kernels_gemm_ksplit_fits(&q, 0), "m * n + m past the sums' room");
-	q.bias_grad = NULL;
-	cr_assert(kernels_gemm_ksplit_fits(&q, 0), "m * n within it without the bias gradient");
+	struct gemm_req q = {.m = 16, .n = 150, .k = 25600, .a = &f, .b = &f, .c = &f, .bias_grad = &f};
+	cr_assert(kernels_gemm_ksplit_fits(&q), "LeNet-5's second convolution's weight gradient");
+	q.epilogue = GEMM_EPILOGUE_BIAS;
+	cr_assert(!kernels_gemm_ksplit_fits(&q), "an epilogue");
+	q.epilogue = GEMM_EPILOGUE_NONE;
+	/* A tile's rows are KSPLIT_TILE_MIN + 1 floats apart (one of padding). */
+	q.m = 1;
+	q.n = KSPLIT_MICRO_TILE_FLOATS / (KSPLIT_TILE_MIN + 1) - q.m;
+	cr_assert(kernels_gemm_ksplit_fits(&q), "m + n as many rows as the tile holds");
+	q.n++;
+	cr_assert(!kernels_gemm_ksplit_fits(&q), "m + n past the tile's rows");
+	q.k = 0;
+	cr_assert(!kernels_gemm_ksplit_fits(&q), "k = 0");
 	/* Micro-tiles: 16 x 16 of KSPLIT_MICRO x KSPLIT_MICRO fill a block of 256 threads. */
 	cr_assert_eq(KSPLIT_MAX_MICRO, 256);
+	q.k = 25600;
 	q.m = 16 * KSPLIT_MICRO;
 	q.n = 16 * KSPLIT_MICRO;
-	cr_assert(kernels_gemm_ksplit_fits(&q, 1), "a blockful of micro-tiles");
+	cr_assert(kernels_gemm_ksplit_fits(&q), "a blockful of micro-tiles");
 	q.n++;
-	cr_assert(!kernels_gemm_ksplit_fits(&q, 1), "a micro-tile more than the block's threads");
-	cr_assert(kernels_gemm_ksplit_fits(&q, 0), "the same, a thread per output");
+	cr_assert(!kernels_gemm_ksplit_fits(&q), "a micro-tile more than the block's threads");
 }
 
 /*

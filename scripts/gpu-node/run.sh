@@ -353,7 +353,7 @@ all_suite() {
 }
 # sanitize: compute-sanitizer's memcheck, initcheck, racecheck and synccheck over seed, mlp,
 # LeNet-5 (--gpu-plan heuristic) and LeNet-5 with --gpu-plan measure (the GEMM candidates
-# timed at the first step, the project's cooperative gemm_ksplit_kernel and
+# timed at the first step, the project's cooperative gemm_ksplit_micro_kernel and
 # bias_grad_block_kernel among them): ctest -L gpu-sanitize, one 3-step run each
 # (MNIST_SANITIZE_RUNS=one, tests/sanitize/gpu_sanitize.sh, which says which options cut
 # the sanitizer's start-up and why), all 16 at once on the one GPU, each run given what the

@@ -278,7 +278,7 @@ def plans(out, lines):
     lines.extend(short)
     if gaps:
         # A first run is passed over only when over 4 times the best and 100 us more
-        # (cuda/plan_choose.cu): the host's submission in it must stay well under 100 us.
+        # (cuda/plan.cu): the host's submission in it must stay well under 100 us.
         gaps.sort()
         lines.append(clip(f"  first runs on the stream over their times (us, {len(gaps)} candidates): "
                           f"min {gaps[0]:.1f}, median {gaps[len(gaps) // 2]:.1f}, max {gaps[-1]:.1f} "

@@ -38,7 +38,7 @@ set_target_properties(cudasim PROPERTIES CXX_STANDARD 20 CXX_STANDARD_REQUIRED O
 set(MNIST_CUDASIM_OUT ${CMAKE_BINARY_DIR}/cudasim)
 add_library(mnist-cuda-sim MODULE ${MNIST_CUDASIM_DIR}/sim_backend_cuda.cc ${MNIST_CUDASIM_DIR}/sim_backend_cuda_start.cc
   ${MNIST_CUDASIM_DIR}/sim_kernels.cc ${MNIST_CUDASIM_DIR}/sim_gemm_lt.cc ${MNIST_CUDASIM_DIR}/sim_conv_plan.cc
-  ${MNIST_CUDASIM_DIR}/sim_head_plan.cc ${MNIST_CUDASIM_DIR}/sim_plan_choose.cc
+  ${MNIST_CUDASIM_DIR}/sim_head_plan.cc ${MNIST_CUDASIM_DIR}/sim_plan.cc
   ${MNIST_CUDASIM_DIR}/sim_cuda_check.cc ${MNIST_CUDASIM_DIR}/sim_probe.cc
   ${MNIST_CUDASIM_DIR}/sim_backend_module.cc)
 target_include_directories(mnist-cuda-sim PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/cuda)
@@ -388,7 +388,7 @@ endforeach()
 # loading its module: on the H100 candidates took milliseconds at their first run and were
 # passed over for it): the seed model's plan the same with each kernel's first launch
 # costing 4 ms (CUDASIM_LAZY_LOAD_US) as without. Every op's candidates are timed by the
-# same code (cuda_plan_time); LeNet-5's plan (its convolutions' too) passes the same way
+# same code (plan_time, cuda/plan.cu); LeNet-5's plan (its convolutions' too) passes the same way
 # but takes 70 s here, the seed's 2.
 add_test(NAME mnist_train_sim_plan_lazy_load
          COMMAND ${MNIST_CUDASIM_DIR}/plan_lazy_load.sh ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR}

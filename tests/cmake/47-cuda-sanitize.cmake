@@ -3,7 +3,7 @@
 #   gpu_sanitize_<tool>_<model>   memcheck, initcheck, racecheck, synccheck over seed, mlp
 #                                 and lenet (--gpu-plan heuristic) and lenet_measure (LeNet-5
 #                                 with --gpu-plan measure: the GEMM candidates timed at the
-#                                 first step, the cooperative gemm_ksplit_kernel,
+#                                 first step, the cooperative
 #                                 gemm_ksplit_micro_kernel and bias_grad_block_kernel among
 #                                 them): 4 short runs each (graph
 #                                 and --no-graph, SGD and AdamW), zero errors required;
@@ -55,7 +55,7 @@ if(TARGET mnist-train-cudasim)
                    "^# racecheck, --gpu-plan measure, the project's [0-9]+ kernels only, CUDA_MODULE_LOADING=LAZY"
                    "^# run: env CUDA_MODULE_LOADING=LAZY .*fake-compute-sanitizer --tool racecheck .*--target-processes application-only "
                    "^# run: .* --kernel-name kns=19softmax_xent_kernel "
-                   "^# run: .* --kernel-name kns=18gemm_ksplit_kernel "
+                   "^# run: .* --kernel-name kns=24gemm_ksplit_micro_kernel "
                    "^# run: .* --kernel-name kns=22bias_grad_block_kernel "
                    "^# run: .* --kernel-name kns=11head_kernel "
                    "^# run: .*/mnist-train .*--model lenet .*--gpu-plan measure --backend cuda --optimizer adamw --no-graph$"
@@ -73,13 +73,13 @@ if(TARGET mnist-train-cudasim)
 endif()
 
 # The kernel filter's names, without a GPU: a filter that does not name a kernel the run
-# must check (here gemm_ksplit_kernel and bias_grad_block_kernel, for lenet_measure) fails
+# must check (here gemm_ksplit_micro_kernel and bias_grad_block_kernel, for lenet_measure) fails
 # the test before anything runs, never passes by checking nothing. Label kit: the GPU-node
 # kit's step sanitize runs these tests.
 if(MNIST_DDP_HAVE_CUDA)
   add_test(NAME kit_sanitize_filter_names
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cudasim/expect.sh 1
-                   "^FAIL gpu_sanitize_memcheck_lenet_measure: the kernel filter does not name gemm_ksplit_kernel"
+                   "^FAIL gpu_sanitize_memcheck_lenet_measure: the kernel filter does not name gemm_ksplit_micro_kernel"
                    "!^# device"
                    -- bash ${CMAKE_CURRENT_SOURCE_DIR}/sanitize/gpu_sanitize.sh memcheck lenet-measure
                       $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} none ${MNIST_MPIRUN})

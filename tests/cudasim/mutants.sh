@@ -60,7 +60,7 @@ mutant() {
 	names+=("$1") files+=("$2") olds+=("$3") news+=("$4") killers+=("$5")
 }
 B=cuda/backend_cuda.cu S=cuda/backend_cuda_start.cu K=cuda/kernels.cu P=cuda/probe.cu L=cuda/gemm_lt.cu
-Q=cuda/plan_choose.cu N=cuda/kernel_launch.cuh
+Q=cuda/plan.cu N=cuda/kernel_launch.cuh
 F=cuda/fastdiv.h C=cuda/kernels_conv.cu G=cuda/kernels_gemm.cu H=cuda/head_plan.cu
 E=cuda/kernels_head.cu D=cuda/kernels_dense.cu X=cuda/kernels_loss.cuh
 
@@ -143,10 +143,10 @@ mutant loss-relu-gate-dropped $X \
 	'gpu_ops_sim'
 # Issue 25: measured plans.
 mutant checkpoint-plan-ignored $Q \
-	'const struct gemm_preset *preset = preset_for(g, rep->key);' 'const struct gemm_preset *preset = NULL;' \
+	'const struct plan_preset *preset = preset_for(g, rep->key);' 'const struct plan_preset *preset = NULL;' \
 	'mnist_train_sim_seed_cuda_vs_host_2|gpu_plan_sim'
-mutant given-plan-source-lost $L \
-	$'\t\t\t in->ops[i].source);' $'\t\t\t "measured");' \
+mutant given-plan-source-lost $Q \
+	'"%s", in->ops[i].source);' '"%s", "measured");' \
 	'mnist_train_sim_side_stream_mlp|gpu_plan_sim'
 mutant first-run-screen-without-slack $Q \
 	'us > PLAN_SLOW_FACTOR * best + PLAN_SLOW_SLACK_US;' 'us > PLAN_SLOW_FACTOR * best;' \
@@ -172,14 +172,11 @@ mutant bias-gradient-tree-barrier-dropped $G \
 	$'\t\t\tpart[threadIdx.x] += part[threadIdx.x + half * b->lanes];\n\t\t__syncthreads();' \
 	$'\t\t\tpart[threadIdx.x] += part[threadIdx.x + half * b->lanes];' \
 	'test_kernels_host|gpu_plan_sim'
-# Our GEMM split over k: the last chunk's sums dropped; a tile overwritten while read.
+# Our GEMM split over k: the last chunk's sums dropped in the reduce.
 mutant ksplit-last-chunk-dropped $G \
 	'live && l < (size_t)g.chunks;' 'live && l + 1 < (size_t)g.chunks;' \
 	'gpu_plan_sim'
-mutant ksplit-tile-barrier-dropped $G \
-	$'\t\t\t\tacc[o] = sum;\n\t\t\t}\n\t\t\t__syncthreads();' $'\t\t\t\tacc[o] = sum;\n\t\t\t}' \
-	'gpu_plan_sim'
-# The same with a thread per micro-tile: the last slice's sums left out where slices meet; a
+# Its chunks' sums, a thread per micro-tile: the last slice's sums left out where slices meet; a
 # tile overwritten while read; the tile's loader (the one-t-a-thread path the backend's
 # geometry takes) decoding every value's pixel from the tile's first column, or leaving the
 # last row of each batch it loads unstored.

@@ -5,7 +5,7 @@
 #
 # A plan candidate's first run is one launch on the stream, timed with the host's work
 # between its events, and is compared with the best so far to pass over the clearly slow
-# (cuda/plan_choose.cu, slower()). Two host costs must not bias that:
+# (cuda/plan.cu, slower()). Two host costs must not bias that:
 #   lazy    CUDA loads a kernel's module at its first launch (lazy loading, the default
 #           since CUDA 12.2), so a first run can take milliseconds that later runs do not;
 #           on the H100 (2026-11-27) such candidates were passed over for it.

@@ -84,8 +84,8 @@ static double one_graph_step(const struct backend *be, const struct model *m,
 }
 
 /*
- * A weight gradient's implicit way (`ksplit.cN.im2col`: B's entries read from
- * the convolution's input) against its explicit twin (`ksplit.cN`), each
+ * A weight gradient's implicit way (`ksplit.cN.micro.im2col`: B's entries read
+ * from the convolution's input) against its explicit twin (`ksplit.cN.micro`), each
  * given by name for the problem `op`, two steps each on a fresh replica, the
  * stage's im2col buffer filled with NaN between them: with the implicit way
  * the second step's forward leaves the buffer unwritten (nothing reads it)

@@ -8,7 +8,7 @@
 # TOOL: memcheck, initcheck, racecheck or synccheck. MODEL: seed, mlp, lenet (GEMM plan
 # --gpu-plan heuristic: cuBLASLt's first choice, nothing timed) or lenet-measure (LeNet-5
 # with --gpu-plan measure: every way to run each GEMM and convolution is launched and timed
-# at the first step, among them the project's cooperative kernels gemm_ksplit_kernel,
+# at the first step, among them the project's cooperative kernels 
 # gemm_ksplit_micro_kernel, bias_grad_block_kernel and head_kernel (the step's head fused)
 # and the convolutions' patch kernel and GEMM
 # ways, which run nowhere else). DATA_DIR: MNIST_Data (train/, raw or
@@ -62,7 +62,7 @@
 # 16). MNIST_SANITIZE_RUN_TIMEOUT: seconds per run (default 280). MNIST_SANITIZE_KERNELS:
 # the project's kernels, comma-separated (default: every __global__ of cuda/*.cu beside
 # this script); the filter must name softmax_xent_kernel (every step's loss, shared memory
-# and __syncthreads) and, for lenet-measure, gemm_ksplit_kernel, gemm_ksplit_micro_kernel,
+# and __syncthreads) and, for lenet-measure, gemm_ksplit_micro_kernel,
 # bias_grad_block_kernel, head_kernel, dense_head_kernel, conv_patch_kernel and
 # conv_backward_patch_kernel, or the test fails: a renamed
 # kernel would otherwise go unchecked.
@@ -121,7 +121,7 @@ if [ "$TOOL" = racecheck ] || [ "$TOOL" = synccheck ] || [ "$plan" = measure ]; 
 	fi
 	need=(softmax_xent_kernel)
 	[ "$plan" = measure ] &&
-		need+=(gemm_ksplit_kernel gemm_ksplit_micro_kernel bias_grad_block_kernel head_kernel
+		need+=(gemm_ksplit_micro_kernel bias_grad_block_kernel head_kernel
 			dense_head_kernel conv_patch_kernel conv_backward_patch_kernel)
 	for k in "${need[@]}"; do
 		grep -qx "$k" <<<"$kernels" || {

@@ -1,14 +1,13 @@
 /*
- * plan_choose.cu - how every op's plan chooses its way (cuda/gemm_lt.cuh,
- * "choosing among an op's ways"): a candidate timed on the device, where the
- * step runs it, and the choice among an op's candidates: a checkpoint's
- * preset, rank 0's fastest shared with every rank, or the first. The GEMMs'
- * plans (cuda/gemm_lt.cu) and the convolutions' (cuda/conv_plan.cu) both
- * call it.
+ * plan.cu - the CUDA backend's plan: see cuda/plan.cuh. Its entries, a
+ * candidate timed on the device where the step runs it, and the choice among
+ * an op's candidates: a given plan's preset, rank 0's fastest shared with
+ * every rank, or the first.
  */
-#include "gemm_lt.cuh"
+#include "plan.cuh"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -32,7 +31,7 @@
  * lay between the events, and the plans favoured ways of fewer calls over
  * ways of less work on the device. -1 when the stream cannot capture it.
  */
-static double time_graph(struct cuda_gemm *g, plan_run_fn run, void *arg)
+static double time_graph(struct cuda_plan *g, plan_run_fn run, void *arg)
 {
 	cudaGraph_t graph = NULL;
 	cudaGraphExec_t exec = NULL;
@@ -63,7 +62,7 @@ static double time_graph(struct cuda_gemm *g, plan_run_fn run, void *arg)
 }
 
 /* Microseconds per run, reps runs launched on the stream between events. */
-static double stream_us(struct cuda_gemm *g, plan_run_fn run, void *arg, int reps)
+static double stream_us(struct cuda_plan *g, plan_run_fn run, void *arg, int reps)
 {
 	float ms = 0.0f;
 	CUDA_CHECK(cudaEventRecord(g->time_start, g->stream));
@@ -93,7 +92,7 @@ static int slower(double us, double best)
 	return best >= 0.0 && us > PLAN_SLOW_FACTOR * best + PLAN_SLOW_SLACK_US;
 }
 
-double cuda_plan_time(struct cuda_gemm *g, plan_run_fn run, void *arg, double best)
+double plan_time(struct cuda_plan *g, plan_run_fn run, void *arg, double best)
 {
 	if (!g->time_start) {
 		CUDA_CHECK(cudaEventCreate(&g->time_start));
@@ -119,7 +118,7 @@ double cuda_plan_time(struct cuda_gemm *g, plan_run_fn run, void *arg, double be
 	return us;
 }
 
-static const struct gemm_preset *preset_for(const struct cuda_gemm *g, const char *key)
+static const struct plan_preset *preset_for(const struct cuda_plan *g, const char *key)
 {
 	for (int i = 0; i < g->n_presets; i++)
 		if (!strcmp(g->presets[i].key, key))
@@ -127,10 +126,10 @@ static const struct gemm_preset *preset_for(const struct cuda_gemm *g, const cha
 	return NULL;
 }
 
-int cuda_plan_choose(struct cuda_gemm *g, struct plan_op *rep, int capturing, plan_time_fn time,
+int plan_choose(struct cuda_plan *g, struct plan_op *rep, int capturing, plan_time_fn time,
 		     void *arg)
 {
-	const struct gemm_preset *preset = preset_for(g, rep->key);
+	const struct plan_preset *preset = preset_for(g, rep->key);
 	int n = rep->n_candidates, chosen = -1;
 
 	for (int i = 0; i < n; i++)
@@ -164,7 +163,7 @@ int cuda_plan_choose(struct cuda_gemm *g, struct plan_op *rep, int capturing, pl
 		 */
 		int timed = g->policy == PLAN_MEASURE && g->collective && !capturing && n > 1;
 		if (timed)
-			g->drain(g->share_arg);
+			g->drain(g->arg);
 		if (timed && g->rank == 0) {
 			/*
 			 * The first way's first run, apart: a run that does not
@@ -196,7 +195,7 @@ int cuda_plan_choose(struct cuda_gemm *g, struct plan_op *rep, int capturing, pl
 	if (g->collective && g->share) {
 		char name[PLAN_NAME_LEN];
 		snprintf(name, sizeof(name), "%s", rep->cand[chosen].name);
-		g->share(g->share_arg, &chosen, name);
+		g->share(g->arg, &chosen, name);
 		if (chosen < 0 || chosen >= n || strcmp(rep->cand[chosen].name, name))
 			die(1, "CUDA %s %s: rank 0 chose %s, which this rank's GPU or cuBLAS does "
 			       "not offer as its candidate %d (every rank needs the same GPU model and "
@@ -206,9 +205,127 @@ int cuda_plan_choose(struct cuda_gemm *g, struct plan_op *rep, int capturing, pl
 	return chosen;
 }
 
-int cuda_plan_capturing(struct cuda_gemm *g)
+int plan_capturing(const struct cuda_plan *g)
 {
 	cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
 	CUDA_CHECK(cudaStreamIsCapturing(g->stream, &status));
 	return status != cudaStreamCaptureStatusNone;
+}
+
+/* ---- the entries -------------------------------------------------------------------- */
+
+struct plan_entry {
+	int op;                  /* enum plan_kind */
+	void *key;               /* key_bytes, compared whole */
+	size_t key_bytes;
+	void *state;             /* the op's, for its way */
+	plan_release_fn release;
+	struct plan_op report;
+};
+
+void *plan_find(const struct cuda_plan *p, int op, const void *key, size_t key_bytes)
+{
+	for (int i = 0; i < p->n_entries; i++) {
+		const struct plan_entry *e = &p->entries[i];
+		if (e->op == op && e->key_bytes == key_bytes && !memcmp(e->key, key, key_bytes))
+			return e->state;
+	}
+	return NULL;
+}
+
+void *plan_add(struct cuda_plan *p, int op, const void *key, size_t key_bytes,
+	       struct plan_op *rep, int chosen, const void *state, size_t state_bytes,
+	       plan_release_fn release)
+{
+	if (p->n_entries == p->cap_entries) {
+		p->cap_entries = p->cap_entries ? 2 * p->cap_entries : 16;
+		p->entries = (struct plan_entry *)xrealloc(
+			p->entries, (size_t)p->cap_entries * sizeof(*p->entries));
+	}
+	struct plan_entry *e = &p->entries[p->n_entries++];
+	e->op = op;
+	e->key = xmalloc(key_bytes);
+	memcpy(e->key, key, key_bytes);
+	e->key_bytes = key_bytes;
+	e->state = xmalloc(state_bytes ? state_bytes : 1);
+	memcpy(e->state, state, state_bytes);
+	e->release = release;
+	snprintf(rep->chosen, sizeof(rep->chosen), "%s", rep->cand[chosen].name);
+	e->report = *rep;
+	return e->state;
+}
+
+void *plan_next(const struct cuda_plan *p, int op, int *i)
+{
+	for (; *i < p->n_entries; (*i)++)
+		if (p->entries[*i].op == op)
+			return p->entries[(*i)++].state;
+	return NULL;
+}
+
+int plan_count(const struct cuda_plan *p)
+{
+	return p->n_entries;
+}
+
+void plan_set(struct cuda_plan *p, const struct plan_info *in)
+{
+	plan_forget(p);
+	free(p->presets);
+	p->presets = NULL;
+	p->n_presets = 0;
+	if (!in)
+		return;
+	p->presets = (struct plan_preset *)xmalloc((size_t)(in->n_ops ? in->n_ops : 1) *
+						   sizeof(struct plan_preset));
+	for (int i = 0; i < in->n_ops; i++) {
+		struct plan_preset *q = &p->presets[p->n_presets++];
+		snprintf(q->key, sizeof(q->key), "%s", in->ops[i].key);
+		snprintf(q->name, sizeof(q->name), "%s", in->ops[i].chosen);
+		snprintf(q->source, sizeof(q->source), "%s", in->ops[i].source);
+	}
+}
+
+void plan_get(struct cuda_plan *p, struct plan_info *out)
+{
+	free(p->report);
+	p->report = (struct plan_op *)xmalloc((size_t)(p->n_entries ? p->n_entries : 1) *
+					      sizeof(struct plan_op));
+	for (int i = 0; i < p->n_entries; i++)
+		p->report[i] = p->entries[i].report;
+	out->n_ops = p->n_entries;
+	out->ops = p->report;
+	out->measure_ms = p->measure_secs * 1e3;
+	out->warm_ms = p->warm_secs * 1e3;
+}
+
+void plan_forget(struct cuda_plan *p)
+{
+	if (p->n_entries && p->drain)
+		p->drain(p->arg); /* the timed runs and the ways may still use what is released */
+	for (int i = p->n_entries - 1; i >= 0; i--) {
+		struct plan_entry *e = &p->entries[i];
+		if (e->release)
+			e->release(e->state);
+		free(e->state);
+		free(e->key);
+	}
+	free(p->entries);
+	p->entries = NULL;
+	p->n_entries = p->cap_entries = 0;
+}
+
+void plan_release(struct cuda_plan *p)
+{
+	plan_forget(p);
+	free(p->presets);
+	free(p->report);
+	p->presets = NULL;
+	p->report = NULL;
+	p->n_presets = 0;
+	if (p->time_start)
+		cudaEventDestroy(p->time_start);
+	if (p->time_stop)
+		cudaEventDestroy(p->time_stop);
+	p->time_start = p->time_stop = NULL;
 }
