@@ -8,6 +8,9 @@
  * on a GPU, where the whole step can be captured once and replayed. The loop
  * calls no MPI (dist.h carries its few collectives) and writes no file format
  * (io/: log lines, metrics, checkpoints; train/resume.c decides when to save).
+ * A step's ops are train/step.c's, their grouping into launches (captured
+ * graphs) train/launch.c's, the backend's plan kept and published by
+ * train/gpu_plan.c.
  */
 #include "train/train.h"
 
@@ -19,107 +22,18 @@
 #include "check.h"
 #include "clock.h"
 #include "io/crc32.h"
-#include "io/plan_json.h"
 #include "io/report.h"
+#include "train/gpu_plan.h"
+#include "train/launch.h"
 #include "train/optim.h"
 #include "train/profile.h"
 #include "train/resume.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
+#include "train/step.h"
 
 /* Rows per evaluation batch (the workspace holds at least this many). */
 #define TRAIN_EVAL_ROWS 500
-
-/* Backend copies of one split. */
-struct device_set {
-	uint8_t *images; /* (count, 784) */
-	uint8_t *labels; /* (count) */
-	int count;
-};
-
-static int device_set_upload(const struct backend *be, const struct mnist_set *s, int count,
-			     struct device_set *out)
-{
-	out->count = count;
-	out->images = backend_alloc(be, (size_t)count * IDX_PIXELS);
-	out->labels = backend_alloc(be, (size_t)count);
-	if (!out->images || !out->labels)
-		return -1;
-	backend_upload(be, out->images, s->images, (size_t)count * IDX_PIXELS);
-	backend_upload(be, out->labels, s->labels, (size_t)count);
-	return STATUS_OK;
-}
-
-static void device_set_free(const struct backend *be, struct device_set *s)
-{
-	backend_free(be, s->images);
-	backend_free(be, s->labels);
-	memset(s, 0, sizeof(*s));
-}
-
-/* Everything one step reads and writes, in backend memory. */
-struct step_state {
-	const struct backend *be;
-	const struct model *m;
-	struct model_ws *ws;
-	struct device_set data;
-	int32_t *index;  /* (shard_len) this rank's examples of the epoch */
-	int index_len;
-	int batch;       /* rows of a full batch */
-	struct step_counters *counters; /* (1) the step's position (backend.h) */
-	float *lr;       /* (steps_per_epoch) the epoch's learning rates (train/schedule.h) */
-	float *params, *grads; /* (n_params) each */
-	struct optim opt;      /* its state, and which update */
-	enum reduce_op reduce;
-	int ranks;
-};
-
-/* The gather of the batch at the counters' cursor into the model's input. */
-static struct gather_req batch_gather(const struct step_state *s)
-{
-	struct gather_req g = {.images = s->data.images, .labels = s->data.labels,
-			       .pixels = IDX_PIXELS, .index = s->index, .len = s->index_len,
-			       .cursor = &s->counters->cursor, .count = s->batch,
-			       .batch_last = s->ws->plan.input_batch_last, .x = s->ws->act[0],
-			       .y = s->ws->labels};
-	return g;
-}
-
-/*
- * One step on the batch already gathered into the model's input (by the
- * epoch's first gather, or by the step before). The loss op moves the
- * counters on; the optimizer's update is followed, in the same op, by the
- * next batch's gather, so that a captured step holds no launch of its own
- * for the data.
- */
-static void step_ops(const struct step_state *s, int rows)
-{
-	const struct backend *be = s->be;
-	/*
-	 * The mean over ranks is folded into the loss gradient's scale, 1/(rows * ranks),
-	 * and the ranks' gradients are summed: one bare allreduce, no extra pass over the
-	 * gradient buffer to divide it. For a power-of-two rank count the result is
-	 * bitwise the same as summing then dividing.
-	 */
-	int fold = s->reduce == REDUCE_MEAN && s->ranks > 1;
-	model_step(be, s->m, s->ws, s->params, s->grads, rows,
-		   1.0f / ((float)rows * (float)(fold ? s->ranks : 1)), s->counters);
-	backend_label(be, "", "allreduce");
-	backend_allreduce(be, s->grads, s->m->n_params, fold ? REDUCE_SUM : s->reduce);
-	backend_label(be, "", "optimizer");
-	struct gather_req next = batch_gather(s);
-	optim_update(be, &s->opt, s->params, s->grads, s->lr, s->counters, &next);
-}
-
-/* The mean of this rank's per-example losses of the last step. */
-static float step_loss(const struct step_state *s, int rows, float *host_rows)
-{
-	backend_download(s->be, host_rows, s->ws->row_loss, (size_t)rows * sizeof(float));
-	double sum = 0.0;
-	for (int i = 0; i < rows; i++)
-		sum += host_rows[i];
-	return (float)(sum / rows);
-}
 
 int train_test_shard(int count, int rank, int size)
 {
@@ -262,27 +176,13 @@ struct run {
 	float *host_params, *host_rows, *host_lr, *host_state; /* host copies */
 	int32_t *host_index;
 	struct progress prog;
-	/* graphs[n]: n steps captured as one graph, once recorded (--graph-steps, run_steps). */
-	void *graphs[CONFIG_GRAPH_STEPS_MAX + 1];
-	int capture;  /* whether to try */
-	int log_steps; /* the steps some rank reports at are its multiples (run_log_steps) */
-	int planned;  /* a full step ran uncaptured: the backend's plan for it is made */
+	struct launch launch; /* the steps grouped into launches (train/launch.h) */
 	long long images;
 	double t0, paused; /* the training clock's start; seconds of --eval-every scoring */
 	float *step_secs;  /* --metrics: the first steps' wall times */
 	int n_timed, max_timed;
 };
 
-/*
- * Whether the backend's new problems are planned by every rank together
- * (rank 0 measures, all take its choice): during training, where every rank
- * meets a step's ops in the same order; not while scoring the test set, whose
- * batches differ between ranks.
- */
-static void plan_collective(const struct run *r, int on)
-{
-	backend_plan_mode(r->be, (enum plan_policy)r->c->gpu_plan, on);
-}
 
 /* Backend memory for the model, its workspace, the step and the training set. */
 static void run_allocate(struct run *r, const struct mnist_set *train)
@@ -377,15 +277,15 @@ static int run_log_steps(const struct run *r)
 static void run_start_clock(struct run *r)
 {
 	progress_start(&r->prog, r->d->rank == 0);
-	r->capture = r->c->use_graph && backend_can_capture(r->be);
 	r->res->steps_per_epoch = r->smp.steps;
 	long long max_steps = (long long)r->c->epochs * r->smp.steps;
 	r->max_timed = max_steps < TRAIN_STEP_TIMES_MAX ? (int)max_steps : TRAIN_STEP_TIMES_MAX;
 	r->step_secs = r->metrics ? xmalloc((size_t)r->max_timed * sizeof(float)) : NULL;
 	backend_synchronize(r->be); /* the start state's broadcast done before the host's collectives */
-	r->log_steps = run_log_steps(r);
+	launch_init(&r->launch, &r->st, &r->smp, &r->rs, r->c->graph_steps, run_log_steps(r),
+		    r->c->use_graph);
 	dist_barrier(r->d, "start of training");
-	plan_collective(r, 1);
+	gpu_plan_collective(r->be, r->c, 1);
 	r->t0 = clock_seconds();
 }
 
@@ -408,172 +308,32 @@ static void epoch_begin(struct run *r, int epoch, int first)
 	backend_upload(be, r->st.lr, r->host_lr, (size_t)r->smp.steps * sizeof(float));
 	backend_upload(be, r->st.counters, &pos0, sizeof(pos0));
 	/* The epoch's first batch; each step gathers the next one. */
-	struct gather_req first_batch = batch_gather(&r->st);
+	struct gather_req first_batch = step_gather(&r->st);
 	backend_gather(be, &first_batch);
 }
 
-/*
- * --resume: the checkpoint's plan (checked when it was read), so that every
- * op runs as it did before the checkpoint and the resumed run is bitwise the
- * one saved. --gpu-plan-from: the plan of an earlier run's --metrics file, so
- * that runs compared on it differ only in what they change. A plan for
- * another GPU or library, on any rank, is set aside on every rank (the
- * backend decides, collectively): the ops are planned anew, and rank 0 says
- * so. Each op the plan names reports that plan as its source.
- */
-static void plan_restore(struct run *r)
-{
-	struct plan_info p;
-	char why[512];
-	int resumed = r->c->resume[0] != '\0';
-	const char *whose = resumed ? "the checkpoint's GPU plan" : "the --gpu-plan-from plan";
-	if (!r->rs.run.gpu_plan[0] || !backend_has_plan(r->be))
-		return;
-	if (plan_json_parse(r->rs.run.gpu_plan, &p, why, sizeof(why)))
-		die(2, "%s: %s", whose, why); /* checked on reading */
-	for (int i = 0; i < p.n_ops; i++)
-		snprintf(p.ops[i].source, sizeof(p.ops[i].source), "%s",
-			 resumed ? "checkpoint" : "gpu-plan-from");
-	if (backend_plan_set(r->be, &p, why, sizeof(why)) && r->d->rank == 0)
-		fprintf(stderr, "mnist-train: %s does not fit here (%s): measuring a new plan%s\n", whose,
-			why, resumed ? "; the resumed run is not bitwise the one saved" : "");
-	plan_json_free(&p);
-}
 
-/* The plan so far, as checkpoints keep it (the ways chosen, not the candidates weighed). */
-static void plan_keep(struct run *r)
-{
-	struct plan_info p;
-	if (!backend_has_plan(r->be))
-		return;
-	backend_plan_get(r->be, &p);
-	char *kept = plan_json_dump(&p, 0, NULL);
-	if (strlen(kept) < sizeof(r->rs.run.gpu_plan)) {
-		snprintf(r->rs.run.gpu_plan, sizeof(r->rs.run.gpu_plan), "%s", kept);
-	} else {
-		r->rs.run.gpu_plan[0] = '\0';
-		if (r->d->rank == 0)
-			fprintf(stderr,
-				"mnist-train: warning: the GPU plan (%zu bytes) does not fit a "
-				"checkpoint's %d: a resumed run will plan anew\n",
-				strlen(kept), CHECKPOINT_PLAN_MAX);
-	}
-	free(kept);
-}
+
+
+
+
 
 /*
- * After the first full step, on rank 0: the plan it made, reported: the
- * --metrics record {"event": "gpu_plan", ...} and, with --verbose, the table.
- */
-static void plan_publish(struct run *r)
-{
-	struct plan_info p;
-	if (!backend_has_plan(r->be) || r->d->rank != 0)
-		return;
-	backend_plan_get(r->be, &p);
-	if (r->metrics) {
-		char *record = plan_json_dump(&p, 1, "gpu_plan");
-		fprintf(r->metrics, "%s\n", record);
-		fflush(r->metrics);
-		free(record);
-	}
-	if (r->c->verbose)
-		plan_print_table(stderr, &p);
-}
-
-/*
- * Whether the host needs the step's end before the next step starts: to read
- * its loss (step_report, on this rank or another), to save a checkpoint
- * (save_if_due) or to end the epoch. The same on every rank (run_log_steps;
- * --save-every and --checkpoint-dir agree), so every rank launches the same
- * groups and meets each graph's capture, a collective, with the others.
- */
-static int step_needs_host(const struct run *r, int epoch, int step)
-{
-	long long done = (long long)epoch * r->smp.steps + step + 1;
-	return step == r->smp.steps - 1 || step % r->log_steps == 0 || resume_save_due(&r->rs, done);
-}
-
-/*
- * The steps one launch runs from `step`: once the step is captured, as many
- * full steps as --graph-steps allows that the host need not see end (the
- * last of them may need it), rounded down to a length that is captured: a
- * power of two or --graph-steps itself, so that a run records few graphs
- * (--log-every 10, --graph-steps 8: groups of 8 and 2). Otherwise one.
- */
-static int group_length(const struct run *r, int epoch, int step)
-{
-	int most = r->c->graph_steps, n = 1;
-	if (!r->capture || !r->planned)
-		return 1;
-	while (n < most && step + n < r->smp.steps && !step_needs_host(r, epoch, step + n - 1) &&
-	       sampler_batch_rows(&r->smp, step + n) == r->c->batch_size)
-		n++;
-	if (n == most)
-		return n;
-	int p = 1;
-	while (p * 2 <= n)
-		p *= 2;
-	return p;
-}
-
-/*
- * The graph of n steps, recorded at its first use, or NULL when capture
- * failed: plain launches from then on. Capture only records, nothing runs;
- * it starts on an idle stream, the steps queued before it complete (a rank
- * meets the capture's agreement with no collective of its own pending). The
- * first recording also records one step alone, whose nodes the summary's
- * graph_nodes counts (a graph of n steps may hold more than n steps' nodes).
- */
-static void *group_graph(struct run *r, int n)
-{
-	const struct backend *be = r->be;
-	if (r->graphs[n] || !r->capture)
-		return r->graphs[n];
-	if (n > 1 && !group_graph(r, 1))
-		return NULL;
-	backend_synchronize(be);
-	if (backend_capture_begin(be) == 0) {
-		for (int i = 0; i < n; i++)
-			step_ops(&r->st, r->c->batch_size);
-		r->graphs[n] = backend_capture_end(be);
-		if (n == 1 && r->graphs[1])
-			r->res->graph_nodes = (long long)backend_graph_nodes(be, r->graphs[1]);
-	}
-	if (!r->graphs[n])
-		r->capture = 0;
-	return r->graphs[n];
-}
-
-/*
- * One launch's steps from `step`: a group of full steps replayed from its
- * graph (group_length), else one step launched op by op. The first full
- * step runs uncaptured, so that its plan can be measured (plan_collective).
- * With --metrics, rank 0 waits for the group's end and each of its steps is
- * timed as the group's wall time over its steps. Returns the steps run;
- * *rows: the rows of the last.
+ * One launch's steps from `step` (train/launch.h), counted, and with
+ * --metrics timed: rank 0 waits for the launch's end and each of its steps
+ * is timed as the launch's wall time over its steps. After the first full
+ * step, rank 0 publishes the plan it made. Returns the steps run; *rows: the
+ * rows of the last.
  */
 static int run_steps(struct run *r, int epoch, int step, int *rows)
 {
-	const struct backend *be = r->be;
 	double t_start = r->step_secs ? clock_seconds() : 0.0;
-	*rows = sampler_batch_rows(&r->smp, step);
-	int full = *rows == r->c->batch_size;
-	int n = full ? group_length(r, epoch, step) : 1;
-	backend_set_position(be, epoch, step);
-	void *graph = full && r->planned ? group_graph(r, n) : NULL;
-	if (graph)
-		backend_replay(be, graph);
-	else
-		for (int i = 0; i < n; i++)
-			step_ops(&r->st, *rows);
-	if (full && !r->planned) {
-		r->planned = 1;
-		plan_publish(r);
-	}
+	int first_full, n = launch_steps(&r->launch, epoch, step, rows, &first_full);
+	if (first_full)
+		gpu_plan_publish(r->be, r->d, r->metrics, r->c->verbose);
 	r->images += (long long)*rows * r->d->size * n;
 	if (r->step_secs && r->n_timed < r->max_timed) {
-		backend_synchronize(be);
+		backend_synchronize(r->be);
 		float each = (float)((clock_seconds() - t_start) / n);
 		for (int i = 0; i < n && r->n_timed < r->max_timed; i++)
 			r->step_secs[r->n_timed++] = each;
@@ -618,7 +378,8 @@ static void save_if_due(struct run *r, int epoch, int step)
 		return;
 	backend_download(r->be, r->host_params, r->st.params, r->pbytes);
 	backend_download(r->be, r->host_state, r->st.opt.state, r->state_bytes);
-	plan_keep(r); /* every problem met so far, the epoch's short last batch's too */
+	/* The plan: every problem met so far, the epoch's short last batch's too. */
+	gpu_plan_keep(r->be, r->d, r->rs.run.gpu_plan, sizeof(r->rs.run.gpu_plan));
 	resume_save(&r->rs, &r->m, done, r->host_params, r->host_state);
 }
 
@@ -637,9 +398,9 @@ static void eval_pause(struct run *r, const struct mnist_set *test, int epoch)
 	backend_synchronize(r->be);
 	double t_eval = clock_seconds();
 	long long scored = 0;
-	plan_collective(r, 0);
+	gpu_plan_collective(r->be, r->c, 0);
 	double acc = train_evaluate(r->d, r->be, &r->m, &r->ws, r->st.params, test, &scored);
-	plan_collective(r, 1);
+	gpu_plan_collective(r->be, r->c, 1);
 	double now = clock_seconds();
 	eval_report(r->d, r->metrics, epoch, (long long)(epoch + 1) * r->smp.steps, acc, scored,
 		    run_elapsed(r, t_eval));
@@ -659,11 +420,12 @@ static void run_finish(struct run *r, const struct mnist_set *test)
 	res->train_seconds = run_elapsed(r, clock_seconds());
 	progress_end(&r->prog);
 	res->images = r->images;
+	res->graph_nodes = r->launch.graph_nodes;
 
 	backend_download(r->be, r->host_params, r->st.params, r->pbytes);
 	res->param_crc = check_replicas(r->d, r->host_params, r->m.n_params);
 	if (test) {
-		plan_collective(r, 0);
+		gpu_plan_collective(r->be, r->c, 0);
 		res->test_accuracy = train_evaluate(r->d, r->be, &r->m, &r->ws, r->st.params, test,
 						    &res->test_images);
 		if (eval_due(c, c->epochs - 1) && r->rs.epoch < c->epochs)
@@ -697,11 +459,11 @@ static void run_profile(struct run *r)
 	const struct step_counters pos0 = {0, 0, 0, 0};
 	struct profile prof;
 	backend_upload(be, r->st.counters, &pos0, sizeof(pos0));
-	struct gather_req first_batch = batch_gather(&r->st);
+	struct gather_req first_batch = step_gather(&r->st);
 	backend_gather(be, &first_batch);
-	plan_collective(r, 1);
+	gpu_plan_collective(r->be, r->c, 1);
 	profile_run(be, profiled_step, &r->st, &prof);
-	plan_collective(r, 0);
+	gpu_plan_collective(r->be, r->c, 0);
 	if (r->d->rank == 0) {
 		char title[160];
 		snprintf(title, sizeof(title), "one step of %s, batch %d, on %s", model_kind_name(r->c->model),
@@ -716,9 +478,7 @@ static void run_profile(struct run *r)
 static void run_free(struct run *r)
 {
 	const struct backend *be = r->be;
-	for (int n = 1; n <= CONFIG_GRAPH_STEPS_MAX; n++)
-		if (r->graphs[n])
-			backend_graph_destroy(be, r->graphs[n]);
+	launch_free(&r->launch);
 	free(r->step_secs);
 	free(r->host_index);
 	free(r->host_rows);
@@ -755,7 +515,7 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	}
 	run_allocate(&r, train);
 	run_start_state(&r);
-	plan_restore(&r);
+	gpu_plan_restore(be, d, c->resume[0] != '\0', r.rs.run.gpu_plan);
 	run_start_clock(&r);
 
 	/* The loop: epochs of steps, each step reported and maybe saved; --eval-every between epochs. */

@@ -1,0 +1,62 @@
+/*
+ * step.h - one training step on the backend (host/train/step.c): the training
+ * set in backend memory, everything a step reads and writes, the gather of a
+ * batch, the step's ops (forward, loss, backward, allreduce, update and the
+ * next batch's gather) and its loss read back. The loop (train.c) decides
+ * when; launch.c how steps are grouped into launches.
+ */
+#ifndef MNIST_DDP_STEP_H
+#define MNIST_DDP_STEP_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "io/idx.h"
+#include "train/model.h"
+#include "train/optim.h"
+
+/* Backend copies of one split. */
+struct device_set {
+	uint8_t *images; /* (count, 784) */
+	uint8_t *labels; /* (count) */
+	int count;
+};
+
+/* The first `count` examples of s into backend memory: 0, or -1 when out of memory. */
+int device_set_upload(const struct backend *be, const struct mnist_set *s, int count,
+		      struct device_set *out);
+void device_set_free(const struct backend *be, struct device_set *s);
+
+/* Everything one step reads and writes, in backend memory. */
+struct step_state {
+	const struct backend *be;
+	const struct model *m;
+	struct model_ws *ws;
+	struct device_set data;
+	int32_t *index;  /* (shard_len) this rank's examples of the epoch */
+	int index_len;
+	int batch;       /* rows of a full batch */
+	struct step_counters *counters; /* (1) the step's position (backend.h) */
+	float *lr;       /* (steps_per_epoch) the epoch's learning rates (train/schedule.h) */
+	float *params, *grads; /* (n_params) each */
+	struct optim opt;      /* its state, and which update */
+	enum reduce_op reduce;
+	int ranks;
+};
+
+/* The gather of the batch at the counters' cursor into the model's input. */
+struct gather_req step_gather(const struct step_state *s);
+
+/*
+ * One step on the batch already gathered into the model's input (by the
+ * epoch's first gather, or by the step before). The loss op moves the
+ * counters on; the optimizer's update is followed, in the same op, by the
+ * next batch's gather, so that a captured step holds no launch of its own
+ * for the data.
+ */
+void step_ops(const struct step_state *s, int rows);
+
+/* The mean of this rank's per-example losses of the last step (host_rows: rows floats). */
+float step_loss(const struct step_state *s, int rows, float *host_rows);
+
+#endif /* MNIST_DDP_STEP_H */
