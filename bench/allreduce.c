@@ -35,6 +35,7 @@
 
 #include "clock.h"
 #include "backend.h"
+#include "backend_module.h"
 #include "check.h"
 #include "config.h"
 #include "dist.h"

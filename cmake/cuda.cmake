@@ -191,14 +191,15 @@ add_library(mnist_cuda_objects OBJECT
   ${CMAKE_SOURCE_DIR}/cuda/kernels_gemm.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels_head.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels_dense.cu
-  ${CMAKE_SOURCE_DIR}/cuda/plan.cu)
+  ${CMAKE_SOURCE_DIR}/cuda/plan.cu
+  ${CMAKE_SOURCE_DIR}/cuda/plan_json.c)
 set_target_properties(mnist_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON
                       CUDA_VISIBILITY_PRESET hidden)
 target_include_directories(mnist_cuda_objects PUBLIC ${CMAKE_SOURCE_DIR}/include
-                           ${CMAKE_SOURCE_DIR}/cuda)
+                           ${CMAKE_SOURCE_DIR}/cuda PRIVATE ${JANSSON_INCLUDE_DIR})
 target_compile_options(mnist_cuda_objects PRIVATE ${MNIST_DDP_WARNINGS})
 target_link_libraries(mnist_cuda_objects PUBLIC MPI::MPI_C CUDA::cudart mnist::cublas
-                      mnist::cublasLt mnist::nccl)
+                      mnist::cublasLt mnist::nccl ${JANSSON_LIBRARY})
 
 add_library(mnist-cuda MODULE ${CMAKE_SOURCE_DIR}/cuda/backend_module.cu)
 target_compile_options(mnist-cuda PRIVATE ${MNIST_DDP_WARNINGS})

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 
 #include "backend.h"
+#include "backend_module.h"
 #include "check.h"
 #include "clock.h"
 #include "conv_host.h"

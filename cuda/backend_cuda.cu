@@ -62,6 +62,8 @@
 #include <time.h>
 
 #include "backend.h"
+#include "backend_module.h"
+#include "plan_json.h"
 #include "backend_cuda.h"
 #include "check.h"
 #include "clock.h"
@@ -334,16 +336,10 @@ void cuda_drain_stream(void *arg)
 	cuda_wait((struct cuda_ctx *)arg);
 }
 
-static void cuda_plan_mode(void *ctx, enum plan_policy policy, int collective)
+/* The plan so far as a record: the entries, the device, the library, how kernels launch. */
+static void plan_record(struct cuda_ctx *c, struct plan_info *out)
 {
-	struct cuda_ctx *c = ctx_of(ctx);
-	c->plan.policy = policy;
-	c->plan.collective = collective != 0;
-}
-
-static void cuda_plan_get(void *ctx, struct plan_info *out)
-{
-	struct cuda_ctx *c = ctx_of(ctx);
+	memset(out, 0, sizeof(*out));
 	plan_get(&c->plan, out);
 	cuda_gemm_library(out->library, sizeof(out->library));
 	snprintf(out->device, sizeof(out->device), "%s", c->name);
@@ -354,22 +350,36 @@ static void cuda_plan_get(void *ctx, struct plan_info *out)
 		 : c->side_able ? "one stream (--no-side-stream)" : c->side_note);
 }
 
+static char *cuda_plan_text(void *ctx, enum plan_text_kind kind)
+{
+	struct plan_info p;
+	plan_record(ctx_of(ctx), &p);
+	return kind == PLAN_TABLE ? plan_json_table(&p) : plan_json_dump(&p, kind == PLAN_RECORD);
+}
+
 /*
  * Collective: a plan is followed only where every rank's GPU and library are
  * the ones it was measured on; otherwise no rank takes any of it (each op is
  * measured anew, rank 0 choosing for all), and why names the first rank that
- * differs and how.
+ * differs and how. Text that is no plan is refused on every rank alike (every
+ * rank reads the same text).
  */
-static int cuda_plan_set(void *ctx, const struct plan_info *in, char *why, size_t whylen)
+static int cuda_plan_follow(void *ctx, const char *text, const char *source, char *why,
+			    size_t whylen)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
-	char lib[sizeof(in->library)], mine[256] = "";
+	struct plan_info in;
+	char lib[sizeof(in.library)], mine[256] = "";
+	if (plan_json_parse(text, &in, why, whylen))
+		return 2;
+	for (int i = 0; i < in.n_ops; i++)
+		snprintf(in.ops[i].source, sizeof(in.ops[i].source), "%s", source);
 	cuda_gemm_library(lib, sizeof(lib));
-	if (strcmp(in->device, c->name))
-		snprintf(mine, sizeof(mine), "the plan is for %s, rank %d's GPU is %s", in->device,
+	if (strcmp(in.device, c->name))
+		snprintf(mine, sizeof(mine), "the plan is for %s, rank %d's GPU is %s", in.device,
 			 c->dist->rank, c->name);
-	else if (strcmp(in->library, lib))
-		snprintf(mine, sizeof(mine), "the plan is for %s, rank %d's is %s", in->library,
+	else if (strcmp(in.library, lib))
+		snprintf(mine, sizeof(mine), "the plan is for %s, rank %d's is %s", in.library,
 			 c->dist->rank, lib);
 	/*
 	 * The agreement blocks the host: first the collectives queued before it
@@ -378,37 +388,43 @@ static int cuda_plan_set(void *ctx, const struct plan_info *in, char *why, size_
 	 */
 	cuda_wait(c);
 	int first = cuda_agree(c->dist, mine[0] != '\0');
-	if (first < 0) {
-		plan_set(&c->plan, in);
+	if (first >= 0) {
+		MPI_CHECK(MPI_Bcast(mine, (int)sizeof(mine), MPI_CHAR, first, c->dist->comm));
+		snprintf(why, whylen, "%s", mine);
+	}
+	plan_set(&c->plan, first < 0 ? &in : NULL); /* all of it, or nothing of it */
+	plan_json_free(&in);
+	return first < 0 ? 0 : 1;
+}
+
+static int cuda_set(void *ctx, enum backend_switch sw, int value)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	switch (sw) {
+	case BACKEND_TF32: {
+		c->gemm.tf32 = value != 0;
+		/* cublasSgemm, where cuBLASLt has no algorithm: each handle's math mode. */
+		cublasMath_t mode = value ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+		CUBLAS_CHECK(cublasSetMathMode(c->gemm.blas, mode));
+		if (c->side.blas)
+			CUBLAS_CHECK(cublasSetMathMode(c->side.blas, mode));
 		return 0;
 	}
-	MPI_CHECK(MPI_Bcast(mine, (int)sizeof(mine), MPI_CHAR, first, c->dist->comm));
-	snprintf(why, whylen, "%s", mine);
-	plan_set(&c->plan, NULL); /* nothing of it followed */
-	return 1;
-}
-
-static void cuda_set_tf32(void *ctx, int on)
-{
-	struct cuda_ctx *c = ctx_of(ctx);
-	c->gemm.tf32 = on != 0;
-	/* cublasSgemm, where cuBLASLt has no algorithm: each handle's math mode. */
-	cublasMath_t mode = on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
-	CUBLAS_CHECK(cublasSetMathMode(c->gemm.blas, mode));
-	if (c->side.blas)
-		CUBLAS_CHECK(cublasSetMathMode(c->side.blas, mode));
-}
-
-static void cuda_set_pdl(void *ctx, int on)
-{
-	kernels_set_pdl(on && ctx_of(ctx)->pdl_able);
-}
-
-static void cuda_set_side_stream(void *ctx, int on)
-{
-	struct cuda_ctx *c = ctx_of(ctx);
-	cuda_join(c);
-	c->side_on = on && c->side_able;
+	case BACKEND_PDL:
+		kernels_set_pdl(value && c->pdl_able);
+		return 0;
+	case BACKEND_SIDE_STREAM:
+		cuda_join(c);
+		c->side_on = value && c->side_able;
+		return 0;
+	case BACKEND_PLAN_POLICY:
+		c->plan.policy = (enum plan_policy)value;
+		return 0;
+	case BACKEND_PLAN_COLLECTIVE:
+		c->plan.collective = value != 0;
+		return 0;
+	}
+	return -1;
 }
 
 static void cuda_gather(void *ctx, const struct gather_req *g)
@@ -544,16 +560,25 @@ static double median_of(float *v, size_t n)
 }
 
 /* The median step; only when every interval held set-up, the median of those. */
-static double cuda_sim_step_us(void *ctx)
+/*
+ * On the simulator (CUDA_TIME_STEPS), the summary's sim_step_us: the median
+ * interval between step starts on the modelled clock (the set-up's when no
+ * step was timed alone; nan when none was timed). On a GPU nothing: its step
+ * is timed by the host's clock (bench/train).
+ */
+static void cuda_summary(void *ctx, char *buf, size_t len)
 {
 	struct cuda_ctx *c = ctx_of(ctx);
+	buf[0] = '\0';
 	if (!c->step_us)
-		return -1.0; /* a GPU: steps are not timed here */
+		return;
 	if (c->step_count)
-		return median_of(c->step_us, c->step_count);
-	if (c->set_up_count)
-		return median_of(c->step_us + CUDA_STEP_TIMES / 2, c->set_up_count);
-	return NAN;
+		snprintf(buf, len, " sim_step_us=%.1f", median_of(c->step_us, c->step_count));
+	else if (c->set_up_count)
+		snprintf(buf, len, " sim_step_us=%.1f",
+			 median_of(c->step_us + CUDA_STEP_TIMES / 2, c->set_up_count));
+	else
+		snprintf(buf, len, " sim_step_us=nan");
 }
 
 /* ---- timing (--profile) --------------------------------------------------------- */
@@ -765,15 +790,12 @@ const struct backend_ops cuda_ops = {
 	.replay = cuda_replay,
 	.graph_destroy = cuda_graph_destroy,
 	.graph_nodes = cuda_graph_nodes,
-	.sim_step_us = cuda_sim_step_us,
 	.set_timeout = cuda_set_timeout,
 	.set_position = cuda_set_position,
-	.set_tf32 = cuda_set_tf32,
-	.set_pdl = cuda_set_pdl,
-	.set_side_stream = cuda_set_side_stream,
-	.plan_mode = cuda_plan_mode,
-	.plan_get = cuda_plan_get,
-	.plan_set = cuda_plan_set,
+	.set = cuda_set,
+	.plan_text = cuda_plan_text,
+	.plan_follow = cuda_plan_follow,
+	.summary = cuda_summary,
 	.event_create = cuda_event_create,
 	.event_record = cuda_event_record,
 	.event_us = cuda_event_us,

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "backend.h"
+#include "backend_module.h"
 
 /* This rank's verdict (include/backend.h); collective over the ranks of the node. */
 void backend_cuda_probe(const struct dist *d, struct cuda_probe *out);

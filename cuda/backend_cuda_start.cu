@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "backend_module.h"
 #include "backend_cuda.h"
 #include "backend_cuda_ctx.cuh"
 #include "check.h"

@@ -4,6 +4,7 @@
  * (struct backend_module, include/backend.h) to host/backend_load.c.
  */
 #include "backend.h"
+#include "backend_module.h"
 #include "backend_cuda.h"
 
 #ifndef MNIST_DDP_INTERFACE_ID

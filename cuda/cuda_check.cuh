@@ -22,6 +22,7 @@
 #include <nccl.h>
 
 #include "backend.h"
+#include "backend_module.h"
 #include "check.h"
 
 extern "C" {

@@ -12,6 +12,7 @@
 #include <cublasLt.h>
 
 #include "backend.h"
+#include "plan_record.h"
 
 /* A problem, as far as a plan depends on it. */
 struct gemm_key {

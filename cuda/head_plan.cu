@@ -81,7 +81,7 @@ static void weight_grads(const struct head_req *r, const struct head_sink *sink,
 
 /*
  * Queue r run as `way` on g's stream, its weight gradients sent to sink: in
- * backend_head_parts' order, a stage's as soon as its gradient is there;
+ * host/train/head.c's order, a stage's as soon as its gradient is there;
  * grouped, once the lowest stage's is; after the kernel, for the dense way,
  * whose kernel takes the pool's gradient in too.
  */

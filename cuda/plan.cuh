@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include "backend.h"
+#include "plan_record.h"
 
 /* The ops that plan. */
 enum plan_kind {

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_module.h"
 #include "backend_cuda.h"
 #include "check.h"
 #include "cuda_check.cuh"

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "backend_module.h"
 #include "check.h"
 #include "config.h"
 #include "dist.h"

@@ -21,6 +21,7 @@
 
 #include "agree.h"
 #include "backend.h"
+#include "backend_module.h"
 #include "check.h"
 #include "config.h"
 #include "dist.h"
@@ -170,16 +171,15 @@ int main(int argc, char **argv)
 		return STATUS_RUNTIME;
 	}
 	/* --tf32 asks for what only a backend with tensor cores has (the choice is every rank's). */
-	if (cfg.tf32 && !backend_has_tf32(&be)) {
+	if (backend_set(&be, BACKEND_TF32, cfg.tf32) != 0 && cfg.tf32) {
 		snprintf(msg, sizeof(msg),
 			 "--tf32: the %s backend has no TF32 mode (it is the CUDA backend's; "
 			 "run with --backend cuda, or without --tf32)",
 			 backend_name(&be));
 		agree_or_exit(&d, STATUS_BAD_INPUT, msg);
 	}
-	backend_set_tf32(&be, cfg.tf32);
-	backend_set_pdl(&be, cfg.use_pdl);
-	backend_set_side_stream(&be, cfg.use_side_stream);
+	backend_set(&be, BACKEND_PDL, cfg.use_pdl);
+	backend_set(&be, BACKEND_SIDE_STREAM, cfg.use_side_stream);
 	if (d.rank == 0) {
 		if (msg[0])
 			fprintf(stderr, "mnist-train: %s\n", msg);
@@ -203,6 +203,9 @@ int main(int argc, char **argv)
 	agree_or_exit(&d, rc, msg);
 
 	if (d.rank == 0) {
+		/* The backend's own keys: the CUDA simulator's modelled step (cudasim.h, rule 10). */
+		char backend_keys[128];
+		backend_summary(&be, backend_keys, sizeof(backend_keys));
 		struct summary s = {
 			.model = model_kind_name(cfg.model),
 			.backend = backend_name(&be),
@@ -218,8 +221,7 @@ int main(int argc, char **argv)
 			.backend_fallback = be.fallback[0] ? be.fallback : NULL,
 			/* A backend that captures steps says how many nodes one holds. */
 			.graph_nodes = backend_can_capture(&be) ? res.graph_nodes : -1,
-			/* On the CUDA simulator: its modelled step (tests/cudasim/cudasim.h, rule 10). */
-			.sim_step_us = backend_sim_step_us(&be),
+			.backend_keys = backend_keys,
 		};
 		report_summary(stdout, &s);
 	}

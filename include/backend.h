@@ -5,7 +5,8 @@
  * backend (cpu/backend_host.c: OpenBLAS + MPI_Allreduce) and the CUDA
  * backend (cuda/backend_cuda.cu: kernels + cuBLAS + NCCL, a loadable module)
  * implement it; the training loop, model, sampler, logging and checkpoints
- * see only this file.
+ * see only this file. How a backend is made (the host's, the CUDA module's,
+ * and the choice between them) is include/backend_module.h.
  *
  * Conventions:
  * - Every pointer passed to an op is backend memory from ->alloc, except the
@@ -131,7 +132,7 @@ struct head_below {
  * the top is the lowest layer: none) and its weight gradient; n_below
  * dense stages under it (below[0] the lowest), whose forwards run first and
  * whose gradients follow the top's; and the pool's gradient of the
- * convolution stage under them, if any. In order (backend_head_parts): the
+ * convolution stage under them, if any. In order (host/train/head.c): the
  * forwards up, the loss, the top's input gradient, then each stage's weight
  * gradient and the input gradient under it, down, then the pool's gradient.
  * A backend may run them as one, the weight gradients where their inputs
@@ -156,49 +157,42 @@ struct head_req {
 	float *pool_dz;
 };
 
-/*
- * A backend's plan: for each problem it met (a GEMM's shapes, transposes,
- * epilogue and alignments), the way it runs it, chosen among candidates
- * (cuBLASLt's algorithms with the epilogue fused or in kernels of ours,
- * cublasSgemm, ...) by timing each on the device (docs/gpu.md, "Plans").
- * Names are the backend's own, stable for one GPU model and library version:
- * a plan saved in a checkpoint is given back by name.
- */
-#define PLAN_NAME_LEN 96
-#define PLAN_KEY_LEN 160
-#define PLAN_MAX_CANDIDATES 64
-
-struct plan_candidate {
-	char name[PLAN_NAME_LEN];
-	double us;       /* measured microseconds per run; < 0: not timed */
-	double first_us; /* its first run, one launch on the stream, the host's submission
-			    between the events; < 0: not run */
-};
-
-struct plan_op {
-	char key[PLAN_KEY_LEN];  /* the problem, as the backend names it */
-	char op[16];             /* "gemm" */
-	char shape[64];          /* for people: "nt 6x25x200704 bias_grad" */
-	char chosen[PLAN_NAME_LEN];
-	char source[16];         /* "measured", "heuristic"; a given plan: "checkpoint", "gpu-plan-from" */
-	int n_candidates;        /* what was considered (0 for an entry given back) */
-	struct plan_candidate cand[PLAN_MAX_CANDIDATES];
-};
-
-struct plan_info {
-	char device[128];  /* the GPU's name */
-	char library[64];  /* the math library and its version: "cublasLt 130100" */
-	char launch[160];  /* how kernels are launched ("programmatic dependent launch"); not saved */
-	int n_ops;
-	struct plan_op *ops;
-	double measure_ms; /* wall time rank 0 spent timing candidates so far; < 0: not known */
-	double warm_ms;    /* of it apart: each timed op's first way's first run; < 0: not known */
-};
-
-/* How new problems are planned (->plan_mode). */
+/* How the problems a backend meets from now on are planned (BACKEND_PLAN_POLICY). */
 enum plan_policy {
-	PLAN_MEASURE = 0,   /* time every candidate, keep the fastest */
+	PLAN_MEASURE = 0,   /* time every way to run it, keep the fastest */
 	PLAN_HEURISTIC = 1, /* the library heuristic's first choice, untimed */
+};
+
+/* A backend's switches (->set): each 0 or 1 unless said otherwise. */
+enum backend_switch {
+	/* GEMMs on TF32 tensor cores (inputs rounded to a 10-bit mantissa, float32 sums); default 0. */
+	BACKEND_TF32,
+	/*
+	 * 1, the default where the device has it: a kernel may start while the one
+	 * before it ends (programmatic dependent launch); 0: once it has ended.
+	 */
+	BACKEND_PDL,
+	/*
+	 * 1, the default where the device can: the GEMMs sent beside
+	 * (gemm_req.beside) run on a second stream, alongside the ops that follow
+	 * them until the join; 0: in order. The results are the same.
+	 */
+	BACKEND_SIDE_STREAM,
+	/* enum plan_policy: how the problems met from now on are planned. */
+	BACKEND_PLAN_POLICY,
+	/*
+	 * 1: every rank meets the problems that follow together, in the same
+	 * order (a training step): rank 0 decides and every rank takes its
+	 * choice; 0: each rank takes the heuristic's on its own (scoring).
+	 */
+	BACKEND_PLAN_COLLECTIVE,
+};
+
+/* What ->plan_text writes. */
+enum plan_text_kind {
+	PLAN_KEPT,   /* what a checkpoint keeps: the way chosen for each problem */
+	PLAN_RECORD, /* the --metrics record's fields: every way weighed and its times too */
+	PLAN_TABLE,  /* the same for people (--verbose) */
 };
 
 struct backend_ops {
@@ -296,14 +290,6 @@ struct backend_ops {
 	size_t (*graph_nodes)(void *ctx, void *graph);
 
 	/*
-	 * Optional: on a simulated device (the CUDA simulator, tests/cudasim/
-	 * cudasim.h rule 10), the median interval between the starts of
-	 * consecutive steps as events stamp them on its modelled clock, in
-	 * microseconds (NAN before two steps were timed); negative on a real device.
-	 */
-	double (*sim_step_us)(void *ctx);
-
-	/*
 	 * Optional collective deadline (docs/reliability.md). set_timeout: an
 	 * allreduce or broadcast not complete after `seconds` (0: no deadline)
 	 * ends the job: each rank that waits prints
@@ -316,45 +302,30 @@ struct backend_ops {
 	void (*set_timeout)(void *ctx, double seconds);
 	void (*set_position)(void *ctx, int epoch, int step);
 
-	/*
-	 * Optional: 1 lets GEMMs run on TF32 tensor cores (inputs rounded to a
-	 * 10-bit mantissa, float32 sums); 0, the default, keeps float32. NULL: the
-	 * backend has no such mode.
-	 */
-	void (*set_tf32)(void *ctx, int on);
+	/* Optional: set a switch (enum backend_switch); 0, or -1 where the backend has none such. */
+	int (*set)(void *ctx, enum backend_switch sw, int value);
 
 	/*
-	 * Optional: 0 launches every kernel only once the one before it has
-	 * ended; 1, the default where the device has it, lets a kernel start
-	 * while the one before it ends (programmatic dependent launch, compute
-	 * capability 9.0 and later; the results are the same).
+	 * Optional plans: how the backend runs each problem it met (a GEMM's
+	 * shapes, a convolution's, ...: docs/gpu.md, "Plans"), as a text the
+	 * program keeps, prints and hands back without reading it (a JSON
+	 * object of the backend's own). plan_text: the plan so far, as `kind`
+	 * says (malloc'd, the caller frees). plan_follow, collective: run the
+	 * problems `text` names the way it names, each reporting `source`
+	 * ("checkpoint", "gpu-plan-from") as whose plan it is; 0 when followed,
+	 * 1 when set aside because some rank's device or library is not the
+	 * plan's (problems are then planned anew; why says which rank and how),
+	 * 2 when text is no plan (why says what is wrong).
 	 */
-	void (*set_pdl)(void *ctx, int on);
+	char *(*plan_text)(void *ctx, enum plan_text_kind kind);
+	int (*plan_follow)(void *ctx, const char *text, const char *source, char *why,
+			   size_t whylen);
 
 	/*
-	 * Optional: 1, the default where the device can, runs the GEMMs sent
-	 * beside (gemm_req.beside) on a second stream, alongside the ops that
-	 * follow them until the join; 0 runs them in order (the results are the
-	 * same).
+	 * Optional: more of the run's summary line, " key=value" pairs ("" for
+	 * none), into buf (the CUDA simulator's modelled step: sim_step_us=).
 	 */
-	void (*set_side_stream)(void *ctx, int on);
-
-	/*
-	 * Optional plans (struct plan_info). plan_mode: how problems met from now
-	 * on are planned, and whether every rank meets them together (collective:
-	 * a training step, the same ops in the same order on every rank), in
-	 * which case rank 0 decides and every rank takes its choice; outside a
-	 * collective stretch each rank takes the heuristic's choice on its own.
-	 * plan_get: the plan so far, in backend memory valid until the next call.
-	 * plan_set: run the problems named in `in` the way it names (a plan from a
-	 * checkpoint, or --gpu-plan-from's), each reporting its op's `source`
-	 * (whose plan: "checkpoint", "gpu-plan-from"); 0 when taken, 1 when some
-	 * rank's device or library is not the plan's (why says which and how;
-	 * nothing of it is taken, problems are planned anew). Collective.
-	 */
-	void (*plan_mode)(void *ctx, enum plan_policy policy, int collective);
-	void (*plan_get)(void *ctx, struct plan_info *out);
-	int (*plan_set)(void *ctx, const struct plan_info *in, char *why, size_t whylen);
+	void (*summary)(void *ctx, char *buf, size_t len);
 
 	/*
 	 * Optional timing (--profile): an event marks a point in the order of the
@@ -513,11 +484,6 @@ static inline size_t backend_graph_nodes(const struct backend *b, void *graph)
 {
 	return graph && b->ops->graph_nodes ? b->ops->graph_nodes(b->ctx, graph) : 0;
 }
-/* A simulated device's modelled median step, us; negative when there is none. */
-static inline double backend_sim_step_us(const struct backend *b)
-{
-	return b->ops->sim_step_us ? b->ops->sim_step_us(b->ctx) : -1.0;
-}
 static inline void backend_set_timeout(const struct backend *b, double seconds)
 {
 	if (b->ops->set_timeout)
@@ -528,49 +494,33 @@ static inline void backend_set_position(const struct backend *b, int epoch, int 
 	if (b->ops->set_position)
 		b->ops->set_position(b->ctx, epoch, step);
 }
-/* Whether the backend offers TF32 GEMMs (->set_tf32). */
-static inline int backend_has_tf32(const struct backend *b)
+/* Set a switch (enum backend_switch): 0, or -1 where the backend has none such. */
+static inline int backend_set(const struct backend *b, enum backend_switch sw, int value)
 {
-	return b->ops->set_tf32 != NULL;
+	return b->ops->set ? b->ops->set(b->ctx, sw, value) : -1;
 }
-static inline void backend_set_tf32(const struct backend *b, int on)
-{
-	if (b->ops->set_tf32)
-		b->ops->set_tf32(b->ctx, on);
-}
-static inline void backend_set_pdl(const struct backend *b, int on)
-{
-	if (b->ops->set_pdl)
-		b->ops->set_pdl(b->ctx, on);
-}
-static inline void backend_set_side_stream(const struct backend *b, int on)
-{
-	if (b->ops->set_side_stream)
-		b->ops->set_side_stream(b->ctx, on);
-}
-/* Whether the backend plans its ops (->plan_get). */
+/* Whether the backend plans its ops (->plan_text). */
 static inline int backend_has_plan(const struct backend *b)
 {
-	return b->ops->plan_get != NULL;
+	return b->ops->plan_text != NULL;
 }
-static inline void backend_plan_mode(const struct backend *b, enum plan_policy policy,
-				     int collective)
+/* The plan as `kind` says (malloc'd), or NULL for a backend without plans. */
+static inline char *backend_plan_text(const struct backend *b, enum plan_text_kind kind)
 {
-	if (b->ops->plan_mode)
-		b->ops->plan_mode(b->ctx, policy, collective);
+	return b->ops->plan_text ? b->ops->plan_text(b->ctx, kind) : NULL;
 }
-/* The plan so far; n_ops 0 for a backend without plans. */
-static inline void backend_plan_get(const struct backend *b, struct plan_info *out)
+/* 0: followed (or nothing to follow); 1: set aside; 2: no plan (why says which). */
+static inline int backend_plan_follow(const struct backend *b, const char *text, const char *source,
+				      char *why, size_t whylen)
 {
-	memset(out, 0, sizeof(*out));
-	if (b->ops->plan_get)
-		b->ops->plan_get(b->ctx, out);
+	return b->ops->plan_follow ? b->ops->plan_follow(b->ctx, text, source, why, whylen) : 0;
 }
-/* 0: taken (or nothing to take); 1: not runnable here, why says what differs. */
-static inline int backend_plan_set(const struct backend *b, const struct plan_info *in,
-				   char *why, size_t whylen)
+/* The backend's part of the summary line, into buf ("" for none). */
+static inline void backend_summary(const struct backend *b, char *buf, size_t len)
 {
-	return b->ops->plan_set ? b->ops->plan_set(b->ctx, in, why, whylen) : 0;
+	buf[0] = '\0';
+	if (b->ops->summary)
+		b->ops->summary(b->ctx, buf, len);
 }
 /* Whether the backend can time its ops (->event_*). */
 static inline int backend_has_events(const struct backend *b)
@@ -606,147 +556,11 @@ static inline const struct gemm_req *head_lowest_input_grad(const struct head_re
 	return r->n_below ? &r->below[0].input_grad : &r->input_grad;
 }
 
-/* The head of a step (struct head_req) as its ops, in order. */
-static inline void backend_head_parts(const struct backend *b, const struct head_req *r,
-				      const char *layer)
-{
-	for (int i = 0; i < r->n_below; i++) {
-		backend_label(b, r->below[i].layer, "forward");
-		backend_gemm(b, &r->below[i].forward);
-	}
-	backend_label(b, layer, "forward");
-	backend_gemm(b, &r->forward);
-	backend_label(b, "", "loss");
-	backend_softmax_xent(b, &r->loss);
-	if (r->input_grad.m > 0) {
-		backend_label(b, layer, "input grad");
-		backend_gemm(b, &r->input_grad);
-	}
-	if (r->weight_grad.m > 0) {
-		backend_label(b, layer, "weight grad");
-		backend_gemm(b, &r->weight_grad);
-	}
-	for (int i = r->n_below - 1; i >= 0; i--) {
-		const struct head_below *s = &r->below[i];
-		if (s->weight_grad.m > 0) {
-			backend_label(b, s->layer, "weight grad");
-			backend_gemm(b, &s->weight_grad);
-		}
-		if (s->input_grad.m > 0) {
-			backend_label(b, s->layer, "input grad");
-			backend_gemm(b, &s->input_grad);
-		}
-	}
-	if (r->pool.conv) {
-		backend_label(b, r->pool_layer, "pool grad");
-		backend_pool_backward(b, &r->pool, head_lowest_input_grad(r)->c, r->pool_y,
-				      r->pool_arg, r->pool_dz);
-	}
-}
-/* The head of a step: the backend's op, or its three ops in order. */
-static inline void backend_head(const struct backend *b, const struct head_req *r,
-				const char *layer)
-{
-	if (!b->ops->head) {
-		backend_head_parts(b, r, layer);
-		return;
-	}
-	backend_label(b, layer, "head");
-	b->ops->head(b->ctx, r);
-}
 /* "host" or "cuda". */
 static inline const char *backend_name(const struct backend *b)
 {
 	return b->ops->name;
 }
-
-/* Host backend: OpenBLAS GEMM with `threads` threads (0: leave as is), MPI_Allreduce. */
-int backend_host_create(const struct dist *d, int threads, struct backend *out);
-
-/*
- * What a CUDA probe found on one rank, worst last (so the worst over the ranks
- * is their maximum). Only ABSENT (no driver or no device: a CPU machine) may
- * pass quietly; UNUSABLE means GPUs are there but cannot run this program
- * (driver too old, system not ready, no kernel image, device busy, two ranks
- * on one GPU, ...): the GPU suite fails on it and --backend auto says so.
- */
-enum cuda_verdict {
-	CUDA_USABLE = 0,
-	CUDA_ABSENT = 1,
-	CUDA_UNUSABLE = 2,
-};
-struct cuda_probe {
-	enum cuda_verdict verdict;
-	char reason[32]; /* a key for summaries: "no-driver", "driver-too-old", "shared-gpu", ... */
-	char why[448];   /* what was seen, for people */
-	int node_gpus;   /* distinct GPUs the ranks of this node see together; 0: unknown */
-};
-
-/*
- * Loadable backends. The CUDA backend is a shared module (build/libmnist-cuda.so,
- * cuda/backend_module.cu) that the program opens with dlopen only when
- * --backend is auto or cuda, so a host run opens no CUDA library and a binary
- * built with CUDA starts where CUDA is missing. The module exports one
- * function, BACKEND_MODULE_ENTRY, that returns its table below. It carries no
- * copy of the host program: what it calls of it (check_fail, die, check_rank,
- * ...) resolves to the executable's own (linked with ENABLE_EXPORTS), where
- * the rank and host identity live.
- *
- * A module from another build is refused: abi and interface come first and
- * keep their place in every version, so that the loader can read them from
- * any module. BACKEND_MODULE_ABI is raised by hand when this table changes;
- * interface (MNIST_DDP_INTERFACE_ID) is a hash of the shared headers in
- * include/, computed by CMake, so a header changed without that is caught too.
- */
-#define BACKEND_MODULE_ABI 6
-#define BACKEND_MODULE_ENTRY "backend_module_entry"
-
-struct backend_module {
-	int abi;               /* BACKEND_MODULE_ABI of the module's build */
-	const char *interface; /* MNIST_DDP_INTERFACE_ID of the module's build */
-	/*
-	 * This rank's verdict on the backend's devices. Collective over the ranks
-	 * of the node (they compare the devices they would use): every rank of
-	 * the job calls it, or none.
-	 */
-	void (*probe)(const struct dist *d, struct cuda_probe *out);
-	/* Collective over the job: 0, or non-zero with `why` filled, the same outcome on every rank. */
-	int (*create)(const struct dist *d, struct backend *out, char *why, size_t whylen);
-};
-
-/* Defined by each module: the one symbol it exports. */
-#if defined(__GNUC__)
-__attribute__((visibility("default")))
-#endif
-const struct backend_module *backend_module_entry(void);
-typedef const struct backend_module *(*backend_module_entry_fn)(void);
-
-/*
- * Collective: can every rank of the job run the CUDA backend? Loads the
- * module (`module`, or NULL for libmnist-cuda.so beside the executable, after
- * checking that a CUDA driver loads) on every rank,
- * then, when all loaded, runs its probe. Returns the worst verdict of any rank;
- * *m is this rank's module (NULL when it did not load), *mine what this rank
- * saw, and on every rank *worst_seen and *bad_rank what the lowest rank with
- * the worst verdict saw.
- */
-enum cuda_verdict backend_cuda_job_probe(const struct dist *d, const char *module,
-					 const struct backend_module **m, struct cuda_probe *mine,
-					 struct cuda_probe *worst_seen, int *bad_rank);
-
-/*
- * Choose and create the backend for `choice` (0 auto, 1 host, 2 cuda: enum
- * backend_choice in config.h). Collective: every rank calls it, and all ranks
- * agree on the outcome before any returns, so none is left waiting.
- * auto: cuda when every rank has a usable device, else host; `why` says which
- * and why, as a warning when GPUs are present but unusable (out->fallback then
- * names the reason). cuda: returns 1 on every rank when any rank cannot run
- * it, `why` saying what this rank saw (no module, no driver, a library
- * missing, a CUDA error, or which rank failed). A host choice opens no CUDA
- * library.
- */
-int backend_select(int choice, const struct dist *d, int threads, struct backend *out,
-		   char *why, size_t whylen);
 
 /* Release what the backend holds; *b is zeroed (a zeroed backend may be destroyed again). */
 static inline void backend_destroy(struct backend *b)

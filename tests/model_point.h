@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "backend_module.h"
 #include "train/model.h"
 
 struct model_point {

@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "checkpoint_fixture.h"
-#include "io/plan_json.h"
+#include "io/metrics_read.h"
 #include "train/optim.h"
 
 TestSuite(checkpoint, .init = make_tmpdir, .fini = cleanup_tmpdir);
@@ -521,28 +521,13 @@ Test(checkpoint, compat_names_every_difference)
 }
 
 
-/* ---- the GPU plan (metadata gpu_plan, io/plan_json.h) --------------------------------- */
+/* ---- the GPU plan (metadata gpu_plan: the backend's text, which only it reads) -------- */
 
-/* A plan of two ops, as the CUDA backend's plan_get fills it. */
-static void two_op_plan(struct plan_info *p, struct plan_op ops[2])
-{
-	memset(p, 0, sizeof(*p));
-	memset(ops, 0, 2 * sizeof(ops[0]));
-	snprintf(p->device, sizeof(p->device), "NVIDIA H100 80GB HBM3");
-	snprintf(p->library, sizeof(p->library), "cublasLt 130100");
-	for (int i = 0; i < 2; i++) {
-		snprintf(ops[i].op, sizeof(ops[i].op), "gemm");
-		snprintf(ops[i].key, sizeof(ops[i].key), "nt m=%d n=25 k=200704 epi=0", 6 + i);
-		snprintf(ops[i].shape, sizeof(ops[i].shape), "nt %dx25x200704 bias_grad", 6 + i);
-		snprintf(ops[i].chosen, sizeof(ops[i].chosen), "lt.bgradb.a%d.t15.s3.k8.r1", i);
-		snprintf(ops[i].source, sizeof(ops[i].source), "measured");
-		ops[i].n_candidates = 1;
-		snprintf(ops[i].cand[0].name, sizeof(ops[i].cand[0].name), "%s", ops[i].chosen);
-		ops[i].cand[0].us = 12.5;
-	}
-	p->n_ops = 2;
-	p->ops = ops;
-}
+/* A plan as the CUDA backend writes one (cuda/plan_json.c): to the program, opaque JSON. */
+static const char *const plan_text =
+	"{\"version\": 1, \"device\": \"NVIDIA H100 80GB HBM3\", \"library\": \"cublasLt 130100\", "
+	"\"ops\": [{\"op\": \"gemm\", \"key\": \"nt m=6\", \"shape\": \"nt 6x25x200704\", "
+	"\"chosen\": \"lt.bgradb.a0\", \"source\": \"measured\"}]}";
 
 /* An image of the seed model whose metadata carries `plan` as its gpu_plan. */
 static void image_with_plan(struct image *im, const char *plan)
@@ -560,67 +545,48 @@ static void image_with_plan(struct image *im, const char *plan)
 
 Test(checkpoint, gpu_plan_round_trip)
 {
-	struct plan_info p, back;
-	struct plan_op ops[2];
-	two_op_plan(&p, ops);
-	char *text = plan_json_dump(&p, 0, NULL);
 	struct image im;
-	image_with_plan(&im, text);
+	image_with_plan(&im, plan_text);
 	struct checkpoint_info info;
 	struct checkpoint_view *view = malloc(sizeof(*view));
 	char err[ERRLEN] = "";
 	cr_assert_eq(checkpoint_parse(im.buf, im.len, "x", &info, view, err, sizeof(err)), STATUS_OK,
 		     "%s", err);
-	cr_expect_str_eq(info.gpu_plan, text);
-	cr_assert_eq(plan_json_parse(info.gpu_plan, &back, err, sizeof(err)), STATUS_OK, "%s", err);
-	cr_assert_eq(back.n_ops, 2);
-	cr_expect_str_eq(back.device, p.device);
-	cr_expect_str_eq(back.library, p.library);
-	for (int i = 0; i < 2; i++) {
-		cr_expect_str_eq(back.ops[i].key, ops[i].key);
-		cr_expect_str_eq(back.ops[i].chosen, ops[i].chosen);
-		cr_expect_str_eq(back.ops[i].source, "measured");
-		cr_expect_eq(back.ops[i].n_candidates, 0, "a checkpoint keeps no candidates");
-	}
-	plan_json_free(&back);
+	cr_expect_str_eq(info.gpu_plan, plan_text, "the backend's text, as it gave it");
 	/* Without a plan (the host backend's checkpoints): none read back. */
 	free_image(&im);
 	make_image(&im, 0, 3);
 	cr_assert_eq(checkpoint_parse(im.buf, im.len, "x", &info, view, err, sizeof(err)), STATUS_OK,
 		     "%s", err);
 	cr_expect_str_eq(info.gpu_plan, "");
-	free(text);
 	free(view);
 	free_image(&im);
 }
 
+/*
+ * The program checks only that the plan is a JSON object (what is inside is the
+ * backend's to check: tests/test_plan_json.c).
+ */
 Test(checkpoint, damaged_gpu_plan_is_bad_input)
 {
 	/* Sealed with a right checksum: only the plan is wrong. */
 	const char *damaged[] = {
-		"{\"device\": \"x\", \"library\": \"y\", \"ops\": [",          /* not JSON */
-		"[1, 2]",                                                      /* not an object */
-		"{\"library\": \"y\", \"ops\": []}",                           /* no device */
-		"{\"device\": \"x\", \"library\": \"y\"}",                     /* no ops */
-		"{\"device\": \"x\", \"library\": \"y\", \"ops\": {}}",        /* ops not an array */
-		"{\"device\": \"x\", \"library\": \"y\", \"ops\": [7]}",       /* an op not an object */
-		"{\"device\": \"x\", \"library\": \"y\", \"ops\": [{\"op\": \"gemm\", \"key\": \"k\", "
-		"\"shape\": \"s\", \"source\": \"measured\"}]}",               /* no chosen */
-		"{\"device\": \"x\", \"library\": \"y\", \"ops\": [{\"op\": \"gemm\", \"key\": \"k\", "
-		"\"shape\": \"s\", \"chosen\": 3, \"source\": \"measured\"}]}", /* chosen not a string */
+		"{\"device\": \"x\", \"library\": \"y\", \"ops\": [", /* not JSON */
+		"[1, 2]",                                             /* not an object */
+		"7",                                                  /* not an object */
 	};
 	for (size_t i = 0; i < sizeof(damaged) / sizeof(damaged[0]); i++) {
 		struct image im;
 		image_with_plan(&im, damaged[i]);
 		char err[ERRLEN] = "";
 		cr_expect_eq(parse_image(im.buf, im.len, err), STATUS_BAD_INPUT, "plan %zu: %s", i, err);
-		cr_expect(strstr(err, "ck.safetensors: metadata \"gpu_plan\" is damaged: ") != NULL,
+		cr_expect(strstr(err, "ck.safetensors: metadata \"gpu_plan\" is damaged: not a JSON object") != NULL,
 			  "plan %zu: the message must name the file and the plan: %s", i, err);
 		free_image(&im);
 	}
-	/* The control: the same file with a whole plan parses. */
+	/* The control: the same file with an object parses. */
 	struct image im;
-	image_with_plan(&im, "{\"device\": \"x\", \"library\": \"y\", \"ops\": []}");
+	image_with_plan(&im, "{\"ops\": []}");
 	char err[ERRLEN] = "";
 	cr_expect_eq(parse_image(im.buf, im.len, err), STATUS_OK, "%s", err);
 	free_image(&im);
@@ -636,19 +602,15 @@ static void write_text(const char *path, const char *text)
 
 Test(checkpoint, gpu_plan_from_a_checkpoint)
 {
-	struct plan_info p;
-	struct plan_op ops[2];
-	two_op_plan(&p, ops);
-	char *text = plan_json_dump(&p, 0, NULL);
 	struct image im;
-	image_with_plan(&im, text);
+	image_with_plan(&im, plan_text);
 	char path[700], other[700], plan[CHECKPOINT_PLAN_MAX], err[ERRLEN] = "";
 	snprintf(path, sizeof(path), "%s/ckpt-0-3.safetensors", tmpdir);
 	write_file(path, im.buf, im.len);
 	cr_expect(checkpoint_is_file(path));
 	cr_assert_eq(checkpoint_read_plan(path, &im.m, plan, sizeof(plan), err, sizeof(err)),
 		     STATUS_OK, "%s", err);
-	cr_expect_str_eq(plan, text);
+	cr_expect_str_eq(plan, plan_text);
 	/* Too small a buffer for it: refused, not cut. */
 	cr_expect_eq(checkpoint_read_plan(path, &im.m, plan, 20, err, sizeof(err)), STATUS_BAD_INPUT);
 	cr_expect(strstr(err, "expected at most 19") != NULL, "%s", err);
@@ -682,18 +644,16 @@ Test(checkpoint, gpu_plan_from_a_checkpoint)
 	cr_expect(!checkpoint_is_file(other));
 	snprintf(other, sizeof(other), "%s/none", tmpdir);
 	cr_expect(!checkpoint_is_file(other));
-	free(text);
 }
 
+/* The last record of an event in a --metrics file (io/metrics_read.h), as its text. */
 Test(checkpoint, gpu_plan_from_a_metrics_file)
 {
-	struct plan_info p, back;
-	struct plan_op ops[2];
-	two_op_plan(&p, ops);
-	char *first = plan_json_dump(&p, 1, "gpu_plan");
-	snprintf(ops[1].chosen, sizeof(ops[1].chosen), "tile.k32");
-	char *last = plan_json_dump(&p, 1, "gpu_plan");
-	char path[700], err[ERRLEN] = "", text[16384];
+	const char *first = "{\"event\": \"gpu_plan\", \"device\": \"a\", \"ops\": []}";
+	const char *last = "{\"event\": \"gpu_plan\", \"device\": \"b\", \"ops\": [{\"x\": 1}]}";
+	const char *expect = "the --metrics file of a run on the CUDA backend";
+	char path[700], err[ERRLEN] = "", text[16384], *got = NULL;
+	long line = 0;
 
 	/* The last record is the plan, whatever lines surround it. */
 	snprintf(path, sizeof(path), "%s/m.jsonl", tmpdir);
@@ -702,17 +662,18 @@ Test(checkpoint, gpu_plan_from_a_metrics_file)
 		 "\"gpu_plan\"}\n%s\n{\"event\": \"step_times\"}\n",
 		 first, last);
 	write_text(path, text);
-	cr_assert_eq(plan_json_load(path, &back, err, sizeof(err)), STATUS_OK, "%s", err);
-	cr_assert_eq(back.n_ops, 2);
-	cr_expect_str_eq(back.ops[0].chosen, ops[0].chosen);
-	cr_expect_str_eq(back.ops[1].chosen, "tile.k32");
-	cr_expect_str_eq(back.device, p.device);
-	plan_json_free(&back);
+	cr_assert_eq(metrics_last_event(path, "gpu_plan", expect, &got, &line, err, sizeof(err)),
+		     STATUS_OK, "%s", err);
+	cr_expect_str_eq(got, last, "the record as written, without its newline");
+	cr_expect_eq(line, 4);
+	free(got);
 
 	/* The last record cut short (a run killed while writing it): bad input at its line. */
 	snprintf(text, sizeof(text), "%s\n%.*s", first, (int)strlen(last) / 2, last);
 	write_text(path, text);
-	cr_expect_eq(plan_json_load(path, &back, err, sizeof(err)), STATUS_BAD_INPUT);
+	cr_expect_eq(metrics_last_event(path, "gpu_plan", expect, &got, &line, err, sizeof(err)),
+		     STATUS_BAD_INPUT);
+	cr_expect_null(got);
 	cr_expect(strstr(err, "m.jsonl line 2: the gpu_plan record is not JSON") != NULL, "%s", err);
 
 	/* A record longer than any plan (17 MiB on one line): refused at its line, never read whole. */
@@ -723,7 +684,8 @@ Test(checkpoint, gpu_plan_from_a_metrics_file)
 	memcpy(big, "{\"event\": \"gpu_plan\", \"device\": \"", 33);
 	big[huge] = '\0';
 	write_text(path, big);
-	cr_expect_eq(plan_json_load(path, &back, err, sizeof(err)), STATUS_BAD_INPUT);
+	cr_expect_eq(metrics_last_event(path, "gpu_plan", expect, &got, &line, err, sizeof(err)),
+		     STATUS_BAD_INPUT);
 	cr_expect(strstr(err, "m.jsonl line 1: the gpu_plan record is longer than 16777216 bytes") != NULL,
 		  "%s", err);
 	/* The same length without a record in it, then the whole record: that record. */
@@ -734,17 +696,21 @@ Test(checkpoint, gpu_plan_from_a_metrics_file)
 	fputs(big, f);
 	fputs(last, f);
 	fclose(f);
-	cr_expect_eq(plan_json_load(path, &back, err, sizeof(err)), STATUS_OK, "%s", err);
-	plan_json_free(&back);
+	cr_expect_eq(metrics_last_event(path, "gpu_plan", expect, &got, &line, err, sizeof(err)),
+		     STATUS_OK, "%s", err);
+	cr_expect_str_eq(got, last);
+	cr_expect_eq(line, 2);
+	free(got);
 	free(big);
 
 	/* No record; no file. */
 	write_text(path, "{\"epoch\": 0}\n");
-	cr_expect_eq(plan_json_load(path, &back, err, sizeof(err)), STATUS_BAD_INPUT);
-	cr_expect(strstr(err, "m.jsonl holds no gpu_plan record") != NULL, "%s", err);
+	cr_expect_eq(metrics_last_event(path, "gpu_plan", expect, &got, &line, err, sizeof(err)),
+		     STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "m.jsonl holds no gpu_plan record: expected the --metrics file") != NULL,
+		  "%s", err);
 	snprintf(path, sizeof(path), "%s/none.jsonl", tmpdir);
-	cr_expect_eq(plan_json_load(path, &back, err, sizeof(err)), STATUS_BAD_INPUT);
+	cr_expect_eq(metrics_last_event(path, "gpu_plan", expect, &got, &line, err, sizeof(err)),
+		     STATUS_BAD_INPUT);
 	cr_expect(strstr(err, "none.jsonl: cannot open") != NULL, "%s", err);
-	free(first);
-	free(last);
 }

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_module.h"
 #include "ref.h"
 
 static void *dev(const struct backend *be, const void *h, size_t bytes)

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_module.h"
 #include "elem.h"
 #include "io/idx.h"
 #include "train/model.h"

@@ -44,6 +44,7 @@
 #include "kernel_check.h"
 #include "kernels.h"
 #include "ref.h"
+#include "train/head.h"
 
 TestSuite(kernels_host, .init = kc_setup, .fini = kc_teardown);
 
@@ -601,7 +602,7 @@ Test(kernels_host, head)
 			struct step_counters hc = {11, 4, 9, 0};
 			struct head_req hh = head_of(rows, in, cols, relu, dx_way, x, w, b, hy, labels, hl,
 						     hd, hdx, &hc);
-			backend_head(&kc_host, &hh, "");
+			head_run(&kc_host, &hh, "");
 			double *ry = kc_dbuf(ny), *rl = kc_dbuf((size_t)rows), *rd = kc_dbuf(ny);
 			double *rdx = kc_dbuf(nx);
 			ref_widen(hy, ry, ny);
@@ -797,7 +798,7 @@ static void dense_case_make(struct dense_case *c, size_t ci, uint64_t stream)
 	c->hc = (struct step_counters){11, 4, 9, 0};
 	c->hh = dense_head_of(c->rows, c->n, c->d, c->relu, c->low_dx, c->x, c->w, c->b, &c->ho,
 			      c->labels, &c->hc);
-	backend_head(&kc_host, &c->hh, "");
+	head_run(&kc_host, &c->hh, "");
 }
 
 static void dense_case_free(struct dense_case *c)
@@ -945,7 +946,7 @@ Test(kernels_host, dense_head_pool)
 	hh.pool_y = x;
 	hh.pool_arg = arg;
 	hh.pool_dz = hz;
-	backend_head(&kc_host, &hh, "");
+	head_run(&kc_host, &hh, "");
 	double *rz = kc_dbuf(nz);
 	ref_widen(hz, rz, nz);
 	for (int rb = 1; rb <= DENSE_HEAD_MAX_ROWS; rb++) {

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_module.h"
 #include "gemm_map.h"
 #include "gemm_small.h"
 #include "ref.h"

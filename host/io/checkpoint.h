@@ -46,7 +46,7 @@ struct checkpoint_info {
 	int examples;          /* training examples used (after --limit) */
 	uint32_t train_crc32;  /* of the whole training set (struct mnist_set.checksum) */
 	struct train_config cfg; /* the settings; a read file sets those marked SETTING_CHECKPOINT */
-	char gpu_plan[CHECKPOINT_PLAN_MAX]; /* the backend's plan as JSON (io/plan_json.h); "": none */
+	char gpu_plan[CHECKPOINT_PLAN_MAX]; /* the backend's plan, its own text (a JSON object); "": none */
 };
 
 /* The configuration part of info from a run's settings; the position is zeroed. */
@@ -152,7 +152,7 @@ int checkpoint_is_file(const char *path);
  * --gpu-plan-from PATH, a checkpoint: read it whole (at most the size the
  * model m implies, as checkpoint_load) and check it (checkpoint_parse: the
  * checksum, the metadata; any run's or model's) and copy its GPU plan (the
- * metadata "gpu_plan", plan_json's text) into plan (cap bytes). STATUS_OK;
+ * metadata "gpu_plan", the backend's text) into plan (cap bytes). STATUS_OK;
  * STATUS_BAD_INPUT when it cannot be read, is damaged or holds no plan; or
  * STATUS_RUNTIME. err names the file.
  */

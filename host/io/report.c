@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "text.h"
 
 void report_format_float(float v, char *buf, size_t len)
@@ -45,10 +46,8 @@ void report_summary(FILE *f, const struct summary *s)
 		s->test_images);
 	if (s->graph_nodes >= 0)
 		fprintf(f, " graph_nodes=%lld", s->graph_nodes);
-	if (isnan(s->sim_step_us))
-		fprintf(f, " sim_step_us=nan");
-	else if (s->sim_step_us > 0.0)
-		fprintf(f, " sim_step_us=%.1f", s->sim_step_us);
+	if (s->backend_keys)
+		fputs(s->backend_keys, f);
 	if (s->backend_fallback)
 		fprintf(f, " backend_fallback=%s", s->backend_fallback);
 	fprintf(f, "\n");
@@ -62,6 +61,18 @@ void report_metrics_step(FILE *f, int epoch, int step, long long global_step, fl
 		"{\"epoch\": %d, \"step\": %d, \"global_step\": %lld, \"loss\": %.8g, "
 		"\"images_per_second\": %.1f, \"elapsed\": %.6f}\n",
 		epoch, step, global_step, (double)loss, images_per_second, elapsed);
+}
+
+void report_metrics_record(FILE *f, const char *event, const char *object)
+{
+	/* The object's members after the event's: "{" + "\"event\": ..., " + the rest. */
+	const char *rest = object ? object + strspn(object, " ") : "";
+	if (*rest != '{')
+		die(1, "the %s record is not a JSON object", event);
+	rest++;
+	rest += strspn(rest, " ");
+	fprintf(f, "{\"event\": \"%s\"%s %s\n", event, *rest == '}' ? "" : ",", rest);
+	fflush(f);
 }
 
 void report_metrics_eval(FILE *f, int epoch, long long global_step, double accuracy,

@@ -32,13 +32,13 @@ struct summary {
 	long long test_images; /* test examples scored (0 without a test set) */
 	const char *backend_fallback; /* why --backend auto ran on the host with GPUs present, or NULL */
 	long long graph_nodes; /* nodes of the captured step (0: steps ran uncaptured); -1: not shown */
-	double sim_step_us; /* a simulated device's modelled median step (us), NAN: none timed; <= 0: not shown */
+	const char *backend_keys; /* the backend's own " key=value" pairs (backend_summary), or NULL */
 };
 
 /*
  * "summary: model=... backend=... ranks=... ..." (keys in the contract's order),
- * then graph_nodes=N unless s->graph_nodes is -1, sim_step_us=X when
- * s->sim_step_us > 0 or NAN (a simulated device), and backend_fallback=REASON when
+ * then graph_nodes=N unless s->graph_nodes is -1, the backend's own keys
+ * (the CUDA simulator's sim_step_us=X), and backend_fallback=REASON when
  * s->backend_fallback is set.
  */
 void report_summary(FILE *f, const struct summary *s);
@@ -46,6 +46,11 @@ void report_summary(FILE *f, const struct summary *s);
 /* --metrics: one JSON line for a logged step. */
 void report_metrics_step(FILE *f, int epoch, int step, long long global_step, float loss,
 			 double images_per_second, double elapsed);
+/*
+ * --metrics: a record of `event` whose fields are the JSON object `object`
+ * (a backend's text): {"event": EVENT, ...its members}.
+ */
+void report_metrics_record(FILE *f, const char *event, const char *object);
 /*
  * --metrics: a test-set score after epoch `epoch` (global_step steps done):
  * {"event": "eval", ...}; elapsed is training time, evaluation excluded.

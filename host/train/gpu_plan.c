@@ -6,40 +6,40 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "io/plan_json.h"
+#include "io/report.h"
 
 void gpu_plan_collective(const struct backend *be, const struct train_config *c, int on)
 {
-	backend_plan_mode(be, (enum plan_policy)c->gpu_plan, on);
+	backend_set(be, BACKEND_PLAN_POLICY, c->gpu_plan);
+	backend_set(be, BACKEND_PLAN_COLLECTIVE, on);
 }
 
-void gpu_plan_restore(const struct backend *be, const struct dist *d, int resumed,
-		      const char *text)
+enum status gpu_plan_restore(const struct backend *be, const struct dist *d, int resumed,
+			     const char *text, const char *from, char *err, size_t errlen)
 {
-	struct plan_info p;
 	char why[512];
 	const char *whose = resumed ? "the checkpoint's GPU plan" : "the --gpu-plan-from plan";
-	if (!text[0] || !backend_has_plan(be))
-		return;
-	if (plan_json_parse(text, &p, why, sizeof(why)))
-		die(2, "%s: %s", whose, why); /* checked on reading */
-	for (int i = 0; i < p.n_ops; i++)
-		snprintf(p.ops[i].source, sizeof(p.ops[i].source), "%s",
-			 resumed ? "checkpoint" : "gpu-plan-from");
-	if (backend_plan_set(be, &p, why, sizeof(why)) && d->rank == 0)
-		fprintf(stderr, "mnist-train: %s does not fit here (%s): measuring a new plan%s\n", whose,
-			why, resumed ? "; the resumed run is not bitwise the one saved" : "");
-	plan_json_free(&p);
+	if (!text || !backend_has_plan(be))
+		return STATUS_OK;
+	switch (backend_plan_follow(be, text, resumed ? "checkpoint" : "gpu-plan-from", why,
+				    sizeof(why))) {
+	case 0:
+		return STATUS_OK;
+	case 1:
+		if (d->rank == 0)
+			fprintf(stderr, "mnist-train: %s does not fit here (%s): measuring a new plan%s\n",
+				whose, why, resumed ? "; the resumed run is not bitwise the one saved" : "");
+		return STATUS_OK;
+	default:
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: %s", from, why);
+	}
 }
 
 void gpu_plan_keep(const struct backend *be, const struct dist *d, char *out, size_t cap)
 {
-	struct plan_info p;
-	if (!backend_has_plan(be))
+	char *kept = backend_plan_text(be, PLAN_KEPT);
+	if (!kept)
 		return;
-	backend_plan_get(be, &p);
-	char *kept = plan_json_dump(&p, 0, NULL);
 	if (strlen(kept) < cap) {
 		snprintf(out, cap, "%s", kept);
 	} else {
@@ -55,16 +55,17 @@ void gpu_plan_keep(const struct backend *be, const struct dist *d, char *out, si
 
 void gpu_plan_publish(const struct backend *be, const struct dist *d, FILE *metrics, int verbose)
 {
-	struct plan_info p;
 	if (!backend_has_plan(be) || d->rank != 0)
 		return;
-	backend_plan_get(be, &p);
 	if (metrics) {
-		char *record = plan_json_dump(&p, 1, "gpu_plan");
-		fprintf(metrics, "%s\n", record);
-		fflush(metrics);
+		char *record = backend_plan_text(be, PLAN_RECORD);
+		report_metrics_record(metrics, "gpu_plan", record);
 		free(record);
 	}
-	if (verbose)
-		plan_print_table(stderr, &p);
+	if (verbose) {
+		char *table = backend_plan_text(be, PLAN_TABLE);
+		fputs(table, stderr);
+		fflush(stderr);
+		free(table);
+	}
 }

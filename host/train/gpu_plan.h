@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "backend.h"
+#include "check.h"
 #include "config.h"
 #include "dist.h"
 
@@ -24,16 +25,18 @@
 void gpu_plan_collective(const struct backend *be, const struct train_config *c, int on);
 
 /*
- * Collective: the plan `text` (checked when it was read; "": none) handed to
- * the backend. --resume's (resumed), so that every op runs as it did before the
- * checkpoint and the resumed run is bitwise the one saved; --gpu-plan-from's,
- * so that runs compared on it differ only in what they change. A plan for
- * another GPU or library, on any rank, is set aside on every rank (the
- * backend decides, collectively): the ops are planned anew, and rank 0 says
- * so. Each op the plan names reports that plan as its source.
+ * Collective: the plan `text` (NULL: none; from: where it came from, for
+ * messages) handed to the backend, which alone reads it. --resume's
+ * (resumed), so that every op runs as it did before the checkpoint and the
+ * resumed run is bitwise the one saved; --gpu-plan-from's, so that runs
+ * compared on it differ only in what they change. A plan for another GPU or
+ * library, on any rank, is set aside on every rank (the backend decides,
+ * collectively): the ops are planned anew, and rank 0 says so. Each op the
+ * plan names reports that plan as its source. STATUS_BAD_INPUT, the same on
+ * every rank with err naming `from`, when the backend finds no plan in it.
  */
-void gpu_plan_restore(const struct backend *be, const struct dist *d, int resumed,
-		      const char *text);
+enum status gpu_plan_restore(const struct backend *be, const struct dist *d, int resumed,
+			     const char *text, const char *from, char *err, size_t errlen);
 
 /*
  * The plan so far as a checkpoint keeps it (the ways chosen, not the

@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "io/idx.h"
+#include "train/head.h"
 #include "train/rng.h"
 
 /* ---- building the layer list ---------------------------------------------------- */
@@ -512,7 +513,7 @@ void model_step(const struct backend *be, const struct model *m, struct model_ws
 		h.pool_arg = ws->arg[lo - 1];
 		h.pool_dz = ws->dz[lo - 1];
 	}
-	backend_head(be, &h, m->layer[ws->plan.stage[top].layer].name);
+	head_run(be, &h, m->layer[ws->plan.stage[top].layer].name);
 	if (lo > 0)
 		backward_stages(be, m, ws, params, grads, rows, lo - 1, 1);
 	else

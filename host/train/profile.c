@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "train/head.h"
 
 struct wrap {
 	const struct backend *inner;
@@ -175,7 +176,7 @@ static void w_head(void *ctx, const struct head_req *r)
 	if (!w->inner->ops->head) {
 		char layer[sizeof(w->layer)];
 		snprintf(layer, sizeof(layer), "%s", w->layer);
-		backend_head_parts(w->self, r, layer);
+		head_run_parts(w->self, r, layer);
 		return;
 	}
 	char shape[64];
@@ -184,7 +185,7 @@ static void w_head(void *ctx, const struct head_req *r)
 	if (r->n_below > 0 && used > 0 && (size_t)used < sizeof(shape))
 		snprintf(shape + used, sizeof(shape) - (size_t)used, ", %d dense below", r->n_below);
 	int i = op_begin(w, "head", shape);
-	backend_head(w->inner, r, w->layer);
+	head_run(w->inner, r, w->layer);
 	op_end(w, i);
 }
 

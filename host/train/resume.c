@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "io/plan_json.h"
+#include "io/metrics_read.h"
 #include "train/optim.h"
 
 /*
@@ -57,8 +57,12 @@ static enum status load_on_rank0(const struct train_config *c, const struct mode
 	struct checkpoint_position p = checkpoint_position(ck.global_step, ck.steps_per_epoch);
 	pos[0] = p.next_epoch;
 	pos[1] = p.next_step;
-	/* The way the GPU ran each op: the resumed run runs them the same way (train.c). */
-	snprintf(rs->run.gpu_plan, sizeof(rs->run.gpu_plan), "%s", ck.gpu_plan);
+	/* The way the GPU ran each op: the resumed run runs them the same way (train/gpu_plan.c). */
+	if (ck.gpu_plan[0]) {
+		rs->plan = xmalloc(strlen(ck.gpu_plan) + 1);
+		memcpy(rs->plan, ck.gpu_plan, strlen(ck.gpu_plan) + 1);
+		snprintf(rs->plan_from, sizeof(rs->plan_from), "%s's GPU plan", used);
+	}
 	if (c->checkpoint_dir[0])
 		warn_newer_checkpoints(c->checkpoint_dir, ck.global_step);
 	if (p.next_epoch >= c->epochs)
@@ -82,35 +86,43 @@ static enum status load_on_rank0(const struct train_config *c, const struct mode
 }
 
 /*
- * Rank 0's part of --gpu-plan-from: the plan of an earlier run, as a
- * checkpoint keeps one (the ways chosen, not the candidates weighed): from a
- * checkpoint's metadata, or from the last gpu_plan record of a --metrics file.
+ * Rank 0's part of --gpu-plan-from: the plan of an earlier run, the
+ * backend's text, which only the backend reads: from a checkpoint's
+ * metadata, or the last gpu_plan record of a --metrics file.
  */
 static enum status plan_on_rank0(const struct train_config *c, const struct model *m,
 				 struct resume_state *rs, char *err, size_t errlen)
 {
-	struct plan_info p;
 	char why[1536];
+	long line = 0;
 	enum status rc;
 	if (checkpoint_is_file(c->gpu_plan_from)) {
-		rc = checkpoint_read_plan(c->gpu_plan_from, m, rs->run.gpu_plan,
-					  sizeof(rs->run.gpu_plan), why, sizeof(why));
+		rs->plan = xmalloc(CHECKPOINT_PLAN_MAX);
+		rc = checkpoint_read_plan(c->gpu_plan_from, m, rs->plan, CHECKPOINT_PLAN_MAX, why,
+					  sizeof(why));
+		snprintf(rs->plan_from, sizeof(rs->plan_from), "--gpu-plan-from %s", c->gpu_plan_from);
 		return rc ? status_fail(err, errlen, rc, "--gpu-plan-from %s", why) : STATUS_OK;
 	}
-	if (plan_json_load(c->gpu_plan_from, &p, why, sizeof(why)))
+	if (metrics_last_event(c->gpu_plan_from, "gpu_plan",
+			       "the --metrics file of a run on the CUDA backend", &rs->plan, &line, why,
+			       sizeof(why)))
 		return status_fail(err, errlen, STATUS_BAD_INPUT, "--gpu-plan-from %s", why);
-	char *text = plan_json_dump(&p, 0, NULL);
-	rc = STATUS_OK;
-	if (strlen(text) >= sizeof(rs->run.gpu_plan))
-		rc = status_fail(err, errlen, STATUS_BAD_INPUT,
-				 "--gpu-plan-from %s: the plan of %d ops is %zu bytes as a checkpoint "
-				 "keeps it, expected at most %zu",
-				 c->gpu_plan_from, p.n_ops, strlen(text), sizeof(rs->run.gpu_plan) - 1);
-	else
-		snprintf(rs->run.gpu_plan, sizeof(rs->run.gpu_plan), "%s", text);
-	free(text);
-	plan_json_free(&p);
-	return rc;
+	snprintf(rs->plan_from, sizeof(rs->plan_from), "--gpu-plan-from %s line %ld",
+		 c->gpu_plan_from, line);
+	return STATUS_OK;
+}
+
+/* Rank 0's plan (NULL: none), and where it came from, to every rank. */
+static void plan_bcast(const struct dist *d, struct resume_state *rs)
+{
+	long long len = rs->plan ? (long long)strlen(rs->plan) + 1 : 0;
+	dist_bcast(d, &len, sizeof(len), 0, "the given plan's length");
+	if (!len)
+		return;
+	if (d->rank != 0)
+		rs->plan = xmalloc((size_t)len);
+	dist_bcast(d, rs->plan, (size_t)len, 0, "the given plan");
+	dist_bcast(d, rs->plan_from, sizeof(rs->plan_from), 0, "where the given plan is from");
 }
 
 enum status resume_prepare(const struct train_config *c, const struct dist *d,
@@ -136,11 +148,13 @@ enum status resume_prepare(const struct train_config *c, const struct dist *d,
 				    c->resume[0] ? c->resume : c->gpu_plan_from);
 		free(rs->params);
 		free(rs->state);
+		free(rs->plan);
 		rs->params = rs->state = NULL;
+		rs->plan = NULL;
 		return (enum status)worst;
 	}
 	dist_bcast(d, pos, sizeof(pos), 0, "resume position");
-	dist_bcast(d, rs->run.gpu_plan, sizeof(rs->run.gpu_plan), 0, "resume plan");
+	plan_bcast(d, rs);
 	rs->epoch = pos[0];
 	rs->step = pos[1];
 	return STATUS_OK;

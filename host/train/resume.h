@@ -31,10 +31,13 @@ struct resume_state {
 	float *params; /* (n_params), rank 0 only; NULL elsewhere (free it) */
 	float *state;  /* the optimizer's (optim_desc_of(--optimizer).n_state * n_params), likewise */
 	/*
-	 * This run: its settings, ranks, data, steps per epoch, and its backend's
-	 * plan (after --resume: the checkpoint's; with --gpu-plan-from: that file's;
-	 * until the run's own replaces it).
+	 * The plan given (the backend's text, which only the backend reads):
+	 * after --resume, the checkpoint's; with --gpu-plan-from, that file's;
+	 * NULL: none (free it). plan_from: where it came from, for messages.
 	 */
+	char *plan;
+	char plan_from[CONFIG_PATH_MAX + 64];
+	/* This run: its settings, ranks, data, steps per epoch, and its backend's plan as kept. */
 	struct checkpoint_info run;
 };
 
@@ -47,7 +50,7 @@ struct resume_state {
  * every rank learns where to continue: the step after the checkpoint's
  * (checkpoint_position). Without --resume rs starts at (0, 0); with
  * --gpu-plan-from instead, rank 0 reads that file's plan and every rank gets it
- * in rs->run.gpu_plan, as a resumed run gets its checkpoint's. Returns
+ * in rs->plan, as a resumed run gets its checkpoint's. Returns
  * STATUS_OK, or the same failure on every rank (STATUS_BAD_INPUT for a
  * checkpoint or plan file that cannot be used) with err saying why.
  */

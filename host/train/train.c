@@ -515,7 +515,13 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	}
 	run_allocate(&r, train);
 	run_start_state(&r);
-	gpu_plan_restore(be, d, c->resume[0] != '\0', r.rs.run.gpu_plan);
+	rc = gpu_plan_restore(be, d, c->resume[0] != '\0', r.rs.plan, r.rs.plan_from, err, errlen);
+	free(r.rs.plan);
+	r.rs.plan = NULL;
+	if (rc) {
+		run_free(&r);
+		return rc;
+	}
 	run_start_clock(&r);
 
 	/* The loop: epochs of steps, each step reported and maybe saved; --eval-every between epochs. */

@@ -17,6 +17,10 @@ if(MNIST_TESTS_CRITERION)
   # The stand-in <cuda_runtime.h> comes before any other on the path.
   target_include_directories(test_kernels_host BEFORE PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host
                              ${CMAKE_SOURCE_DIR}/cuda)
+  # test_plan_json (label unit): the CUDA backend's plan as text (cuda/plan_json.c, plain C).
+  add_unit_test(test_plan_json ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_json.c
+                ${CMAKE_SOURCE_DIR}/cuda/plan_json.c)
+  target_include_directories(test_plan_json PRIVATE ${CMAKE_SOURCE_DIR}/cuda ${JANSSON_INCLUDE_DIR})
 endif()
 
 # kernels_wait_first (label unit, no build): every __global__ of cuda/ begins with
@@ -48,10 +52,12 @@ if(MNIST_DDP_HAVE_CUDA)
   add_library(mnist_gpu_test_util STATIC
     ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_common.c
     ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_train.c
-    ${CMAKE_CURRENT_SOURCE_DIR}/ref.c)
+    ${CMAKE_CURRENT_SOURCE_DIR}/ref.c
+    ${CMAKE_SOURCE_DIR}/cuda/plan_json.c) # gpu_plan reads and gives the backend's plan text
   target_compile_options(mnist_gpu_test_util PRIVATE ${MNIST_DDP_WARNINGS})
   target_include_directories(mnist_gpu_test_util PUBLIC
-    ${CMAKE_CURRENT_SOURCE_DIR}/gpu ${CMAKE_CURRENT_SOURCE_DIR})
+    ${CMAKE_CURRENT_SOURCE_DIR}/gpu ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/cuda
+    PRIVATE ${JANSSON_INCLUDE_DIR})
   target_link_libraries(mnist_gpu_test_util PUBLIC mnist_core)
   target_compile_definitions(mnist_gpu_test_util PRIVATE
                              MNIST_TEST_CUDA_MODULE="$<TARGET_FILE:mnist-cuda>")

@@ -40,11 +40,12 @@ add_library(mnist-cuda-sim MODULE ${MNIST_CUDASIM_DIR}/sim_backend_cuda.cc ${MNI
   ${MNIST_CUDASIM_DIR}/sim_kernels.cc ${MNIST_CUDASIM_DIR}/sim_gemm_lt.cc ${MNIST_CUDASIM_DIR}/sim_conv_plan.cc
   ${MNIST_CUDASIM_DIR}/sim_head_plan.cc ${MNIST_CUDASIM_DIR}/sim_plan.cc
   ${MNIST_CUDASIM_DIR}/sim_cuda_check.cc ${MNIST_CUDASIM_DIR}/sim_probe.cc
-  ${MNIST_CUDASIM_DIR}/sim_backend_module.cc)
-target_include_directories(mnist-cuda-sim PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/cuda)
+  ${MNIST_CUDASIM_DIR}/sim_backend_module.cc ${CMAKE_SOURCE_DIR}/cuda/plan_json.c)
+target_include_directories(mnist-cuda-sim PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/cuda
+                           ${JANSSON_INCLUDE_DIR})
 target_compile_options(mnist-cuda-sim PRIVATE ${MNIST_CUDASIM_CXX_WARNINGS})
 target_compile_definitions(mnist-cuda-sim PRIVATE MNIST_DDP_INTERFACE_ID="${MNIST_DDP_INTERFACE_ID}")
-target_link_libraries(mnist-cuda-sim PRIVATE cudasim)
+target_link_libraries(mnist-cuda-sim PRIVATE cudasim ${JANSSON_LIBRARY})
 set_target_properties(mnist-cuda-sim PROPERTIES OUTPUT_NAME mnist-cuda
   LIBRARY_OUTPUT_DIRECTORY ${MNIST_CUDASIM_OUT} CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON
   CXX_EXTENSIONS OFF CXX_VISIBILITY_PRESET hidden)
@@ -71,10 +72,12 @@ add_custom_target(mnist-train-cudasim ALL DEPENDS ${MNIST_CUDASIM_OUT}/mnist-tra
 
 # ---- the GPU suite (tests/gpu) on the simulator ----------------------------------
 add_library(mnist_gpu_test_util_sim STATIC ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_common.c
-            ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_train.c ${CMAKE_CURRENT_SOURCE_DIR}/ref.c)
+            ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_train.c ${CMAKE_CURRENT_SOURCE_DIR}/ref.c
+            ${CMAKE_SOURCE_DIR}/cuda/plan_json.c)
 target_compile_options(mnist_gpu_test_util_sim PRIVATE ${MNIST_DDP_WARNINGS})
 target_include_directories(mnist_gpu_test_util_sim PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/gpu
-                           ${CMAKE_CURRENT_SOURCE_DIR})
+                           ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/cuda
+                           PRIVATE ${JANSSON_INCLUDE_DIR})
 target_link_libraries(mnist_gpu_test_util_sim PUBLIC mnist_core)
 target_compile_definitions(mnist_gpu_test_util_sim PRIVATE
                            MNIST_TEST_CUDA_MODULE="${MNIST_CUDASIM_MODULE}")

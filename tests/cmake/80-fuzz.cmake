@@ -1,6 +1,6 @@
 # Fuzzing of the readers of untrusted files: the IDX reader (host/io/idx.c) and
 # the checkpoint reader (host/io/checkpoint_read.c, its JSON through jansson, the GPU plan
-# in its metadata through host/io/plan_json.c).
+# in its metadata through the CUDA backend's reader, cuda/plan_json.c, as --resume hands it on).
 # Targets and seed corpora in tests/fuzz/.
 #
 # Every build: fuzz_idx_corpus and fuzz_checkpoint_corpus (label unit) replay
@@ -18,7 +18,9 @@ option(MNIST_DDP_FUZZ "Build the libFuzzer targets (clang only)" OFF)
 set(_fz ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
 
 foreach(_t idx checkpoint)
-  add_executable(fuzz_${_t}_replay ${_fz}/fuzz_${_t}.c ${_fz}/replay_main.c)
+  add_executable(fuzz_${_t}_replay ${_fz}/fuzz_${_t}.c ${_fz}/replay_main.c
+                 $<$<STREQUAL:${_t},checkpoint>:${CMAKE_SOURCE_DIR}/cuda/plan_json.c>)
+  target_include_directories(fuzz_${_t}_replay PRIVATE ${CMAKE_SOURCE_DIR}/cuda ${JANSSON_INCLUDE_DIR})
   target_compile_options(fuzz_${_t}_replay PRIVATE ${MNIST_DDP_WARNINGS})
   target_link_libraries(fuzz_${_t}_replay PRIVATE mnist_core)
   add_test(NAME fuzz_${_t}_corpus COMMAND fuzz_${_t}_replay ${_fz}/corpus/${_t})
@@ -38,7 +40,7 @@ if(MNIST_DDP_FUZZ)
   target_link_libraries(fuzz_idx PRIVATE MPI::MPI_C ZLIB::ZLIB)
   add_executable(fuzz_checkpoint ${_fz}/fuzz_checkpoint.c ${CMAKE_SOURCE_DIR}/host/io/checkpoint_write.c
                  ${CMAKE_SOURCE_DIR}/host/io/checkpoint_read.c ${CMAKE_SOURCE_DIR}/host/io/checkpoint_compat.c
-                 ${CMAKE_SOURCE_DIR}/host/io/checkpoint_tensors.c ${CMAKE_SOURCE_DIR}/host/io/plan_json.c
+                 ${CMAKE_SOURCE_DIR}/host/io/checkpoint_tensors.c ${CMAKE_SOURCE_DIR}/cuda/plan_json.c
                  ${CMAKE_SOURCE_DIR}/host/io/checkpoint_dir.c ${CMAKE_SOURCE_DIR}/host/train/model.c
                  ${CMAKE_SOURCE_DIR}/host/io/idx.c ${CMAKE_SOURCE_DIR}/host/config.c
                  ${CMAKE_SOURCE_DIR}/host/io/report.c ${CMAKE_SOURCE_DIR}/host/train/schedule.c
@@ -46,7 +48,8 @@ if(MNIST_DDP_FUZZ)
   target_include_directories(fuzz_checkpoint PRIVATE ${JANSSON_INCLUDE_DIR})
   target_link_libraries(fuzz_checkpoint PRIVATE MPI::MPI_C ZLIB::ZLIB ${JANSSON_LIBRARY} ${MATH_LIBRARY})
   foreach(_t idx checkpoint)
-    target_include_directories(fuzz_${_t} PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/host)
+    target_include_directories(fuzz_${_t} PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/host
+                               ${CMAKE_SOURCE_DIR}/cuda)
     target_compile_definitions(fuzz_${_t} PRIVATE MNIST_DDP_VERSION="${PROJECT_VERSION}")
     # The project's warning list has GCC-only entries; clang gets the common ones.
     target_compile_options(fuzz_${_t} PRIVATE ${_fz_flags} -Wall -Wextra -Wshadow

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_module.h"
 #include "cuda_runtime.h" /* the stand-in: tests/cuda_host/ */
 #include "ref.h"
 

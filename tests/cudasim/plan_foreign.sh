@@ -13,7 +13,8 @@
 # and 2 ranks and another library's at 2 are not (no op "gpu-plan-from", every op
 # "measured", rank 0 says why); the unknown way's op alone is measured. Then devices of
 # different names (the default): at 2 ranks a plan for rank 0's device is not followed
-# either, since rank 1's differs, and rank 0 names rank 1. Exit 0 pass, 1 fail.
+# either, since rank 1's differs, and rank 0 names rank 1. A record that is no plan (an op
+# without its key) is bad input on every rank (exit 2). Exit 0 pass, 1 fail.
 set -uo pipefail
 . "$(dirname "$0")/mpirun_args.sh"
 train_args 5 "MODEL BATCH [TRAIN_ARGS...]" "$@"
@@ -104,6 +105,22 @@ grep -qxF -- "$first_op=measured" <<<"$(sed 's/^[^ ]* //' <<<"$got")" ||
 	fail "way_2: the other ops did not follow the plan: $(tr '\n' ';' <<<"$got")"
 grep -q 'as lt.no-such-way, which this GPU does not offer; planned anew' "$TMP/way_2.err" ||
 	fail "way_2: rank 0 did not name the way it lacks: $(cat "$TMP/way_2.err")"
+
+# A record that is JSON but no plan (an op lacking its key): bad input on every rank, exit 2,
+# the message naming the file and its line; nothing trained.
+python3 -c 'import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+plan = [r for r in recs if r.get("event") == "gpu_plan"][-1]
+del plan["ops"][0]["key"]
+print(json.dumps(plan))' "$TMP/base.jsonl" >"$TMP/damaged.jsonl"
+timeout 200 "${MPIRUN[@]}" -n 2 -x CUDASIM_DEVICE_NAMES=same "$TRAIN" --backend cuda --model "$MODEL" \
+	--batch-size "$BATCH" --data "$TRAIN_DATA" --limit $((BATCH * 8)) --epochs 1 \
+	--gpu-plan-from "$TMP/damaged.jsonl" "$@" >"$TMP/damaged.out" 2>"$TMP/damaged.err"
+rc=$?
+[ $rc -eq 2 ] || fail "damaged: exit status $rc, expected 2: $(cat "$TMP/damaged.err")"
+n=$(grep -c "damaged.jsonl line 1: the plan's op 0: \"key\" is missing" "$TMP/damaged.err")
+[ "$n" -eq 2 ] || fail "damaged: expected the message once on each of 2 ranks, got $n: $(cat "$TMP/damaged.err")"
+! grep -q '^summary:' "$TMP/damaged.out" || fail "damaged: it trained: $(cat "$TMP/damaged.out")"
 
 # Devices named apart: rank 0's is the plan's, rank 1's is not.
 run mixed_2 2 per-device --gpu-plan-from "$TMP/rank0.jsonl" "$@"

@@ -20,7 +20,9 @@
  * fuzzer in front of it; so each input is also re-sealed (its checksum
  * digits recomputed, when it has the field) and the copy taken through the
  * same path, reaching the metadata and tensor checks behind the checksum with
- * arbitrary headers. Built with
+ * arbitrary headers. An accepted file's GPU plan goes on to the CUDA
+ * backend's reader (cuda/plan_json.c), as --resume hands it over: refused
+ * with a message, or read back and written again as the same plan. Built with
  * tests/fuzz/replay_main.c instead of libFuzzer, it replays the corpus in the
  * ordinary test suite (ctest -R fuzz_checkpoint_corpus).
  */
@@ -31,6 +33,7 @@
 
 #include "io/crc32.h"
 #include "io/checkpoint.h"
+#include "plan_json.h"
 #include "io/idx.h"
 #include "train/model.h"
 #include "train/optim.h"
@@ -80,6 +83,29 @@ static void round_trip(const struct model *m, const struct checkpoint_info *info
 	free(buf);
 }
 
+/* A checkpoint's GPU plan as the CUDA backend reads it: refused with a reason, or a fixed point. */
+static void check_plan(const char *text)
+{
+	struct plan_info p, again;
+	char err[512] = "";
+	if (!text[0])
+		return;
+	if (plan_json_parse(text, &p, err, sizeof(err)) != STATUS_OK) {
+		FUZZ_CHECK(err[0] && !p.ops);
+		return;
+	}
+	char *dumped = plan_json_dump(&p, 0);
+	FUZZ_CHECK(plan_json_parse(dumped, &again, err, sizeof(err)) == STATUS_OK);
+	FUZZ_CHECK(again.n_ops == p.n_ops && !strcmp(again.device, p.device) &&
+		   !strcmp(again.library, p.library));
+	for (int i = 0; i < p.n_ops; i++)
+		FUZZ_CHECK(!strcmp(again.ops[i].key, p.ops[i].key) &&
+			   !strcmp(again.ops[i].chosen, p.ops[i].chosen));
+	free(dumped);
+	plan_json_free(&again);
+	plan_json_free(&p);
+}
+
 /* Parse, and when accepted, extract and round-trip as a resume would. */
 static void check_file(const uint8_t *data, size_t size)
 {
@@ -99,6 +125,7 @@ static void check_file(const uint8_t *data, size_t size)
 	FUZZ_CHECK(info.global_step >= 1 && info.steps_per_epoch >= 1 &&
 		   info.global_step <= (long long)info.cfg.epochs * info.steps_per_epoch);
 	FUZZ_CHECK(checkpoint_compat(&info, &info, "self", err, sizeof(err)) == STATUS_OK);
+	check_plan(info.gpu_plan);
 
 	struct model m;
 	model_init(&m, info.cfg.model, info.cfg.hidden, info.cfg.n_hidden);

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "backend_module.h"
 #include "dist.h"
 
 #ifdef __cplusplus

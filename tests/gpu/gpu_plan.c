@@ -12,9 +12,10 @@
  * and input gradient direct or as a GEMM); which one wins is a measurement
  * on the GPU of the day, so every one of them must be right. For each model, one
  * training step (tests/gpu/gpu_train.h) in a collective stretch measures the
- * plan and lists each problem's candidates (->plan_get); then, for each
- * problem and each of its candidates, a fresh replica takes a plan naming
- * that candidate (->plan_set, as a resumed run takes a checkpoint's), runs
+ * plan and lists each problem's candidates (->plan_text, read back by
+ * cuda/plan_json.c); then, for each problem and each of its candidates, a
+ * fresh replica takes a plan naming that candidate (->plan_follow, as a
+ * resumed run takes a checkpoint's), runs
  * the same step, and must
  *   - report that problem run by that name, from the plan given ("checkpoint");
  *   - agree with the host backend's step: loss, and the gradient buffer
@@ -37,9 +38,34 @@
 #include "check.h"
 #include "gpu_common.h"
 #include "gpu_train.h"
+#include "plan_json.h"
 
 #define PLAN_BATCH 8
 #define PLAN_TOL 1e-4
+
+/*
+ * The backend's plan so far, read from its text (->plan_text, the --metrics
+ * record's fields: every op with its candidates); none for a backend without
+ * plans. plan_json_free it.
+ */
+static void plan_read(const struct backend *be, struct plan_info *out)
+{
+	char why[256];
+	char *text = backend_plan_text(be, PLAN_RECORD);
+	memset(out, 0, sizeof(*out));
+	if (text && plan_json_parse(text, out, why, sizeof(why)))
+		die(1, "the backend's plan does not read back: %s", why);
+	free(text);
+}
+
+/* The plan `in` given to the backend as a checkpoint's (->plan_follow): 0 when followed, why filled else. */
+static int plan_give(const struct backend *be, const struct plan_info *in, char *why, size_t len)
+{
+	char *text = plan_json_dump(in, 0);
+	int rc = backend_plan_follow(be, text, "checkpoint", why, len);
+	free(text);
+	return rc;
+}
 
 /* One step of a fresh replica on be from p0: its loss and gradients (n_params) out. */
 static double one_step(const struct backend *be, const struct model *m, const struct gpu_data *g,
@@ -115,7 +141,7 @@ static void implicit_leaves_cols(struct gpu_test *t, const char *name, const str
 		snprintf(want.source, sizeof(want.source), "checkpoint");
 		in.n_ops = 1;
 		in.ops = &want;
-		gpu_test_check(t, !backend_plan_set(&t->dev, &in, why, sizeof(why)),
+		gpu_test_check(t, !plan_give(&t->dev, &in, why, sizeof(why)),
 			       "%s: gemm %s given as %s %s", name, op->shape, want.chosen, why);
 		struct gpu_run r;
 		gpu_run_create(&r, &t->dev, m, g, p0, PLAN_BATCH, 0.01f, 0.0f, REDUCE_MEAN);
@@ -151,14 +177,6 @@ static void implicit_leaves_cols(struct gpu_test *t, const char *name, const str
 	free(params[1]);
 }
 
-/* A deep copy of the ops of a plan (->plan_get's memory is the backend's). */
-static struct plan_op *copy_ops(const struct plan_info *p)
-{
-	struct plan_op *ops = xmalloc((size_t)(p->n_ops ? p->n_ops : 1) * sizeof(*ops));
-	memcpy(ops, p->ops, (size_t)p->n_ops * sizeof(*ops));
-	return ops;
-}
-
 static void plan_model(struct gpu_test *t, const char *name, enum model_kind kind,
 		       const int *hidden, int n_hidden, int block)
 {
@@ -176,13 +194,14 @@ static void plan_model(struct gpu_test *t, const char *name, enum model_kind kin
 	/* The measured plan (of this model's problems alone), and what each could run as. */
 	struct plan_info none;
 	char unused[256];
-	backend_plan_get(&t->dev, &none);
-	none.n_ops = 0;
-	backend_plan_set(&t->dev, &none, unused, sizeof(unused)); /* forgets every plan so far */
-	backend_plan_mode(&t->dev, PLAN_MEASURE, 1);
+	plan_read(&t->dev, &none);
+	plan_json_free(&none);
+	plan_give(&t->dev, &none, unused, sizeof(unused)); /* forgets every plan so far */
+	backend_set(&t->dev, BACKEND_PLAN_POLICY, PLAN_MEASURE);
+	backend_set(&t->dev, BACKEND_PLAN_COLLECTIVE, 1);
 	double ld = one_step(&t->dev, &m, &g, p0, gd);
-	backend_plan_get(&t->dev, &measured);
-	struct plan_op *ops = copy_ops(&measured);
+	plan_read(&t->dev, &measured);
+	const struct plan_op *ops = measured.ops;
 	int n_ops = measured.n_ops, runs = 0;
 	gpu_test_check(t, fabs(ld - lh) <= PLAN_TOL * fabs(lh) &&
 				  gpu_norm_err(gd, gh, m.n_params, NULL) <= PLAN_TOL,
@@ -195,7 +214,7 @@ static void plan_model(struct gpu_test *t, const char *name, enum model_kind kin
 	 * planned anew, take the heuristic's first way untimed: measuring all of
 	 * them again for each of some 200 runs was most of this test's time.
 	 */
-	backend_plan_mode(&t->dev, PLAN_HEURISTIC, 1);
+	backend_set(&t->dev, BACKEND_PLAN_POLICY, PLAN_HEURISTIC);
 
 	for (int i = 0; i < n_ops; i++) {
 		gpu_test_check(t, ops[i].n_candidates >= 1 && !strcmp(ops[i].source, "measured"),
@@ -210,14 +229,14 @@ static void plan_model(struct gpu_test *t, const char *name, enum model_kind kin
 			snprintf(want.source, sizeof(want.source), "checkpoint");
 			in.n_ops = 1;
 			in.ops = &want;
-			int refused = backend_plan_set(&t->dev, &in, why, sizeof(why));
+			int refused = plan_give(&t->dev, &in, why, sizeof(why));
 			double l = one_step(&t->dev, &m, &g, p0, gd);
 			double err = gpu_norm_err(gd, gh, m.n_params, NULL);
 
 			/* The problem ran as named, from the plan given. */
 			struct plan_info now;
 			const struct plan_op *ran = NULL;
-			backend_plan_get(&t->dev, &now);
+			plan_read(&t->dev, &now);
 			for (int k = 0; k < now.n_ops; k++)
 				if (!strcmp(now.ops[k].key, want.key))
 					ran = &now.ops[k];
@@ -231,6 +250,7 @@ static void plan_model(struct gpu_test *t, const char *name, enum model_kind kin
 				       refused ? "refused: " : "ran as ",
 				       refused ? why : ran ? ran->chosen : "(not met)", l, lh, err,
 				       PLAN_TOL);
+			plan_json_free(&now);
 			runs++;
 			/*
 			 * A head's ways send weight gradients to the second stream
@@ -252,7 +272,7 @@ static void plan_model(struct gpu_test *t, const char *name, enum model_kind kin
 			implicit_leaves_cols(t, name, &m, &g, p0, &measured, &ops[i], 0);
 	if (t->d.rank == 0)
 		printf("# %s: %d problems, %d candidates run by name\n", name, n_ops, runs);
-	free(ops);
+	plan_json_free(&measured);
 	free(p0);
 	free(gh);
 	free(gd);

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_module.h"
 #include "check.h"
 #include "config.h"
 #include "dist.h"

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_module.h"
 #include "check.h"
 #include "config.h"
 #include "dist.h"

@@ -1,11 +1,9 @@
-/* plan_json.c - a backend's plan as JSON and as a table: see host/io/plan_json.h. */
-#include "io/plan_json.h"
+/* plan_json.c - the CUDA backend's plan as JSON and as a table: see cuda/plan_json.h. */
+#include "plan_json.h"
 
-#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 /* Flags every dump uses: one line ("key": value, as the other metrics lines), keys in the order set. */
 #define PLAN_JSON_FLAGS JSON_PRESERVE_ORDER
@@ -34,11 +32,10 @@ static json_t *op_json(const struct plan_op *o, int with_candidates)
 	return j;
 }
 
-char *plan_json_dump(const struct plan_info *p, int with_candidates, const char *event)
+char *plan_json_dump(const struct plan_info *p, int with_candidates)
 {
 	json_t *root = json_object();
-	if (event)
-		json_object_set_new(root, "event", json_string(event));
+	json_object_set_new(root, "version", json_integer(PLAN_JSON_VERSION));
 	json_object_set_new(root, "device", json_string(p->device));
 	json_object_set_new(root, "library", json_string(p->library));
 	json_t *ops = json_array();
@@ -78,6 +75,44 @@ static int get_string(json_t *o, const char *name, const char *where, char *buf,
 	return 0;
 }
 
+/* A number member of o, or -1 where it is null or absent. */
+static double get_us(json_t *o, const char *name)
+{
+	json_t *v = json_object_get(o, name);
+	return json_is_number(v) ? json_number_value(v) : -1.0;
+}
+
+/* An op's candidates, when its record has them (a checkpoint's has none): 0, or 1 with err filled. */
+static int get_candidates(json_t *o, const char *where, struct plan_op *op, char *err,
+			  size_t errlen)
+{
+	json_t *cands = json_object_get(o, "candidates");
+	if (!cands)
+		return 0;
+	if (!json_is_array(cands) || json_array_size(cands) > PLAN_MAX_CANDIDATES) {
+		status_fail(err, errlen, STATUS_BAD_INPUT,
+			    "%s: \"candidates\" is not an array of at most %d", where,
+			    PLAN_MAX_CANDIDATES);
+		return 1;
+	}
+	for (size_t i = 0; i < json_array_size(cands); i++) {
+		json_t *c = json_array_get(cands, i);
+		char at[96];
+		snprintf(at, sizeof(at), "%s's candidate %zu", where, i);
+		if (!json_is_object(c)) {
+			status_fail(err, errlen, STATUS_BAD_INPUT, "%s is not an object", at);
+			return 1;
+		}
+		struct plan_candidate *pc = &op->cand[op->n_candidates];
+		if (get_string(c, "name", at, pc->name, sizeof(pc->name), err, errlen))
+			return 1;
+		pc->us = get_us(c, "us");
+		pc->first_us = get_us(c, "first_us");
+		op->n_candidates++;
+	}
+	return 0;
+}
+
 enum status plan_json_parse(const char *text, struct plan_info *out, char *err, size_t errlen)
 {
 	json_error_t je;
@@ -92,6 +127,14 @@ enum status plan_json_parse(const char *text, struct plan_info *out, char *err, 
 	json_t *ops = json_object_get(root, "ops");
 	if (!json_is_object(root)) {
 		status_fail(err, errlen, STATUS_BAD_INPUT, "not a JSON object");
+		goto out;
+	}
+	json_t *version = json_object_get(root, "version");
+	if (version && (!json_is_integer(version) || json_integer_value(version) != PLAN_JSON_VERSION)) {
+		status_fail(err, errlen, STATUS_BAD_INPUT,
+			    "the plan: \"version\" is not %d (this build reads plans of version %d; "
+			    "a plan without one is of version 1)",
+			    PLAN_JSON_VERSION, PLAN_JSON_VERSION);
 		goto out;
 	}
 	if (get_string(root, "device", "the plan", out->device, sizeof(out->device), err, errlen) ||
@@ -125,7 +168,8 @@ enum status plan_json_parse(const char *text, struct plan_info *out, char *err, 
 		    get_string(o, "key", where, op->key, sizeof(op->key), err, errlen) ||
 		    get_string(o, "shape", where, op->shape, sizeof(op->shape), err, errlen) ||
 		    get_string(o, "chosen", where, op->chosen, sizeof(op->chosen), err, errlen) ||
-		    get_string(o, "source", where, op->source, sizeof(op->source), err, errlen))
+		    get_string(o, "source", where, op->source, sizeof(op->source), err, errlen) ||
+		    get_candidates(o, where, op, err, errlen))
 			goto out;
 		out->n_ops++;
 	}
@@ -134,120 +178,6 @@ out:
 	json_decref(root);
 	if (rc != STATUS_OK)
 		plan_json_free(out);
-	return rc;
-}
-
-/* Whether a --metrics line is a gpu_plan record; *damaged when it names one but is not JSON. */
-static int is_plan_record(const char *line, int *damaged, char *why, size_t whylen)
-{
-	json_error_t je;
-	*damaged = 0;
-	if (!strstr(line, "gpu_plan"))
-		return 0;
-	json_t *root = json_loads(line, 0, &je);
-	if (!root) {
-		*damaged = 1;
-		snprintf(why, whylen, "not JSON (%s, at character %d)", je.text, je.position);
-		return 1;
-	}
-	json_t *event = json_object_get(root, "event");
-	int yes = json_is_string(event) && !strcmp(json_string_value(event), "gpu_plan");
-	json_decref(root);
-	return yes;
-}
-
-/* The longest --metrics line read whole: a plan record with its candidates is ~20 KB. */
-#define PLAN_LINE_MAX ((size_t)16 << 20)
-
-/*
- * The next line of f into *buf (grown as needed, *cap bytes; the newline
- * kept), at most PLAN_LINE_MAX bytes of it: a longer one's rest is read and
- * dropped, *too_long set. 0 at the end of the file, else 1.
- */
-static int read_line(FILE *f, char **buf, size_t *cap, int *too_long)
-{
-	char chunk[65536];
-	size_t len = 0;
-	int any = 0;
-	*too_long = 0;
-	while (fgets(chunk, sizeof(chunk), f)) {
-		size_t n = strlen(chunk);
-		any = 1;
-		if (len + n > PLAN_LINE_MAX)
-			*too_long = 1;
-		else {
-			if (len + n + 1 > *cap) {
-				size_t want = *cap ? *cap : 4096;
-				while (want < len + n + 1)
-					want *= 2;
-				char *grown = realloc(*buf, want);
-				if (!grown)
-					die(1, "out of memory reading a --metrics line of %zu bytes", len + n);
-				*buf = grown;
-				*cap = want;
-			}
-			memcpy(*buf + len, chunk, n + 1);
-			len += n;
-		}
-		if (n && chunk[n - 1] == '\n')
-			break;
-	}
-	return any;
-}
-
-enum status plan_json_load(const char *path, struct plan_info *out, char *err, size_t errlen)
-{
-	struct stat st;
-	char *line = NULL, *record = NULL, why[256] = "";
-	size_t cap = 0;
-	long n = 0, at = 0;
-	int damaged = 0;
-	memset(out, 0, sizeof(*out));
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: cannot open: %s", path,
-				   strerror(errno));
-	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-		fclose(f);
-		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: not a regular file", path);
-	}
-	for (int too_long; read_line(f, &line, &cap, &too_long);) {
-		int bad;
-		char bad_why[256] = "";
-		n++;
-		if (too_long) { /* its first PLAN_LINE_MAX bytes are kept */
-			if (!strstr(line, "gpu_plan"))
-				continue;
-			bad = 1;
-			snprintf(bad_why, sizeof(bad_why), "longer than %zu bytes", PLAN_LINE_MAX);
-		} else if (!is_plan_record(line, &bad, bad_why, sizeof(bad_why))) {
-			continue;
-		}
-		free(record);
-		record = strdup(line);
-		if (!record)
-			die(1, "out of memory reading %s", path);
-		at = n;
-		damaged = bad;
-		snprintf(why, sizeof(why), "%s", bad_why);
-	}
-	int read_failed = ferror(f);
-	free(line);
-	fclose(f);
-	enum status rc = STATUS_BAD_INPUT;
-	char inner[1024];
-	if (read_failed)
-		status_fail(err, errlen, rc, "%s: read failed", path);
-	else if (!record)
-		status_fail(err, errlen, rc,
-			    "%s holds no gpu_plan record: expected the --metrics file of a run on the "
-			    "CUDA backend",
-			    path);
-	else if (damaged)
-		status_fail(err, errlen, rc, "%s line %ld: the gpu_plan record is %s", path, at, why);
-	else if ((rc = plan_json_parse(record, out, inner, sizeof(inner))) != STATUS_OK)
-		status_fail(err, errlen, rc, "%s line %ld: %s", path, at, inner);
-	free(record);
 	return rc;
 }
 
@@ -262,7 +192,7 @@ void plan_json_free(struct plan_info *p)
 #define TABLE_ROW "  %-40s %-13s %10s  %s\n"
 #define TABLE_ROW_US "  %-40s %-13s %10.2f  %s\n"
 
-void plan_print_table(FILE *f, const struct plan_info *p)
+static void print_table(FILE *f, const struct plan_info *p)
 {
 	fprintf(f, "plan: %d ops on %s (%s)\n", p->n_ops, p->device, p->library);
 	if (p->launch[0])
@@ -292,5 +222,17 @@ void plan_print_table(FILE *f, const struct plan_info *p)
 		fprintf(f, "plan: measured in %.1f ms, beside %.1f ms of each op's first way's first run "
 			   "(which an untimed plan pays too)\n",
 			p->measure_ms, p->warm_ms > 0.0 ? p->warm_ms : 0.0);
-	fflush(f);
+}
+
+char *plan_json_table(const struct plan_info *p)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (!f)
+		die(1, "out of memory writing the GPU plan's table");
+	print_table(f, p);
+	if (fclose(f) != 0 || !text)
+		die(1, "out of memory writing the GPU plan's table");
+	return text;
 }
