@@ -16,7 +16,8 @@ and prints: each step's limit, status and time; quick's parts; each goal of the 
 met or missed with its figure; each cell's median step in every column of ours; the slowest
 ops of each profiled step; the GEMM plan chosen
 (in full in quick/plans.txt, each candidate's first run beside) and the spread of the
-first runs over the candidates' times; the first lines of the all and sanitize reports. A skipped
+first runs over the candidates' times; every way weighed, by family, with the cells it won
+or that it won none (quick/ways.txt in full); the first lines of the all and sanitize reports. A skipped
 part or step is written SKIPPED with its reason, never passed. Exit 0, or 2 on bad usage.
 """
 import glob
@@ -285,6 +286,52 @@ def plans(out, lines):
                           "(the plan allows 100 for the host's submission)"))
 
 
+def way_family(name):
+    """A way's family: its name without what only tells algorithms or chunk counts apart
+    (lt.bgradb.a20.t15...+bg.gemv -> lt.bgradb+bg.gemv, ksplit.c49.micro -> ksplit.micro)."""
+    name = str(name)
+    if name.startswith("im2col+"):
+        return "im2col+" + way_family(name[len("im2col+"):])
+    if name.endswith("+col2im"):
+        return way_family(name[:-len("+col2im")]) + "+col2im"
+    m = re.search(r"\+(bg\.\w+|wgrad)$", name)
+    tail = m.group(0) if m else ""
+    base = name[:m.start()] if m else name
+    if base.startswith("lt."):
+        base = ".".join(base.split(".")[:2])
+    base = re.sub(r"^ksplit\.c\d+", "ksplit", base)
+    return base + tail
+
+
+def ways(out, lines):
+    """Every way weighed in the run's plans, by family: the cells it won, or that it won none
+    (issue 43: a way the GPU measured and never chose is removed after the run)."""
+    paths = [(label, path) for label, path in profile_files(out)]
+    paths += [(os.path.basename(p)[:-len(".jsonl")], p) for p in
+              sorted(glob.glob(os.path.join(out, "quick", "bench-results", "**", "*.jsonl"), recursive=True))]
+    won, timed = {}, {}
+    for label, path in paths:
+        for rec in records(path, "gpu_plan"):
+            for o in op_list(rec):
+                for c in o.get("candidates", []):
+                    if isinstance(c, dict) and num(c.get("us")) is not None:
+                        f = way_family(c.get("name"))
+                        timed[f] = timed.get(f, 0) + 1
+                chosen = o.get("chosen")
+                if isinstance(chosen, str) and o.get("source") in (None, "measured"):
+                    won.setdefault(way_family(chosen), set()).add(label)
+    if not timed and not won:
+        return
+    detail = [f"{f}: won in {len(won.get(f, ()))} cells ({', '.join(sorted(won.get(f, ()))) or 'none'}), "
+              f"timed {timed.get(f, 0)} times" for f in sorted(set(timed) | set(won))]
+    with open(os.path.join(out, "quick", "ways.txt"), "w") as f:
+        f.write("\n".join(detail) + "\n")
+    lines.append("ways by family (every gpu_plan record; the cells of each in quick/ways.txt):")
+    lines.append(clip("  won: " + "; ".join(f"{f} {len(won[f])}" for f in sorted(won))))
+    lost = sorted(f for f in timed if f not in won)
+    lines.append(clip("  won nothing: " + ("; ".join(f"{f} (timed {timed[f]})" for f in lost) or "none")))
+
+
 def reports(out, lines):
     for name in ("all", "sanitize"):
         text = read(os.path.join(out, f"{name}-summary.txt")).splitlines()
@@ -313,6 +360,7 @@ def main(argv):
     step_medians(out, lines)
     slowest_ops(out, lines)
     plans(out, lines)
+    ways(out, lines)
     reports(out, lines)
     lines.append(f"logs: {out}/STEP.log; quick's parts under quick/")
     text = "\n".join(lines) + "\n"

@@ -205,6 +205,10 @@ expect "$tmp/gpu/quick.log" '^set-up: seed-b32-eager.jsonl: first step 150.5 ms'
 	"quick: the same with CUDA_MODULE_LOADING=EAGER"
 expect "$tmp/gpu/quick/plans.txt" '^fc1.fwd \[32x784x10\]: chosen algo-b of \[algo-a 9.5 us \(first run 21.0\), algo-b 7.5 us \(first run 19.5\)\]$' \
 	"plans.txt: every candidate, its first run beside"
+expect "$summary" '^  won: algo-b 6$' "summary: the way that won, in how many cells"
+expect "$summary" '^  won nothing: algo-a \(timed 6\)$' "summary: the way that won nothing, to remove"
+expect "$tmp/gpu/quick/ways.txt" '^algo-b: won in 6 cells \(lenet b256, lenet b32, mlp b256, mlp b32, seed b256, seed b32\), timed 6 times$' \
+	"ways.txt: each way's cells"
 expect "$summary" '^  first runs on the stream over their times \(us, 12 candidates\): min 11.5, median 12.0, max 12.0 ' \
 	"summary: how much the host's submission adds to a first run"
 expect "$tmp/bin/bench-args" ' --no-allreduce ' "the matrix on one GPU: no NCCL tables (nothing to reduce at 1 rank)"
