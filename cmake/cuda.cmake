@@ -192,7 +192,8 @@ add_library(mnist_cuda_objects OBJECT
   ${CMAKE_SOURCE_DIR}/cuda/kernels_head.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels_dense.cu
   ${CMAKE_SOURCE_DIR}/cuda/plan.cu
-  ${CMAKE_SOURCE_DIR}/cuda/plan_json.c)
+  ${CMAKE_SOURCE_DIR}/cuda/plan_json.c
+  ${CMAKE_SOURCE_DIR}/cuda/ways.cu)
 set_target_properties(mnist_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON
                       CUDA_VISIBILITY_PRESET hidden)
 target_include_directories(mnist_cuda_objects PUBLIC ${CMAKE_SOURCE_DIR}/include

@@ -12,7 +12,8 @@
  *                pool and argmax from z): "im2col+<the GEMM's way>";
  *   input grad   the GEMM into dcols, then kernels_col2im_backward (through
  *                the stage below's pool and ReLU): "<the GEMM's way>+col2im".
- * Candidates: "direct" first (the heuristic's choice); "direct.patch"
+ * Candidates, in the order of cuda/ways.cu: "direct" first (the heuristic's
+ * choice); "direct.patch"
  * where the taps (and, forward, the pool) fit the patch kernels (forward,
  * each input channel's patch under a window in registers for four output
  * channels at once, the im2col matrix, where the weight gradient reads it,
@@ -41,6 +42,7 @@
 #include "cuda_check.cuh"
 #include "gemm_map.h"
 #include "kernels.h"
+#include "ways.cuh"
 
 enum conv_op { CONV_FORWARD, CONV_INPUT_GRAD };
 
@@ -207,73 +209,107 @@ static void shape_text(const struct conv_call *c, char *buf, size_t len)
 		 v->w, v->pad, c->s->rows);
 }
 
-/*
- * The candidates of ours, first in every plan: the direct kernels, then,
- * where the patch kernel takes the problem, it in the backend's blocks and
- * in blocks of 64 threads (a patch kernel's thread sums many terms, so its
- * items are few: at batch 32, LeNet-5's conv2 has 98 warps of them, 13
- * blocks of 256 threads that leave most SMs idle, or 49 blocks of 64).
- */
-static const struct own_way {
-	const char *name;
-	int kind;
-	unsigned block;
-} own_ways[] = {
-	{"direct", CONV_DIRECT, 0},
-	{"direct.patch", CONV_PATCH, 0},
-	{"direct.patch.t64", CONV_PATCH, 64},
+/* A candidate: what it runs, by name. */
+struct conv_cand {
+	int kind;           /* enum conv_kind */
+	unsigned block;     /* CONV_PATCH: threads a block, 0 the backend's */
+	struct gemm_way gw; /* CONV_GEMM: the GEMM's way */
+	char name[PLAN_NAME_LEN];
 };
 
-/* The candidates, for plan_choose's timing. */
-struct conv_ways {
+/* A convolution's candidates as they are listed (cuda/ways.cu: conv_list_*, in its order). */
+struct conv_listing {
 	struct cuda_gemm *g;
 	const struct conv_call *c;
-	int own;                     /* candidate i < own is own_ways[i] */
-	const struct gemm_way *ways; /* candidate i >= own is ways[i - own] */
-	float *scratch;
+	int capturing;
+	float *scratch; /* the GEMM's output, where it could be had */
+	struct conv_cand *cands;
+	int n;
 };
 
-/* Candidate i's kind and block. */
-static int kind_of(const struct conv_ways *t, int i)
+static void add_cand(struct conv_listing *l, const char *name, int kind, unsigned block,
+		     const struct gemm_way *gw)
 {
-	return i >= t->own ? CONV_GEMM : own_ways[i].kind;
+	if (l->n >= PLAN_MAX_CANDIDATES)
+		return;
+	struct conv_cand *x = &l->cands[l->n++];
+	memset(x, 0, sizeof(*x));
+	x->kind = kind;
+	x->block = block;
+	if (gw)
+		x->gw = *gw;
+	snprintf(x->name, sizeof(x->name), "%s", name);
 }
 
-static unsigned block_of(const struct conv_ways *t, int i)
+void conv_list_direct(void *arg)
 {
-	return i >= t->own ? 0 : own_ways[i].block;
+	add_cand((struct conv_listing *)arg, "direct", CONV_DIRECT, 0, NULL);
+}
+
+/*
+ * Where the patch kernel takes the problem: it in the backend's blocks and in
+ * blocks of 64 threads (a patch kernel's thread sums many terms, so its items
+ * are few: at batch 32, LeNet-5's conv2 has 98 warps of them, 13 blocks of 256
+ * threads that leave most SMs idle, or 49 blocks of 64).
+ */
+void conv_list_patch(void *arg)
+{
+	struct conv_listing *l = (struct conv_listing *)arg;
+	const struct conv_call *c = l->c;
+	if (!(c->op == CONV_FORWARD ? kernels_conv_patch_fits(c->s)
+				    : kernels_conv_backward_patch_fits(c->s)))
+		return;
+	add_cand(l, "direct.patch", CONV_PATCH, 0, NULL);
+	add_cand(l, "direct.patch.t64", CONV_PATCH, 64, NULL);
+}
+
+/* The convolution as a GEMM, one candidate per way the GEMM has, where its output has a buffer. */
+void conv_list_gemm(void *arg)
+{
+	struct conv_listing *l = (struct conv_listing *)arg;
+	if (!l->scratch)
+		return;
+	struct gemm_way *ways =
+		(struct gemm_way *)xmalloc(PLAN_MAX_CANDIDATES * sizeof(struct gemm_way));
+	struct gemm_req r = gemm_of_call(l->c, l->scratch);
+	int n = gemm_ways(l->g, &r, l->capturing, ways);
+	for (int i = 0; i < n; i++) {
+		char name[PLAN_NAME_LEN];
+		snprintf(name, sizeof(name), l->c->op == CONV_FORWARD ? "im2col+%s" : "%s+col2im",
+			 ways[i].name);
+		add_cand(l, name, CONV_GEMM, 0, &ways[i]);
+	}
+	free(ways);
 }
 
 /* One candidate's run, for plan_time. */
 struct conv_run {
 	struct cuda_gemm *g;
 	const struct conv_call *c;
-	int kind;
-	unsigned block;
-	const struct gemm_way *gw;
+	const struct conv_cand *x;
 	const struct lt_desc *d;
 	float *scratch;
 };
 
 static void run_candidate(void *arg)
 {
-	const struct conv_run *x = (const struct conv_run *)arg;
-	run_call(x->g, x->c, x->kind, x->block, x->gw, x->d, x->scratch);
+	const struct conv_run *r = (const struct conv_run *)arg;
+	run_call(r->g, r->c, r->x->kind, r->x->block, &r->x->gw, r->d, r->scratch);
 }
 
 static double time_candidate(void *arg, int i, double best)
 {
-	const struct conv_ways *t = (const struct conv_ways *)arg;
+	const struct conv_listing *l = (const struct conv_listing *)arg;
+	const struct conv_cand *x = &l->cands[i];
 	struct lt_desc d;
 	memset(&d, 0, sizeof(d));
-	const struct gemm_way *gw = kind_of(t, i) == CONV_GEMM ? &t->ways[i - t->own] : NULL;
-	if (gw) {
-		struct gemm_req r = gemm_of_call(t->c, t->scratch);
-		if (!gemm_way_desc(t->g, &r, gw, &d))
+	if (x->kind == CONV_GEMM) {
+		struct gemm_req r = gemm_of_call(l->c, l->scratch);
+		if (!gemm_way_desc(l->g, &r, &x->gw, &d))
 			return -1.0;
 	}
-	struct conv_run x = {t->g, t->c, kind_of(t, i), block_of(t, i), gw, &d, t->scratch};
-	double us = plan_time(t->g->plan, run_candidate, &x, best);
+	struct conv_run run = {l->g, l->c, x, &d, l->scratch};
+	double us = plan_time(l->g->plan, run_candidate, &run, best);
 	gemm_way_desc_destroy(&d);
 	return us;
 }
@@ -301,51 +337,40 @@ static struct conv_plan *plan_for(struct cuda_gemm *g, const struct conv_call *c
 		 c->op == CONV_FORWARD ? "conv_forward" : "conv_input_grad");
 	shape_text(c, rep->shape, sizeof(rep->shape));
 
-	/* The GEMM's ways, where its output can have a buffer now. */
-	int capturing = plan_capturing(g->plan), n_ways = 0;
-	float *scratch = NULL;
-	struct gemm_way *ways =
-		(struct gemm_way *)xmalloc(PLAN_MAX_CANDIDATES * sizeof(struct gemm_way));
-	if (!capturing) {
-		if (cudaMalloc((void **)&scratch, scratch_floats(c) * sizeof(float)) != cudaSuccess) {
-			(void)cudaGetLastError(); /* not sticky: keep it from a later launch check */
-			scratch = NULL;
-		}
+	/* The GEMM's output, where it can have a buffer now. */
+	struct conv_listing l;
+	memset(&l, 0, sizeof(l));
+	l.g = g;
+	l.c = c;
+	l.capturing = plan_capturing(g->plan);
+	l.cands = (struct conv_cand *)xmalloc(PLAN_MAX_CANDIDATES * sizeof(struct conv_cand));
+	if (!l.capturing &&
+	    cudaMalloc((void **)&l.scratch, scratch_floats(c) * sizeof(float)) != cudaSuccess) {
+		(void)cudaGetLastError(); /* not sticky: keep it from a later launch check */
+		l.scratch = NULL;
 	}
-	int patch = c->op == CONV_FORWARD ? kernels_conv_patch_fits(c->s)
-					  : kernels_conv_backward_patch_fits(c->s);
-	int own = patch ? (int)(sizeof(own_ways) / sizeof(own_ways[0])) : 1;
-	if (scratch) {
-		struct gemm_req r = gemm_of_call(c, scratch);
-		n_ways = gemm_ways(g, &r, capturing, ways);
-		if (n_ways > PLAN_MAX_CANDIDATES - own)
-			n_ways = PLAN_MAX_CANDIDATES - own;
-	}
-	for (int i = 0; i < own; i++)
-		snprintf(rep->cand[i].name, sizeof(rep->cand[i].name), "%s", own_ways[i].name);
-	for (int i = 0; i < n_ways; i++)
-		snprintf(rep->cand[own + i].name, sizeof(rep->cand[own + i].name),
-			 c->op == CONV_FORWARD ? "im2col+%s" : "%s+col2im", ways[i].name);
-	rep->n_candidates = own + n_ways;
-	struct conv_ways t = {g, c, own, ways, scratch};
-	int chosen = plan_choose(g->plan, rep, capturing, time_candidate, &t);
+	ways_list(op, &l);
+	for (int i = 0; i < l.n; i++)
+		snprintf(rep->cand[i].name, sizeof(rep->cand[i].name), "%s", l.cands[i].name);
+	rep->n_candidates = l.n;
+	int chosen = plan_choose(g->plan, rep, l.capturing, time_candidate, &l);
 
 	struct conv_plan fresh;
 	memset(&fresh, 0, sizeof(fresh));
-	fresh.kind = kind_of(&t, chosen);
-	fresh.block = block_of(&t, chosen);
+	fresh.kind = l.cands[chosen].kind;
+	fresh.block = l.cands[chosen].block;
 	if (fresh.kind == CONV_GEMM) {
-		fresh.gw = ways[chosen - own];
-		fresh.scratch = scratch;
-		struct gemm_req r = gemm_of_call(c, scratch);
+		fresh.gw = l.cands[chosen].gw;
+		fresh.scratch = l.scratch;
+		struct gemm_req r = gemm_of_call(c, l.scratch);
 		if (!gemm_way_desc(g, &r, &fresh.gw, &fresh.d))
 			die(1, "CUDA %s %s: cuBLASLt refused the descriptors of %s", rep->op,
 			    rep->shape, rep->cand[chosen].name);
-	} else if (scratch) {
+	} else if (l.scratch) {
 		g->plan->drain(g->plan->arg); /* the timed runs may still use it */
-		CUDA_CHECK(cudaFree(scratch));
+		CUDA_CHECK(cudaFree(l.scratch));
 	}
-	free(ways);
+	free(l.cands);
 	found = (struct conv_plan *)plan_add(g->plan, op, &key, sizeof(key), rep, chosen, &fresh,
 					     sizeof(fresh), plan_release_conv);
 	free(rep);

@@ -2,7 +2,7 @@
  * conv_plan.cuh - the convolution stages' plans (cuda/conv_plan.cu): a
  * stage's forward (with the im2col matrix a training step keeps) and its
  * input gradient each run one of several ways, chosen as the GEMMs' are
- * (cuda/gemm_lt.cuh: timed on the device, the heuristic's first, or a
+ * (cuda/plan.cu: timed on the device, the heuristic's first, or a
  * checkpoint's by name): the direct kernels of cuda/kernels_conv.cu, or the
  * convolution summed by a GEMM (one candidate per way cuda/gemm_lt.cu lists
  * for it) between kernels that prepare and finish it.

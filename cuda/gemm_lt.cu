@@ -10,7 +10,8 @@
  *
  * Each problem (shapes, transposes, leading dimensions, epilogue, pointer
  * alignments, TF32) is planned the first time it is met. Its ways to run
- * (candidates), in the heuristic's order of preference:
+ * (candidates), in the heuristic's order of preference, as cuda/ways.cu lists
+ * them (gemm_list_*):
  *   - cuBLASLt with the whole epilogue fused: each algorithm the heuristic
  *     lists that fits the workspace, split-K ones included (up to
  *     GEMM_LT_CANDIDATES);
@@ -64,6 +65,7 @@
 #include "clock.h"
 #include "cuda_check.cuh"
 #include "kernels.h"
+#include "ways.cuh"
 
 /* Algorithms asked of the heuristic per epilogue. */
 #define GEMM_LT_CANDIDATES 8
@@ -371,85 +373,127 @@ static void add_way(struct gemm_way *ways, int *n, int lt, cublasLtEpilogue_t e,
 	gemm_way_name(w);
 }
 
-/* Every way to run r, best guess first (the file comment's order). */
-static int list_ways(struct cuda_gemm *g, const struct gemm_req *r, const struct gemm_key *k,
-		     int capturing, struct gemm_way *ways)
+/*
+ * A GEMM's candidates as they are listed (cuda/ways.cu: gemm_list_*, in the
+ * registry's order): the problem, the unfused bias gradient's ways, and the
+ * ways so far.
+ */
+struct gemm_listing {
+	struct cuda_gemm *g;
+	const struct gemm_req *r;
+	const struct gemm_key *k;
+	int capturing;
+	int bg[3], n_bg; /* the unfused bias gradient's ways, cublasSgemv first where it can be had */
+	int gemv;        /* BIAS_GRAD_GEMV among them, else 0 */
+	int packed;      /* the output is packed: our epilogue kernels can run on it */
+	struct gemm_way *ways;
+	int n, n_lt;     /* ways listed; of them cuBLASLt's */
+};
+
+void gemm_list_lt(void *arg)
 {
-	cublasLtEpilogue_t want = fused_epilogue(g, r), tries[3];
-	int n_tries = 0, n = 0;
+	struct gemm_listing *l = (struct gemm_listing *)arg;
+	cublasLtEpilogue_t want = fused_epilogue(l->g, l->r), tries[3];
+	int n_tries = 0;
 	tries[n_tries++] = want;
 	if (want == CUBLASLT_EPILOGUE_RELU_AUX_BIAS)
 		tries[n_tries++] = CUBLASLT_EPILOGUE_RELU_BIAS;
 	if (want != CUBLASLT_EPILOGUE_DEFAULT)
 		tries[n_tries++] = CUBLASLT_EPILOGUE_DEFAULT;
-
-	/* The unfused bias gradient's ways: cublasSgemv first where it can be had. */
-	int bg[3], n_bg = 0, gemv = 0;
-	if (!r->bias_grad) {
-		bg[n_bg++] = BIAS_GRAD_NONE;
-	} else {
-		if (ones_ready(g, r->k, capturing))
-			bg[n_bg++] = gemv = BIAS_GRAD_GEMV;
-		if (r->k <= BIAS_GRAD_KERNEL_MAX_K)
-			bg[n_bg++] = BIAS_GRAD_KERNEL;
-		bg[n_bg++] = BIAS_GRAD_BLOCK;
-	}
-	/* Our epilogue kernels need a packed output. */
-	int packed = r->ldc == r->n;
-
 	for (int t = 0; t < n_tries; t++) {
 		cublasLtEpilogue_t e = tries[t];
-		if (!packed && (needs_bias_act(r, e) || needs_drelu(r, e)))
+		if (!l->packed && (needs_bias_act(l->r, e) || needs_drelu(l->r, e)))
 			continue;
 		cublasLtMatmulAlgo_t algos[GEMM_LT_CANDIDATES];
-		int n_algos = list_algos(g, r, k, e, algos, GEMM_LT_CANDIDATES);
+		int n_algos = list_algos(l->g, l->r, l->k, e, algos, GEMM_LT_CANDIDATES);
 		for (int i = 0; i < n_algos; i++) {
 			if (e == CUBLASLT_EPILOGUE_BGRADB)
-				add_way(ways, &n, 1, e, &algos[i], BIAS_GRAD_FUSED);
+				add_way(l->ways, &l->n, 1, e, &algos[i], BIAS_GRAD_FUSED);
 			else
-				for (int b = 0; b < n_bg; b++)
-					add_way(ways, &n, 1, e, &algos[i], bg[b]);
+				for (int b = 0; b < l->n_bg; b++)
+					add_way(l->ways, &l->n, 1, e, &algos[i], l->bg[b]);
 		}
 	}
-	/*
-	 * cublasSgemm: with its bias gradient by cublasSgemv (chosen on the H100,
-	 * 2026-11-27, for LeNet-5's first weight gradient at batch 32), and where
-	 * cuBLASLt offers no algorithm at all, with each of the unfused ways (on
-	 * that H100, where cuBLASLt offered some, none of those was chosen in any
-	 * cell, and they are no candidates there).
-	 */
-	int lt_ways = n;
-	if (packed || (r->epilogue == GEMM_EPILOGUE_NONE))
-		for (int b = 0; b < n_bg; b++)
-			if (lt_ways == 0 || (gemv && bg[b] == gemv))
-				add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL, bg[b]);
-	/*
-	 * Ours, for a long k and few outputs, its bias gradient in the same sums: a thread
-	 * per micro-tile of outputs, also reading B's entries from x where B is its im2col
-	 * matrix (implicit GEMM).
-	 */
-	int long_chunks = ksplit_chunks(g, r, KSPLIT_LONG_CHUNK);
-	int short_chunks = ksplit_chunks(g, r, KSPLIT_SHORT_CHUNK);
+	l->n_lt = l->n;
+}
+
+/*
+ * cublasSgemm: with its bias gradient by cublasSgemv (chosen on the H100,
+ * 2026-11-27, for LeNet-5's first weight gradient at batch 32), and where
+ * cuBLASLt offers no algorithm at all, with each of the unfused ways (on that
+ * H100, where cuBLASLt offered some, none of those was chosen in any cell, and
+ * they are no candidates there).
+ */
+void gemm_list_sgemm(void *arg)
+{
+	struct gemm_listing *l = (struct gemm_listing *)arg;
+	if (!l->packed && l->r->epilogue != GEMM_EPILOGUE_NONE)
+		return;
+	for (int b = 0; b < l->n_bg; b++)
+		if (l->n_lt == 0 || (l->gemv && l->bg[b] == l->gemv))
+			add_way(l->ways, &l->n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL, l->bg[b]);
+}
+
+/*
+ * Ours, for a long k and few outputs, its bias gradient in the same sums: a
+ * thread per micro-tile of outputs, also reading B's entries from x where B is
+ * its im2col matrix (implicit GEMM); two chunk lengths.
+ */
+void gemm_list_ksplit(void *arg)
+{
+	struct gemm_listing *l = (struct gemm_listing *)arg;
+	const struct gemm_req *r = l->r;
+	int long_chunks = ksplit_chunks(l->g, r, KSPLIT_LONG_CHUNK);
+	int short_chunks = ksplit_chunks(l->g, r, KSPLIT_SHORT_CHUNK);
 	int split[2] = {long_chunks, short_chunks != long_chunks ? short_chunks : 0};
 	for (int implicit = 0; implicit <= (r->b_im2col && kernels_gemm_im2col_fits(r)); implicit++)
 		for (int i = 0; i < 2; i++)
-			if (split[i] > 0 && n < PLAN_MAX_CANDIDATES) {
-				add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL,
+			if (split[i] > 0 && l->n < PLAN_MAX_CANDIDATES) {
+				add_way(l->ways, &l->n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL,
 					r->bias_grad ? BIAS_GRAD_FUSED : BIAS_GRAD_NONE);
-				ways[n - 1].ksplit = split[i];
-				ways[n - 1].im2col = implicit;
-				gemm_way_name(&ways[n - 1]);
+				l->ways[l->n - 1].ksplit = split[i];
+				l->ways[l->n - 1].im2col = implicit;
+				gemm_way_name(&l->ways[l->n - 1]);
 			}
-	/* Ours, whole in one launch: the epilogue and the bias gradient inside; two steps of k. */
+}
+
+/* Ours, whole in one launch: the epilogue and the bias gradient inside; two steps of k. */
+void gemm_list_tile(void *arg)
+{
+	struct gemm_listing *l = (struct gemm_listing *)arg;
 	const int ksteps[2] = {GEMM_TILE, GEMM_TILE_KMAX};
-	for (int i = 0; i < 2 && kernels_gemm_tile_fits(r); i++)
-		if (n < PLAN_MAX_CANDIDATES && (i == 0 || r->k > GEMM_TILE)) {
-			add_way(ways, &n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL,
-				r->bias_grad ? BIAS_GRAD_FUSED : BIAS_GRAD_NONE);
-			ways[n - 1].tile = ksteps[i];
-			gemm_way_name(&ways[n - 1]);
+	for (int i = 0; i < 2 && kernels_gemm_tile_fits(l->r); i++)
+		if (l->n < PLAN_MAX_CANDIDATES && (i == 0 || l->r->k > GEMM_TILE)) {
+			add_way(l->ways, &l->n, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL,
+				l->r->bias_grad ? BIAS_GRAD_FUSED : BIAS_GRAD_NONE);
+			l->ways[l->n - 1].tile = ksteps[i];
+			gemm_way_name(&l->ways[l->n - 1]);
 		}
-	return n;
+}
+
+/* Every way to run r, best guess first: the registry's GEMM ways in its order (cuda/ways.cu). */
+static int list_ways(struct cuda_gemm *g, const struct gemm_req *r, const struct gemm_key *k,
+		     int capturing, struct gemm_way *ways)
+{
+	struct gemm_listing l;
+	memset(&l, 0, sizeof(l));
+	l.g = g;
+	l.r = r;
+	l.k = k;
+	l.capturing = capturing;
+	l.ways = ways;
+	if (!r->bias_grad) {
+		l.bg[l.n_bg++] = BIAS_GRAD_NONE;
+	} else {
+		if (ones_ready(g, r->k, capturing))
+			l.bg[l.n_bg++] = l.gemv = BIAS_GRAD_GEMV;
+		if (r->k <= BIAS_GRAD_KERNEL_MAX_K)
+			l.bg[l.n_bg++] = BIAS_GRAD_KERNEL;
+		l.bg[l.n_bg++] = BIAS_GRAD_BLOCK;
+	}
+	l.packed = r->ldc == r->n;
+	ways_list(PLAN_GEMM, &l);
+	return l.n;
 }
 
 /* ---- running a way ---------------------------------------------------------------------- */

@@ -21,6 +21,7 @@
 
 #include "check.h"
 #include "kernels.h"
+#include "ways.cuh"
 
 /* "separate", "fused", then the dense kernel's rows a block (dense_rows[way - HEAD_DENSE]). */
 enum head_way { HEAD_SEPARATE, HEAD_FUSED, HEAD_DENSE };
@@ -176,6 +177,7 @@ struct head_timed {
 	struct cuda_gemm *g;
 	struct head_sink sink;
 	struct head_req r;
+	struct plan_op *rep;     /* the candidates' names, as listed */
 	int ways[2 * HEAD_WAYS]; /* candidate i runs as ways[i] */
 	int way;
 };
@@ -194,9 +196,11 @@ static double time_candidate(void *arg, int i, double best)
 	return plan_time(t->g->plan, run_candidate, t, best);
 }
 
-/* Candidate i of rep named as way `way`, listed when it can run r. */
-static void add_candidate(struct plan_op *rep, struct head_timed *t, int way)
+
+/* The next candidate, named for way `way`. */
+static void add_candidate(struct head_timed *t, int way)
 {
+	struct plan_op *rep = t->rep;
 	char *name = rep->cand[rep->n_candidates].name;
 	size_t len = sizeof(rep->cand[0].name);
 	int base = way & ~HEAD_GROUPED;
@@ -210,6 +214,27 @@ static void add_candidate(struct plan_op *rep, struct head_timed *t, int way)
 	t->ways[rep->n_candidates++] = way;
 }
 
+/* A head's candidates as they are listed (cuda/ways.cu: head_list_*, in its order). */
+void head_list_separate(void *arg)
+{
+	add_candidate((struct head_timed *)arg, HEAD_SEPARATE);
+}
+
+void head_list_fused(void *arg)
+{
+	struct head_timed *t = (struct head_timed *)arg;
+	if (kernels_head_fits(&t->r))
+		add_candidate(t, HEAD_FUSED);
+}
+
+void head_list_dense(void *arg)
+{
+	struct head_timed *t = (struct head_timed *)arg;
+	for (int i = 0; t->r.n_below > 0 && i < HEAD_WAYS - HEAD_DENSE; i++)
+		if (kernels_dense_head_fits(&t->r, dense_rows[i]))
+			add_candidate(t, HEAD_DENSE + i);
+}
+
 /* The grouped weight gradients: where they fit, with every one beside (none the model's lowest). */
 static int grouped_fits(const struct head_req *r)
 {
@@ -219,6 +244,15 @@ static int grouped_fits(const struct head_req *r)
 		if (!r->below[i].weight_grad.beside)
 			return 0;
 	return 1;
+}
+
+/* Each way listed so far again, its weight gradients grouped in one kernel, where they fit. */
+void head_list_grouped(void *arg)
+{
+	struct head_timed *t = (struct head_timed *)arg;
+	int n = t->rep->n_candidates;
+	for (int i = 0; i < n && grouped_fits(&t->r); i++)
+		add_candidate(t, t->ways[i] | HEAD_GROUPED);
 }
 
 static const struct head_plan *plan_for(struct cuda_gemm *g, const struct head_req *r,
@@ -248,18 +282,8 @@ static const struct head_plan *plan_for(struct cuda_gemm *g, const struct head_r
 	t->sink = *sink;
 	t->r = *r;
 	t->r.loss.counters = NULL;
-	int bases[HEAD_WAYS], n_bases = 0;
-	bases[n_bases++] = HEAD_SEPARATE;
-	if (kernels_head_fits(r))
-		bases[n_bases++] = HEAD_FUSED;
-	for (int i = 0; r->n_below > 0 && i < HEAD_WAYS - HEAD_DENSE; i++)
-		if (kernels_dense_head_fits(r, dense_rows[i]))
-			bases[n_bases++] = HEAD_DENSE + i;
-	for (int i = 0; i < n_bases; i++)
-		add_candidate(&rep, t, bases[i]);
-	if (grouped_fits(r))
-		for (int i = 0; i < n_bases; i++)
-			add_candidate(&rep, t, bases[i] | HEAD_GROUPED);
+	t->rep = &rep;
+	ways_list(PLAN_HEAD, t);
 	int chosen = plan_choose(g->plan, &rep, plan_capturing(g->plan), time_candidate, t);
 	struct head_plan fresh = {t->ways[chosen]};
 	free(t);

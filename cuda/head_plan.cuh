@@ -2,8 +2,8 @@
  * head_plan.cuh - the plan of a training step's head (struct head_req in
  * include/backend.h: the dense stages at the top, their forwards, the loss,
  * their input and weight gradients), chosen as the GEMMs' are
- * (cuda/gemm_lt.cuh: timed on the device, the heuristic's first, or a
- * checkpoint's by name) among: "separate", every op one after another (each
+ * (cuda/plan.cu: timed on the device, the heuristic's first, or a
+ * checkpoint's by name) among (cuda/ways.cu): "separate", every op one after another (each
  * GEMM the way its own plan chose, the loss kernel between); "fused", the
  * top's forward, loss and input gradient as one launch of kernels_head, the
  * stages under it as GEMMs; "dense.rN", every stage's forward, the loss and
