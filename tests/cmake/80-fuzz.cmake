@@ -42,6 +42,7 @@ if(MNIST_DDP_FUZZ)
                  ${CMAKE_SOURCE_DIR}/host/io/checkpoint_read.c ${CMAKE_SOURCE_DIR}/host/io/checkpoint_compat.c
                  ${CMAKE_SOURCE_DIR}/host/io/checkpoint_tensors.c ${CMAKE_SOURCE_DIR}/cuda/plan_json.c
                  ${CMAKE_SOURCE_DIR}/host/io/checkpoint_dir.c ${CMAKE_SOURCE_DIR}/host/train/model.c
+                 ${CMAKE_SOURCE_DIR}/host/train/head.c
                  ${CMAKE_SOURCE_DIR}/host/io/idx.c ${CMAKE_SOURCE_DIR}/host/config.c
                  ${CMAKE_SOURCE_DIR}/host/io/report.c ${CMAKE_SOURCE_DIR}/host/train/schedule.c
                  ${CMAKE_SOURCE_DIR}/host/dist/check.c)
