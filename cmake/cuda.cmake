@@ -180,6 +180,8 @@ endfunction()
 add_library(mnist_cuda_objects OBJECT
   ${CMAKE_SOURCE_DIR}/cuda/backend_cuda.cu
   ${CMAKE_SOURCE_DIR}/cuda/backend_cuda_start.cu
+  ${CMAKE_SOURCE_DIR}/cuda/backend_cuda_plan.cu
+  ${CMAKE_SOURCE_DIR}/cuda/backend_cuda_graph.cu
   ${CMAKE_SOURCE_DIR}/cuda/probe.cu
   ${CMAKE_SOURCE_DIR}/cuda/conv_plan.cu
   ${CMAKE_SOURCE_DIR}/cuda/cuda_check.cu

@@ -42,9 +42,11 @@
  * the communicator is aborted, the message names rank and host, and MPI_Abort
  * ends the job.
  *
- * This file holds the ops; the start (device, stream, cuBLAS, the NCCL
- * bootstrap and warm-up below) and its undoing on failure are
- * cuda/backend_cuda_start.cu's, the context both use cuda/backend_cuda_ctx.cuh's.
+ * This file holds the ops and their table; the start (device, stream,
+ * cuBLAS, the NCCL bootstrap and warm-up below) and its undoing on failure
+ * are cuda/backend_cuda_start.cu's, the plan's and switches' entries
+ * cuda/backend_cuda_plan.cu's, the captured steps' and the step's time
+ * cuda/backend_cuda_graph.cu's, the context they use cuda/backend_cuda_ctx.cuh's.
  *
  * Built by cmake/cuda.cmake into the module libmnist-cuda.so (its entry point:
  * cuda/backend_module.cu) when MNIST_DDP_CUDA finds the toolkit, cuBLAS and
@@ -74,18 +76,6 @@
 #include "backend_cuda_ctx.cuh"
 #include "kernels.h"
 
-/* A captured step: the executable graph, its node count and the collective it holds (or NULL). */
-struct cuda_graph {
-	cudaGraphExec_t exec;
-	size_t nodes;
-	const char *collective;
-};
-
-static struct cuda_ctx *ctx_of(void *ctx)
-{
-	return (struct cuda_ctx *)ctx;
-}
-
 /* A pending NCCL error (a peer failed, a network error) is fatal here too. */
 static void check_nccl_async(const struct cuda_ctx *c)
 {
@@ -99,8 +89,7 @@ static void check_nccl_async(const struct cuda_ctx *c)
 	}
 }
 
-/* A collective was queued (or replayed) at the current position. */
-static void note_collective(struct cuda_ctx *c, const char *what)
+void cuda_note_collective(struct cuda_ctx *c, const char *what)
 {
 	c->pending.what = what;
 	c->pending.epoch = c->epoch;
@@ -125,38 +114,6 @@ static void note_collective(struct cuda_ctx *c, const char *what)
 	nanosleep(&grace, NULL);
 	MPI_Abort(MPI_COMM_WORLD, 1);
 	exit(1);
-}
-
-/*
- * After a wait (every event recorded is complete): the intervals between the
- * step-start events, each kept once per step it spans (its time shared
- * among them), those holding set-up or no step (from an epoch's end on) apart,
- * the last event kept as the start of the next interval.
- */
-static void step_times_read(struct cuda_ctx *c)
-{
-	if (c->step_n < 2)
-		return;
-	const size_t kept = CUDA_STEP_TIMES / 2;
-	for (int i = 1; i < c->step_n && c->step_us; i++) {
-		float ms = 0.0f;
-		CUDA_CHECK(cudaEventElapsedTime(&ms, c->step_ev[i - 1], c->step_ev[i]));
-		const int *from = c->step_at[i - 1], *to = c->step_at[i];
-		int steps = from[0] == to[0] && to[1] > from[1] ? to[1] - from[1] : 0;
-		if (from[2] || steps == 0) { /* set-up, or between epochs: no step's time */
-			if (c->set_up_count < kept)
-				c->step_us[kept + c->set_up_count++] = ms * 1000.0f;
-			continue;
-		}
-		for (int k = 0; k < steps && c->step_count < kept; k++)
-			c->step_us[c->step_count++] = ms * 1000.0f / (float)steps;
-	}
-	int n = c->step_n - 1;
-	cudaEvent_t last = c->step_ev[n];
-	c->step_ev[n] = c->step_ev[0];
-	c->step_ev[0] = last;
-	memcpy(c->step_at[0], c->step_at[n], sizeof(c->step_at[0]));
-	c->step_n = 1;
 }
 
 /*
@@ -193,7 +150,7 @@ void cuda_wait(struct cuda_ctx *c)
 	c->pending.what = NULL;
 	if (c->nccl)
 		check_nccl_async(c);
-	step_times_read(c);
+	cuda_step_times_read(c);
 }
 
 /* ---- memory ----------------------------------------------------------------- */
@@ -308,125 +265,6 @@ static size_t cuda_relu_mask_bytes(void *ctx, int rows, int cols)
 	return cuda_gemm_relu_mask_bytes(rows, cols);
 }
 
-/* ---- the plan (cuda/plan.cu) ---------------------------------------------------------- */
-
-/* Problems planned so far, every op's. */
-static int plans_made(const struct cuda_ctx *c)
-{
-	return plan_count(&c->plan);
-}
-
-void cuda_share_choice(void *arg, int *index, char name[PLAN_NAME_LEN])
-{
-	struct cuda_ctx *c = (struct cuda_ctx *)arg;
-	struct {
-		int index;
-		char name[PLAN_NAME_LEN];
-	} msg;
-	memset(&msg, 0, sizeof(msg));
-	msg.index = *index;
-	snprintf(msg.name, sizeof(msg.name), "%s", name);
-	MPI_CHECK(MPI_Bcast(&msg, (int)sizeof(msg), MPI_BYTE, 0, c->dist->comm));
-	*index = msg.index;
-	snprintf(name, PLAN_NAME_LEN, "%s", msg.name);
-}
-
-void cuda_drain_stream(void *arg)
-{
-	cuda_wait((struct cuda_ctx *)arg);
-}
-
-/* The plan so far as a record: the entries, the device, the library, how kernels launch. */
-static void plan_record(struct cuda_ctx *c, struct plan_info *out)
-{
-	memset(out, 0, sizeof(*out));
-	plan_get(&c->plan, out);
-	cuda_gemm_library(out->library, sizeof(out->library));
-	snprintf(out->device, sizeof(out->device), "%s", c->name);
-	snprintf(out->launch, sizeof(out->launch), "%s; %s",
-		 kernels_pdl ? "programmatic dependent launch"
-		 : c->pdl_able ? "plain launches (--no-pdl)" : c->pdl_note,
-		 c->side_on ? "weight gradients on a second stream"
-		 : c->side_able ? "one stream (--no-side-stream)" : c->side_note);
-}
-
-static char *cuda_plan_text(void *ctx, enum plan_text_kind kind)
-{
-	struct plan_info p;
-	plan_record(ctx_of(ctx), &p);
-	return kind == PLAN_TABLE ? plan_json_table(&p) : plan_json_dump(&p, kind == PLAN_RECORD);
-}
-
-/*
- * Collective: a plan is followed only where every rank's GPU and library are
- * the ones it was measured on; otherwise no rank takes any of it (each op is
- * measured anew, rank 0 choosing for all), and why names the first rank that
- * differs and how. Text that is no plan is refused on every rank alike (every
- * rank reads the same text).
- */
-static int cuda_plan_follow(void *ctx, const char *text, const char *source, char *why,
-			    size_t whylen)
-{
-	struct cuda_ctx *c = ctx_of(ctx);
-	struct plan_info in;
-	char lib[sizeof(in.library)], mine[256] = "";
-	if (plan_json_parse(text, &in, why, whylen))
-		return 2;
-	for (int i = 0; i < in.n_ops; i++)
-		snprintf(in.ops[i].source, sizeof(in.ops[i].source), "%s", source);
-	cuda_gemm_library(lib, sizeof(lib));
-	if (strcmp(in.device, c->name))
-		snprintf(mine, sizeof(mine), "the plan is for %s, rank %d's GPU is %s", in.device,
-			 c->dist->rank, c->name);
-	else if (strcmp(in.library, lib))
-		snprintf(mine, sizeof(mine), "the plan is for %s, rank %d's is %s", in.library,
-			 c->dist->rank, lib);
-	/*
-	 * The agreement blocks the host: first the collectives queued before it
-	 * complete on this rank too (as before a plan's timing), where a peer may
-	 * be waiting for them.
-	 */
-	cuda_wait(c);
-	int first = cuda_agree(c->dist, mine[0] != '\0');
-	if (first >= 0) {
-		MPI_CHECK(MPI_Bcast(mine, (int)sizeof(mine), MPI_CHAR, first, c->dist->comm));
-		snprintf(why, whylen, "%s", mine);
-	}
-	plan_set(&c->plan, first < 0 ? &in : NULL); /* all of it, or nothing of it */
-	plan_json_free(&in);
-	return first < 0 ? 0 : 1;
-}
-
-static int cuda_set(void *ctx, enum backend_switch sw, int value)
-{
-	struct cuda_ctx *c = ctx_of(ctx);
-	switch (sw) {
-	case BACKEND_TF32: {
-		c->gemm.tf32 = value != 0;
-		/* cublasSgemm, where cuBLASLt has no algorithm: each handle's math mode. */
-		cublasMath_t mode = value ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
-		CUBLAS_CHECK(cublasSetMathMode(c->gemm.blas, mode));
-		if (c->side.blas)
-			CUBLAS_CHECK(cublasSetMathMode(c->side.blas, mode));
-		return 0;
-	}
-	case BACKEND_PDL:
-		kernels_set_pdl(value && c->pdl_able);
-		return 0;
-	case BACKEND_SIDE_STREAM:
-		cuda_join(c);
-		c->side_on = value && c->side_able;
-		return 0;
-	case BACKEND_PLAN_POLICY:
-		c->plan.policy = (enum plan_policy)value;
-		return 0;
-	case BACKEND_PLAN_COLLECTIVE:
-		c->plan.collective = value != 0;
-		return 0;
-	}
-	return -1;
-}
-
 static void cuda_gather(void *ctx, const struct gather_req *g)
 {
 	kernels_gather(ctx_of(ctx)->stream, NULL, g);
@@ -503,7 +341,7 @@ static void cuda_allreduce(void *ctx, float *buf, size_t n, enum reduce_op op)
 		return;
 	NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat, op == REDUCE_SUM ? ncclSum : ncclAvg,
 				 c->nccl, c->stream));
-	note_collective(c, "allreduce");
+	cuda_note_collective(c, "allreduce");
 }
 
 static void cuda_broadcast(void *ctx, float *buf, size_t n, int root)
@@ -512,7 +350,7 @@ static void cuda_broadcast(void *ctx, float *buf, size_t n, int root)
 	if (n == 0 || c->dist->size == 1)
 		return;
 	NCCL_CHECK(ncclBroadcast(buf, buf, n, ncclFloat, root, c->nccl, c->stream));
-	note_collective(c, "broadcast");
+	cuda_note_collective(c, "broadcast");
 }
 
 static void cuda_synchronize(void *ctx)
@@ -533,9 +371,9 @@ static void cuda_set_position(void *ctx, int epoch, int step)
 	/* A step starts (simulator only): stamp it, while there is an event free. */
 	if (c->step_us && c->step_n < CUDA_STEP_EVENTS) {
 		if (c->step_n > 0)
-			c->step_at[c->step_n - 1][2] = c->set_up || plans_made(c) != c->plans_seen;
+			c->step_at[c->step_n - 1][2] = c->set_up || plan_count(&c->plan) != c->plans_seen;
 		c->set_up = 0;
-		c->plans_seen = plans_made(c);
+		c->plans_seen = plan_count(&c->plan);
 		if (!c->step_ev[c->step_n])
 			CUDA_CHECK(cudaEventCreate(&c->step_ev[c->step_n]));
 		CUDA_CHECK(cudaEventRecord(c->step_ev[c->step_n], c->stream));
@@ -544,189 +382,6 @@ static void cuda_set_position(void *ctx, int epoch, int step)
 		c->step_at[c->step_n][2] = 0;
 		c->step_n++;
 	}
-}
-
-static int cmp_float(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-	return (x > y) - (x < y);
-}
-
-static double median_of(float *v, size_t n)
-{
-	qsort(v, n, sizeof(float), cmp_float);
-	size_t h = n / 2;
-	return n % 2 ? v[h] : 0.5 * ((double)v[h - 1] + v[h]);
-}
-
-/* The median step; only when every interval held set-up, the median of those. */
-/*
- * On the simulator (CUDA_TIME_STEPS), the summary's sim_step_us: the median
- * interval between step starts on the modelled clock (the set-up's when no
- * step was timed alone; nan when none was timed). On a GPU nothing: its step
- * is timed by the host's clock (bench/train).
- */
-static void cuda_summary(void *ctx, char *buf, size_t len)
-{
-	struct cuda_ctx *c = ctx_of(ctx);
-	buf[0] = '\0';
-	if (!c->step_us)
-		return;
-	if (c->step_count)
-		snprintf(buf, len, " sim_step_us=%.1f", median_of(c->step_us, c->step_count));
-	else if (c->set_up_count)
-		snprintf(buf, len, " sim_step_us=%.1f",
-			 median_of(c->step_us + CUDA_STEP_TIMES / 2, c->set_up_count));
-	else
-		snprintf(buf, len, " sim_step_us=nan");
-}
-
-/* ---- timing (--profile) --------------------------------------------------------- */
-
-static void *cuda_event_create(void *ctx)
-{
-	(void)ctx;
-	cudaEvent_t ev = NULL;
-	CUDA_CHECK(cudaEventCreate(&ev));
-	return ev;
-}
-
-static void cuda_event_record(void *ctx, void *ev)
-{
-	CUDA_CHECK(cudaEventRecord((cudaEvent_t)ev, ctx_of(ctx)->stream));
-}
-
-/* Waits for the stream under the collective deadline first: an event may follow an allreduce. */
-static double cuda_event_us(void *ctx, void *start, void *end)
-{
-	float ms = 0.0f;
-	cuda_wait(ctx_of(ctx));
-	CUDA_CHECK(cudaEventElapsedTime(&ms, (cudaEvent_t)start, (cudaEvent_t)end));
-	return 1e3 * (double)ms;
-}
-
-static void cuda_event_destroy(void *ctx, void *ev)
-{
-	(void)ctx;
-	CUDA_CHECK(cudaEventDestroy((cudaEvent_t)ev));
-}
-
-/* ---- step capture ------------------------------------------------------------- */
-
-static void warn_capture(const char *what, cudaError_t rc)
-{
-	char text[CUDA_CHECK_MSG_LEN];
-	cuda_error_text(rc, text, sizeof(text));
-	fprintf(stderr, "rank %d on %s: CUDA graph %s failed: %s; running ops uncaptured\n",
-		check_rank(), check_host(), what, text);
-	(void)cudaGetLastError();
-}
-
-
-/*
- * 1 when ok holds on every rank. A graph holding a collective must be used by
- * every rank or by none (NCCL: capture is a collective property), so a
- * capture that failed anywhere is dropped everywhere.
- */
-static int capture_agreed(const struct cuda_ctx *c, int ok)
-{
-	int bad = cuda_agree(c->dist, !ok);
-	if (bad >= 0 && ok && c->dist->rank == 0)
-		fprintf(stderr, "rank 0 on %s: CUDA graph capture failed on rank %d; every rank runs its "
-				"steps uncaptured\n",
-			check_host(), bad);
-	return bad < 0;
-}
-
-/* 0 when recording started on every rank; the ops that follow are recorded, not run. */
-static int cuda_capture_begin(void *ctx)
-{
-	struct cuda_ctx *c = ctx_of(ctx);
-	cudaError_t rc = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal);
-	c->set_up = 1;
-	if (rc != cudaSuccess)
-		warn_capture("capture", rc);
-	if (!capture_agreed(c, rc == cudaSuccess)) {
-		if (rc == cudaSuccess) {
-			/* This rank began: end the capture and drop what it holds (nothing yet). */
-			cudaGraph_t graph = NULL;
-			if (cudaStreamEndCapture(c->stream, &graph) == cudaSuccess && graph)
-				cudaGraphDestroy(graph);
-			(void)cudaGetLastError();
-		}
-		return 1;
-	}
-	/* Collectives queued while capturing are recorded, not run: keep them apart. */
-	c->before_capture = c->pending;
-	c->pending.what = NULL;
-	return 0;
-}
-
-/*
- * The recorded ops as an executable graph on every rank, or NULL on every
- * rank (they have not run either way).
- */
-static void *cuda_capture_end(void *ctx)
-{
-	struct cuda_ctx *c = ctx_of(ctx);
-	cudaGraph_t graph = NULL;
-	cudaGraphExec_t exec = NULL;
-	struct cuda_graph *g = (struct cuda_graph *)malloc(sizeof(*g));
-	cuda_join(c); /* a fork not joined back fails the capture */
-	cudaError_t rc = cudaStreamEndCapture(c->stream, &graph);
-	const char *collective = c->pending.what; /* one recorded in the capture, or NULL */
-
-	c->pending = c->before_capture;
-	size_t nodes = 0;
-	if (rc != cudaSuccess || !graph) {
-		warn_capture("capture", rc);
-	} else {
-		/* What one step launches: the figure the summary reports. */
-		rc = cudaGraphGetNodes(graph, NULL, &nodes);
-		if (rc == cudaSuccess)
-			rc = cudaGraphInstantiate(&exec, graph, 0);
-		if (rc != cudaSuccess) {
-			warn_capture("instantiation", rc);
-			exec = NULL;
-		}
-	}
-	if (graph)
-		cudaGraphDestroy(graph);
-	if (!capture_agreed(c, g && exec)) {
-		if (exec)
-			CUDA_CHECK(cudaGraphExecDestroy(exec));
-		free(g);
-		return NULL;
-	}
-	g->exec = exec;
-	g->nodes = nodes;
-	g->collective = collective;
-	return g;
-}
-
-static void cuda_replay(void *ctx, void *graph)
-{
-	struct cuda_ctx *c = ctx_of(ctx);
-	struct cuda_graph *g = (struct cuda_graph *)graph;
-	CUDA_CHECK(cudaGraphLaunch(g->exec, c->stream));
-	if (g->collective)
-		note_collective(c, g->collective);
-}
-
-static size_t cuda_graph_nodes(void *ctx, void *graph)
-{
-	(void)ctx;
-	return graph ? ((const struct cuda_graph *)graph)->nodes : 0;
-}
-
-static void cuda_graph_destroy(void *ctx, void *graph)
-{
-	struct cuda_graph *g = (struct cuda_graph *)graph;
-	(void)ctx;
-	if (!g)
-		return;
-	CUDA_CHECK(cudaGraphExecDestroy(g->exec));
-	free(g);
 }
 
 /* ---- lifecycle ---------------------------------------------------------------- */

@@ -1,10 +1,12 @@
 /*
- * backend_cuda_ctx.cuh - what the CUDA backend's two files share: the
- * context of one rank's backend (its device, stream, cuBLAS, NCCL and
- * collective deadline) and the few functions each calls of the other.
- * cuda/backend_cuda.cu holds the ops behind include/backend.h;
+ * backend_cuda_ctx.cuh - what the CUDA backend's files share: the context of
+ * one rank's backend (its device, stream, cuBLAS, NCCL and collective
+ * deadline) and the functions each calls of another. cuda/backend_cuda.cu
+ * holds the ops behind include/backend.h and their table;
  * cuda/backend_cuda_start.cu starts and stops the backend (device, stream,
- * cuBLAS, the NCCL communicator and its warm-up).
+ * cuBLAS, the NCCL communicator and its warm-up); cuda/backend_cuda_plan.cu
+ * the plan's and the switches' entries; cuda/backend_cuda_graph.cu the
+ * captured steps and the step's time.
  */
 #ifndef MNIST_DDP_BACKEND_CUDA_CTX_CUH
 #define MNIST_DDP_BACKEND_CUDA_CTX_CUH
@@ -97,6 +99,36 @@ struct cuda_ctx {
 
 /* The backend's table (cuda/backend_cuda.cu). */
 extern const struct backend_ops cuda_ops;
+
+static inline struct cuda_ctx *ctx_of(void *ctx)
+{
+	return (struct cuda_ctx *)ctx;
+}
+
+/* A collective was queued (or replayed) at the current position (cuda/backend_cuda.cu). */
+void cuda_note_collective(struct cuda_ctx *c, const char *what);
+
+/* The table's plan and switch entries (cuda/backend_cuda_plan.cu). */
+char *cuda_plan_text(void *ctx, enum plan_text_kind kind);
+int cuda_plan_follow(void *ctx, const char *text, const char *source, char *why, size_t whylen);
+int cuda_set(void *ctx, enum backend_switch sw, int value);
+
+/* The table's capture, event and summary entries (cuda/backend_cuda_graph.cu). */
+int cuda_capture_begin(void *ctx);
+void *cuda_capture_end(void *ctx);
+void cuda_replay(void *ctx, void *graph);
+size_t cuda_graph_nodes(void *ctx, void *graph);
+void cuda_graph_destroy(void *ctx, void *graph);
+void *cuda_event_create(void *ctx);
+void cuda_event_record(void *ctx, void *ev);
+double cuda_event_us(void *ctx, void *start, void *end);
+void cuda_event_destroy(void *ctx, void *ev);
+void cuda_summary(void *ctx, char *buf, size_t len);
+/*
+ * After a wait (every event recorded is complete), on the simulator: the
+ * intervals between the step-start events kept (cuda/backend_cuda_graph.cu).
+ */
+void cuda_step_times_read(struct cuda_ctx *c);
 
 /*
  * Wait for all queued work; with a collective pending, under the collective

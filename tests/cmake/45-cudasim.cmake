@@ -38,7 +38,8 @@ set_target_properties(cudasim PROPERTIES CXX_STANDARD 20 CXX_STANDARD_REQUIRED O
 set(MNIST_CUDASIM_OUT ${CMAKE_BINARY_DIR}/cudasim)
 add_library(mnist-cuda-sim MODULE ${MNIST_CUDASIM_DIR}/sim_backend_cuda.cc ${MNIST_CUDASIM_DIR}/sim_backend_cuda_start.cc
   ${MNIST_CUDASIM_DIR}/sim_kernels.cc ${MNIST_CUDASIM_DIR}/sim_gemm_lt.cc ${MNIST_CUDASIM_DIR}/sim_conv_plan.cc
-  ${MNIST_CUDASIM_DIR}/sim_head_plan.cc ${MNIST_CUDASIM_DIR}/sim_plan.cc ${MNIST_CUDASIM_DIR}/sim_ways.cc
+  ${MNIST_CUDASIM_DIR}/sim_head_plan.cc ${MNIST_CUDASIM_DIR}/sim_plan.cc ${MNIST_CUDASIM_DIR}/sim_ways.cc ${MNIST_CUDASIM_DIR}/sim_backend_cuda_plan.cc
+  ${MNIST_CUDASIM_DIR}/sim_backend_cuda_graph.cc
   ${MNIST_CUDASIM_DIR}/sim_cuda_check.cc ${MNIST_CUDASIM_DIR}/sim_probe.cc
   ${MNIST_CUDASIM_DIR}/sim_backend_module.cc ${CMAKE_SOURCE_DIR}/cuda/plan_json.c)
 target_include_directories(mnist-cuda-sim PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/cuda

@@ -59,7 +59,7 @@ names=() files=() olds=() news=() killers=()
 mutant() {
 	names+=("$1") files+=("$2") olds+=("$3") news+=("$4") killers+=("$5")
 }
-B=cuda/backend_cuda.cu S=cuda/backend_cuda_start.cu K=cuda/kernels.cu P=cuda/probe.cu L=cuda/gemm_lt.cu
+B=cuda/backend_cuda.cu BG=cuda/backend_cuda_graph.cu S=cuda/backend_cuda_start.cu K=cuda/kernels.cu P=cuda/probe.cu L=cuda/gemm_lt.cu
 Q=cuda/plan.cu N=cuda/kernel_launch.cuh
 F=cuda/fastdiv.h C=cuda/kernels_conv.cu G=cuda/kernels_gemm.cu H=cuda/head_plan.cu
 E=cuda/kernels_head.cu D=cuda/kernels_dense.cu X=cuda/kernels_loss.cuh
@@ -82,7 +82,7 @@ mutant alloc-not-zeroed $B \
 	$'\tCUDA_CHECK(cudaMemsetAsync(p, 0, bytes, c->stream));\n\treturn p;' \
 	$'\treturn p;' \
 	'gpu_ops_sim|gpu_train_step_sim_2'
-mutant capture-outcome-not-agreed $B \
+mutant capture-outcome-not-agreed $BG \
 	$'\treturn bad < 0;\n}' $'\treturn ok;\n}' \
 	'gpu_graph_sim_capture_fails_on_rank1_2|gpu_graph_sim_capture_begin_fails_on_rank1_2'
 mutant cublas-on-legacy-stream $S \
@@ -104,8 +104,8 @@ mutant block-of-2048-threads cuda/kernels.h \
 mutant broadcast-root-ignored $B \
 	'ncclBroadcast(buf, buf, n, ncclFloat, root,' 'ncclBroadcast(buf, buf, n, ncclFloat, 0,' \
 	'gpu_allreduce_sim_2'
-mutant replay-not-pending $B \
-	$'\tif (g->collective)\n\t\tnote_collective(c, g->collective);' $'\t(void)note_collective;' \
+mutant replay-not-pending $BG \
+	$'\tif (g->collective)\n\t\tcuda_note_collective(c, g->collective);' $'\t(void)cuda_note_collective;' \
 	'gpu_deadline_sim_replay_2|mnist_train_sim_replay_hang_timeout_2'
 mutant free-without-deadline-wait $B \
 	$'\tif (c->pending.what)\n\t\tcuda_wait(c);\n\tCUDA_CHECK(cudaFree(p));' $'\tCUDA_CHECK(cudaFree(p));' \
