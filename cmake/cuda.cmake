@@ -190,6 +190,7 @@ add_library(mnist_cuda_objects OBJECT
   ${CMAKE_SOURCE_DIR}/cuda/head_plan.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels_conv.cu
+  ${CMAKE_SOURCE_DIR}/cuda/kernels_conv_patch.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels_gemm.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels_head.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels_dense.cu

@@ -61,7 +61,7 @@ mutant() {
 }
 B=cuda/backend_cuda.cu BG=cuda/backend_cuda_graph.cu S=cuda/backend_cuda_start.cu K=cuda/kernels.cu P=cuda/probe.cu L=cuda/gemm_lt.cu
 Q=cuda/plan.cu N=cuda/kernel_launch.cuh
-F=cuda/fastdiv.h C=cuda/kernels_conv.cu G=cuda/kernels_gemm.cu H=cuda/head_plan.cu
+F=cuda/fastdiv.h C=cuda/kernels_conv.cu CP=cuda/kernels_conv_patch.cu G=cuda/kernels_gemm.cu H=cuda/head_plan.cu
 E=cuda/kernels_head.cu D=cuda/kernels_dense.cu X=cuda/kernels_loss.cuh
 
 mutant mean-as-sum $B \
@@ -256,28 +256,28 @@ mutant conv-cols-not-written $C \
 # The forward's patch kernel: a window's pixels read from the patch transposed; the last
 # group's channels past the stage's taken for channels of it; the im2col matrix not written
 # after it where the weight gradient reads it (cuda/conv_plan.cu).
-mutant conv-patch-pixel-transposed $C \
+mutant conv-patch-pixel-transposed $CP \
 	'float v = patch[ky + dy][kx + dx];' 'float v = patch[ky + dx][kx + dy];' \
 	'test_kernels_host|gpu_plan_sim'
-mutant conv-patch-group-short $C \
+mutant conv-patch-group-short $CP \
 	$'\t\t\tif (o >= a.oc)\n\t\t\t\tcontinue;\n\t\t\tfloat best' $'\t\t\tif (o >= a.oc + 1)\n\t\t\t\tcontinue;\n\t\t\tfloat best' \
 	'test_kernels_host|gpu_plan_sim'
 mutant conv-patch-cols-not-written cuda/conv_plan.cu \
 	$'\t\t\tif (c->cols)\n\t\t\t\tkernels_conv_im2col' $'\t\t\tif (0)\n\t\t\t\tkernels_conv_im2col' \
 	'gpu_plan_sim'
-mutant conv-patch-next-channel-unloaded $C \
+mutant conv-patch-next-channel-unloaded $CP \
 	$'if (ci + 1 < a.s.c)\n\t\t\t\tpatch_load' $'if (ci + 2 < a.s.c)\n\t\t\t\tpatch_load' \
 	'test_kernels_host|gpu_plan_sim'
-mutant conv-patch-images-of-one-warp $C \
+mutant conv-patch-images-of-one-warp $CP \
 	'return (int)(q->c * 32u + i % 32u);' 'return (int)(q->c * 64u + i % 32u);' \
 	'test_kernels_host|gpu_plan_sim'
-mutant conv-backward-patch-next-channel-unloaded $C \
+mutant conv-backward-patch-next-channel-unloaded $CP \
 	$'if (o + 1 < oc)\n\t\t\t\tpatch_load' $'if (o + 2 < oc)\n\t\t\t\tpatch_load' \
 	'test_kernels_host|gpu_plan_sim'
-mutant conv-backward-patch-tap-mirrored $C \
+mutant conv-backward-patch-tap-mirrored $CP \
 	'float v = patch[dy - ky + K - 1][dx - kx + K - 1];' 'float v = patch[dy + ky][dx - kx + K - 1];' \
 	'test_kernels_host|gpu_plan_sim'
-mutant conv-backward-patch-row-skip-shifted $C \
+mutant conv-backward-patch-row-skip-shifted $CP \
 	'if (ky >= k || !((at.rows_in >> (K - 1 - ky)) & pix_mask))' 'if (ky >= k || !((at.rows_in >> (K - ky)) & pix_mask))' \
 	'test_kernels_host|gpu_plan_sim'
 # The convolutions' index arithmetic (cuda/fastdiv.h): a multiplier one too large.

@@ -27,6 +27,10 @@
 #if __has_include("../../cuda/kernels_conv.cu")
 #include "../../cuda/kernels_conv.cu"
 #endif
+/* And its patch kernels in kernels_conv_patch.cu since 2026-11-29. */
+#if __has_include("../../cuda/kernels_conv_patch.cu")
+#include "../../cuda/kernels_conv_patch.cu"
+#endif
 /* And its GEMM ways in kernels_gemm.cu since 2026-11-27. */
 #if __has_include("../../cuda/kernels_gemm.cu")
 #include "../../cuda/kernels_gemm.cu"
