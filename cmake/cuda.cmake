@@ -186,12 +186,14 @@ add_library(mnist_cuda_objects OBJECT
   ${CMAKE_SOURCE_DIR}/cuda/conv_plan.cu
   ${CMAKE_SOURCE_DIR}/cuda/cuda_check.cu
   ${CMAKE_SOURCE_DIR}/cuda/gemm_lt.cu
+  ${CMAKE_SOURCE_DIR}/cuda/gemm_cublaslt.cu
   ${CMAKE_SOURCE_DIR}/cuda/gemm_names.cu
   ${CMAKE_SOURCE_DIR}/cuda/head_plan.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels_conv.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels_conv_patch.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels_gemm.cu
+  ${CMAKE_SOURCE_DIR}/cuda/kernels_epilogue.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels_head.cu
   ${CMAKE_SOURCE_DIR}/cuda/kernels_dense.cu
   ${CMAKE_SOURCE_DIR}/cuda/plan.cu

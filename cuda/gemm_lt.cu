@@ -67,9 +67,6 @@
 #include "kernels.h"
 #include "ways.cuh"
 
-/* Algorithms asked of the heuristic per epilogue. */
-#define GEMM_LT_CANDIDATES 8
-
 /* A problem's plan: its way, and what the way runs with (the plan's entry, cuda/plan.cuh). */
 struct gemm_plan {
 	struct gemm_key key;
@@ -131,134 +128,6 @@ static int mask_written(const struct cuda_gemm *g, const void *mask)
 		if (((const struct gemm_plan *)q)->mask == mask)
 			return 1;
 	return 0;
-}
-
-static void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const void *v,
-		     size_t size)
-{
-	CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, v, size));
-}
-
-/* The pointers an epilogue reads or writes, set on its descriptor. */
-static void set_epilogue_pointers(cublasLtMatmulDesc_t desc, cublasLtEpilogue_t epi,
-				  const struct gemm_req *r)
-{
-	const void *bias = NULL, *aux = NULL;
-	switch (epi) {
-	case CUBLASLT_EPILOGUE_BIAS:
-	case CUBLASLT_EPILOGUE_RELU_BIAS:
-		bias = r->bias;
-		break;
-	case CUBLASLT_EPILOGUE_RELU_AUX_BIAS:
-		bias = r->bias;
-		aux = r->relu_mask;
-		break;
-	case CUBLASLT_EPILOGUE_DRELU:
-		aux = r->relu_mask;
-		break;
-	case CUBLASLT_EPILOGUE_BGRADB:
-		bias = r->bias_grad;
-		break;
-	default:
-		return;
-	}
-	if (bias)
-		set_attr(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
-	if (aux)
-		set_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux));
-}
-
-void gemm_way_desc_destroy(struct lt_desc *d)
-{
-	if (d->desc)
-		cublasLtMatmulDescDestroy(d->desc);
-	if (d->la)
-		cublasLtMatrixLayoutDestroy(d->la);
-	if (d->lb)
-		cublasLtMatrixLayoutDestroy(d->lb);
-	if (d->lc)
-		cublasLtMatrixLayoutDestroy(d->lc);
-	memset(d, 0, sizeof(*d));
-}
-
-/* Descriptors of r with cuBLASLt doing `epi`: 1, or 0 when cuBLASLt refuses them (d empty). */
-static int make_desc(const struct cuda_gemm *g, const struct gemm_req *r, cublasLtEpilogue_t epi,
-		     struct lt_desc *d)
-{
-	struct gemm_colmajor c = gemm_map(r);
-	cublasOperation_t ta = c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-	cublasOperation_t tb = c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-	cublasComputeType_t compute = g->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-
-	memset(d, 0, sizeof(*d));
-	if (cublasLtMatmulDescCreate(&d->desc, compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
-	    cublasLtMatrixLayoutCreate(&d->la, CUDA_R_32F, c.trans_a ? c.k : c.m,
-				       c.trans_a ? c.m : c.k, c.lda) != CUBLAS_STATUS_SUCCESS ||
-	    cublasLtMatrixLayoutCreate(&d->lb, CUDA_R_32F, c.trans_b ? c.n : c.k,
-				       c.trans_b ? c.k : c.n, c.ldb) != CUBLAS_STATUS_SUCCESS ||
-	    cublasLtMatrixLayoutCreate(&d->lc, CUDA_R_32F, c.m, c.n, c.ldc) != CUBLAS_STATUS_SUCCESS) {
-		gemm_way_desc_destroy(d);
-		return 0;
-	}
-	set_attr(d->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
-	set_attr(d->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
-	set_attr(d->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
-	if (epi == CUBLASLT_EPILOGUE_RELU_AUX_BIAS || epi == CUBLASLT_EPILOGUE_DRELU) {
-		int64_t ld = ((int64_t)c.m + 127) / 128 * 128;
-		set_attr(d->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld));
-	}
-	/* The heuristic reads the epilogue's pointers for their alignment. */
-	set_epilogue_pointers(d->desc, epi, r);
-	return 1;
-}
-
-/*
- * The algorithms cuBLASLt's heuristic lists for r with `epi` that fit the
- * workspace, in its order, at most `max`: their count.
- */
-static int list_algos(const struct cuda_gemm *g, const struct gemm_req *r,
-		      const struct gemm_key *k, cublasLtEpilogue_t epi, cublasLtMatmulAlgo_t *out,
-		      int max)
-{
-	struct lt_desc d;
-	cublasLtMatmulPreference_t pref = NULL;
-	cublasLtMatmulHeuristicResult_t found[GEMM_LT_CANDIDATES];
-	int n_found = 0, n = 0;
-
-	if (!make_desc(g, r, epi, &d))
-		return 0;
-	memset(found, 0, sizeof(found));
-	if (cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS) {
-		uint64_t ws = g->workspace_bytes;
-		/* The mapped call's A is the request's B and the other way round. */
-		uint32_t align_a = k->align_b, align_b = k->align_a, align_c = k->align_c;
-		if (cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-							 &ws, sizeof(ws)) == CUBLAS_STATUS_SUCCESS &&
-		    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-							 &align_a, sizeof(align_a)) ==
-			    CUBLAS_STATUS_SUCCESS &&
-		    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-							 &align_b, sizeof(align_b)) ==
-			    CUBLAS_STATUS_SUCCESS &&
-		    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-							 &align_c, sizeof(align_c)) ==
-			    CUBLAS_STATUS_SUCCESS &&
-		    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-							 &align_c, sizeof(align_c)) ==
-			    CUBLAS_STATUS_SUCCESS &&
-		    /* No algorithm is a status of NOT_SUPPORTED or a count of 0, depending on the case. */
-		    cublasLtMatmulAlgoGetHeuristic(g->lt, d.desc, d.la, d.lb, d.lc, d.lc, pref,
-						   GEMM_LT_CANDIDATES, found, &n_found) !=
-			    CUBLAS_STATUS_SUCCESS)
-			n_found = 0;
-		cublasLtMatmulPreferenceDestroy(pref);
-	}
-	for (int i = 0; i < n_found && n < max; i++)
-		if (found[i].state == CUBLAS_STATUS_SUCCESS &&
-		    found[i].workspaceSize <= g->workspace_bytes)
-			out[n++] = found[i].algo;
-	gemm_way_desc_destroy(&d);
-	return n;
 }
 
 /* ---- candidates ------------------------------------------------------------------------- */
@@ -405,7 +274,7 @@ void gemm_list_lt(void *arg)
 		if (!l->packed && (needs_bias_act(l->r, e) || needs_drelu(l->r, e)))
 			continue;
 		cublasLtMatmulAlgo_t algos[GEMM_LT_CANDIDATES];
-		int n_algos = list_algos(l->g, l->r, l->k, e, algos, GEMM_LT_CANDIDATES);
+		int n_algos = gemm_lt_algos(l->g, l->r, l->k, e, algos, GEMM_LT_CANDIDATES);
 		for (int i = 0; i < n_algos; i++) {
 			if (e == CUBLASLT_EPILOGUE_BGRADB)
 				add_way(l->ways, &l->n, 1, e, &algos[i], BIAS_GRAD_FUSED);
@@ -520,7 +389,7 @@ void gemm_way_run_on(struct cuda_gemm *g, const struct gemm_lane *lane, const st
 			q.b_im2col = NULL; /* B read as stored */
 		kernels_gemm_ksplit(stream, NULL, &q, w->ksplit, (float *)lane->workspace);
 	} else if (w->lt) {
-		set_epilogue_pointers(d->desc, w->lt_epilogue, r);
+		gemm_lt_pointers(d->desc, w->lt_epilogue, r);
 		CUBLAS_CHECK(cublasLtMatmul(g->lt, d->desc, &c.alpha, c.a, d->la, c.b, d->lb, &c.beta,
 					    c.c, d->lc, c.c, d->lc, &w->algo, lane->workspace,
 					    g->workspace_bytes, stream));
@@ -553,13 +422,6 @@ void gemm_way_run_on(struct cuda_gemm *g, const struct gemm_lane *lane, const st
 			CUBLAS_CHECK(cublasSgemv(lane->blas, CUBLAS_OP_T, r->k, r->m, &one, r->a, r->lda,
 						 g->ones, 1, &zero, r->bias_grad, 1));
 	}
-}
-
-int gemm_way_desc(const struct cuda_gemm *g, const struct gemm_req *r, const struct gemm_way *w,
-		  struct lt_desc *d)
-{
-	memset(d, 0, sizeof(*d));
-	return !w->lt || make_desc(g, r, w->lt_epilogue, d);
 }
 
 int gemm_ways(struct cuda_gemm *g, const struct gemm_req *r, int capturing, struct gemm_way *ways)
@@ -690,11 +552,6 @@ void cuda_gemm_run_on(struct cuda_gemm *g, const struct gemm_lane *lane, const s
 		return;
 	struct gemm_plan *p = plan_for(g, r); /* made already: found */
 	gemm_way_run_on(g, lane, r, &p->way, &p->d);
-}
-
-void cuda_gemm_library(char *buf, size_t len)
-{
-	snprintf(buf, len, "cublasLt %zu", (size_t)cublasLtGetVersion());
 }
 
 void cuda_gemm_release(struct cuda_gemm *g)

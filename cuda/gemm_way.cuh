@@ -54,6 +54,22 @@ struct lt_desc {
 struct cuda_gemm;
 struct gemm_req;
 
+/* Algorithms asked of cuBLASLt's heuristic per epilogue. */
+#define GEMM_LT_CANDIDATES 8
+
+/* ---- cuBLASLt's side (cuda/gemm_cublaslt.cu) ---- */
+
+/* The pointers epilogue `epi` reads or writes for r, set on its descriptor. */
+void gemm_lt_pointers(cublasLtMatmulDesc_t desc, cublasLtEpilogue_t epi, const struct gemm_req *r);
+/*
+ * The algorithms cuBLASLt's heuristic lists for r (problem k) with `epi`
+ * that fit the workspace, in its order, at most `max`: their count.
+ */
+int gemm_lt_algos(const struct cuda_gemm *g, const struct gemm_req *r, const struct gemm_key *k,
+		  cublasLtEpilogue_t epi, cublasLtMatmulAlgo_t *out, int max);
+
+/* ---- the ways (cuda/gemm_lt.cu) ---- */
+
 /* Every way to run r, best guess first (cuda/gemm_lt.cu's file comment): their count. */
 int gemm_ways(struct cuda_gemm *g, const struct gemm_req *r, int capturing, struct gemm_way *ways);
 /* w's descriptors for r (none for a way not cuBLASLt's): 1, or 0 when cuBLASLt refuses them. */

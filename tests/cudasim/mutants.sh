@@ -59,9 +59,10 @@ names=() files=() olds=() news=() killers=()
 mutant() {
 	names+=("$1") files+=("$2") olds+=("$3") news+=("$4") killers+=("$5")
 }
-B=cuda/backend_cuda.cu BG=cuda/backend_cuda_graph.cu S=cuda/backend_cuda_start.cu K=cuda/kernels.cu P=cuda/probe.cu L=cuda/gemm_lt.cu
+B=cuda/backend_cuda.cu BG=cuda/backend_cuda_graph.cu S=cuda/backend_cuda_start.cu K=cuda/kernels.cu P=cuda/probe.cu L=cuda/gemm_lt.cu LT=cuda/gemm_cublaslt.cu
 Q=cuda/plan.cu N=cuda/kernel_launch.cuh
-F=cuda/fastdiv.h C=cuda/kernels_conv.cu CP=cuda/kernels_conv_patch.cu G=cuda/kernels_gemm.cu H=cuda/head_plan.cu
+F=cuda/fastdiv.h C=cuda/kernels_conv.cu CP=cuda/kernels_conv_patch.cu G=cuda/kernels_gemm.cu BS=cuda/block_sums.cuh
+H=cuda/head_plan.cu
 E=cuda/kernels_head.cu D=cuda/kernels_dense.cu X=cuda/kernels_loss.cuh
 
 mutant mean-as-sum $B \
@@ -71,11 +72,11 @@ mutant pageable-copy-before-deadline-wait $B \
 	$'\tcuda_wait(c);\n\tif (bytes == 0)\n\t\treturn;\n\tCUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, c->stream));\n\tCUDA_CHECK(cudaStreamSynchronize(c->stream));' \
 	$'\tif (bytes == 0)\n\t\treturn;\n\tCUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, c->stream));\n\tcuda_wait(c);' \
 	'gpu_deadline_sim_hung_peer_2|gpu_deadline_sim_2'
-mutant a-transpose-inverted $L \
+mutant a-transpose-inverted $LT \
 	'cublasOperation_t ta = c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;' \
 	'cublasOperation_t ta = c.trans_a ? CUBLAS_OP_N : CUBLAS_OP_T;' \
 	'gpu_ops_sim'
-mutant wrong-lda $L \
+mutant wrong-lda $LT \
 	'c.trans_a ? c.m : c.k, c.lda)' 'c.trans_a ? c.m : c.k, c.lda + 1)' \
 	'gpu_ops_sim'
 mutant alloc-not-zeroed $B \
@@ -113,7 +114,7 @@ mutant free-without-deadline-wait $B \
 mutant tf32-math $S \
 	'cublasSetMathMode(c->gemm.blas, CUBLAS_DEFAULT_MATH)' 'cublasSetMathMode(c->gemm.blas, CUBLAS_TF32_TENSOR_OP_MATH)' \
 	'gpu_ops_sim_no_cublaslt'
-mutant tf32-compute-type $L \
+mutant tf32-compute-type $LT \
 	'g->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F' 'CUBLAS_COMPUTE_32F_FAST_TF32' \
 	'gpu_ops_sim'
 # More, cheap to plant.
@@ -168,7 +169,7 @@ mutant bias-gradient-block-not-run $L \
 mutant loss-barrier-after-max-dropped $X \
 	$'\t\tsh->row_max[group] = m;\n\t}\n\t__syncthreads();' $'\t\tsh->row_max[group] = m;\n\t}' \
 	'gpu_ops_sim'
-mutant bias-gradient-tree-barrier-dropped $G \
+mutant bias-gradient-tree-barrier-dropped $BS \
 	$'\t\t\tpart[threadIdx.x] += part[threadIdx.x + half * b->lanes];\n\t\t__syncthreads();' \
 	$'\t\t\tpart[threadIdx.x] += part[threadIdx.x + half * b->lanes];' \
 	'test_kernels_host|gpu_plan_sim'

@@ -8,3 +8,7 @@
 #if __has_include("../../cuda/gemm_names.cu")
 #include "../../cuda/gemm_names.cu"
 #endif
+/* And cuBLASLt's side of it in gemm_cublaslt.cu since 2026-11-29. */
+#if __has_include("../../cuda/gemm_cublaslt.cu")
+#include "../../cuda/gemm_cublaslt.cu"
+#endif

@@ -35,6 +35,10 @@
 #if __has_include("../../cuda/kernels_gemm.cu")
 #include "../../cuda/kernels_gemm.cu"
 #endif
+/* And the GEMM's epilogue kernels in kernels_epilogue.cu since 2026-11-29. */
+#if __has_include("../../cuda/kernels_epilogue.cu")
+#include "../../cuda/kernels_epilogue.cu"
+#endif
 /* And its loss and head in kernels_head.cu since 2026-11-28. */
 #if __has_include("../../cuda/kernels_head.cu")
 #include "../../cuda/kernels_head.cu"
