@@ -56,7 +56,6 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
-#include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,7 +64,6 @@
 
 #include "backend.h"
 #include "backend_module.h"
-#include "plan_json.h"
 #include "backend_cuda.h"
 #include "check.h"
 #include "clock.h"
