@@ -4,12 +4,39 @@
 # unit suite and a short fuzzing run. GPU tests skip with their reason where
 # no device is usable and are reported as skipped, never as passed.
 #
-#   bash scripts/test.sh
+#   bash scripts/test.sh            # what CI runs
+#   bash scripts/test.sh --quick    # in a built tree: the unit suite and a few runs, ~1 min
 #
 # Environment: MNIST_DDP_QUICK=1 runs the main suite only (no sanitizer build,
 # no fuzzing): for a quick check while working, never for CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# --quick: for work in progress, in a tree this script has built once: what changed rebuilt,
+# the unit suite, and a few end-to-end runs of each backend (the host's, and the CUDA
+# backend's on the simulator): about a minute on 2 cores. Never what CI runs.
+QUICK_TESTS='^(e2e_train|e2e_eval_every|mpi_dp_equiv_2|mpi_replicas_3|gpu_ops_sim|mnist_train_sim_seed_cuda_vs_host_2|mnist_train_sim_plan_foreign)$'
+case "${1:-}" in
+"") ;;
+--quick)
+	if [ ! -f build/CMakeCache.txt ]; then
+		echo "test.sh --quick: no build/ here: run bash scripts/test.sh once first" >&2
+		exit 2
+	fi
+	export OPENBLAS_NUM_THREADS=1
+	cmake --build build -j"$(nproc)" >/dev/null
+	echo "test.sh --quick: built in ${SECONDS} s"
+	ctest --test-dir build -L unit -j"$(nproc)" --output-on-failure --timeout 600
+	ctest --test-dir build -R "$QUICK_TESTS" -j"$(nproc)" --output-on-failure --timeout 600
+	echo "test.sh --quick: passed in ${SECONDS} s (the whole suite: bash scripts/test.sh)"
+	exit 0
+	;;
+*)
+	echo "test.sh: unknown argument '$1' (none: the whole suite; --quick: a minute's check)" >&2
+	exit 2
+	;;
+esac
+
 export CMAKE_ARGS="-DMNIST_DDP_WERROR=ON ${CMAKE_ARGS:-}"
 export MNIST_DDP_SETUP=test # the tests' packages too (Slurm, munge, PyTorch)
 bash scripts/setup.sh
