@@ -35,8 +35,8 @@
  * thread per sum, or a block's threads per sum sharing it by block
  * reduction) or cublasSgemv against a vector of ones; each unfused way comes
  * with each of them. The outcome is the same to rounding whichever
- * way runs; what differs is the time. How the way is chosen (g->policy,
- * cuda/plan.cu):
+ * way runs; what differs is the time. How the way is chosen (the plan's
+ * policy, cuda/plan.cu):
  * PLAN_MEASURE times every candidate with CUDA events on the request's own
  * buffers (beta is 0 and no output aliases an input, so a run only rewrites
  * what the next rewrites again): one run (a second where the first was
@@ -47,7 +47,7 @@
  * is kept. PLAN_HEURISTIC takes the first candidate, untimed. While the stream
  * captures (nothing can be timed, nothing allocated) it is the first too. In
  * a collective stretch (a training step: every rank meets the same problems
- * in the same order) rank 0 decides and g->share gives its choice to every
+ * in the same order) rank 0 decides and the plan's share gives its choice to every
  * rank, so all ranks run the same arithmetic; a rank whose candidate of that
  * index has another name (another GPU or library) ends the job. A problem a
  * given plan names (plan_set, cuda/plan.cu) takes that way, when this
@@ -251,7 +251,6 @@ struct gemm_listing {
 	struct cuda_gemm *g;
 	const struct gemm_req *r;
 	const struct gemm_key *k;
-	int capturing;
 	int bg[3], n_bg; /* the unfused bias gradient's ways, cublasSgemv first where it can be had */
 	int gemv;        /* BIAS_GRAD_GEMV among them, else 0 */
 	int packed;      /* the output is packed: our epilogue kernels can run on it */
@@ -349,7 +348,6 @@ static int list_ways(struct cuda_gemm *g, const struct gemm_req *r, const struct
 	l.g = g;
 	l.r = r;
 	l.k = k;
-	l.capturing = capturing;
 	l.ways = ways;
 	if (!r->bias_grad) {
 		l.bg[l.n_bg++] = BIAS_GRAD_NONE;

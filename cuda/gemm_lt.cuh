@@ -5,7 +5,8 @@
  * or done by kernels of ours, cublasSgemm; for a bias gradient not fused, a
  * kernel of ours or cublasSgemv against a vector of ones): timed on the
  * device with CUDA events and the fastest kept, or the heuristic's first
- * choice untimed, or the way a checkpoint's plan names.
+ * choice untimed, or the way a given plan names (the plan: cuda/plan.cu; the
+ * ways: cuda/ways.cu).
  */
 #ifndef MNIST_DDP_GEMM_LT_CUH
 #define MNIST_DDP_GEMM_LT_CUH
