@@ -97,9 +97,10 @@ endforeach()
 # cudasim). EXPECT: through expect.sh (exit status and output patterns); PASS:
 # passes on that output line whatever the exit status (a job ended by
 # MPI_Abort); else on exit status 0. A GPU test that skips (77) fails here: the
-# simulator always has a device unless a test takes it away.
+# simulator always has a device unless a test takes it away. WAITS: its ranks mostly wait
+# (a deadline, a hang): it holds one of ctest's processors, not one a rank.
 function(add_cudasim_test name ranks)
-  cmake_parse_arguments(A "" "TIMEOUT;PASS" "ENV;EXPECT;COMMAND" ${ARGN})
+  cmake_parse_arguments(A "WAITS" "TIMEOUT;PASS" "ENV;EXPECT;COMMAND" ${ARGN})
   set(cmd ${MNIST_MPIRUN} --timeout 170 -n ${ranks} -x ${MNIST_CUDASIM_ENV})
   foreach(e ${A_ENV})
     list(APPEND cmd -x ${e})
@@ -114,7 +115,11 @@ function(add_cudasim_test name ranks)
     set(A_TIMEOUT 180)
   endif()
   add_test(NAME ${name} COMMAND ${cmd})
-  set_tests_properties(${name} PROPERTIES LABELS cudasim TIMEOUT ${A_TIMEOUT} PROCESSORS ${ranks}
+  set(_processors ${ranks})
+  if(A_WAITS)
+    set(_processors 1)
+  endif()
+  set_tests_properties(${name} PROPERTIES LABELS cudasim TIMEOUT ${A_TIMEOUT} PROCESSORS ${_processors}
                        ENVIRONMENT "MNIST_DATA_DIR=${MNIST_DATA_DIR}")
   if(A_PASS)
     set_tests_properties(${name} PROPERTIES PASS_REGULAR_EXPRESSION "${A_PASS}")
@@ -140,16 +145,16 @@ target_link_libraries(cudasim_nccl_rules PRIVATE cudasim)
 set_target_properties(cudasim_nccl_rules PROPERTIES CXX_STANDARD 20
                       CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
 add_cudasim_test(cudasim_nccl_rules_2 2 COMMAND $<TARGET_FILE:cudasim_nccl_rules> rules)
-add_cudasim_test(cudasim_nccl_count_in_bytes_caught_2 2 TIMEOUT 60
+add_cudasim_test(cudasim_nccl_count_in_bytes_caught_2 2 TIMEOUT 60 WAITS
                  PASS "NCCL collective #1 differs across ranks.*allreduce of 256 x ncclFloat32.*allreduce of 1024 x ncclFloat32"
                  COMMAND $<TARGET_FILE:cudasim_nccl_rules> count-in-bytes)
-add_cudasim_test(cudasim_nccl_capture_not_uniform_caught_2 2 TIMEOUT 60
+add_cudasim_test(cudasim_nccl_capture_not_uniform_caught_2 2 TIMEOUT 60 WAITS
                  PASS "NCCL collective #2 differs across ranks.*graph-captured.*not captured|NCCL collective #2 differs across ranks.*not captured.*graph-captured"
                  COMMAND $<TARGET_FILE:cudasim_nccl_rules> capture)
-add_cudasim_test(cudasim_nccl_hang_then_abort_2 2 TIMEOUT 60 PASS "PASS hang"
+add_cudasim_test(cudasim_nccl_hang_then_abort_2 2 TIMEOUT 60 WAITS PASS "PASS hang"
                  ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=1
                  COMMAND $<TARGET_FILE:cudasim_nccl_rules> hang)
-add_cudasim_test(cudasim_nccl_hang_error_2 2 TIMEOUT 60 PASS "PASS hang-error"
+add_cudasim_test(cudasim_nccl_hang_error_2 2 TIMEOUT 60 WAITS PASS "PASS hang-error"
                  ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=1 CUDASIM_HANG_ERROR_AFTER=2
                  COMMAND $<TARGET_FILE:cudasim_nccl_rules> hang-error)
 # Rule 2: a blocking wait behind a collective that never completes is stopped, named.
@@ -158,7 +163,7 @@ foreach(_call sync free)
   if(_call STREQUAL free)
     set(_api cudaFree)
   endif()
-  add_cudasim_test(cudasim_nccl_hang_${_call}_caught_2 2 TIMEOUT 60 PASS "${_api} blocks forever"
+  add_cudasim_test(cudasim_nccl_hang_${_call}_caught_2 2 TIMEOUT 60 WAITS PASS "${_api} blocks forever"
                    ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=1
                    COMMAND $<TARGET_FILE:cudasim_nccl_rules> hang-${_call})
 endforeach()
@@ -173,7 +178,7 @@ target_compile_options(cudasim_launch_check PRIVATE ${MNIST_CUDASIM_CXX_WARNINGS
 target_link_libraries(cudasim_launch_check PRIVATE cudasim mnist_core)
 set_target_properties(cudasim_launch_check PROPERTIES CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON
                       CXX_EXTENSIONS OFF)
-add_cudasim_test(cudasim_launch_check_good_1 1 TIMEOUT 60 EXPECT 0 "^PASS launch_check"
+add_cudasim_test(cudasim_launch_check_good_1 1 TIMEOUT 60 WAITS EXPECT 0 "^PASS launch_check"
                  COMMAND $<TARGET_FILE:cudasim_launch_check> good)
 foreach(_case grid-0 block-2048 image)
   set(_error "error 9 \\(cudaErrorInvalidConfiguration\\)")
@@ -183,7 +188,7 @@ foreach(_case grid-0 block-2048 image)
     set(_env ENV CUDASIM_FAULT=no-kernel-image)
   endif()
   string(REPLACE "-" "_" _name cudasim_launch_check_${_case}_caught_1)
-  add_cudasim_test(${_name} 1 TIMEOUT 60 ${_env}
+  add_cudasim_test(${_name} 1 TIMEOUT 60 WAITS ${_env}
                    EXPECT 1 "rank 0 on .*: launch of bias_act_kernel failed: ${_error}" "!FAIL"
                    COMMAND $<TARGET_FILE:cudasim_launch_check> ${_case})
 endforeach()
@@ -215,21 +220,21 @@ add_cudasim_test(gpu_train_step_sim_2 2 COMMAND $<TARGET_FILE:gpu_train_step_sim
 # lazy connection. --both: a collective both ranks issue never completes on rank 1
 # (the 3rd: the backend's warm-up, the test's, then this one).
 set(_deadline_line "allreduce at epoch 3 step 7 not complete after 2 s")
-add_cudasim_test(gpu_deadline_sim_2 2 TIMEOUT 30 PASS "${_deadline_line}"
+add_cudasim_test(gpu_deadline_sim_2 2 TIMEOUT 30 WAITS PASS "${_deadline_line}"
                  COMMAND $<TARGET_FILE:gpu_deadline_sim>)
-add_cudasim_test(gpu_deadline_sim_no_warm_up_2 2 TIMEOUT 30 PASS "${_deadline_line}"
+add_cudasim_test(gpu_deadline_sim_no_warm_up_2 2 TIMEOUT 30 WAITS PASS "${_deadline_line}"
                  COMMAND $<TARGET_FILE:gpu_deadline_sim> --no-warm-up)
-add_cudasim_test(gpu_deadline_sim_upload_2 2 TIMEOUT 30 PASS "${_deadline_line}"
+add_cudasim_test(gpu_deadline_sim_upload_2 2 TIMEOUT 30 WAITS PASS "${_deadline_line}"
                  COMMAND $<TARGET_FILE:gpu_deadline_sim> --upload)
-add_cudasim_test(gpu_deadline_sim_hung_peer_2 2 TIMEOUT 30 PASS "${_deadline_line}"
+add_cudasim_test(gpu_deadline_sim_hung_peer_2 2 TIMEOUT 30 WAITS PASS "${_deadline_line}"
                  ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=3
                  COMMAND $<TARGET_FILE:gpu_deadline_sim> --both)
 # Issue 15: the hung collective inside a replayed graph (the 4th: warm-ups, one replay
 # waited for, then this one), and a free waiting behind it (cudaFree waits for the device).
-add_cudasim_test(gpu_deadline_sim_replay_2 2 TIMEOUT 30 PASS "${_deadline_line}"
+add_cudasim_test(gpu_deadline_sim_replay_2 2 TIMEOUT 30 WAITS PASS "${_deadline_line}"
                  ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=4
                  COMMAND $<TARGET_FILE:gpu_deadline_sim> --replay --both)
-add_cudasim_test(gpu_deadline_sim_free_2 2 TIMEOUT 30 PASS "${_deadline_line}"
+add_cudasim_test(gpu_deadline_sim_free_2 2 TIMEOUT 30 WAITS PASS "${_deadline_line}"
                  ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=3
                  COMMAND $<TARGET_FILE:gpu_deadline_sim> --free --both)
 # Their ranks wait out a 2 s deadline (0.13 cores busy, 2026-11-27): one slot each, so that
@@ -298,7 +303,7 @@ add_cudasim_test(mnist_train_sim_auto_no_driver_2 2 ENV CUDASIM_DRIVER_VERSION=0
 
 # Issue 15: mnist-train itself, a peer hung inside a replayed step (collective #6: warm-up,
 # broadcast, then the captured step's allreduces) ended by --timeout.
-add_cudasim_test(mnist_train_sim_replay_hang_timeout_2 2 TIMEOUT 30
+add_cudasim_test(mnist_train_sim_replay_hang_timeout_2 2 TIMEOUT 30 WAITS
                  ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=6
                  EXPECT 1 "collective #6 .*graph-captured\\) will never complete"
                  "rank [01] on .*: allreduce at epoch 0 step [0-9]+ not complete after 2 s"
@@ -307,7 +312,7 @@ add_cudasim_test(mnist_train_sim_replay_hang_timeout_2 2 TIMEOUT 30
 # Issue 22: a peer that goes away while this rank waits (rank 1 hung in collective #6, its
 # loss reported to rank 0 as ncclRemoteError 2 s later) ends the job at once through the
 # wait's check of the asynchronous error, not at --timeout (300 s).
-add_cudasim_test(mnist_train_sim_peer_gone_async_error_2 2 TIMEOUT 30
+add_cudasim_test(mnist_train_sim_peer_gone_async_error_2 2 TIMEOUT 30 WAITS
                  ENV CUDASIM_HANG_RANK=1 CUDASIM_HANG_AT=6 CUDASIM_HANG_ERROR_AFTER=2
                  EXPECT 1 "rank 0 on .*: NCCL communicator \\(asynchronous error\\) failed: error 6 \\(ncclRemoteError\\).*rank 1 went away during collective #6"
                  "!not complete after"

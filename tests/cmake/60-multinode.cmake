@@ -32,14 +32,14 @@ add_test(NAME multinode_namespaces
                  $<TARGET_FILE:mnist-train> ${CMAKE_SOURCE_DIR} ${MNIST_DATA_DIR}
                  ${MPIEXEC_EXECUTABLE})
 set_tests_properties(multinode_namespaces PROPERTIES
-  LABELS "multinode;mpi;e2e" SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL TRUE)
+  LABELS "multinode;mpi;e2e" SKIP_RETURN_CODE 77 TIMEOUT 300 PROCESSORS 1)
 
 add_test(NAME multinode_restart
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/multinode/restart.sh
                  $<TARGET_FILE:mnist-train> ${CMAKE_SOURCE_DIR} ${MNIST_DATA_DIR}
                  ${MPIEXEC_EXECUTABLE})
 set_tests_properties(multinode_restart PROPERTIES
-  LABELS "multinode;mpi;e2e" SKIP_RETURN_CODE 77 TIMEOUT 600 RUN_SERIAL TRUE)
+  LABELS "multinode;mpi;e2e" SKIP_RETURN_CODE 77 TIMEOUT 600 PROCESSORS 2)
 
 add_test(NAME multinode_restart_scripts
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/multinode/restart_scripts.sh ${CMAKE_SOURCE_DIR})

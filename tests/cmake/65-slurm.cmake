@@ -31,7 +31,7 @@ foreach(_case ${_slurm_cases})
 endforeach()
 # Mostly waiting on Slurm's daemons and a stopped task: 0.5-0.7 cores busy (2026-11-27),
 # one slot each (scripts/test.sh, PROCESSORS); two_nodes keeps more than one core busy.
-set_tests_properties(slurm_one_node slurm_failures slurm_cudasim PROPERTIES PROCESSORS 1)
+set_tests_properties(slurm_one_node slurm_two_nodes slurm_failures slurm_cudasim PROPERTIES PROCESSORS 1)
 # srun passes the caller's environment on to the tasks: run slurm_cudasim as a root
 # user who exported Open MPI's run-as-root variables would (its check of the tasks'
 # OMPI_* variables once failed exactly then), whoever starts ctest.

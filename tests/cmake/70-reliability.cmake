@@ -49,6 +49,8 @@ foreach(_case kill kill-writer stop nonfinite)
   set_tests_properties(reliability_${_name} PROPERTIES
     LABELS reliability TIMEOUT 180 PROCESSORS 3 ENVIRONMENT "PYTHON=${MNIST_PYTHON}")
 endforeach()
+# stop waits for its deadline and then for the control's hang (a sleep): one processor.
+set_tests_properties(reliability_stop PROPERTIES PROCESSORS 1)
 
 # valgrind: not with the sanitizers (an ASan binary cannot run under memcheck).
 if(NOT MNIST_DDP_SANITIZE)
