@@ -43,23 +43,66 @@ bash scripts/setup.sh
 echo "test.sh: set up and built in ${SECONDS} s"
 
 export OPENBLAS_NUM_THREADS=1
-# Tests that keep several cores busy declare them (PROCESSORS: their processes, or fewer
+
+# The sanitizer and fuzzing builds (host backend only: nvcc objects carry no ASan), made at
+# the lowest priority while the main suite runs: its tests leave a core idle for a third of
+# their time (a deadline's wait, mpirun starting a job, a daemon), which the compilers take,
+# and yield it back at once. Their logs in build-*/test-sh-build.log; each stage waits for
+# its build below. -O1 for the sanitizers, as their documentation advises.
+side_build() { # DIR LOG CMAKE_ARGS... -- TARGETS...
+	local dir=$1 args=() targets=()
+	shift
+	while [ "$1" != -- ]; do args+=("$1"); shift; done
+	shift
+	targets=("$@")
+	mkdir -p "$dir"
+	{ cmake -S . -B "$dir" -DMNIST_DDP_CUDA=OFF -DMNIST_DDP_WERROR=ON "${args[@]}" &&
+		cmake --build "$dir" -j"$(nproc)" --target "${targets[@]}"; } >"$dir/test-sh-build.log" 2>&1
+}
+side_builds() {
+	side_build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
+		-DMNIST_DDP_SANITIZE=ON -- unit-tests || return 1 # what -L unit runs
+	CC=clang side_build build-fuzz -DMNIST_DDP_FUZZ=ON -- fuzz_idx fuzz_checkpoint || return 2
+}
+side_pid=
+if [ "${MNIST_DDP_QUICK:-0}" != 1 ]; then
+	# A session of its own, so that a failure below stops the compilers too.
+	setsid nice -n 19 bash -c "$(declare -f side_build side_builds); side_builds" &
+	side_pid=$!
+	trap 'kill -- "-$side_pid" 2>/dev/null || true' EXIT
+fi
+
+# Tests that keep several cores busy declare them (PROCESSORS: their processes, or one
 # where those mostly wait, as on a deadline or a daemon), so ctest runs a single-process
-# test beside another one but never oversubscribes the cores.
+# test beside another one but never oversubscribes the cores. ctest starts the longest
+# first from tests/times.txt (a fresh build has no times of its own), and the run's times
+# go to build/ctest-junit.xml (python3 tests/times.py table build/ctest-junit.xml build
+# writes tests/times.txt anew).
 echo "== ctest: the whole suite (build/)"
-ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 600
-echo "test.sh: the whole suite done at ${SECONDS} s"
+mkdir -p build/Testing/Temporary
+[ -s build/Testing/Temporary/CTestCostData.txt ] ||
+	python3 tests/times.py costdata tests/times.txt >build/Testing/Temporary/CTestCostData.txt
+ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 600 --output-junit "$PWD/build/ctest-junit.xml"
+echo "test.sh: the whole suite done at ${SECONDS} s; its slowest tests:"
+python3 tests/times.py top build/ctest-junit.xml 5
 [ "${MNIST_DDP_QUICK:-0}" = 1 ] && exit 0
 
+side_rc=0
+wait "$side_pid" || side_rc=$?
+trap - EXIT
+if [ "$side_rc" -ne 0 ]; then
+	log=build-asan/test-sh-build.log
+	[ "$side_rc" -eq 1 ] || log=build-fuzz/test-sh-build.log
+	tail -n 30 "$log" >&2
+	echo "test.sh: the sanitizer or fuzzing build failed ($log)" >&2
+	exit 1
+fi
+echo "test.sh: the sanitizer and fuzzing builds were ready at ${SECONDS} s"
+
 # The unit suite again, every object built with AddressSanitizer and
-# UndefinedBehaviorSanitizer (host backend only: nvcc objects carry no ASan); its
-# tests are single processes that share nothing, so they run side by side. -O1, as the
-# sanitizers' documentation advises: on 2 cores it builds in 70 s where -O2 took 115, and the
-# tests run about as fast.
+# UndefinedBehaviorSanitizer; its tests are single processes that share nothing, so they
+# run side by side.
 echo "== ctest -L unit under ASan + UBSan (build-asan/)"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
-	-DMNIST_DDP_SANITIZE=ON -DMNIST_DDP_CUDA=OFF -DMNIST_DDP_WERROR=ON >/dev/null
-cmake --build build-asan -j"$(nproc)" --target unit-tests >/dev/null # what -L unit runs
 # A build that is not instrumented would pass for the wrong reason. (grep reads all of
 # nm's output: with -q it could stop early, and pipefail would count nm's SIGPIPE.)
 if [ "$(nm build-asan/tests/test_idx | grep -c __asan_init)" -eq 0 ]; then
@@ -74,8 +117,5 @@ echo "test.sh: the sanitizer suite done at ${SECONDS} s"
 # libFuzzer on the two readers of untrusted files, 20 s each (clang), side by side (each
 # fuzzer is one process).
 echo "== fuzzing: the IDX and checkpoint readers (build-fuzz/)"
-CC=clang cmake -S . -B build-fuzz -DMNIST_DDP_FUZZ=ON -DMNIST_DDP_CUDA=OFF \
-	-DMNIST_DDP_WERROR=ON >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_idx fuzz_checkpoint >/dev/null
 ctest --test-dir build-fuzz -L fuzz -j"$(nproc)" --output-on-failure --timeout 600
 echo "test.sh: all suites passed in ${SECONDS} s"
