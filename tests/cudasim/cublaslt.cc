@@ -261,8 +261,21 @@ static cublasStatus_t describe_problem(cublasLtMatmulDesc_t desc, cublasLtMatrix
 	if ((has_bias_input(q.epilogue) || has_bias_output(q.epilogue)) && !q.bias)
 		return CUBLAS_STATUS_INVALID_VALUE;
 	if (writes_mask(q.epilogue) || reads_mask(q.epilogue)) {
-		if (!q.aux || q.aux_ld <= 0 || q.aux_ld % 128 != 0 || q.aux_ld < p->m)
+		if (!q.aux)
 			return CUBLAS_STATUS_INVALID_VALUE;
+		/*
+		 * cublasLt.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: the ReLU bit-mask's
+		 * leading dimension, in bits, "must be divisible by 128 and be no less
+		 * than the number of rows in the output matrix". A mask laid out with
+		 * D's rows as its ld is refused, as the parameters in conflict.
+		 */
+		if (q.aux_ld <= 0 || q.aux_ld % 128 != 0 || q.aux_ld < p->m) {
+			note("%s: the ReLU bit-mask's leading dimension (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD) "
+			     "is %lld bits for D of %lld rows; cuBLASLt requires a multiple of 128 and at "
+			     "least the rows (%lld here): CUBLAS_STATUS_INVALID_VALUE",
+			     call, (long long)q.aux_ld, (long long)p->m, (long long)((p->m + 127) / 128 * 128));
+			return CUBLAS_STATUS_INVALID_VALUE;
+		}
 	}
 	for (const lt_layout *l : all)
 		if (l->type != CUDA_R_32F)

@@ -144,7 +144,10 @@
  *     needs: a bias pointer for BIAS, RELU_BIAS, RELU_AUX_BIAS (read, D's rows
  *     long), DRELU_BGRAD, BGRADA (written, D's rows) and BGRADB (written, D's
  *     columns); for RELU_AUX, RELU_AUX_BIAS, DRELU and DRELU_BGRAD an aux
- *     pointer and an aux ld divisible by 128 and at least D's rows. The
+ *     pointer and an aux ld (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, in bits)
+ *     that cublasLt.h says "must be divisible by 128 and be no less than the
+ *     number of rows in the output matrix" (D's rows as the ld, 120 say, is
+ *     refused; a note on stderr says why, as a GPU's cuBLASLt would not). The
  *     heuristic needs requestedAlgoCount > 0 and returns algorithms best
  *     first, none needing more workspace than CUBLASLT_MATMUL_PREF_MAX_-
  *     WORKSPACE_BYTES allows (default 0) or using a reduction scheme the

@@ -302,6 +302,31 @@ mutant one-thread-per-block $K \
 	'return kernel_geom_sized(n, KERNEL_BLOCK);' 'return kernel_geom_sized(n, 1);' \
 	'mnist_train_sim_step_time_seed|mnist_train_sim_step_time_mlp'
 
+# Issue 45: what a plan, --profile and cuBLASLt's ReLU mask leave unchecked. Every rank runs
+# rank 0's choice: rank 1 left on the heuristic's ways (the choice not shared), or every rank
+# given rank 1's unmeasured choice (the broadcast's root wrong; rank 0's record then names a
+# way slower than its fastest).
+mutant plan-choice-not-shared $S \
+	'c->plan.share = d->size > 1 ? cuda_share_choice : NULL;' 'c->plan.share = NULL;' \
+	'gpu_train_step_sim_2'
+mutant plan-choice-from-rank-1 cuda/backend_cuda_plan.cu \
+	'MPI_BYTE, 0, c->dist->comm));' 'MPI_BYTE, 1, c->dist->comm));' \
+	'gpu_train_step_sim_2'
+# --profile's per-op times: every weight gradient sent beside whatever the request says, so the
+# profile's in-order request shows it at ~0 us, its time charged to the op that joins it.
+mutant profile-weight-grad-beside $B \
+	'if (!r->beside || !c->side_on) {' 'if (!r->bias_grad || !c->side_on) {' \
+	'mnist_train_sim_profile'
+# --verbose's plan table: each op's row naming its first candidate, not the way chosen.
+mutant plan-table-first-candidate cuda/plan_json.c \
+	'fprintf(f, TABLE_ROW_US, op, o->source, us, o->chosen);' 'fprintf(f, TABLE_ROW_US, op, o->source, us, o->cand[0].name);' \
+	'mnist_train_sim_profile'
+# The ReLU bit mask's leading dimension D's rows, against cublasLt.h's multiple of 128: the
+# simulator refuses it, and the plan quietly loses cuBLASLt's ways that keep the mask.
+mutant relu-mask-ld-of-the-rows $LT \
+	'int64_t ld = ((int64_t)c.m + 127) / 128 * 128;' 'int64_t ld = (int64_t)c.m;' \
+	'mnist_train_sim_profile'
+
 if [ $list -eq 1 ]; then
 	for i in "${!names[@]}"; do
 		printf '%-36s %-22s first: %s\n' "${names[$i]}" "${files[$i]}" "${killers[$i]}"

@@ -1,7 +1,8 @@
 /*
  * test_cudasim_cublaslt.cc - rule 7's cuBLASLt part (cudasim.h), in the
  * test_cudasim_rules program: each epilogue against a hand-computed case, the
- * ReLU bit-mask from RELU_AUX_BIAS read back by DRELU, the bias gradients,
+ * ReLU bit-mask from RELU_AUX_BIAS read back by DRELU (its leading dimension
+ * as cublasLt.h requires it), the bias gradients,
  * the heuristic's split-K choices and its workspace filter, split-K's extra
  * node in a captured graph, the documented refusals, and TF32.
  *
@@ -440,6 +441,53 @@ Test(cublaslt, arguments_cublaslt_documents_as_invalid_are_refused)
 	cr_assert_eq(cublasLtMatmul(s.h, s.desc, &one, A2, s.a, B2, s.b, &one, D, s.c, D, s.d, &res[0].algo,
 				    s.ws, res[0].workspaceSize - 1, s.s),
 		     CUBLAS_STATUS_INVALID_VALUE, "workspaceSizeInBytes below the algorithm's need");
+}
+
+/*
+ * The ReLU bit-mask's leading dimension (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD),
+ * in bits: cublasLt.h says it "must be divisible by 128 and be no less than
+ * the number of rows in the output matrix". A program that gives D's rows
+ * (120, as LeNet-5's first dense layer has) is refused, by the heuristic and
+ * by cublasLtMatmul with an algorithm the heuristic gave for a right ld, for
+ * the forward's RELU_AUX_BIAS and the backward's DRELU alike; so is a
+ * multiple of 128 short of the rows; the rows rounded up to 128 are taken.
+ */
+Test(cublaslt, a_relu_mask_ld_not_a_multiple_of_128_at_least_the_rows_is_refused)
+{
+	const int m = 120, n = 4, k = 8;
+	lt_case c = lt_make(m, n, k);
+	std::vector<float> ones((size_t)m * k, 1.0f);
+	float *A = lt_upload(ones), *B = lt_upload(std::vector<float>((size_t)k * n, 1.0f));
+	float *bias = lt_dalloc(m), *D = lt_dalloc((size_t)m * n), one = 1.0f, zero = 0.0f;
+	void *mask = NULL;
+	cr_assert_eq(cudaMalloc(&mask, (size_t)256 * n / 8), cudaSuccess);
+	cublasLtMatmulHeuristicResult_t res[3];
+	int count = 0;
+	const cublasLtEpilogue_t epilogues[] = {CUBLASLT_EPILOGUE_RELU_AUX_BIAS, CUBLASLT_EPILOGUE_DRELU};
+	for (cublasLtEpilogue_t e : epilogues) {
+		const void *b = e == CUBLASLT_EPILOGUE_DRELU ? NULL : bias;
+		set_epilogue(c, e, b, mask, m);
+		cr_assert_eq(heuristic(c, res, 3, &count), CUBLAS_STATUS_INVALID_VALUE,
+			     "epilogue %d: a mask ld of D's 120 rows", (int)e);
+		set_epilogue(c, e, b, mask, 128);
+		cr_assert_eq(heuristic(c, res, 3, &count), CUBLAS_STATUS_SUCCESS, "epilogue %d: ld 128", (int)e);
+		cr_assert_gt(count, 0);
+		cr_assert_eq(cublasLtMatmul(c.h, c.desc, &one, A, c.a, B, c.b, &zero, D, c.d, D, c.d, &res[0].algo,
+					    c.ws, c.ws_bytes, c.s),
+			     CUBLAS_STATUS_SUCCESS, "epilogue %d: ld 128 at the matmul", (int)e);
+		set_epilogue(c, e, b, mask, m);
+		cr_assert_eq(cublasLtMatmul(c.h, c.desc, &one, A, c.a, B, c.b, &zero, D, c.d, D, c.d, &res[0].algo,
+					    c.ws, c.ws_bytes, c.s),
+			     CUBLAS_STATUS_INVALID_VALUE, "epilogue %d: ld 120 at the matmul", (int)e);
+	}
+	/* 200 rows: 128 divides, but is short of them; 256 is taken. */
+	lt_case t = lt_make(200, n, k);
+	float *bias2 = lt_dalloc(200);
+	set_epilogue(t, CUBLASLT_EPILOGUE_RELU_AUX_BIAS, bias2, mask, 128);
+	cr_assert_eq(heuristic(t, res, 3, &count), CUBLAS_STATUS_INVALID_VALUE, "ld 128 for 200 rows");
+	set_epilogue(t, CUBLASLT_EPILOGUE_RELU_AUX_BIAS, bias2, mask, 256);
+	cr_assert_eq(heuristic(t, res, 3, &count), CUBLAS_STATUS_SUCCESS, "ld 256 for 200 rows");
+	cr_assert_eq(cudaStreamSynchronize(c.s), cudaSuccess);
 }
 
 Test(cublaslt, an_operand_in_host_memory_is_stopped, .signal = SIGABRT)

@@ -21,7 +21,18 @@
 #     --profile;
 #   - LeNet-5's run on the CUDA backend has its plan in --metrics: one gpu_plan record
 #     of its 11 GEMMs, 3 convolution ops (2 forwards, conv2's input gradient) and its
-#     head, each timed, the chosen way among its candidates (none on the host).
+#     head, each timed, the chosen way among its candidates (none on the host); each
+#     dense forward with its ReLU lists cuBLASLt's ways that keep the ReLU's bit mask
+#     (lt.relu_aux_bias.*: the simulator offers every epilogue, and refuses a mask
+#     whose leading dimension breaks cublasLt.h's rule, which would leave only the
+#     ways without it);
+#   - the same run's --verbose table (rank 0's stderr): a row per op of that record,
+#     in its order, naming the op, whose choice it is and the way chosen with its time;
+#   - on the CUDA backend each op's own time: every op that launches a kernel takes
+#     some, and the same op takes the same time, within a factor of 2, in a run on the
+#     same plan with --no-side-stream (the profile times each op alone, in order: a
+#     weight gradient left on the second stream would show ~0 us here, its time
+#     charged to the op that joins it).
 # Exit 0 pass, 1 fail (every failure is printed).
 set -uo pipefail
 
@@ -95,7 +106,7 @@ print("ok: op_times: %d ops adding up to %.1f us of a %.1f us step" % (len(r["op
 PY
 }
 
-run lenet 1 --model lenet --profile --metrics "$TMP/lenet.jsonl"
+run lenet 1 --model lenet --profile --metrics "$TMP/lenet.jsonl" --verbose
 # The same run without --profile; on a GPU on the plan the first measured (--gpu-plan-from), so
 # that the two differ in the profile alone (and the second measures no plan of its own).
 same_plan=()
@@ -127,8 +138,65 @@ for op in recs[0]["ops"]:
     timed = [c["us"] for c in op["candidates"] if c["us"] is not None]
     if op["chosen"] not in names or (len(names) > 1 and (op["source"] != "measured" or len(timed) != len(names))):
         sys.exit(print("%s %s: chose %s (%s) among %s, timed %d" % (op["op"], op["shape"], op["chosen"], op["source"], names, len(timed))) or 1)
-print("ok: gpu_plan: 11 GEMMs, 3 convolution ops and the head, each measured, the choice among its candidates")
+relu = [op for op in recs[0]["ops"] if op["op"] == "gemm" and op["shape"].endswith(" bias+relu")]
+for op in relu:
+    if not any(c["name"].startswith("lt.relu_aux_bias.") for c in op["candidates"]):
+        sys.exit(print("gemm %s: no cuBLASLt way keeping the ReLU's bit mask (lt.relu_aux_bias.*) among %s"
+                       % (op["shape"], [c["name"] for c in op["candidates"]])) or 1)
+if len(relu) != 2:
+    sys.exit(print("%d dense forwards with a ReLU in the plan, expected 2 (fc1, fc2)" % len(relu)) or 1)
+print("ok: gpu_plan: 11 GEMMs, 3 convolution ops and the head, each measured, the choice among its candidates; "
+      "fc1's and fc2's forwards offered with the ReLU's bit mask")
 PY
+if [ "$BACKEND" = cuda ]; then
+	grep -q 'CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD' "$TMP/lenet.err" &&
+		fail "lenet: the simulator refused a ReLU mask's leading dimension: $(grep 'EPILOGUE_AUX_LD' "$TMP/lenet.err")"
+	# --verbose's table against the record it is printed from (cuda/plan_json.c, print_table).
+	python3 - "$TMP/lenet.jsonl" "$TMP/lenet.err" <<'PY' || fail "lenet: --verbose's plan table: see above"
+import json, re, sys
+plan = [r for r in map(json.loads, open(sys.argv[1])) if r.get("event") == "gpu_plan"][-1]
+lines = open(sys.argv[2]).read().splitlines()
+head = "plan: %d ops on %s (%s)" % (len(plan["ops"]), plan["device"], plan["library"])
+if head not in lines:
+    sys.exit(print("no line '%s' on rank 0's stderr" % head) or 1)
+row = re.compile(r"^  (\S.*?) +(measured|heuristic|checkpoint|gpu-plan-from) +(-|[0-9]+\.[0-9]{2})  (\S+)$")
+rows = [m.groups() for m in map(row.match, lines[lines.index(head):]) if m]
+bad = ["%d op rows, the plan has %d ops" % (len(rows), len(plan["ops"]))] if len(rows) != len(plan["ops"]) else []
+for o, (name, how, us, chosen) in zip(plan["ops"], rows):
+    want = ("%s %s" % (o["op"], o["shape"]))[:47]
+    t = [c["us"] for c in o["candidates"] if c["name"] == o["chosen"] and c["us"] is not None]
+    if name != want or how != o["source"] or chosen != o["chosen"] or \
+            (us == "-") != (not t) or (t and abs(float(us) - t[0]) > 0.006):
+        bad.append("row '%s | %s | %s | %s', the record's op '%s' %s %s (%s us)"
+                   % (name, how, us, chosen, want, o["source"], o["chosen"], t[0] if t else "-"))
+if bad:
+    sys.exit(print("\n".join(bad)) or 1)
+print("ok: --verbose: the plan's table, a row per op of the record (%d) with its chosen way" % len(rows))
+PY
+	# Each op's own time against a run on the same plan with one stream.
+	run lenet_one 1 --model lenet --profile --no-side-stream --metrics "$TMP/lenet_one.jsonl" \
+		--gpu-plan-from "$TMP/lenet.jsonl"
+	python3 - "$TMP/lenet.jsonl" "$TMP/lenet_one.jsonl" <<'PY' || fail "lenet: op times against --no-side-stream's: see above"
+import json, sys
+def ops(path):
+    return [r for r in map(json.loads, open(path)) if r.get("event") == "op_times"][-1]["ops"]
+two, one = ops(sys.argv[1]), ops(sys.argv[2])
+name = lambda o: "%s %s %s %s" % (o["layer"], o["phase"], o["op"], o["shape"])
+if [name(o) for o in two] != [name(o) for o in one]:
+    sys.exit(print("the ops differ with --no-side-stream: %s against %s" % ([name(o) for o in two], [name(o) for o in one])) or 1)
+bad = []
+for a, b in zip(two, one):
+    if not a["kernels"]:
+        continue
+    if not (a["us"] > 0 and b["us"] > 0) or max(a["us"], b["us"]) > 2.0 * min(a["us"], b["us"]):
+        bad.append("%s: %.2f us, %.2f us with --no-side-stream (%d kernels): not within a factor of 2"
+                   % (name(a), a["us"], b["us"], a["kernels"]))
+if bad:
+    sys.exit(print("\n".join(bad)) or 1)
+print("ok: op times: each of the %d ops that launch kernels took time, within a factor of 2 of its time on one stream"
+      % sum(1 for o in two if o["kernels"]))
+PY
+fi
 
 run mlp2 2 --model mlp --hidden 64,32 --profile --metrics "$TMP/mlp2.jsonl"
 # forward 3, loss, weight grads 3, input grads 2, allreduce, optimizer (the head: all but

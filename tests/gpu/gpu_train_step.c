@@ -23,7 +23,15 @@
  *   error of 1e-4 for the linear model and 2e-1 for the MLP (ReLU kinks
  *   amplify rounding differences, as in gpu_train_parity), test accuracy
  *   within 0.05;
- * - every rank ends with the same parameters (train_run checks it, fatally).
+ * - every rank ends with the same parameters (train_run checks it, fatally);
+ * - every rank runs each op the way rank 0 chose (the CUDA backend's plan,
+ *   measured by default: rank 0 times the candidates in the first full step
+ *   and broadcasts its choice): each rank's ->plan_text against rank 0's, op
+ *   by op, and rank 0's choice the fastest of its own timed candidates (its
+ *   record holds each candidate's time). At least one op must be chosen
+ *   otherwise than the first candidate (the heuristic's) on the simulator,
+ *   whose time model gives such ops, else a rank left on the heuristic's ways
+ *   would pass unseen; on a GPU that is the measurement's to say, and noted.
  * --self-test: a second host backend as the device (capture then unused).
  */
 #include <math.h>
@@ -36,6 +44,7 @@
 #include "gpu_common.h"
 #include "gpu_train.h"
 #include "io/idx.h"
+#include "plan_json.h"
 #include "train/train.h"
 
 struct step_case {
@@ -97,6 +106,74 @@ static void step_case(struct gpu_test *t, const struct step_case *sc, const stru
 	free(host.params);
 }
 
+/*
+ * The plans of every rank against rank 0's (rank 0's record broadcast), for
+ * each op rank 0 measured: the same way on every rank, and on rank 0 the
+ * fastest of its timed candidates (ties to the first, as plan_choose keeps
+ * them). Then at least one of those ops chosen past its first candidate
+ * where the device is the simulator's (tests/cudasim, its name says so).
+ */
+static void plan_agreed(struct gpu_test *t, const char *name)
+{
+	char why[256];
+	struct plan_info mine, zero;
+	if (!backend_has_plan(&t->dev))
+		return;
+	char *text = backend_plan_text(&t->dev, PLAN_RECORD);
+	unsigned long long len = t->d.rank == 0 ? strlen(text) + 1 : 0;
+	dist_bcast(&t->d, &len, sizeof(len), 0, "the plan's length");
+	char *text0 = xmalloc(len);
+	if (t->d.rank == 0)
+		memcpy(text0, text, len);
+	dist_bcast(&t->d, text0, len, 0, "rank 0's plan");
+	if (plan_json_parse(text, &mine, why, sizeof(why)) ||
+	    plan_json_parse(text0, &zero, why, sizeof(why)))
+		die(1, "gpu_train_step: a plan does not read back: %s", why);
+	int measured = 0, departed = 0;
+	for (int i = 0; i < zero.n_ops; i++) {
+		const struct plan_op *z = &zero.ops[i], *m = NULL;
+		if (strcmp(z->source, "measured"))
+			continue;
+		measured++;
+		for (int j = 0; j < mine.n_ops && !m; j++)
+			if (!strcmp(mine.ops[j].key, z->key))
+				m = &mine.ops[j];
+		gpu_test_check(t, m && !strcmp(m->chosen, z->chosen),
+			       "%s: rank %d runs %s %s as %s, rank 0 chose %s", name, t->d.rank, z->op,
+			       z->shape, m ? m->chosen : "(not met)", z->chosen);
+		if (t->d.rank != 0 || z->n_candidates < 2)
+			continue;
+		const struct plan_candidate *best = NULL, *chosen = NULL;
+		for (int j = 0; j < z->n_candidates; j++) {
+			const struct plan_candidate *cd = &z->cand[j];
+			if (cd->us >= 0.0 && (!best || cd->us < best->us))
+				best = cd;
+			if (!strcmp(cd->name, z->chosen))
+				chosen = cd;
+		}
+		gpu_test_check(t, best && chosen == best,
+			       "%s: rank 0 chose %s %s as %s (%.2f us), the fastest of its %d timed "
+			       "candidates is %s (%.2f us)",
+			       name, z->op, z->shape, z->chosen, chosen ? chosen->us : -1.0,
+			       z->n_candidates, best ? best->name : "none", best ? best->us : -1.0);
+		departed += strcmp(z->chosen, z->cand[0].name) != 0;
+	}
+	dist_bcast(&t->d, &departed, sizeof(departed), 0, "the ops chosen past the first");
+	if (t->d.rank == 0)
+		printf("# %s: %d ops measured by rank 0, %d of them chosen past the first candidate, "
+		       "on %s\n",
+		       name, measured, departed, zero.device);
+	if (strstr(zero.device, "cudasim"))
+		gpu_test_check(t, departed > 0,
+			       "%s: no op chosen past its first candidate on the simulator, so a rank "
+			       "left on the heuristic's ways would not show",
+			       name);
+	plan_json_free(&mine);
+	plan_json_free(&zero);
+	free(text0);
+	free(text);
+}
+
 /* Images [first, first + count) of gpu_data as a data set (gpu_data keeps the buffers). */
 static struct mnist_set as_set(const struct gpu_data *g, int first, int count)
 {
@@ -127,6 +204,8 @@ int main(int argc, char **argv)
 	struct mnist_set train = as_set(&g, 0, 1000), test = as_set(&g, 1000, 200);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		step_case(&t, &cases[i], &train, &test);
+	/* Every case's problems, each planned once, in the first run that met it. */
+	plan_agreed(&t, "the plan");
 	gpu_data_free(&g);
 	return gpu_test_finish(&t);
 }
