@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# test_host_gaps.sh - checks of the training loop that no other test makes,
+# each a bug tests/mutants_host.sh plants and the rest of the suite missed.
+#
+#   tests/e2e/test_host_gaps.sh CASE MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...]
+#
+# CASE, on the simulated CUDA backend (MNIST_TRAIN build/cudasim/mnist-train,
+# MPIRUN with the simulator's environment), where launches of several steps
+# replay one captured graph (--graph-steps, host/train/launch.c):
+#   graph-save-every   1 rank, 20 steps, --save-every 3, --log-every 100: the
+#                      launches end where checkpoints are due, so every one is
+#                      written (global steps 3, 6, ..., 18 and the epoch's end,
+#                      20), as with --graph-steps 1.
+#   graph-short-batch  1 rank, --limit 404 -b 32: 13 steps an epoch, the last
+#                      of 20 rows, for 2 epochs. The default --graph-steps 8
+#                      and --graph-steps 1 end bitwise the same (param_crc32,
+#                      final_loss): the short batch is never replayed as a full
+#                      one; images= is 808 in both (every step of a launch
+#                      counted, the short one by its rows).
+# and on the host backend (MNIST_TRAIN build/mnist-train):
+#   cosine-epochs      1 rank, 4 epochs of one full-batch step: --lr-schedule
+#                      cosine must not end where the constant rate does (each
+#                      epoch's rates follow on from the last epoch's; a schedule
+#                      restarted every epoch would give the base rate each step).
+#   param-crc          2 ranks, one epoch, --checkpoint-dir: the summary's
+#                      param_crc32 is the CRC-32 of every parameter, as the final
+#                      checkpoint holds them (its parameter tensors, in their
+#                      data order, the flat buffer's).
+# Every run reads real MNIST (a subset, --limit) without its test set. Exit 0
+# pass, 1 fail (every failure is printed).
+set -uo pipefail
+
+CASE=${1:-}
+shift
+. "$(dirname "$0")/../script_args.sh"
+RUN_TIMEOUT=150
+
+failures=0
+fail() {
+	echo "FAIL: $*" >&2
+	failures=$((failures + 1))
+}
+ok() { echo "ok: $*"; }
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/mnist-gaps.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+# The training files alone: no test set is scored (its 10,000 images would dominate the runs).
+mkdir -p "$TMP/train"
+ln -s "$(cd "$DATA/train" && pwd)"/train-* "$TMP/train/" || exit 1
+
+# run NAME RANKS ARGS...: mnist-train under mpirun, the output in $TMP/NAME.out; 0 on success.
+run() {
+	local name=$1 ranks=$2
+	shift 2
+	timeout -k 10 "$RUN_TIMEOUT" "${MPIRUN[@]}" -n "$ranks" "$TRAIN" --data "$TMP/train" "$@" \
+		>"$TMP/$name.out" 2>&1
+	local rc=$?
+	if [ "$rc" -ne 0 ]; then
+		fail "$name: mnist-train $* exited with status $rc; its output:"
+		sed 's/^/    /' "$TMP/$name.out" >&2
+		return 1
+	fi
+}
+
+# field NAME KEY: KEY= of the summary line of NAME's run.
+field() {
+	grep '^summary:' "$TMP/$1.out" | head -n 1 | tr ' ' '\n' | sed -n "s/^$2=//p"
+}
+
+# same NAME OTHER KEY...: the two runs' summaries agree on each KEY.
+same() {
+	local a=$1 b=$2 key
+	shift 2
+	for key in "$@"; do
+		[ "$(field "$a" "$key")" = "$(field "$b" "$key")" ] ||
+			fail "$a: $key=$(field "$a" "$key"), $b: $key=$(field "$b" "$key"): expected the same"
+	done
+}
+
+SIM=(--backend cuda --model seed --batch-size 32 --log-every 100 --gpu-plan heuristic)
+case $CASE in
+graph-save-every)
+	want="ckpt-0-12.safetensors ckpt-0-15.safetensors ckpt-0-18.safetensors ckpt-0-20.safetensors ckpt-0-3.safetensors ckpt-0-6.safetensors ckpt-0-9.safetensors "
+	for steps in 8 1; do
+		run "launch$steps" 1 "${SIM[@]}" --limit 640 --epochs 1 --graph-steps "$steps" \
+			--save-every 3 --keep 0 --checkpoint-dir "$TMP/ckpt$steps" || continue
+		got=$(cd "$TMP/ckpt$steps" && ls ckpt-* 2>/dev/null | sort | tr '\n' ' ')
+		[ "$got" = "$want" ] ||
+			fail "--graph-steps $steps --save-every 3: checkpoints '$got', expected '$want'"
+	done
+	[ $failures -gt 0 ] || ok "--save-every 3 with launches of up to 8 steps and of 1: every due checkpoint written"
+	;;
+graph-short-batch)
+	for steps in 8 1; do
+		run "launch$steps" 1 "${SIM[@]}" --limit 404 --epochs 2 --graph-steps "$steps" || continue
+		[ "$(field "launch$steps" images)" = 808 ] ||
+			fail "--graph-steps $steps: images=$(field "launch$steps" images), expected 808 (2 epochs of 404)"
+		[ "$(field "launch$steps" steps_per_epoch)" = 13 ] ||
+			fail "--graph-steps $steps: steps_per_epoch=$(field "launch$steps" steps_per_epoch), expected 13"
+	done
+	same launch8 launch1 param_crc32 final_loss
+	[ $failures -gt 0 ] || ok "launches of 8 and of 1 step around a short last batch: the same run, images=808"
+	;;
+cosine-epochs)
+	for schedule in constant cosine; do
+		run "$schedule" 1 --model linear --limit 64 --batch-size 64 --epochs 4 --lr 0.5 \
+			--lr-schedule "$schedule" || continue
+	done
+	crc=$(field constant param_crc32)
+	if [ -z "$crc" ] || [ "$crc" = "$(field cosine param_crc32)" ]; then
+		fail "--lr-schedule cosine over 4 epochs of one step ended at param_crc32=$(field cosine param_crc32), the constant rate's '$crc': its rates restart every epoch"
+	else
+		ok "cosine over 4 one-step epochs: param_crc32=$(field cosine param_crc32), constant $crc"
+	fi
+	;;
+param-crc)
+	if run crc 2 --model seed --limit 256 --batch-size 32 --epochs 1 --checkpoint-dir "$TMP/ckpt"; then
+		ckpt=$TMP/ckpt/ckpt-0-4.safetensors
+		mine=$(python3 - "$ckpt" <<'PY'
+import json, struct, sys, zlib
+blob = open(sys.argv[1], "rb").read()
+(hlen,) = struct.unpack("<Q", blob[:8])
+header = json.loads(blob[8:8 + hlen])
+header.pop("__metadata__")
+params = sorted(v["data_offsets"] for k, v in header.items() if not k.startswith("optimizer."))
+at = 0
+for begin, end in params:
+    if begin != at:
+        sys.exit(f"{sys.argv[1]}: the parameter tensors are not one run of bytes from the data's start")
+    at = end
+print(f"{zlib.crc32(blob[8 + hlen:8 + hlen + at]) & 0xFFFFFFFF:08x}")
+PY
+		)
+		if [ -z "$mine" ] || [ "$mine" != "$(field crc param_crc32)" ]; then
+			fail "param_crc32=$(field crc param_crc32), but the final checkpoint's parameters give '$mine'"
+		else
+			ok "param_crc32=$mine: the CRC-32 of the final checkpoint's parameters"
+		fi
+	fi
+	;;
+*)
+	echo "usage: $0 graph-save-every|graph-short-batch|cosine-epochs|param-crc MNIST_TRAIN DATA_DIR MPIRUN..." >&2
+	exit 1
+	;;
+esac
+[ $failures -eq 0 ] || { echo "FAIL: $failures check(s) failed" >&2; exit 1; }
+echo "PASS host_gaps $CASE"
