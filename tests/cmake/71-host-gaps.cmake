@@ -11,13 +11,13 @@ set(_gaps ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_host_gaps.sh)
 foreach(_case graph-save-every graph-short-batch)
   string(REPLACE "-" "_" _name host_gaps_sim_${_case})
   add_test(NAME ${_name}
-           COMMAND bash ${_gaps} ${_case} ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR}
-                   ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV})
+           COMMAND bash ${_gaps} ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR}
+                   ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV} -- ${_case})
   set_tests_properties(${_name} PROPERTIES LABELS cudasim TIMEOUT 300 PROCESSORS 1)
 endforeach()
 foreach(_case cosine-epochs param-crc)
   string(REPLACE "-" "_" _name host_gaps_${_case})
   add_test(NAME ${_name}
-           COMMAND bash ${_gaps} ${_case} $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})
+           COMMAND bash ${_gaps} $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN} -- ${_case})
   set_tests_properties(${_name} PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2)
 endforeach()

@@ -2,7 +2,7 @@
 # test_host_gaps.sh - checks of the training loop that no other test makes,
 # each a bug tests/mutants_host.sh plants and the rest of the suite missed.
 #
-#   tests/e2e/test_host_gaps.sh CASE MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...]
+#   tests/e2e/test_host_gaps.sh MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...] -- CASE
 #
 # CASE, on the simulated CUDA backend (MNIST_TRAIN build/cudasim/mnist-train,
 # MPIRUN with the simulator's environment), where launches of several steps
@@ -27,44 +27,30 @@
 #                      checkpoint holds them (its parameter tensors, in their
 #                      data order, the flat buffer's).
 # Every run reads real MNIST (a subset, --limit) without its test set. Exit 0
-# pass, 1 fail (every failure is printed).
+# pass, 1 fail (every failure is printed). The helpers (checks_begin, fail,
+# field, train_only) are the simulator scripts' (tests/cudasim/mpirun_args.sh).
 set -uo pipefail
 
-CASE=${1:-}
-shift
-. "$(dirname "$0")/../script_args.sh"
+. "$(dirname "$0")/../cudasim/mpirun_args.sh"
+train_args 4 "CASE" "$@"
+CASE=${AFTER[0]:-}
 RUN_TIMEOUT=150
-
-failures=0
-fail() {
-	echo "FAIL: $*" >&2
-	failures=$((failures + 1))
-}
+checks_begin
+TRAIN_ONLY=$(train_only)
 ok() { echo "ok: $*"; }
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/mnist-gaps.XXXXXX") || exit 1
-trap 'rm -rf "$TMP"' EXIT
-# The training files alone: no test set is scored (its 10,000 images would dominate the runs).
-mkdir -p "$TMP/train"
-ln -s "$(cd "$DATA/train" && pwd)"/train-* "$TMP/train/" || exit 1
 
 # run NAME RANKS ARGS...: mnist-train under mpirun, the output in $TMP/NAME.out; 0 on success.
 run() {
 	local name=$1 ranks=$2
 	shift 2
-	timeout -k 10 "$RUN_TIMEOUT" "${MPIRUN[@]}" -n "$ranks" "$TRAIN" --data "$TMP/train" "$@" \
+	timeout -k 10 "$RUN_TIMEOUT" "${MPIRUN[@]}" -n "$ranks" "$TRAIN" --data "$TRAIN_ONLY" "$@" \
 		>"$TMP/$name.out" 2>&1
 	local rc=$?
 	if [ "$rc" -ne 0 ]; then
 		fail "$name: mnist-train $* exited with status $rc; its output:"
-		sed 's/^/    /' "$TMP/$name.out" >&2
+		sed 's/^/    /' "$TMP/$name.out"
 		return 1
 	fi
-}
-
-# field NAME KEY: KEY= of the summary line of NAME's run.
-field() {
-	grep '^summary:' "$TMP/$1.out" | head -n 1 | tr ' ' '\n' | sed -n "s/^$2=//p"
 }
 
 # same NAME OTHER KEY...: the two runs' summaries agree on each KEY.
@@ -139,9 +125,9 @@ PY
 	fi
 	;;
 *)
-	echo "usage: $0 graph-save-every|graph-short-batch|cosine-epochs|param-crc MNIST_TRAIN DATA_DIR MPIRUN..." >&2
+	echo "usage: $0 MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...] -- graph-save-every|graph-short-batch|cosine-epochs|param-crc" >&2
 	exit 1
 	;;
 esac
-[ $failures -eq 0 ] || { echo "FAIL: $failures check(s) failed" >&2; exit 1; }
+[ $failures -eq 0 ] || { echo "FAIL: $failures check(s) failed"; exit 1; }
 echo "PASS host_gaps $CASE"
