@@ -73,7 +73,7 @@ mutant cosine-ignores-warmup $SC \
 mutant schedule-restarts-each-epoch $T \
 	'schedule_fill(&r->sched, (long long)epoch * r->smp.steps, r->smp.steps, r->host_lr);' \
 	'schedule_fill(&r->sched, 0, r->smp.steps, r->host_lr);' \
-	'reliability_resume|e2e_train'
+	'mpi_dp_equiv_2'
 # The optimizers: SGD's momentum, AdamW's bias correction by the update count.
 mutant sgd-momentum-ignored $BH \
 	$'\tif (momentum != 0.0f)\n\t\tsgd_momentum(' $'\tif (0)\n\t\tsgd_momentum(' \

@@ -5,7 +5,6 @@
 #                                     several steps (--graph-steps) all written
 #   host_gaps_sim_graph_short_batch   (cudasim) the epoch's short last batch never replayed as a
 #                                     full one; images= counts every step of a launch
-#   host_gaps_cosine_epochs           (e2e) the cosine schedule follows on across epochs
 #   host_gaps_param_crc               (e2e) the summary's param_crc32 covers every parameter
 set(_gaps ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_host_gaps.sh)
 foreach(_case graph-save-every graph-short-batch)
@@ -15,9 +14,6 @@ foreach(_case graph-save-every graph-short-batch)
                    ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV} -- ${_case})
   set_tests_properties(${_name} PROPERTIES LABELS cudasim TIMEOUT 300 PROCESSORS 1)
 endforeach()
-foreach(_case cosine-epochs param-crc)
-  string(REPLACE "-" "_" _name host_gaps_${_case})
-  add_test(NAME ${_name}
-           COMMAND bash ${_gaps} $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN} -- ${_case})
-  set_tests_properties(${_name} PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2)
-endforeach()
+add_test(NAME host_gaps_param_crc
+         COMMAND bash ${_gaps} $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN} -- param-crc)
+set_tests_properties(host_gaps_param_crc PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2)

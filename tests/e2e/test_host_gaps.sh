@@ -18,10 +18,6 @@
 #                      one; images= is 808 in both (every step of a launch
 #                      counted, the short one by its rows).
 # and on the host backend (MNIST_TRAIN build/mnist-train):
-#   cosine-epochs      1 rank, 4 epochs of one full-batch step: --lr-schedule
-#                      cosine must not end where the constant rate does (each
-#                      epoch's rates follow on from the last epoch's; a schedule
-#                      restarted every epoch would give the base rate each step).
 #   param-crc          2 ranks, one epoch, --checkpoint-dir: the summary's
 #                      param_crc32 is the CRC-32 of every parameter, as the final
 #                      checkpoint holds them (its parameter tensors, in their
@@ -87,18 +83,6 @@ graph-short-batch)
 	same launch8 launch1 param_crc32 final_loss
 	[ $failures -gt 0 ] || ok "launches of 8 and of 1 step around a short last batch: the same run, images=808"
 	;;
-cosine-epochs)
-	for schedule in constant cosine; do
-		run "$schedule" 1 --model linear --limit 64 --batch-size 64 --epochs 4 --lr 0.5 \
-			--lr-schedule "$schedule" || continue
-	done
-	crc=$(field constant param_crc32)
-	if [ -z "$crc" ] || [ "$crc" = "$(field cosine param_crc32)" ]; then
-		fail "--lr-schedule cosine over 4 epochs of one step ended at param_crc32=$(field cosine param_crc32), the constant rate's '$crc': its rates restart every epoch"
-	else
-		ok "cosine over 4 one-step epochs: param_crc32=$(field cosine param_crc32), constant $crc"
-	fi
-	;;
 param-crc)
 	if run crc 2 --model seed --limit 256 --batch-size 32 --epochs 1 --checkpoint-dir "$TMP/ckpt"; then
 		ckpt=$TMP/ckpt/ckpt-0-4.safetensors
@@ -125,7 +109,7 @@ PY
 	fi
 	;;
 *)
-	echo "usage: $0 MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...] -- graph-save-every|graph-short-batch|cosine-epochs|param-crc" >&2
+	echo "usage: $0 MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...] -- graph-save-every|graph-short-batch|param-crc" >&2
 	exit 1
 	;;
 esac
