@@ -1,6 +1,6 @@
 # mpirun_args.sh - sourced by the simulator's mnist-train scripts (graph_nodes.sh,
-# graph_steps.sh, plan_lazy_load.sh, side_stream.sh, step_time.sh, train_sim.sh), whose
-# arguments end "MPIRUN [MPIRUN_ARGS...] -- REST...".
+# graph_steps.sh, plan_lazy_load.sh, side_stream.sh, step_time.sh, train_sim.sh) and by
+# tests/e2e/test_host_gaps.sh, whose arguments end "MPIRUN [MPIRUN_ARGS...] -- REST...".
 #
 #   split_mpirun "$@"; set -- "${AFTER[@]+"${AFTER[@]}"}"
 #

@@ -31,34 +31,10 @@
 # is printed; logs in logs/). MNIST comes from the worktree's MNIST_Data.
 set -uo pipefail
 
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-JOBS=${JOBS:-2}
-keep=0
-list=0
-only=()
-for a in "$@"; do
-	case $a in
-	--keep) keep=1 ;;
-	--list) list=1 ;;
-	-h | --help)
-		sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'
-		exit 0
-		;;
-	-*)
-		echo "mutants.sh: unknown option '$a' (--list, --keep, NAME...)" >&2
-		exit 2
-		;;
-	*) only+=("$a") ;;
-	esac
-done
+ME=mutants.sh
+. "$(dirname "$0")/../mutants_common.sh"
 
 # ---- the mutants ------------------------------------------------------------------
-# mutant NAME FILE OLD NEW KILLERS: KILLERS, a regular expression of ctest names
-# run first (the tests written to catch it).
-names=() files=() olds=() news=() killers=()
-mutant() {
-	names+=("$1") files+=("$2") olds+=("$3") news+=("$4") killers+=("$5")
-}
 B=cuda/backend_cuda.cu BG=cuda/backend_cuda_graph.cu S=cuda/backend_cuda_start.cu K=cuda/kernels.cu P=cuda/probe.cu L=cuda/gemm_lt.cu LT=cuda/gemm_cublaslt.cu
 Q=cuda/plan.cu N=cuda/kernel_launch.cuh
 F=cuda/fastdiv.h C=cuda/kernels_conv.cu CP=cuda/kernels_conv_patch.cu G=cuda/kernels_gemm.cu BS=cuda/block_sums.cuh
@@ -327,107 +303,11 @@ mutant relu-mask-ld-of-the-rows $LT \
 	'int64_t ld = ((int64_t)c.m + 127) / 128 * 128;' 'int64_t ld = (int64_t)c.m;' \
 	'mnist_train_sim_profile'
 
-if [ $list -eq 1 ]; then
-	for i in "${!names[@]}"; do
-		printf '%-36s %-22s first: %s\n' "${names[$i]}" "${files[$i]}" "${killers[$i]}"
-	done
-	exit 0
-fi
-for n in "${only[@]+"${only[@]}"}"; do
-	printf '%s\n' "${names[@]}" | grep -qx -- "$n" || {
-		echo "mutants.sh: no mutant named '$n' (--list)" >&2
-		exit 2
-	}
-done
-
-# ---- the scratch copy, built once ---------------------------------------------------
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/mnist-mutants.XXXXXX")
-trap '[ $keep -eq 1 ] || rm -rf "$WORK"' EXIT
-SRC=$WORK/src BUILD=$WORK/build LOGS=$WORK/logs PRISTINE=$WORK/pristine
-mkdir -p "$SRC" "$LOGS"
-start=$(date +%s)
-(cd "$ROOT" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) | tar -C "$SRC" -xf - ||
-	{ echo "mutants.sh: copying the source tree failed" >&2; exit 2; }
-mkdir -p "$PRISTINE" && cp -r "$SRC/cuda" "$PRISTINE/cuda" ||
-	{ echo "mutants.sh: keeping the pristine cuda/ failed" >&2; exit 2; }
-mnist=$(readlink -f "$ROOT/MNIST_Data")
+mutants_chosen
+mutants_scratch cuda
 SIM=(mnist-cuda-sim test_cudasim_rules cudasim_nccl_rules cudasim_launch_check gpu_ops_sim gpu_plan_sim
 	gpu_train_parity_sim gpu_graph_sim gpu_allreduce_sim gpu_deadline_sim gpu_train_step_sim allreduce_sim
 	test_kernels_host)
-build() { # LOG [TARGET...]: the simulated module and the test programs, and the other targets
-	local log=$1
-	shift
-	cmake --build "$BUILD" -j "$JOBS" --target "${SIM[@]}" "$@" >"$log" 2>&1
-}
-echo "mutants.sh: ${#names[@]} mutants; scratch copy in $WORK"
-if ! cmake -S "$SRC" -B "$BUILD" -DMNIST_DDP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=80-real \
-	-DMNIST_DDP_WERROR=OFF -DMNIST_DATA_DIR="$mnist" >"$LOGS/configure.log" 2>&1 ||
-	! grep -q 'CUDA backend ON' "$LOGS/configure.log" || ! build "$LOGS/build.log" mnist-train-cudasim; then
-	echo "mutants.sh: the unmutated copy does not configure with the CUDA toolkit or build ($LOGS)" >&2
-	keep=1
-	exit 2
-fi
-# ctest's verdict on a test list: 0 all passed; else the first failing test in $killed.
-run_tests() { # LOG CTEST_ARGS...
-	local log=$1
-	shift
-	OPENBLAS_NUM_THREADS=1 ctest --test-dir "$BUILD" --stop-on-failure "$@" >"$log" 2>&1 && return 0
-	killed=$(sed -nE 's/.*Test +#[0-9]+: ([^ ]+) .*(\*\*\*|Failed).*/\1/p' "$log" | head -n 1)
-	[ -n "$killed" ] || killed="(ctest: $(tail -n 1 "$log"))"
-	return 1
-}
-echo "mutants.sh: the unmutated suite first (ctest -L cudasim)"
-if ! run_tests "$LOGS/baseline.log" -L cudasim; then
-	echo "mutants.sh: the unmutated suite fails ($killed; $LOGS/baseline.log): fix that first" >&2
-	keep=1
-	exit 2
-fi
-echo "mutants.sh: baseline passed in $(($(date +%s) - start)) s"
-
-# ---- one mutant at a time ------------------------------------------------------------
-apply() { # FILE OLD NEW: 0 when OLD occurred exactly once and was replaced
-	python3 - "$1" "$2" "$3" <<'PY'
-import sys
-path, old, new = sys.argv[1:4]
-text = open(path).read()
-n = text.count(old)
-if n != 1:
-    print(f"pattern found {n} times")
-    sys.exit(1)
-open(path, "w").write(text.replace(old, new))
-PY
-}
-total=0 dead=0 bad=0
-for i in "${!names[@]}"; do
-	name=${names[$i]} file=${files[$i]}
-	if [ ${#only[@]} -gt 0 ] && ! printf '%s\n' "${only[@]}" | grep -qx -- "$name"; then
-		continue
-	fi
-	total=$((total + 1))
-	t0=$(date +%s)
-	cp "$PRISTINE/$file" "$SRC/$file"
-	if ! why=$(apply "$SRC/$file" "${olds[$i]}" "${news[$i]}"); then
-		printf '%-14s %-36s %s: %s\n' "NOT APPLIED" "$name" "$file" "$why"
-		bad=$((bad + 1))
-		continue
-	fi
-	if ! build "$LOGS/$name.build.log"; then
-		printf '%-14s %-36s see %s\n' "DID NOT BUILD" "$name" "$LOGS/$name.build.log"
-		bad=$((bad + 1))
-		cp "$PRISTINE/$file" "$SRC/$file"
-		continue
-	fi
-	first="^(${killers[$i]})\$"
-	if ! run_tests "$LOGS/$name.first.log" -R "$first" ||
-		! run_tests "$LOGS/$name.rest.log" -L cudasim -E "$first"; then
-		printf '%-14s %-36s by %s (%d s)\n' "killed" "$name" "$killed" $(($(date +%s) - t0))
-		dead=$((dead + 1))
-	else
-		printf '%-14s %-36s (%d s): no test failed\n' "SURVIVED" "$name" $(($(date +%s) - t0))
-		bad=$((bad + 1))
-	fi
-	cp "$PRISTINE/$file" "$SRC/$file"
-done
-echo "mutants.sh: kill score $dead/$total; $bad not killed, not applied or not built; $(($(date +%s) - start)) s in all"
-[ $keep -eq 1 ] && echo "mutants.sh: kept $WORK"
-[ $bad -eq 0 ] && [ $total -gt 0 ]
+mutants_configure "${SIM[@]}" mnist-train-cudasim
+mutants_baseline cudasim
+mutants_run cudasim "${SIM[@]}"
