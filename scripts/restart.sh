@@ -331,11 +331,22 @@ restart_job() {
 		mkdir -p "$dir" || exit 1
 		restart_command "$k"
 		echo "$launcher: ${restart_cmd[*]}" >&2
-		"${restart_cmd[@]}" 2> >(tee "$dir/mpirun.stderr" >&2) &
+		# mpirun's stderr through tee: to the terminal and into the attempt's directory,
+		# where restart_reason reads it. tee finishes a moment after mpirun: it is waited
+		# for (up to 5 s, in case a stray process of the job still holds the pipe), or under
+		# load the reason read below could miss mpirun's last lines.
+		exec {restart_err}> >(tee "$dir/mpirun.stderr" >&2)
+		tee_pid=$!
+		"${restart_cmd[@]}" 2>&"$restart_err" &
 		restart_pid=$!
 		wait "$restart_pid"
 		status=$?
 		restart_pid=""
+		exec {restart_err}>&-
+		for _ in {1..50}; do
+			kill -0 "$tee_pid" 2>/dev/null || break
+			sleep 0.1
+		done
 		if ((status == 0)); then
 			((k == 1)) || echo "$launcher: attempt $k of $attempts finished" >&2
 			exit 0
