@@ -55,11 +55,10 @@ def read_junit(path, labels=None):
 def table(path, build, out):
     rows = read_junit(path, read_labels(build))
     total = sum(r[0] for r in rows)
-    out.write("# seconds per test in one whole run of the suite (scripts/test.sh's ctest -j%d on %d cores,\n"
+    out.write("# seconds per test in one whole run of the suite (scripts/test.sh's ctest on %d cores,\n"
               "# tests beside each other as ctest ran them), the slowest first. Written by\n"
               "# python3 tests/times.py table build/ctest-junit.xml build; %d tests, %.0f s summed.\n"
-              "# seconds  status   test  [labels]\n" % (os.cpu_count() or 1, os.cpu_count() or 1,
-                                                         len(rows), total))
+              "# seconds  status   test  [labels]\n" % (os.cpu_count() or 1, len(rows), total))
     for secs, name, status, labels in rows:
         out.write("%8.2f  %-7s  %s%s\n" % (secs, status, name, "  [%s]" % labels if labels else ""))
 
