@@ -336,7 +336,7 @@ restart_job() {
 		# for (up to 5 s, in case a stray process of the job still holds the pipe), or under
 		# load the reason read below could miss mpirun's last lines.
 		exec {restart_err}> >(tee "$dir/mpirun.stderr" >&2)
-		tee_pid=$!
+		tee_pid=${!:-} # bash 4.4 and later; before, tee is not waited for
 		"${restart_cmd[@]}" 2>&"$restart_err" &
 		restart_pid=$!
 		wait "$restart_pid"
@@ -344,7 +344,7 @@ restart_job() {
 		restart_pid=""
 		exec {restart_err}>&-
 		for _ in {1..50}; do
-			kill -0 "$tee_pid" 2>/dev/null || break
+			[[ -n $tee_pid ]] && kill -0 "$tee_pid" 2>/dev/null || break
 			sleep 0.1
 		done
 		if ((status == 0)); then
