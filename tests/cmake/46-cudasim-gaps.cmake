@@ -13,15 +13,14 @@
 #                          --graph-steps 1 over 2 epochs; images= the images trained, as the
 #                          host backend counts them, in the summary and the --metrics records
 #                          (tests/cudasim/short_batch.sh)
-add_test(NAME mnist_train_sim_checkpoint_launches_2
-         COMMAND ${MNIST_CUDASIM_DIR}/checkpoint_launches.sh ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR}
-                 ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV} --)
-set_tests_properties(mnist_train_sim_checkpoint_launches_2 PROPERTIES LABELS cudasim TIMEOUT 300
-                     PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS checkpoint_launches"
-                     FAIL_REGULAR_EXPRESSION "FAIL:")
-add_test(NAME mnist_train_sim_short_batch_1
-         COMMAND ${MNIST_CUDASIM_DIR}/short_batch.sh ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR}
-                 ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV} --)
-set_tests_properties(mnist_train_sim_short_batch_1 PROPERTIES LABELS cudasim TIMEOUT 300
-                     PROCESSORS 1 PASS_REGULAR_EXPRESSION "PASS short_batch"
-                     FAIL_REGULAR_EXPRESSION "FAIL:")
+# Each script's name and its ranks (the test's processors): mnist_train_sim_SCRIPT_RANKS.
+foreach(_case "checkpoint_launches;2" "short_batch;1")
+  list(GET _case 0 _script)
+  list(GET _case 1 _ranks)
+  add_test(NAME mnist_train_sim_${_script}_${_ranks}
+           COMMAND ${MNIST_CUDASIM_DIR}/${_script}.sh ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR}
+                   ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV} --)
+  set_tests_properties(mnist_train_sim_${_script}_${_ranks} PROPERTIES LABELS cudasim TIMEOUT 300
+                       PROCESSORS ${_ranks} PASS_REGULAR_EXPRESSION "PASS ${_script}"
+                       FAIL_REGULAR_EXPRESSION "FAIL:")
+endforeach()
