@@ -49,15 +49,14 @@ export OPENBLAS_NUM_THREADS=1
 # their time (a deadline's wait, mpirun starting a job, a daemon), which the compilers take,
 # and yield it back at once. Their logs in build-*/test-sh-build.log; each stage waits for
 # its build below. -O1 for the sanitizers, as their documentation advises.
-side_build() { # DIR LOG CMAKE_ARGS... -- TARGETS...
-	local dir=$1 args=() targets=()
+side_build() { # DIR CMAKE_ARGS... -- TARGETS...
+	local dir=$1 args=()
 	shift
 	while [ "$1" != -- ]; do args+=("$1"); shift; done
 	shift
-	targets=("$@")
 	mkdir -p "$dir"
 	{ cmake -S . -B "$dir" -DMNIST_DDP_CUDA=OFF -DMNIST_DDP_WERROR=ON "${args[@]}" &&
-		cmake --build "$dir" -j"$(nproc)" --target "${targets[@]}"; } >"$dir/test-sh-build.log" 2>&1
+		cmake --build "$dir" -j"$(nproc)" --target "$@"; } >"$dir/test-sh-build.log" 2>&1
 }
 side_builds() {
 	side_build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
