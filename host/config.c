@@ -24,6 +24,7 @@ _Static_assert(sizeof(enum backend_choice) == sizeof(int), "enum backend_choice 
 _Static_assert(sizeof(enum grad_reduce) == sizeof(int), "enum grad_reduce is int-sized");
 _Static_assert(sizeof(enum lr_schedule) == sizeof(int), "enum lr_schedule is int-sized");
 _Static_assert(sizeof(enum optimizer_kind) == sizeof(int), "enum optimizer_kind is int-sized");
+_Static_assert(sizeof(enum progress_mode) == sizeof(int), "enum progress_mode is int-sized");
 
 #define FIELD(name) offsetof(struct train_config, name)
 #define HELP_COLUMN 24
@@ -44,6 +45,7 @@ static const char *choice_name(const char *const *names, int v)
 }
 static const char *const reduce_names[] = {"mean", "sum", NULL};
 static const char *const gpu_plan_names[] = {"measure", "heuristic", NULL};
+static const char *const progress_names[] = {"auto", "on", "off", NULL};
 
 static int mlp_only(const struct train_config *c)
 {
@@ -235,6 +237,11 @@ const struct setting config_settings[] = {
 		 "GPU, the clock on the host; the median of the five) and count its kernels; rank 0 "
 		 "prints the table and --metrics gets an op_times event (the model trained is left as "
 		 "it was)"},
+	{.flag = "progress", .arg = "WHEN", .type = SETTING_CHOICE, .offset = FIELD(progress),
+	 .def = "auto", .choices = progress_names, .expect = "progress mode",
+	 .help = "a progress line redrawn on rank 0's stderr (epoch and step counted from 0, "
+		 "images/s): auto (when rank 0's stderr, or that of the mpirun that started it, is a "
+		 "terminal, and mpirun is not writing the output to files), on, or off"},
 	{.flag = "verbose", .type = SETTING_FLAG, .offset = FIELD(verbose), .lo = 1,
 	 .help = "rank 0 also prints, on stderr, the plan the backend chose for each op (every "
 		 "candidate and its measured time)"},
@@ -263,7 +270,10 @@ const struct setting config_settings[] = {
 	 .help = "end the job when a collective is not complete after this long; 0: wait forever"},
 	{.flag = "allow-nonfinite", .type = SETTING_FLAG, .offset = FIELD(allow_nonfinite), .lo = 1,
 	 .where = SETTING_AGREE, .help = "keep training on a NaN or Inf loss (by default it stops)"},
-	{.flag = "help", .type = SETTING_FLAG, .offset = FIELD(help), .lo = 1, .help = "this text"},
+	{.flag = "help", .type = SETTING_FLAG, .offset = FIELD(help), .lo = 1, .group = "About",
+	 .help = "this text (also -h)"},
+	{.flag = "version", .type = SETTING_FLAG, .offset = FIELD(version), .lo = 1,
+	 .help = "print mnist-train's version and exit"},
 };
 
 #define N_SETTINGS ((int)(sizeof(config_settings) / sizeof(config_settings[0])))
@@ -490,6 +500,30 @@ void config_defaults(struct train_config *c)
 		set_default(&config_settings[i], c, NULL, 0);
 }
 
+/*
+ * The message for an option getopt_long refused: a prefix of several long
+ * flags (it takes a prefix of one) names them, anything else is unknown.
+ */
+static enum status unknown_option(const char *arg, char *err, size_t errlen)
+{
+	size_t len = strcspn(arg, "=");
+	char names[1024] = "";
+	int matches = 0;
+	for (int i = 0; arg[0] == '-' && arg[1] == '-' && len > 2 && i < N_SETTINGS; i++) {
+		const char *flag = config_settings[i].flag;
+		if (strncmp(flag, arg + 2, len - 2) != 0)
+			continue;
+		size_t used = strlen(names);
+		snprintf(names + used, sizeof(names) - used, "%s--%s", matches ? ", " : "", flag);
+		matches++;
+	}
+	if (matches > 1)
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "ambiguous option '%.*s': it could be any of %s (give more of the name)",
+				   (int)len, arg, names);
+	return status_fail(err, errlen, STATUS_BAD_INPUT, "unknown option '%s' (see --help)", arg);
+}
+
 enum status config_parse(int argc, char **argv, struct train_config *c, char *err, size_t errlen)
 {
 	struct option options[N_SETTINGS + 1];
@@ -508,21 +542,24 @@ enum status config_parse(int argc, char **argv, struct train_config *c, char *er
 	opterr = 0;
 	for (;;) {
 		int prev = optind > 0 ? optind : 1;
-		int opt = getopt_long(argc, argv, ":", options, NULL);
+		int opt = getopt_long(argc, argv, ":h", options, NULL);
 		if (opt == -1)
 			break;
+		if (opt == 'h') {
+			c->help = 1;
+			return STATUS_OK;
+		}
 		if (opt == ':')
 			return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: missing value", argv[prev]);
 		if (opt < 256 || opt >= 256 + N_SETTINGS)
-			return status_fail(err, errlen, STATUS_BAD_INPUT, "unknown option '%s' (see --help)",
-					   argv[prev]);
+			return unknown_option(argv[prev], err, errlen);
 		const struct setting *s = &config_settings[opt - 256];
 		given[opt - 256] = 1;
 		if (s->type == SETTING_FLAG)
 			put_int(c, s->offset, (int)s->lo);
 		else if (config_set(s, c, optarg, why, sizeof(why)))
 			return status_fail(err, errlen, STATUS_BAD_INPUT, "--%s: %s", s->flag, why);
-		if (c->help)
+		if (c->help || c->version)
 			return STATUS_OK;
 	}
 	if (optind < argc)
@@ -593,8 +630,12 @@ void config_print_help(const char *prog)
 			snprintf(text, sizeof(text), "%s", s->help);
 		print_wrapped(text, HELP_COLUMN);
 	}
-	printf("\nEach rank prints `epoch: E, step: S, loss is L` on its stdout; rank 0 ends with\n"
-	       "one `summary:` line. Exit status: 0 done, 2 bad usage or input, 1 failure.\n");
+	printf("\nA flag may be shortened to any beginning that names only it (--epoch 3 is\n"
+	       "--epochs 3). Each rank prints `epoch: E, step: S, loss is L` on its stdout;\n"
+	       "after each epoch rank 0 prints `epoch: E, mean loss is L, epoch time: T s,\n"
+	       "images per second: I` (L: the mean of every rank's loss lines of the epoch),\n"
+	       "and it ends with one `summary:` line. Exit status: 0 done, 2 bad usage or\n"
+	       "input, 1 failure.\n");
 }
 
 const char *model_kind_name(enum model_kind m)

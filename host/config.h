@@ -61,6 +61,13 @@ enum grad_reduce {
 	GRAD_REDUCE_SUM,
 };
 
+/* --progress: where rank 0 draws its progress line (io/report.h, progress_wanted). */
+enum progress_mode {
+	PROGRESS_AUTO = 0, /* where a person watches: a terminal */
+	PROGRESS_ON,
+	PROGRESS_OFF,
+};
+
 struct train_config {
 	char data_dir[CONFIG_PATH_MAX];
 	char test_dir[CONFIG_PATH_MAX]; /* "" = sibling test/ of data_dir when present */
@@ -102,7 +109,9 @@ struct train_config {
 	char resume[CONFIG_PATH_MAX]; /* checkpoint file or directory; "" = start fresh */
 	float timeout;       /* seconds a collective may take; 0 = no deadline */
 	int allow_nonfinite; /* keep going on a NaN or Inf loss */
-	int help;            /* --help was asked for: print it and do nothing else */
+	int progress;        /* enum progress_mode */
+	int help;            /* --help (or -h) was asked for: print it and do nothing else */
+	int version;         /* --version: print it and do nothing else */
 };
 
 /* ---- the table ------------------------------------------------------------ */
@@ -188,9 +197,11 @@ enum status config_set(const struct setting *s, struct train_config *c, const ch
 void config_defaults(struct train_config *c);
 
 /*
- * Parse argv over the defaults. STATUS_OK (c->help set when --help came,
- * which ends the parse), or STATUS_BAD_INPUT with err naming the flag (or the
- * argument), what was given and what was expected.
+ * Parse argv over the defaults. Long flags may be abbreviated to any prefix
+ * that names one flag (getopt_long's rule); -h is --help. STATUS_OK (c->help
+ * or c->version set when --help, -h or --version came, which ends the parse),
+ * or STATUS_BAD_INPUT with err naming the flag (or the argument), what was
+ * given and what was expected; a prefix of several flags names them all.
  */
 enum status config_parse(int argc, char **argv, struct train_config *c, char *err, size_t errlen);
 

@@ -124,9 +124,11 @@ int main(int argc, char **argv)
 	dist_init(&argc, &argv, &d);
 
 	enum status rc = config_parse(argc, argv, &cfg, msg, sizeof(msg));
-	if (rc == STATUS_OK && cfg.help) {
-		if (d.rank == 0)
+	if (rc == STATUS_OK && (cfg.help || cfg.version)) {
+		if (d.rank == 0 && cfg.help)
 			config_print_help(argv[0]);
+		else if (d.rank == 0)
+			printf("mnist-train %s\n", MNIST_DDP_VERSION);
 		dist_finalize(&d);
 		return STATUS_OK;
 	}
@@ -216,6 +218,7 @@ int main(int argc, char **argv)
 			.train_seconds = res.train_seconds,
 			.test_accuracy = res.test_accuracy,
 			.final_loss = res.final_loss,
+			.epoch_loss = res.epoch_loss,
 			.param_crc = res.param_crc,
 			.test_images = res.test_images,
 			.backend_fallback = be.fallback[0] ? be.fallback : NULL,

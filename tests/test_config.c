@@ -330,6 +330,58 @@ Test(config, unknown_missing_and_positional)
 	EXPECT_ERROR("2", "--epochs", "1", "2");
 }
 
+/*
+ * A long flag may be shortened to a beginning that names it alone; one that
+ * begins several is refused naming every one it begins, never as unknown.
+ */
+Test(config, prefixes_unique_taken_ambiguous_named)
+{
+	struct parsed p = parse("--epoch", "3", "--batch", "8", NULL);
+	cr_assert(p.rc == STATUS_OK && p.c.epochs == 3 && p.c.batch_size == 8,
+		  "--epoch 3 --batch 8: rc %d epochs %d batch %d (%s)", p.rc, p.c.epochs,
+		  p.c.batch_size, p.err);
+	p = parse("--e", "3", NULL);
+	cr_assert_eq(p.rc, STATUS_BAD_INPUT);
+	cr_assert(strstr(p.err, "ambiguous option '--e'") && strstr(p.err, "--epochs") &&
+			  strstr(p.err, "--eps") && strstr(p.err, "--eval-every") &&
+			  !strstr(p.err, "unknown"),
+		  "--e: '%s'", p.err);
+	p = parse("--no", NULL);
+	cr_assert(p.rc == STATUS_BAD_INPUT && strstr(p.err, "ambiguous option '--no'") &&
+			  strstr(p.err, "--no-graph") && strstr(p.err, "--no-pdl") &&
+			  strstr(p.err, "--no-side-stream") && !strstr(p.err, "--model"),
+		  "--no: '%s'", p.err);
+	/* The value after '=' is not part of the name. */
+	p = parse("--ep=3", NULL);
+	cr_assert(p.rc == STATUS_BAD_INPUT && strstr(p.err, "ambiguous option '--ep':"),
+		  "--ep=3: '%s'", p.err);
+	EXPECT_ERROR("unknown option '--epochsx'", "--epochsx", "3");
+}
+
+Test(config, short_help_and_version)
+{
+	struct parsed p = parse("-h", NULL);
+	cr_assert(p.rc == STATUS_OK && p.c.help && !p.c.version, "-h: rc %d (%s)", p.rc, p.err);
+	p = parse("--epochs", "2", "-h", "--bogus", NULL);
+	cr_assert(p.rc == STATUS_OK && p.c.help, "-h ends the parse: %s", p.err);
+	p = parse("--version", NULL);
+	cr_assert(p.rc == STATUS_OK && p.c.version && !p.c.help, "--version: rc %d (%s)", p.rc, p.err);
+	p = parse("--vers", "--bogus", NULL);
+	cr_assert(p.rc == STATUS_OK && p.c.version, "--vers ends the parse: %s", p.err);
+	EXPECT_ERROR("--version", "--version=1");
+}
+
+Test(config, progress_modes)
+{
+	struct parsed p = parse(NULL);
+	cr_assert_eq(p.c.progress, PROGRESS_AUTO);
+	p = parse("--progress", "on", NULL);
+	cr_assert(p.rc == STATUS_OK && p.c.progress == PROGRESS_ON, "%s", p.err);
+	p = parse("--progress", "off", NULL);
+	cr_assert(p.rc == STATUS_OK && p.c.progress == PROGRESS_OFF, "%s", p.err);
+	EXPECT_ERROR("--progress", "--progress", "yes");
+}
+
 Test(config, repeated_parses_are_independent)
 {
 	/* getopt keeps state between calls; one bad parse must not disturb the next. */

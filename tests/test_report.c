@@ -248,3 +248,64 @@ Test(report, summary_without_test_set_says_nan)
 		  "test_accuracy=nan is not a whole value in '%s'", s);
 	free(s);
 }
+
+Test(report, epoch_line_format)
+{
+	struct epoch_line e = {.epoch = 3, .global_step = 3752, .mean_loss = 0.41234123f,
+			       .losses = 188, .seconds = 2.134, .images = 60000,
+			       .test_accuracy = NAN};
+	struct capture c;
+	capture_open(&c);
+	report_epoch_line(c.f, &e);
+	e.test_accuracy = 0.98125;
+	e.epoch = 4;
+	report_epoch_line(c.f, &e);
+	e.seconds = 0.0;
+	report_epoch_line(c.f, &e);
+	char *s = capture_close(&c);
+	cr_assert_str_eq(s,
+			 "epoch: 3, mean loss is 0.41234124, epoch time: 2.134 s, images per second: 28116\n"
+			 "epoch: 4, mean loss is 0.41234124, epoch time: 2.134 s, images per second: 28116, "
+			 "test accuracy is 0.9812\n"
+			 "epoch: 4, mean loss is 0.41234124, epoch time: 0.000 s, images per second: 0, "
+			 "test accuracy is 0.9812\n");
+	free(s);
+}
+
+Test(report, epoch_metrics_record)
+{
+	struct epoch_line e = {.epoch = 0, .global_step = 938, .mean_loss = 0.5f, .losses = 188,
+			       .seconds = 2.0, .images = 60032, .test_accuracy = NAN};
+	struct capture c;
+	capture_open(&c);
+	report_metrics_epoch(c.f, &e);
+	e.test_accuracy = 0.5;
+	report_metrics_epoch(c.f, &e);
+	char *s = capture_close(&c);
+	cr_assert_str_eq(s,
+			 "{\"event\": \"epoch\", \"epoch\": 0, \"global_step\": 938, \"mean_loss\": 0.5, "
+			 "\"losses\": 188, \"seconds\": 2.000000, \"images\": 60032, "
+			 "\"images_per_second\": 30016.0}\n"
+			 "{\"event\": \"epoch\", \"epoch\": 0, \"global_step\": 938, \"mean_loss\": 0.5, "
+			 "\"losses\": 188, \"seconds\": 2.000000, \"images\": 60032, "
+			 "\"images_per_second\": 30016.0, \"test_accuracy\": 0.500000}\n");
+	free(s);
+}
+
+Test(report, summary_has_the_epoch_loss_after_test_images)
+{
+	struct summary sm = contract_summary;
+	sm.epoch_loss = 0.25f;
+	struct capture c;
+	capture_open(&c);
+	report_summary(c.f, &sm);
+	sm.epoch_loss = NAN;
+	report_summary(c.f, &sm);
+	char *s = capture_close(&c);
+	char *second = strchr(s, '\n');
+	cr_assert(second);
+	*second++ = '\0';
+	cr_assert(strstr(s, " test_images=0 epoch_loss=0.25") != NULL, "got '%s'", s);
+	cr_assert(strstr(second, " epoch_loss=nan") != NULL, "got '%s'", second);
+	free(s);
+}

@@ -28,6 +28,31 @@ void report_eval_line(FILE *f, int epoch, double accuracy)
 	fflush(f);
 }
 
+void report_epoch_line(FILE *f, const struct epoch_line *e)
+{
+	char loss[48];
+	report_format_float(e->mean_loss, loss, sizeof(loss));
+	fprintf(f, "epoch: %d, mean loss is %s, epoch time: %.3f s, images per second: %.0f", e->epoch,
+		loss, e->seconds, e->seconds > 0 ? (double)e->images / e->seconds : 0.0);
+	if (!isnan(e->test_accuracy))
+		fprintf(f, ", test accuracy is %.4f", e->test_accuracy);
+	fprintf(f, "\n");
+	fflush(f);
+}
+
+void report_metrics_epoch(FILE *f, const struct epoch_line *e)
+{
+	fprintf(f,
+		"{\"event\": \"epoch\", \"epoch\": %d, \"global_step\": %lld, \"mean_loss\": %.8g, "
+		"\"losses\": %lld, \"seconds\": %.6f, \"images\": %lld, \"images_per_second\": %.1f",
+		e->epoch, e->global_step, (double)e->mean_loss, e->losses, e->seconds, e->images,
+		e->seconds > 0 ? (double)e->images / e->seconds : 0.0);
+	if (!isnan(e->test_accuracy))
+		fprintf(f, ", \"test_accuracy\": %.6f", e->test_accuracy);
+	fprintf(f, "}\n");
+	fflush(f);
+}
+
 void report_summary(FILE *f, const struct summary *s)
 {
 	char loss[48];
@@ -42,8 +67,10 @@ void report_summary(FILE *f, const struct summary *s)
 		fprintf(f, "test_accuracy=nan");
 	else
 		fprintf(f, "test_accuracy=%.4f", s->test_accuracy);
-	fprintf(f, " final_loss=%s param_crc32=%08x test_images=%lld", loss, (unsigned)s->param_crc,
-		s->test_images);
+	char epoch_loss[48];
+	report_format_float(s->epoch_loss, epoch_loss, sizeof(epoch_loss));
+	fprintf(f, " final_loss=%s param_crc32=%08x test_images=%lld epoch_loss=%s", loss,
+		(unsigned)s->param_crc, s->test_images, epoch_loss);
 	if (s->graph_nodes >= 0)
 		fprintf(f, " graph_nodes=%lld", s->graph_nodes);
 	if (s->backend_keys)
@@ -107,10 +134,33 @@ void report_metrics_step_times(FILE *f, float *secs, int n)
 		1e3 * secs[p95], 1e3 * sum / n, 1e3 * secs[0], 1e3 * secs[n - 1]);
 }
 
+/* 1 when file descriptor fd of process pid is a terminal (its /proc link names one). */
+static int proc_fd_is_tty(pid_t pid, int fd)
+{
+	char path[64], target[256];
+	snprintf(path, sizeof(path), "/proc/%ld/fd/%d", (long)pid, fd);
+	ssize_t n = readlink(path, target, sizeof(target) - 1);
+	if (n <= 0)
+		return 0;
+	target[n] = '\0';
+	return !strncmp(target, "/dev/pts/", 9) || !strncmp(target, "/dev/tty", 8);
+}
+
+int progress_wanted(int mode)
+{
+	if (mode != 0)
+		return mode == 1;
+	if (isatty(fileno(stderr)))
+		return 1;
+	const char *files = getenv("OMPI_MCA_orte_output_filename");
+	return !(files && files[0]) && proc_fd_is_tty(getppid(), 2);
+}
+
 void progress_start(struct progress *p, int enabled)
 {
-	p->tty = enabled && isatty(fileno(stderr)) ? stderr : NULL;
+	p->tty = enabled ? stderr : NULL;
 	p->last_draw = 0.0;
+	p->drawn = 0;
 }
 
 void progress_update(struct progress *p, int epoch, int epochs, int step, int steps,
@@ -119,15 +169,22 @@ void progress_update(struct progress *p, int epoch, int epochs, int step, int st
 	if (!p->tty || now - p->last_draw < 0.2)
 		return;
 	p->last_draw = now;
-	fprintf(p->tty, "\r\033[Kepoch %d/%d  step %d/%d  %.0f images/s", epoch + 1, epochs,
-		step + 1, steps, images_per_second);
+	p->drawn = 1;
+	fprintf(p->tty, "\r\033[Kepoch: %d of 0-%d, step: %d of %d, %.0f images/s", epoch,
+		epochs - 1, step, steps, images_per_second);
 	fflush(p->tty);
+}
+
+void progress_clear(struct progress *p)
+{
+	if (p->tty && p->drawn) {
+		fprintf(p->tty, "\r\033[K");
+		fflush(p->tty);
+		p->drawn = 0;
+	}
 }
 
 void progress_end(struct progress *p)
 {
-	if (p->tty) {
-		fprintf(p->tty, "\r\033[K");
-		fflush(p->tty);
-	}
+	progress_clear(p);
 }

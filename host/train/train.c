@@ -159,6 +159,20 @@ static uint32_t check_replicas(const struct dist *d, float *params, size_t n)
 	return crc;
 }
 
+/*
+ * The epoch line's figures: this rank's logged losses of the epoch, and the
+ * training clock and image count at its start; epoch_close adds every rank's
+ * losses (rank 0).
+ */
+struct epoch_tally {
+	double loss_sum; /* this rank's loss lines of the epoch */
+	long long losses;
+	double t0;       /* run_elapsed at the epoch's start */
+	long long images0;
+	int epoch;       /* the epoch closed and not yet reported; -1: none */
+	struct epoch_line line;
+};
+
 /* Everything a run holds from its set-up to its end. */
 struct run {
 	const struct train_config *c;
@@ -176,6 +190,7 @@ struct run {
 	float *host_params, *host_rows, *host_lr, *host_state; /* host copies */
 	int32_t *host_index;
 	struct progress prog;
+	struct epoch_tally ep; /* the running epoch's line (epoch_close) */
 	struct launch launch; /* the steps grouped into launches (train/launch.h) */
 	long long images;
 	double t0, paused; /* the training clock's start; seconds of --eval-every scoring */
@@ -276,7 +291,7 @@ static int run_log_steps(const struct run *r)
  */
 static void run_start_clock(struct run *r)
 {
-	progress_start(&r->prog, r->d->rank == 0);
+	progress_start(&r->prog, r->d->rank == 0 && progress_wanted(r->c->progress));
 	r->res->steps_per_epoch = r->smp.steps;
 	long long max_steps = (long long)r->c->epochs * r->smp.steps;
 	r->max_timed = max_steps < TRAIN_STEP_TIMES_MAX ? (int)max_steps : TRAIN_STEP_TIMES_MAX;
@@ -357,8 +372,12 @@ static void step_report(struct run *r, int epoch, int step, int rows)
 	if (epoch == 0 && step == 0)
 		r->res->first_loss = loss;
 	r->res->final_loss = loss;
-	if (step % c->log_every == 0)
+	if (step % c->log_every == 0) {
+		progress_clear(&r->prog);
 		report_loss_line(stdout, epoch, step, loss);
+		r->ep.loss_sum += loss;
+		r->ep.losses++;
+	}
 	if (r->metrics) {
 		double el = run_elapsed(r, clock_seconds());
 		report_metrics_step(r->metrics, epoch, step, (long long)epoch * r->smp.steps + step, loss,
@@ -392,8 +411,8 @@ static void show_progress(struct run *r, int epoch, int step)
 			now > r->t0 + r->paused ? (double)r->images / run_elapsed(r, now) : 0.0, now);
 }
 
-/* --eval-every: score the test set after `epoch`, off the training clock. */
-static void eval_pause(struct run *r, const struct mnist_set *test, int epoch)
+/* --eval-every: score the test set after `epoch`, off the training clock; the accuracy. */
+static double eval_pause(struct run *r, const struct mnist_set *test, int epoch)
 {
 	backend_synchronize(r->be);
 	double t_eval = clock_seconds();
@@ -405,6 +424,67 @@ static void eval_pause(struct run *r, const struct mnist_set *test, int epoch)
 	eval_report(r->d, r->metrics, epoch, (long long)(epoch + 1) * r->smp.steps, acc, scored,
 		    run_elapsed(r, t_eval));
 	r->paused += now - t_eval;
+	return acc;
+}
+
+/* The running epoch's tally started: the training clock and the images so far. */
+static void epoch_tally_start(struct run *r)
+{
+	r->ep = (struct epoch_tally){.t0 = run_elapsed(r, clock_seconds()), .images0 = r->images,
+				     .epoch = -1};
+}
+
+/*
+ * The epoch's end, on every rank: the backend waited for (the epoch's time is
+ * its work's), and every rank's loss lines added up on rank 0 in rank order,
+ * so that the same job prints the same mean every time.
+ */
+static void epoch_close(struct run *r, int epoch)
+{
+	struct epoch_tally *ep = &r->ep;
+	struct {
+		double sum;
+		long long n;
+	} mine = {ep->loss_sum, ep->losses}, *each = NULL;
+	backend_synchronize(r->be);
+	double seconds = run_elapsed(r, clock_seconds()) - ep->t0;
+	if (r->d->rank == 0)
+		each = xmalloc((size_t)r->d->size * sizeof(*each));
+	dist_gather(r->d, &mine, sizeof(mine), each, 0, "the epoch line");
+	double sum = 0.0;
+	long long n = 0;
+	for (int i = 0; each && i < r->d->size; i++) {
+		sum += each[i].sum;
+		n += each[i].n;
+	}
+	free(each);
+	ep->line = (struct epoch_line){.epoch = epoch,
+				       .global_step = (long long)(epoch + 1) * r->smp.steps,
+				       .mean_loss = n ? (float)(sum / (double)n) : NAN,
+				       .losses = n,
+				       .seconds = seconds,
+				       .images = r->images - ep->images0,
+				       .test_accuracy = NAN};
+	ep->epoch = epoch;
+}
+
+/*
+ * Rank 0: the closed epoch's line, with its --eval-every score (NAN: none),
+ * and its --metrics record; the run's epoch_loss is the last one reported.
+ */
+static void epoch_report(struct run *r, double accuracy)
+{
+	if (r->ep.epoch < 0)
+		return;
+	r->ep.line.test_accuracy = accuracy;
+	r->res->epoch_loss = r->ep.line.mean_loss;
+	if (r->d->rank == 0) {
+		progress_clear(&r->prog);
+		report_epoch_line(stdout, &r->ep.line);
+		if (r->metrics)
+			report_metrics_epoch(r->metrics, &r->ep.line);
+	}
+	r->ep.epoch = -1;
 }
 
 /*
@@ -432,6 +512,8 @@ static void run_finish(struct run *r, const struct mnist_set *test)
 			eval_report(r->d, r->metrics, c->epochs - 1, (long long)c->epochs * r->smp.steps,
 				    res->test_accuracy, res->test_images, res->train_seconds);
 	}
+	/* The last epoch's line, after its score when --eval-every asks for one. */
+	epoch_report(r, test && eval_due(c, c->epochs - 1) ? res->test_accuracy : NAN);
 	if (r->step_secs) /* the metrics' last line */
 		report_metrics_step_times(r->metrics, r->step_secs, r->n_timed);
 	res->params = r->host_params;
@@ -502,6 +584,7 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	struct run r = {.c = c, .d = d, .be = be, .metrics = metrics, .res = res};
 	memset(res, 0, sizeof(*res));
 	res->test_accuracy = NAN;
+	res->epoch_loss = NAN;
 
 	/* Set-up: the plan, where to start (--resume), memory, the starting state, the clock. */
 	if (train_plan(c, d, train, &r.smp, &r.sched, err, errlen))
@@ -524,10 +607,15 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	}
 	run_start_clock(&r);
 
-	/* The loop: epochs of steps, each step reported and maybe saved; --eval-every between epochs. */
+	/*
+	 * The loop: epochs of steps, each step reported and maybe saved; after
+	 * each epoch its line, and --eval-every's score.
+	 */
+	r.ep.epoch = -1;
 	for (int epoch = r.rs.epoch; epoch < c->epochs; epoch++) {
 		/* A resumed run starts its first epoch at the step after the checkpoint's. */
 		int first = epoch == r.rs.epoch ? r.rs.step : 0;
+		epoch_tally_start(&r);
 		epoch_begin(&r, epoch, first);
 		for (int step = first, rows; step < r.smp.steps;) {
 			step += run_steps(&r, epoch, step, &rows);
@@ -536,9 +624,10 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 			show_progress(&r, epoch, step - 1);
 		}
 		backend_set_position(r.be, epoch, r.smp.steps); /* the epoch's end */
-		/* The last epoch's score is the final evaluation's (run_finish). */
-		if (test && eval_due(c, epoch) && epoch < c->epochs - 1)
-			eval_pause(&r, test, epoch);
+		epoch_close(&r, epoch);
+		/* The last epoch's score and line are the final evaluation's (run_finish). */
+		if (epoch < c->epochs - 1)
+			epoch_report(&r, test && eval_due(c, epoch) ? eval_pause(&r, test, epoch) : NAN);
 	}
 
 	run_finish(&r, test);

@@ -28,6 +28,7 @@ struct train_result {
 	long long test_images; /* test examples scored by all ranks together (0 without a test set) */
 	float first_loss;     /* this rank's loss at epoch 0 step 0 */
 	float final_loss;     /* this rank's loss at the last step */
+	float epoch_loss;     /* the last epoch's mean over every rank's loss lines (NAN: no epoch ran) */
 	float *params;        /* (n_params) final parameters, host memory; the caller frees */
 	size_t n_params;
 	uint32_t param_crc;   /* CRC-32 of params, the same on every rank (the replica check's) */

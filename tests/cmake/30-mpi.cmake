@@ -41,6 +41,13 @@ add_test(NAME e2e_eval_every
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_eval_every.sh host
                  $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})
 set_tests_properties(e2e_eval_every PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2)
+# Rank 0's epoch line against every rank's loss lines, and where the progress line is drawn
+# (the simulator's twin: 45-cudasim.cmake).
+add_test(NAME e2e_epoch_line
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_epoch_line.sh
+                 $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN} -- progress --backend host)
+set_tests_properties(e2e_epoch_line PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2
+                     PASS_REGULAR_EXPRESSION "PASS epoch_line" FAIL_REGULAR_EXPRESSION "FAIL:")
 # --profile: one step op by op, timed (the simulator's twin: 45-cudasim.cmake).
 add_test(NAME e2e_profile
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_profile.sh host

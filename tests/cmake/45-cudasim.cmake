@@ -350,6 +350,15 @@ add_test(NAME mnist_train_sim_eval_every_2
                  ${MNIST_DATA_DIR} ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV} -x CUDASIM_DEVICE_NAMES=same)
 set_tests_properties(mnist_train_sim_eval_every_2 PROPERTIES LABELS cudasim TIMEOUT 300 PROCESSORS 2)
 
+# The epoch line on the simulated CUDA backend (tests/e2e/test_epoch_line.sh; e2e_epoch_line
+# is the host's run, with the progress line's checks).
+add_test(NAME mnist_train_sim_epoch_line_2
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_epoch_line.sh ${MNIST_CUDASIM_OUT}/mnist-train
+                 ${MNIST_DATA_DIR} ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV} -- --backend cuda
+                 --gpu-plan heuristic)
+set_tests_properties(mnist_train_sim_epoch_line_2 PROPERTIES LABELS cudasim TIMEOUT 300 PROCESSORS 2
+                     PASS_REGULAR_EXPRESSION "PASS epoch_line" FAIL_REGULAR_EXPRESSION "FAIL:")
+
 # The program's own kernels in one captured step, bounded per model at one rank (the
 # same kernels and one node more, the allreduce, at two, and graph_nodes=0 reported with
 # --no-graph: checked on the seed model): a change that adds a launch of ours to the step
