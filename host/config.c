@@ -632,7 +632,7 @@ void config_print_help(const char *prog)
 	}
 	printf("\nA flag may be shortened to any beginning that names only it (--epoch 3 is\n"
 	       "--epochs 3). Each rank prints `epoch: E, step: S, loss is L` on its stdout;\n"
-	       "after each epoch rank 0 prints `epoch: E, mean loss is L, epoch time: T s,\n"
+	       "after each epoch rank 0 prints `epoch: E, mean loss: L, epoch time: T s,\n"
 	       "images per second: I` (L: the mean of every rank's loss lines of the epoch),\n"
 	       "and it ends with one `summary:` line. Exit status: 0 done, 2 bad usage or\n"
 	       "input, 1 failure.\n");

@@ -264,11 +264,11 @@ Test(report, epoch_line_format)
 	report_epoch_line(c.f, &e);
 	char *s = capture_close(&c);
 	cr_assert_str_eq(s,
-			 "epoch: 3, mean loss is 0.41234124, epoch time: 2.134 s, images per second: 28116\n"
-			 "epoch: 4, mean loss is 0.41234124, epoch time: 2.134 s, images per second: 28116, "
-			 "test accuracy is 0.9812\n"
-			 "epoch: 4, mean loss is 0.41234124, epoch time: 0.000 s, images per second: 0, "
-			 "test accuracy is 0.9812\n");
+			 "epoch: 3, mean loss: 0.41234124, epoch time: 2.134 s, images per second: 28116\n"
+			 "epoch: 4, mean loss: 0.41234124, epoch time: 2.134 s, images per second: 28116, "
+			 "test accuracy: 0.9812\n"
+			 "epoch: 4, mean loss: 0.41234124, epoch time: 0.000 s, images per second: 0, "
+			 "test accuracy: 0.9812\n");
 	free(s);
 }
 

@@ -32,10 +32,10 @@ void report_epoch_line(FILE *f, const struct epoch_line *e)
 {
 	char loss[48];
 	report_format_float(e->mean_loss, loss, sizeof(loss));
-	fprintf(f, "epoch: %d, mean loss is %s, epoch time: %.3f s, images per second: %.0f", e->epoch,
+	fprintf(f, "epoch: %d, mean loss: %s, epoch time: %.3f s, images per second: %.0f", e->epoch,
 		loss, e->seconds, e->seconds > 0 ? (double)e->images / e->seconds : 0.0);
 	if (!isnan(e->test_accuracy))
-		fprintf(f, ", test accuracy is %.4f", e->test_accuracy);
+		fprintf(f, ", test accuracy: %.4f", e->test_accuracy);
 	fprintf(f, "\n");
 	fflush(f);
 }

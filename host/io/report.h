@@ -34,8 +34,10 @@ struct epoch_line {
 
 /*
  * Rank 0's line after an epoch, flushed:
- *   epoch: E, mean loss is L, epoch time: T s, images per second: I
- * and ", test accuracy is A" (4 decimals) when the epoch was scored.
+ *   epoch: E, mean loss: L, epoch time: T s, images per second: I
+ * and ", test accuracy: A" (4 decimals) when the epoch was scored: no "loss is"
+ * and no "test accuracy is" in it, so that what reads the loss and eval lines by
+ * those words reads it as neither.
  */
 void report_epoch_line(FILE *f, const struct epoch_line *e);
 /* --metrics: {"event": "epoch", ...} with the same figures. */

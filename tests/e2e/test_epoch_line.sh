@@ -8,8 +8,8 @@
 # steps 0, 7, ..., 35 of each epoch logged on each rank, --eval-every 2), each rank's output in
 # its own file (--output-filename). Then:
 #   - rank 0, and only rank 0, prints one epoch line a epoch, in order, after that epoch's loss
-#     lines and before the next epoch's: `epoch: E, mean loss is L, epoch time: T s, images per
-#     second: I`, with `, test accuracy is A` after epoch 1 (scored, as the eval line says) and
+#     lines and before the next epoch's: `epoch: E, mean loss: L, epoch time: T s, images per
+#     second: I`, with `, test accuracy: A` after epoch 1 (scored, as the eval line says) and
 #     after no other (epoch 2 is the last, not scored by --eval-every 2);
 #   - L is the mean of that epoch's loss lines of both ranks (recomputed from the logs, within
 #     2e-7 relative: the lines' floats are rounded to 8 digits);
@@ -58,8 +58,8 @@ logs, metrics = sys.argv[1], sys.argv[2]
 EPOCHS, STEPS, IMAGES, SCORED = 3, 40, 2000, {1}
 bad = []
 LOSS = re.compile(r"^epoch: (\d+), step: (\d+), loss is (\S+)$")
-LINE = re.compile(r"^epoch: (\d+), mean loss is (\S+), epoch time: (\d+\.\d{3}) s, "
-                  r"images per second: (\d+)(, test accuracy is ([01]\.\d{4}))?$")
+LINE = re.compile(r"^epoch: (\d+), mean loss: (\S+), epoch time: (\d+\.\d{3}) s, "
+                  r"images per second: (\d+)(, test accuracy: ([01]\.\d{4}))?$")
 out = [open("%s/rank.%d/stdout" % (logs, r)).read().splitlines() for r in (0, 1)]
 losses = {}  # epoch -> every rank's logged losses
 for r in (0, 1):
@@ -70,6 +70,8 @@ for r in (0, 1):
 if any(LINE.match(l) or "mean loss" in l for l in out[1]):
     bad.append("rank 1 printed an epoch line")
 lines = [(i, LINE.match(l)) for i, l in enumerate(out[0]) if "mean loss" in l]
+if any("loss is" in out[0][i] or "test accuracy is" in out[0][i] for i, _ in lines):
+    bad.append("an epoch line reads as a loss or eval line ('loss is', 'test accuracy is')")
 for i, m in lines:
     if not m:
         bad.append("epoch line not in the expected form: %r" % out[0][i])

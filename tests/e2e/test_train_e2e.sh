@@ -67,7 +67,8 @@ check_loss_lines() {
 		return
 	fi
 	local bad
-	bad=$(grep -E 'loss is|^epoch' "$file" | grep -Ev "$LOSS_RE")
+	# (rank 0's line after each epoch, `epoch: E, mean loss: L, ...`, is test_epoch_line.sh's)
+	bad=$(grep -E 'loss is|^epoch' "$file" | grep -Ev "$LOSS_RE|^epoch: [0-9]+, mean loss: ")
 	[ -z "$bad" ] || fail "rank $rank: loss lines not in the seed's format 'epoch: E, step: S, loss is L': $bad"
 	local expected got
 	expected=$(for ((e = 0; e < epochs; e++)); do
@@ -205,16 +206,16 @@ DATA_PATH="$DATA/train/" run eval $RANKS --limit 3200 --epochs 2 --log-every $EV
 	--metrics "$TMP/eval.jsonl"
 E0=$TMP/eval/log_output/1/rank.0/stdout
 EVAL_RE='^epoch: [0-9]+, test accuracy is [01]\.[0-9]{4}$'
-got=$(grep -E 'test accuracy' "$E0" 2>/dev/null | sed -E 's/^epoch: ([0-9]+),.*/\1/' | tr '\n' ' ')
+got=$(grep -E 'test accuracy is' "$E0" 2>/dev/null | sed -E 's/^epoch: ([0-9]+),.*/\1/' | tr '\n' ' ')
 [ "$got" = "0 1 " ] || fail "--eval-every 1: rank 0 scored after epochs '$got', expected '0 1 '"
-bad=$(grep -E 'test accuracy' "$E0" 2>/dev/null | grep -Ev "$EVAL_RE")
+bad=$(grep -E 'test accuracy is' "$E0" 2>/dev/null | grep -Ev "$EVAL_RE")
 [ -z "$bad" ] || fail "--eval-every 1: lines not in the form 'epoch: E, test accuracy is 0.9812': $bad"
-! grep -q 'test accuracy' "$TMP/eval/log_output/1/rank.1/stdout" 2>/dev/null ||
+! grep -q 'test accuracy is' "$TMP/eval/log_output/1/rank.1/stdout" 2>/dev/null ||
 	fail "--eval-every 1: rank 1 printed a test accuracy line (rank 0's job)"
 # The loss lines come before the epoch's score, and the last score is the summary's.
 [ "$(grep -E "$LOSS_RE|$EVAL_RE" "$E0" | sed -n "$((50 / EVERY + 1))p" | cut -c1-26)" = "epoch: 0, test accuracy is" ] ||
 	fail "--eval-every 1: epoch 0's score is not right after epoch 0's loss lines"
-last=$(grep 'test accuracy' "$E0" | tail -1 | sed 's/.* is //')
+last=$(grep 'test accuracy is' "$E0" | tail -1 | sed 's/.* is //')
 summ=$(grep '^summary:' "$E0" | tr ' ' '\n' | sed -n 's/^test_accuracy=//p')
 [ -n "$last" ] && [ "$last" = "$summ" ] || fail "--eval-every 1: the last epoch's score $last is not the summary's test_accuracy=$summ"
 crc_main=$(grep '^summary:' "$R0" 2>/dev/null | tr ' ' '\n' | sed -n 's/^param_crc32=//p')
