@@ -164,6 +164,8 @@ else
 fi
 
 bad unknown-flag "0 1" "--bogus" "unknown" -n 2 "$T" --bogus --limit 100
+bad ambiguous-prefix "0 1" "'--e'" "ambiguous.*--epochs.*--eps.*--eval-every" -n 2 "$T" --e 3
+bad progress-unknown "0 1" "--progress" "'yes'.*auto, on or off" -n 2 "$T" --progress yes
 bad epochs-not-a-number "0 1" "--epochs" "'x'.*integer" -n 2 "$T" --epochs x
 bad epochs-zero "0 1" "--epochs" "'0'.*integer" -n 2 "$T" --epochs 0
 bad lr-negative "0 1" "--lr" "'-1'.*positive" -n 2 "$T" --lr -1

@@ -4,7 +4,7 @@
 #
 #   tests/e2e/test_epoch_line.sh MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...] -- [progress] TRAIN_ARGS...
 #
-# One run at 2 ranks (--limit 2000 --batch-size 25: 40 steps an epoch, 3 epochs, --log-every 7:
+# First --version and -h at 2 ranks (one text, rank 0's, status 0). Then one run at 2 ranks (--limit 2000 --batch-size 25: 40 steps an epoch, 3 epochs, --log-every 7:
 # steps 0, 7, ..., 35 of each epoch logged on each rank, --eval-every 2), each rank's output in
 # its own file (--output-filename). Then:
 #   - rank 0, and only rank 0, prints one epoch line a epoch, in order, after that epoch's loss
@@ -50,6 +50,16 @@ run() {
 		return 1
 	fi
 }
+
+# --version and -h under mpirun: rank 0's text alone, status 0, nothing trained.
+VERSION=$(sed -nE 's/^project\(mnist_ddp VERSION ([0-9.]+).*/\1/p' "$(dirname "$0")/../../CMakeLists.txt")
+out=$(timeout -k 10 60 "${MPIRUN[@]}" -n 2 "$TRAIN" --version 2>"$TMP/version.err")
+[ $? -eq 0 ] && [ "$out" = "mnist-train $VERSION" ] ||
+	fail "--version at 2 ranks printed '$out' (status not 0, or not 'mnist-train $VERSION')"
+out=$(timeout -k 10 60 "${MPIRUN[@]}" -n 2 "$TRAIN" -h 2>"$TMP/help.err")
+[ $? -eq 0 ] && [ "$(grep -c '^Usage:' <<<"$out")" = 1 ] && grep -q -- '--epochs N' <<<"$out" &&
+	! grep -q '^summary:' <<<"$out" ||
+	fail "-h at 2 ranks: not one usage text with status 0: $(head -n 3 <<<"$out")"
 
 if run main --metrics "$TMP/main.jsonl" --progress off; then
 	bad=$("$PYTHON" - "$TMP/main/1" "$TMP/main.jsonl" <<'PY'
