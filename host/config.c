@@ -236,8 +236,8 @@ const struct setting config_settings[] = {
 		 "prints the table and --metrics gets an op_times event (the model trained is left as "
 		 "it was)"},
 	{.flag = "verbose", .type = SETTING_FLAG, .offset = FIELD(verbose), .lo = 1,
-	 .help = "rank 0 also prints, on stderr, the plan the backend chose for each op (every "
-		 "candidate and its measured time)"},
+	 .help = "CUDA backend: rank 0 also prints, on stderr, the plan chosen for each op "
+		 "(every candidate and its measured time)"},
 
 	/* Checkpoint paths leave room for "/ckpt-<epoch>-<global step>.safetensors". */
 	{.flag = "checkpoint-dir", .arg = "DIR", .type = SETTING_PATH, .offset = FIELD(checkpoint_dir),
