@@ -243,8 +243,8 @@ const struct setting config_settings[] = {
 		 "images/s): auto (when rank 0's stderr, or that of the mpirun that started it, is a "
 		 "terminal, and mpirun is not writing the output to files), on, or off"},
 	{.flag = "verbose", .type = SETTING_FLAG, .offset = FIELD(verbose), .lo = 1,
-	 .help = "rank 0 also prints, on stderr, the plan the backend chose for each op (every "
-		 "candidate and its measured time)"},
+	 .help = "CUDA backend: rank 0 also prints, on stderr, the plan chosen for each op "
+		 "(every candidate and its measured time)"},
 
 	/* Checkpoint paths leave room for "/ckpt-<epoch>-<global step>.safetensors". */
 	{.flag = "checkpoint-dir", .arg = "DIR", .type = SETTING_PATH, .offset = FIELD(checkpoint_dir),

@@ -139,6 +139,7 @@ def load_init(path, model, opt):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "reliability"))
     import read_checkpoint
     meta, tensors = read_checkpoint.read_checkpoint(path)
+    tensors = {k: t.numpy() for k, t in tensors.items()}  # the reader's Tensors as float32 arrays
     mods = [m for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
     layers = read_checkpoint.layers(tensors)
     if len(mods) != len(layers):

@@ -8,3 +8,12 @@ add_test(NAME e2e_torch_adamw COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_
          $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})
 set_tests_properties(e2e_torch_adamw PROPERTIES LABELS "e2e;torch" TIMEOUT 300 SKIP_RETURN_CODE 77
                      ENVIRONMENT "PYTHON=${MNIST_PYTHON}")
+
+#   reliability_torch_snippet   docs/reliability.md's "Loading a checkpoint in PyTorch": its
+#                     Python block, read from the page, loads checkpoints of seed, linear,
+#                     mlp and LeNet-5 into torch modules that score mnist-train's test
+#                     accuracy within 1e-3. Skipped (77, with the reason) without torch.
+add_test(NAME reliability_torch_snippet COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/reliability/test_torch_snippet.sh
+         $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})
+set_tests_properties(reliability_torch_snippet PROPERTIES LABELS "reliability;torch" TIMEOUT 300
+                     PROCESSORS 2 SKIP_RETURN_CODE 77 ENVIRONMENT "PYTHON=${MNIST_PYTHON}")

@@ -2,11 +2,14 @@
 """read_checkpoint.py - read an mnist-train checkpoint (safetensors) without
 any of the trainer's code, check it, and score its weights on the MNIST test set.
 
-    /usr/bin/python3 tests/reliability/read_checkpoint.py CKPT [--test-data DIR]
+    python3 tests/reliability/read_checkpoint.py CKPT [--test-data DIR]
         [--expect-accuracy A] [--tolerance T] [--print-meta]
 
-The file is read with numpy only: 8-byte little-endian header length, JSON
-header, raw little-endian F32 tensors. Everything is checked before use: the
+The file is read with Python's standard library alone: 8-byte little-endian
+header length, JSON header, raw little-endian F32 tensors, so checking a file
+and --print-meta need nothing else. Scoring (--test-data) needs numpy; without
+it the reader says so ("needs numpy (apt-get install python3-numpy)") and
+exits 2. Everything is checked before use: the
 header length against the file, each tensor's dtype, shape and byte range
 (the ranges must tile the data), the __metadata__ format and the whole-file
 CRC-32 ("checksum": "crc32:XXXXXXXX", computed with those 8 digits read as
@@ -29,30 +32,69 @@ AdamW's optimizer.<name>.exp_avg and .exp_avg_sq and the scalar
 optimizer.step (the global step).
 
 Prints "accuracy=A" (and "torch_accuracy=A"); exit 0, or 1 when the file is
-invalid or an --expect-accuracy check fails (the message says which).
+invalid or an --expect-accuracy check fails (the message says which), 2 when
+what was asked needs numpy and there is none.
+
+As a module, load_file(CKPT) gives the checked file's tensors as a dict of
+torch tensors, as safetensors.torch.load_file does (docs/reliability.md, "In
+PyTorch", loads a model with it).
 """
 import argparse
+import array
 import gzip
 import json
+import math
 import os
 import struct
 import sys
 import zlib
 
-import numpy as np
+try:  # only scoring needs it (need_numpy)
+    import numpy as np
+except ImportError:
+    np = None
 
 MAX_HEADER = 1 << 20
 FORMAT = "mnist-ddp-checkpoint-2"
-PIXEL_MEAN = np.float32(0.1307)  # include/elem.h: ELEM_PIXEL_MEAN, ELEM_PIXEL_STD
-PIXEL_STD = np.float32(0.3081)
+PIXEL_MEAN = 0.1307  # include/elem.h: ELEM_PIXEL_MEAN, ELEM_PIXEL_STD (as float32 where used)
+PIXEL_STD = 0.3081
 
 
 class Invalid(Exception):
     pass
 
 
+def need_numpy(what):
+    """Exit 2 saying that WHAT needs numpy when there is none (the header needs only the
+    standard library)."""
+    if np is None:
+        print(f"read_checkpoint: {what} needs numpy (apt-get install python3-numpy); "
+              f"{sys.executable} has none", file=sys.stderr)
+        sys.exit(2)
+
+
+class Tensor:
+    """One F32 tensor of the file: its shape and its little-endian bytes."""
+
+    def __init__(self, shape, data):
+        self.shape = tuple(shape)
+        self.data = data
+
+    def floats(self):
+        """The values as an array of Python floats (standard library only)."""
+        a = array.array("f")
+        a.frombytes(self.data)
+        if sys.byteorder == "big":
+            a.byteswap()
+        return a
+
+    def numpy(self):
+        need_numpy("reading the tensors as arrays")
+        return np.frombuffer(self.data, dtype="<f4").reshape(self.shape).astype(np.float32)
+
+
 def read_checkpoint(path):
-    """(metadata dict, {name: float32 array}) of a checked file."""
+    """(metadata dict, {name: Tensor}) of a checked file."""
     with open(path, "rb") as f:
         blob = f.read()
     if len(blob) < 8:
@@ -95,11 +137,13 @@ def read_checkpoint(path):
         if info["dtype"] != "F32":
             raise Invalid(f"{path}: tensor {name}: dtype {info['dtype']}, expected F32")
         shape, (begin, end) = info["shape"], info["data_offsets"]
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+            raise Invalid(f"{path}: tensor {name}: shape {shape} is not a list of sizes")
+        count = math.prod(shape)
         if not (0 <= begin <= end <= len(data)) or end - begin != 4 * count:
             raise Invalid(f"{path}: tensor {name}: data_offsets [{begin}, {end}] do not fit shape {shape}")
         ranges.append((begin, end, name))
-        tensors[name] = np.frombuffer(data[begin:end], dtype="<f4").reshape(shape).astype(np.float32)
+        tensors[name] = Tensor(shape, bytes(data[begin:end]))
     at = 0
     for begin, end, name in sorted(ranges):
         if begin != at:
@@ -108,6 +152,23 @@ def read_checkpoint(path):
     if at != len(data):
         raise Invalid(f"{path}: tensors cover {at} of {len(data)} data bytes")
     return meta, tensors
+
+
+def load_file(path):
+    """{name: torch.Tensor} of a checked checkpoint, every tensor of the file (the
+    parameters and the optimizer's state), as safetensors.torch.load_file gives them;
+    raises Invalid for a file that fails a check. Needs torch, not numpy."""
+    import torch
+
+    _, tensors = read_checkpoint(path)
+    out = {}
+    for name, t in tensors.items():
+        data = bytearray(t.data)
+        if sys.byteorder == "big":
+            data = bytearray(t.floats().tobytes())
+        out[name] = torch.frombuffer(data, dtype=torch.float32).reshape(t.shape) if data else \
+            torch.zeros(t.shape, dtype=torch.float32)
+    return out
 
 
 def position(meta):
@@ -163,7 +224,7 @@ def layers(tensors):
 def normalise(images):
     # The trainer's normalize_pixel_elem, in float32: (p * (1/255) - mean) * (1/std).
     x = images.astype(np.float32) * np.float32(1.0 / 255.0)
-    return (x - PIXEL_MEAN) * (np.float32(1.0) / PIXEL_STD)
+    return (x - np.float32(PIXEL_MEAN)) * (np.float32(1.0) / np.float32(PIXEL_STD))
 
 
 def conv_numpy(x, w, b, pad):
@@ -244,6 +305,8 @@ def main():
     ap.add_argument("--tolerance", type=float, default=0.0)
     ap.add_argument("--print-meta", action="store_true")
     a = ap.parse_args()
+    if a.test_data:
+        need_numpy("scoring the test set (--test-data)")
     try:
         meta, tensors = read_checkpoint(a.checkpoint)
         # The optimizer's state (host/train/optim.h): SGD's velocity under the
@@ -253,12 +316,12 @@ def main():
         for name, w, b in layers(tensors):
             for suffix in (".exp_avg", ".exp_avg_sq") if adamw else ("",):
                 v = tensors.get(f"optimizer.{name}.weight{suffix}")
-                vb = tensors.get(f"optimizer.{name}.bias{suffix}", b[:0])
-                if v is None or v.shape != w.shape or vb.shape != b.shape:
+                vb = tensors.get(f"optimizer.{name}.bias{suffix}")
+                if v is None or vb is None or v.shape != w.shape or vb.shape != b.shape:
                     raise Invalid(f"{a.checkpoint}: optimizer state {name}.*{suffix} missing or misshapen")
         if adamw:
             step = tensors.get("optimizer.step")
-            if step is None or step.shape != () or float(step) != float(int(meta["global_step"])):
+            if step is None or step.shape != () or step.floats()[0] != float(int(meta["global_step"])):
                 raise Invalid(f"{a.checkpoint}: optimizer.step missing, not a scalar, or not the global step")
     except Invalid as e:
         print(f"read_checkpoint: invalid: {e}", file=sys.stderr)
@@ -266,14 +329,14 @@ def main():
     epoch, step = position(meta)
     print(f"checkpoint={a.checkpoint} model={meta['model']} epoch={epoch} step={step} "
           f"global_step={meta['global_step']} tensors={len(tensors)} "
-          f"finite={int(all(np.isfinite(t).all() for t in tensors.values()))}")
+          f"finite={int(all(all(map(math.isfinite, t.floats())) for t in tensors.values()))}")
     if a.print_meta:
         for k in sorted(meta):
             print(f"meta {k}={meta[k]}")
     try:
-        from safetensors.numpy import load_file
-        ref = load_file(a.checkpoint)
-        same = set(ref) == set(tensors) and all(np.array_equal(ref[k], tensors[k]) for k in ref)
+        from safetensors.numpy import load_file as safetensors_load_file  # needs numpy too
+        ref = safetensors_load_file(a.checkpoint)
+        same = set(ref) == set(tensors) and all(np.array_equal(ref[k], tensors[k].numpy()) for k in ref)
         print(f"safetensors_package=same" if same else "safetensors_package=DIFFERENT")
         if not same:
             return 1
@@ -281,6 +344,7 @@ def main():
         pass
     if not a.test_data:
         return 0
+    tensors = {k: t.numpy() for k, t in tensors.items()}
     images, labels = read_idx(a.test_data, "t10k")
     acc = accuracy_numpy(meta, tensors, images, labels)
     print(f"accuracy={acc:.4f} ({int(round(acc * len(labels)))}/{len(labels)})")

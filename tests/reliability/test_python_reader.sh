@@ -14,7 +14,8 @@
 # The reader computes in float32 like the trainer but sums in another order,
 # so an argmax near a tie may flip: up to 2 of the 10000 images may differ
 # (measured: none). Controls: the reader must refuse a truncated copy and a
-# copy with a flipped byte. Exit 0 pass, 1 fail.
+# copy with a flipped byte. Without numpy the reader still checks a file and prints its
+# metadata (--print-meta), and says that scoring needs numpy (status 2). Exit 0 pass, 1 fail.
 set -uo pipefail
 . "$(dirname "$0")/common.sh"
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -52,6 +53,32 @@ expect_ok lenet && check lenet "$TMP/lenet/ckpt-0-188.safetensors"
 run adamw 2 --model mlp --hidden 64,32 --optimizer adamw --lr 0.001 --weight-decay 0.01 --epochs 1 \
 	--limit 20000 --log-every 1000 --checkpoint-dir "$TMP/adamw"
 expect_ok adamw && check adamw "$TMP/adamw/ckpt-0-313.safetensors"
+
+# Without numpy (python3 -S: no site-packages, so no Debian numpy) the header still reads:
+# --print-meta works with the standard library alone, and scoring says numpy is needed (2).
+if [ -f "$TMP/seed/ckpt-0-938.safetensors" ]; then
+	if "$PYTHON" -S -c 'import numpy' 2>/dev/null; then
+		ok "no-numpy: not checked ($PYTHON -S still imports numpy)"
+	else
+		"$PYTHON" -S "$READER" "$TMP/seed/ckpt-0-938.safetensors" --print-meta >"$TMP/nonumpy.out" 2>&1
+		rc=$?
+		if [ "$rc" = 0 ] && grep -q '^checkpoint=.* global_step=938 tensors=4 finite=1$' "$TMP/nonumpy.out" \
+			&& grep -q '^meta model=seed$' "$TMP/nonumpy.out"; then
+			ok "no-numpy: --print-meta reads the checkpoint with the standard library alone"
+		else
+			fail "no-numpy: --print-meta without numpy: status $rc, output:"
+			sed 's/^/    /' "$TMP/nonumpy.out" >&2
+		fi
+		"$PYTHON" -S "$READER" "$TMP/seed/ckpt-0-938.safetensors" --test-data "$DATA/test" >"$TMP/nonumpy2.out" 2>&1
+		rc=$?
+		if [ "$rc" = 2 ] && grep -q 'needs numpy (apt-get install python3-numpy)' "$TMP/nonumpy2.out"; then
+			ok "no-numpy: --test-data exits 2 saying numpy is needed"
+		else
+			fail "no-numpy: --test-data without numpy: status $rc (expected 2 and 'needs numpy'), output:"
+			sed 's/^/    /' "$TMP/nonumpy2.out" >&2
+		fi
+	fi
+fi
 
 # Controls: the reader validates what it reads.
 if [ -f "$TMP/seed/ckpt-0-938.safetensors" ]; then
