@@ -270,8 +270,8 @@ const struct setting config_settings[] = {
 	 .help = "end the job when a collective is not complete after this long; 0: wait forever"},
 	{.flag = "allow-nonfinite", .type = SETTING_FLAG, .offset = FIELD(allow_nonfinite), .lo = 1,
 	 .where = SETTING_AGREE, .help = "keep training on a NaN or Inf loss (by default it stops)"},
-	{.flag = "help", .type = SETTING_FLAG, .offset = FIELD(help), .lo = 1, .group = "About",
-	 .help = "this text (also -h)"},
+	{.flag = "help", .letter = 'h', .type = SETTING_FLAG, .offset = FIELD(help), .lo = 1,
+	 .group = "About", .help = "this text"},
 	{.flag = "version", .type = SETTING_FLAG, .offset = FIELD(version), .lo = 1,
 	 .help = "print mnist-train's version and exit"},
 };
@@ -536,19 +536,25 @@ enum status config_parse(int argc, char **argv, struct train_config *c, char *er
 		options[i].has_arg = config_settings[i].type == SETTING_FLAG ? no_argument : required_argument;
 		options[i].val = 256 + i;
 	}
+	/* The one-letter aliases: ":" (a missing value is reported as ':'), then each letter. */
+	char letters[N_SETTINGS + 2] = ":";
+	for (int i = 0, n = 1; i < N_SETTINGS; i++)
+		if (config_settings[i].letter) {
+			letters[n++] = config_settings[i].letter;
+			letters[n] = '\0';
+		}
 	config_defaults(c);
 	/* 0, not 1: glibc and musl then also forget the previous scan's position. */
 	optind = 0;
 	opterr = 0;
 	for (;;) {
 		int prev = optind > 0 ? optind : 1;
-		int opt = getopt_long(argc, argv, ":h", options, NULL);
+		int opt = getopt_long(argc, argv, letters, options, NULL);
 		if (opt == -1)
 			break;
-		if (opt == 'h') {
-			c->help = 1;
-			return STATUS_OK;
-		}
+		for (int i = 0; opt > 0 && opt < 256 && opt != ':' && i < N_SETTINGS; i++)
+			if (config_settings[i].letter == opt)
+				opt = 256 + i; /* flags only: getopt_long's letters take no value here */
 		if (opt == ':')
 			return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: missing value", argv[prev]);
 		if (opt < 256 || opt >= 256 + N_SETTINGS)
@@ -616,7 +622,10 @@ void config_print_help(const char *prog)
 		char text[1024];
 		if (s->group)
 			printf("\n%s:\n", s->group);
-		int col = printf("  --%s%s%s", s->flag, s->arg ? " " : "", s->arg ? s->arg : "");
+		char letter[8] = "";
+		if (s->letter)
+			snprintf(letter, sizeof(letter), "-%c, ", s->letter);
+		int col = printf("  %s--%s%s%s", letter, s->flag, s->arg ? " " : "", s->arg ? s->arg : "");
 		if (col > HELP_COLUMN - 2) {
 			printf("\n");
 			col = 0;

@@ -137,6 +137,7 @@ enum setting_type {
 
 struct setting {
 	const char *flag;   /* "batch-size" is --batch-size; the key is the same with '_' */
+	char letter;        /* a one-letter alias ('h' is -h), or 0 */
 	const char *arg;    /* its value in --help ("N"); NULL for SETTING_FLAG */
 	enum setting_type type;
 	size_t offset;       /* of the value in struct train_config */

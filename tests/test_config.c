@@ -544,7 +544,11 @@ Test(settings, help_lists_every_flag, .init = cr_redirect_stdout)
 	for (int i = 0; i < config_n_settings; i++) {
 		const struct setting *s = &config_settings[i];
 		char line[96];
-		snprintf(line, sizeof(line), "\n  --%s%s%s ", s->flag, s->arg ? " " : "", s->arg ? s->arg : "");
+		char letter[8] = "";
+		if (s->letter)
+			snprintf(letter, sizeof(letter), "-%c, ", s->letter);
+		snprintf(line, sizeof(line), "\n  %s--%s%s%s ", letter, s->flag, s->arg ? " " : "",
+			 s->arg ? s->arg : "");
 		cr_expect(strstr(out, line), "--help lacks the line of --%s:\n%s", s->flag, out);
 		if (s->def && !s->env) {
 			snprintf(line, sizeof(line), "(default %s)", s->def);
