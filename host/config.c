@@ -157,9 +157,9 @@ const struct setting config_settings[] = {
 	 .lo = 0, .hi = 1e30, .expect = "a positive finite number",
 	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_LO_OPEN |
 		  SETTING_NEWER,
-	 .help = "clip the gradients, averaged over the ranks, by their global L2 norm before the "
-		 "update (torch.nn.utils.clip_grad_norm_): all scaled by F / (norm + 1e-6) when that is "
-		 "below 1; weight decay is added after. By default no clipping"},
+	 .help = "clip the gradients, once reduced over the ranks, by their global L2 norm before "
+		 "the update (torch.nn.utils.clip_grad_norm_): all scaled by F / (norm + 1e-6) when that "
+		 "is below 1; weight decay is added after. By default no clipping"},
 	{.flag = "lr-schedule", .arg = "NAME", .type = SETTING_CHOICE, .offset = FIELD(lr_schedule),
 	 .def = "constant", .choices = schedule_names, .expect = "schedule",
 	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME,
