@@ -226,6 +226,49 @@ static void host_adamw_update(void *ctx, float *p, const float *g, float *m, flo
 }
 
 /*
+ * Gradient clipping (backend.h, ->clip_grad_norm): the sum of squares in
+ * elem.h's order, CLIP_PARTS partial sums taken a row of CLIP_PARTS at a
+ * time (each part's terms still in order of the index), folded by halves.
+ */
+HOST_VECTOR_CLONES
+static float clip_sumsq(const float *restrict g, size_t n)
+{
+	float part[CLIP_PARTS];
+	for (int c = 0; c < CLIP_PARTS; c++)
+		part[c] = 0.0f;
+	size_t i = 0;
+	for (; i + CLIP_PARTS <= n; i += CLIP_PARTS)
+		for (int c = 0; c < CLIP_PARTS; c++)
+			part[c] = clip_sumsq_elem(part[c], g[i + c]);
+	for (size_t c = 0; i + c < n; c++)
+		part[c] = clip_sumsq_elem(part[c], g[i + c]);
+	for (int half = CLIP_PARTS / 2; half > 0; half /= 2)
+		for (int c = 0; c < half; c++)
+			part[c] += part[c + half];
+	return part[0];
+}
+
+HOST_VECTOR_CLONES
+static void clip_scale(float *restrict g, size_t n, float coef)
+{
+	size_t i = 0;
+	for (; i + HOST_BLOCK <= n; i += HOST_BLOCK)
+		for (int k = 0; k < HOST_BLOCK; k++)
+			g[i + k] = scale_elem(g[i + k], coef);
+	for (; i < n; i++)
+		g[i] = scale_elem(g[i], coef);
+}
+
+static void host_clip_grad_norm(void *ctx, float *g, size_t n, float max_norm, float *norm)
+{
+	(void)ctx;
+	*norm = clip_norm_elem(clip_sumsq(g, n));
+	float coef = clip_coef_elem(*norm, max_norm);
+	if (clip_scales_elem(coef))
+		clip_scale(g, n, coef);
+}
+
+/*
  * The collectives are Open MPI's blocking calls, its fastest (the nonblocking
  * ones go through a slower component: docs/benchmarks.md); the deadline is
  * the job's watchdog (include/deadline.h), armed around each call.
@@ -314,6 +357,7 @@ static const struct backend_ops host_ops = {
 	.argmax_hits = host_argmax_hits,
 	.sgd_update = host_sgd_update,
 	.adamw_update = host_adamw_update,
+	.clip_grad_norm = host_clip_grad_norm,
 	.conv_forward = host_conv_forward,
 	.pool_backward = host_pool_backward,
 	.conv_backward_data = host_conv_backward_data,

@@ -307,6 +307,14 @@ static void cuda_adamw_update(void *ctx, float *p, const float *g, float *m, flo
 	kernels_adamw_update(ctx_of(ctx)->stream, NULL, p, g, m, v, n, lr, counters, h, then);
 }
 
+static void cuda_clip_grad_norm(void *ctx, float *g, size_t n, float max_norm, float *norm)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	cuda_join(c);
+	kernels_clip_norm(c->stream, NULL, g, n, norm);
+	kernels_clip_scale(c->stream, NULL, g, n, norm, max_norm);
+}
+
 static void cuda_conv_forward(void *ctx, const struct conv_stage *s, const float *x,
 			      const float *w, const float *b, float *y, int32_t *arg, float *cols)
 {
@@ -432,6 +440,7 @@ const struct backend_ops cuda_ops = {
 	.argmax_hits = cuda_argmax_hits,
 	.sgd_update = cuda_sgd_update,
 	.adamw_update = cuda_adamw_update,
+	.clip_grad_norm = cuda_clip_grad_norm,
 	.conv_forward = cuda_conv_forward,
 	.pool_backward = cuda_pool_backward,
 	.conv_backward_data = cuda_conv_backward_data,

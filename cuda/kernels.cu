@@ -1,6 +1,6 @@
 /*
  * kernels.cu - the CUDA backend's element kernels and their launchers: the
- * batch, the hits, the optimizers (the loss and the step's head in
+ * batch, the hits, the optimizers, gradient clipping (the loss and the step's head in
  * kernels_head.cu, the dense layers' in kernels_dense.cu, the GEMM ways of
  * ours in kernels_gemm.cu, the convolution stages' in kernels_conv.cu, the
  * launch macros they share in kernel_launch.cuh).
@@ -18,8 +18,9 @@
  * memory and __syncthreads (KERNEL_LAUNCH_COOP; one argument, a struct by
  * value): the loss, a row's columns on a warp's lanes (one lane folding the
  * max and the sum in column order, so the numbers are the host's to the
- * bit), the step's head (kernels_head.cu, kernels_dense.cu), and the GEMM
- * ways of ours in kernels_gemm.cu. Their loops are the same for every
+ * bit), the step's head (kernels_head.cu, kernels_dense.cu), the GEMM
+ * ways of ours in kernels_gemm.cu, and gradient clipping's norm (elem.h's
+ * order, the host's to the bit). Their loops are the same for every
  * thread of a block, so every thread reaches
  * every barrier, as CUDA requires.
  *
@@ -165,6 +166,55 @@ static __global__ void adamw_update_kernel(float *p, const float *g, float *m, f
 	}
 }
 
+/* ---- gradient clipping ---------------------------------------------------------------- */
+
+/* kernels_clip_norm's arguments. */
+struct clip_norm_args {
+	const float *g;
+	size_t n;
+	float *norm;
+};
+
+/*
+ * *norm = the 2-norm of g (n) in elem.h's order (CLIP_PARTS), whatever the
+ * geometry: block 0 alone (one problem), its threads taking the parts c =
+ * threadIdx.x, threadIdx.x + blockDim.x, ..., each summing its terms in
+ * order of the index into shared memory; then the fold by halves, a barrier
+ * between levels. Reads are consecutive across a warp's parts.
+ */
+static __global__ void clip_norm_kernel(struct clip_norm_args a)
+{
+	KERNEL_WAIT_PREVIOUS();
+	__shared__ float part[CLIP_PARTS];
+	if (blockIdx.x != 0)
+		return;
+	for (unsigned int c = threadIdx.x; c < CLIP_PARTS; c += blockDim.x) {
+		float sum = 0.0f;
+		for (size_t i = c; i < a.n; i += CLIP_PARTS)
+			sum = clip_sumsq_elem(sum, a.g[i]);
+		part[c] = sum;
+	}
+	__syncthreads();
+	for (unsigned int half = CLIP_PARTS / 2; half > 0; half /= 2) {
+		for (unsigned int c = threadIdx.x; c < half; c += blockDim.x)
+			part[c] += part[c + half];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		*a.norm = clip_norm_elem(part[0]);
+}
+KERNEL_COOP_THUNK(clip_norm_kernel, struct clip_norm_args)
+
+/* g (n) scaled by clip_coef_elem(*norm, max_norm) where clip_scales_elem says so. */
+static __global__ void clip_scale_kernel(float *g, size_t n, const float *norm, float max_norm)
+{
+	KERNEL_WAIT_PREVIOUS();
+	float coef = clip_coef_elem(*norm, max_norm);
+	size_t live = clip_scales_elem(coef) ? n : 0;
+	for (size_t i = grid_first(); i < live; i += grid_stride())
+		g[i] = scale_elem(g[i], coef);
+}
+
 /* ---- launchers ------------------------------------------------------------------------- */
 
 void kernels_gather(cudaStream_t stream, const struct kernel_geom *geom,
@@ -236,6 +286,23 @@ void kernels_adamw_update(cudaStream_t stream, const struct kernel_geom *geom, f
 		return;
 	struct kernel_geom gm = pick_geom(geom, total);
 	KERNEL_LAUNCH(adamw_update_kernel, gm, stream, p, g, m, v, n, lr, counters, h, next);
+}
+
+void kernels_clip_norm(cudaStream_t stream, const struct kernel_geom *geom, const float *g,
+		       size_t n, float *norm)
+{
+	struct clip_norm_args a = {g, n, norm};
+	struct kernel_geom gm = geom ? *geom : kernel_geom_sized(CLIP_PARTS, COOP_MAX_THREADS);
+	KERNEL_LAUNCH_COOP(clip_norm_kernel, gm, stream, a);
+}
+
+void kernels_clip_scale(cudaStream_t stream, const struct kernel_geom *geom, float *g, size_t n,
+			const float *norm, float max_norm)
+{
+	if (n == 0)
+		return;
+	struct kernel_geom gm = pick_geom(geom, n);
+	KERNEL_LAUNCH(clip_scale_kernel, gm, stream, g, n, norm, max_norm);
 }
 
 #if defined(CUDART_VERSION)

@@ -141,6 +141,17 @@ void kernels_adamw_update(cudaStream_t stream, const struct kernel_geom *geom, f
 			  const float *g, float *m, float *v, size_t n, const float *lr,
 			  const struct step_counters *counters, struct adamw_hyper h,
 			  const struct gather_req *then);
+/*
+ * Gradient clipping (backend.h, ->clip_grad_norm) in two launches. The norm:
+ * *norm = the 2-norm of g (n) in elem.h's order (CLIP_PARTS), by block 0
+ * alone (CLIP_PARTS threads, or the geometry's block; other blocks idle),
+ * always launched. The scale: g (n) *= clip_coef_elem(*norm, max_norm)
+ * where clip_scales_elem says so, read on the device; work: n.
+ */
+void kernels_clip_norm(cudaStream_t stream, const struct kernel_geom *geom, const float *g,
+		       size_t n, float *norm);
+void kernels_clip_scale(cudaStream_t stream, const struct kernel_geom *geom, float *g, size_t n,
+			const float *norm, float max_norm);
 /* y (rows, cols) at row stride cols: bias_act_elem per column. Work: rows * cols. */
 void kernels_bias_act(cudaStream_t stream, const struct kernel_geom *geom, float *y,
 		      const float *bias, int rows, int cols, int relu);

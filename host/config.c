@@ -155,6 +155,13 @@ const struct setting config_settings[] = {
 		  SETTING_NEWER,
 	 .help = "AdamW: added to the denominator's square root", .applies = adamw_only,
 	 .needs = "only applies with --optimizer adamw"},
+	{.flag = "clip-grad-norm", .arg = "F", .type = SETTING_FLOAT, .offset = FIELD(clip_grad_norm),
+	 .lo = 0, .hi = 1e30, .expect = "a positive finite number",
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_LO_OPEN |
+		  SETTING_NEWER,
+	 .help = "clip the gradients, once reduced over the ranks, by their global L2 norm before "
+		 "the update (torch.nn.utils.clip_grad_norm_): all scaled by F / (norm + 1e-6) when that "
+		 "is below 1; weight decay is added after. By default no clipping"},
 	{.flag = "lr-schedule", .arg = "NAME", .type = SETTING_CHOICE, .offset = FIELD(lr_schedule),
 	 .def = "constant", .choices = schedule_names, .expect = "schedule",
 	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME,
@@ -451,9 +458,12 @@ void config_format(const struct setting *s, const struct train_config *c, char *
 	case SETTING_U64:
 		snprintf(buf, len, "%llu", (unsigned long long)*(const uint64_t *)(const void *)field);
 		break;
-	case SETTING_FLOAT:
-		text_float_exact(*(const float *)(const void *)field, buf, len);
+	case SETTING_FLOAT: {
+		float v = *(const float *)(const void *)field;
+		if (v != 0.0f || s->def) /* without a default, 0 is "not given" */
+			text_float_exact(v, buf, len);
 		break;
+	}
 	case SETTING_CHOICE:
 		snprintf(buf, len, "%s", choice_name(s->choices, get_int(c, s->offset)));
 		break;

@@ -82,6 +82,7 @@ struct train_config {
 	float momentum;     /* sgd */
 	float weight_decay; /* sgd: L2 on the gradient; adamw: decoupled */
 	float beta1, beta2, eps; /* adamw */
+	float clip_grad_norm; /* the gradients' global norm at most this; 0 = no clipping */
 	enum lr_schedule lr_schedule;
 	long warmup_steps; /* steps of linear warm-up at the start of the run */
 	uint64_t seed;

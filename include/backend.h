@@ -248,6 +248,15 @@ struct backend_ops {
 	void (*adamw_update)(void *ctx, float *p, const float *g, float *m, float *v, size_t n,
 			     const float *lr, const struct step_counters *counters,
 			     struct adamw_hyper h, const struct gather_req *then);
+	/*
+	 * Gradient clipping by the global norm (torch.nn.utils.clip_grad_norm_),
+	 * on the backend: *norm = the 2-norm of g (n), its sum of squares in
+	 * elem.h's fixed order (CLIP_PARTS), then with coef =
+	 * clip_coef_elem(*norm, max_norm), where clip_scales_elem(coef), for
+	 * i < n: g[i] = scale_elem(g[i], coef). norm: one float of backend
+	 * memory, written and read on the backend (nothing waits for the host).
+	 */
+	void (*clip_grad_norm)(void *ctx, float *g, size_t n, float max_norm, float *norm);
 
 	/* A convolution stage's forward pass (struct conv_stage): x, W, b -> y, arg, cols. */
 	void (*conv_forward)(void *ctx, const struct conv_stage *s, const float *x, const float *w,
@@ -421,6 +430,11 @@ static inline void backend_adamw_update(const struct backend *b, float *p, const
 					struct adamw_hyper h, const struct gather_req *then)
 {
 	b->ops->adamw_update(b->ctx, p, g, m, v, n, lr, counters, h, then);
+}
+static inline void backend_clip_grad_norm(const struct backend *b, float *g, size_t n,
+					  float max_norm, float *norm)
+{
+	b->ops->clip_grad_norm(b->ctx, g, n, max_norm, norm);
 }
 static inline void backend_conv_forward(const struct backend *b, const struct conv_stage *s,
 					const float *x, const float *w, const float *bias,

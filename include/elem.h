@@ -186,6 +186,49 @@ ELEM_FN float scale_elem(float x, float alpha)
 }
 
 /*
+ * Gradient clipping by the global norm (torch.nn.utils.clip_grad_norm_, the
+ * 2-norm over every gradient of the flat buffer g (n)). The sum of squares
+ * is taken in one fixed order, on every backend and for every launch
+ * geometry, so that it is the same bits wherever it runs: CLIP_PARTS partial
+ * sums, part c = clip_sumsq_elem over g[c], g[c + CLIP_PARTS], ... in order
+ * of the index from 0.0f, then folded by halves: for half = CLIP_PARTS / 2,
+ * ..., 1, part[c] += part[c + half] for c < half; the norm is
+ * clip_norm_elem(part[0]).
+ */
+#define CLIP_PARTS 1024
+
+ELEM_FN float clip_sumsq_elem(float sum, float g)
+{
+	return sum + g * g;
+}
+
+/* The norm from the folded sum of squares. */
+ELEM_FN float clip_norm_elem(float sumsq)
+{
+	return sqrtf(sumsq);
+}
+
+/*
+ * PyTorch's coefficient: max_norm / (norm + 1e-6), clamped to at most 1 (a
+ * NaN norm gives NaN, as torch.clamp keeps it).
+ */
+ELEM_FN float clip_coef_elem(float norm, float max_norm)
+{
+	float coef = max_norm / (norm + 1e-6f);
+	return coef > 1.0f ? 1.0f : coef;
+}
+
+/*
+ * Whether the gradients are scaled by coef (scale_elem): below 1, or NaN
+ * (PyTorch multiplies by the clamped coefficient every time; by 1 it changes
+ * no bit, so the backends skip it).
+ */
+ELEM_FN int clip_scales_elem(float coef)
+{
+	return !(coef >= 1.0f);
+}
+
+/*
  * One entry of the im2col matrix (conv_shape.h): what tap (ky, kx) reads for
  * output pixel (oy, ox) of image b, from one input channel (h, w, batch); 0
  * in the padding.

@@ -81,6 +81,14 @@ mutant sgd-momentum-ignored $BH \
 mutant adamw-bias-correction-one-ahead $BH \
 	'counters->updates, h));' 'counters->updates + 1, h));' \
 	'test_ops|mnist_train_sim_mlp_adamw_cuda_vs_host_2'
+# --clip-grad-norm: the scale skipped by the host backend; PyTorch's 1e-6 dropped from the
+# coefficient (the shared math: it shows at norms near 1e-6's scale, test_ops's small ones).
+mutant clip-scale-skipped $BH \
+	$'\tif (clip_scales_elem(coef))\n\t\tclip_scale(g, n, coef);' $'\tif (0)\n\t\tclip_scale(g, n, coef);' \
+	'test_ops|e2e_clip_2'
+mutant clip-epsilon-dropped $E \
+	'float coef = max_norm / (norm + 1e-6f);' 'float coef = max_norm / norm;' \
+	'test_ops'
 # The loss's gradient without its scale (1 / rows): the shared math, so cuda/ rebuilds too.
 mutant xent-gradient-unscaled $E \
 	'return scale * (p - (is_label ? 1.0f : 0.0f));' 'return p - (is_label ? 1.0f : 0.0f);' \

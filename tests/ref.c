@@ -143,6 +143,17 @@ void ref_sgd_update(double *p, const float *g, double *v, size_t n, double lr, d
 	}
 }
 
+double ref_clip_grad_norm(const float *g, double *out, size_t n, double max_norm)
+{
+	double sum = 0.0;
+	for (size_t i = 0; i < n; i++)
+		sum += (double)g[i] * (double)g[i];
+	double norm = sqrt(sum), coef = max_norm / (norm + 1e-6);
+	for (size_t i = 0; i < n; i++)
+		out[i] = coef < 1.0 ? (double)g[i] * coef : (double)g[i];
+	return norm;
+}
+
 void ref_adamw_update(double *p, const float *g, double *m, double *v, size_t n, double lr,
 		      long t, double beta1, double beta2, double eps, double wd)
 {

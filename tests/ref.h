@@ -82,6 +82,12 @@ void ref_adamw_update(double *p, const float *g, double *m, double *v, size_t n,
 		      long t, double beta1, double beta2, double eps, double wd);
 
 /*
+ * torch.nn.utils.clip_grad_norm_ in double: returns the 2-norm of g (n);
+ * where max_norm / (norm + 1e-6) < 1, out[i] = g[i] times it, else out[i] = g[i].
+ */
+double ref_clip_grad_norm(const float *g, double *out, size_t n, double max_norm);
+
+/*
  * Convolution and pooling from their definitions, in the batch-innermost
  * layouts of include/conv_shape.h: images (c, h, w, batch); stride 1
  * convolutions with zero padding, k x k pools with stride k.

@@ -104,7 +104,7 @@ Test(checkpoint, layout_is_safetensors)
 	cr_expect(strstr(hdr, "\"model\":\"seed\",\"hidden\":\"\",\"epochs\":\"4\",\"batch_size\":\"16\","
 			      "\"optimizer\":\"sgd\",\"lr\":\"0.05\",\"momentum\":\"0\","
 			      "\"weight_decay\":\"0\",\"beta1\":\"\",\"beta2\":\"\",\"eps\":\"\","
-			      "\"lr_schedule\":\"constant\","
+			      "\"clip_grad_norm\":\"\",\"lr_schedule\":\"constant\","
 			      "\"warmup_steps\":\"0\",\"seed\":\"1\",\"grad_reduce\":\"mean\","
 			      "\"drop_last\":\"off\""),
 		  "%s", hdr);
@@ -195,6 +195,7 @@ Test(checkpoint, older_checkpoint_reads_as_sgd)
 	cr_assert_eq(checkpoint_parse(b, n, "old", &info, view, err, sizeof(err)), STATUS_OK, "%s", err);
 	cr_expect_eq(info.cfg.optimizer, OPTIMIZER_SGD);
 	cr_expect(info.cfg.weight_decay == 0.0f, "weight decay %g", info.cfg.weight_decay);
+	cr_expect(info.cfg.clip_grad_norm == 0.0f, "no clipping, not %g", info.cfg.clip_grad_norm);
 	/* A value given is still checked. */
 	char json[4096];
 	snprintf(json, sizeof(json), "{\"__metadata__\":{" META_OK ",\"optimizer\":\"adam\"},\"t\":{"
@@ -205,6 +206,52 @@ Test(checkpoint, older_checkpoint_reads_as_sgd)
 	cr_expect(strstr(err, "unknown optimizer 'adam'"), "%s", err);
 	free(b);
 	free(view);
+}
+
+/*
+ * --clip-grad-norm in the metadata: its value in command-line form, "" when
+ * not given (a checkpoint from before the setting lacks the key: the same),
+ * read back exactly; a value that is not a positive number is refused.
+ */
+Test(checkpoint, clip_grad_norm_round_trip)
+{
+	struct model m;
+	struct train_config c;
+	struct checkpoint_info info, back;
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	char err[ERRLEN] = "";
+	small_model(&m, &c, 0);
+	c.clip_grad_norm = 0.25f;
+	run_info(&c, &info);
+	set_position(&info, 3);
+	float *params = random_floats(m.n_params, 1), *state = random_floats(m.n_params, 2);
+	cr_assert_eq(checkpoint_encode(&m, &info, params, state, &buf, &len), 0);
+	char *hdr = strndup((const char *)buf + 8, (size_t)header_len(buf));
+	cr_expect(strstr(hdr, "\"eps\":\"\",\"clip_grad_norm\":\"0.25\",\"lr_schedule\""), "%s", hdr);
+	struct checkpoint_view *view = malloc(sizeof(*view));
+	cr_assert_eq(checkpoint_parse(buf, len, "x", &back, view, err, sizeof(err)), STATUS_OK, "%s", err);
+	cr_expect(back.cfg.clip_grad_norm == 0.25f, "read back as %g", back.cfg.clip_grad_norm);
+	cr_expect_eq(checkpoint_compat(&back, &info, "x", err, sizeof(err)), STATUS_OK, "%s", err);
+	free(buf);
+	free(hdr);
+
+	uint8_t *b;
+	size_t n = craft(&b, 32, "{\"__metadata__\":{" META_OK ",\"clip_grad_norm\":\"-1\"},\"t\":{"
+				 "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}");
+	cr_expect_eq(checkpoint_parse(b, n, "old", &back, view, err, sizeof(err)), STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "metadata \"clip_grad_norm\": '-1' is not a positive finite number"), "%s",
+		  err);
+	free(b);
+	n = craft(&b, 32, "{\"__metadata__\":{" META_OK ",\"clip_grad_norm\":\"\"},\"t\":{"
+			  "\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}}");
+	cr_expect_eq(checkpoint_parse(b, n, "new", &back, view, err, sizeof(err)), STATUS_OK, "%s", err);
+	cr_expect(back.cfg.clip_grad_norm == 0.0f, "\"\" reads as not given, not %g",
+		  back.cfg.clip_grad_norm);
+	free(b);
+	free(view);
+	free(params);
+	free(state);
 }
 
 Test(checkpoint, truncated_at_every_boundary)
@@ -510,6 +557,13 @@ Test(checkpoint, compat_names_every_difference)
 	ck.cfg.grad_reduce = GRAD_REDUCE_MEAN;
 	ck.cfg.lr_schedule = LR_COSINE;
 	CASE(run.cfg.epochs = 5, "--epochs 4 in the checkpoint, 5 here, with --lr-schedule cosine");
+	ck.cfg.lr_schedule = LR_CONSTANT;
+	/* --clip-grad-norm: given on one side only, or another value, is a difference. */
+	CASE(run.cfg.clip_grad_norm = 0.5f, "--clip-grad-norm not given in the checkpoint, 0.5 here");
+	ck.cfg.clip_grad_norm = 0.25f;
+	CASE(run.cfg.clip_grad_norm = 0.5f, "--clip-grad-norm 0.25 in the checkpoint, 0.5 here");
+	CASE(run.cfg.clip_grad_norm = 0.0f, "--clip-grad-norm 0.25 in the checkpoint, not given here");
+	ck.cfg.clip_grad_norm = 0.0f;
 #undef CASE
 	run = ck;
 	cr_expect_eq(checkpoint_compat(&ck, &run, "ck", err, sizeof(err)), STATUS_OK, "%s", err);

@@ -244,6 +244,38 @@ Test(config, bad_floats)
 		EXPECT_ERROR("--momentum", "--momentum", bad_mom[i]);
 }
 
+/*
+ * --clip-grad-norm F: off unless given (no text: nothing in the fingerprint's
+ * value, "" in a checkpoint), with either optimizer; F a positive finite
+ * number, read back exactly from its text.
+ */
+Test(config, clip_grad_norm)
+{
+	const struct setting *s = config_setting("clip-grad-norm");
+	cr_assert_not_null(s);
+	cr_expect(s->where & SETTING_AGREE && s->where & SETTING_CHECKPOINT && s->where & SETTING_RESUME &&
+			  s->where & SETTING_NEWER,
+		  "in the fingerprint, the checkpoint (newer) and compared on resume");
+	char text[64] = "x";
+	struct parsed p = parse(NULL);
+	cr_assert_eq(p.rc, STATUS_OK, "%s", p.err);
+	cr_expect(p.c.clip_grad_norm == 0.0f, "off by default, not %g", p.c.clip_grad_norm);
+	config_format(s, &p.c, text, sizeof(text));
+	cr_expect_str_empty(text, "not given: no text, not '%s'", text);
+	p = parse("--clip-grad-norm", "0.5", NULL);
+	cr_assert_eq(p.rc, STATUS_OK, "%s", p.err);
+	cr_expect(p.c.clip_grad_norm == 0.5f);
+	config_format(s, &p.c, text, sizeof(text));
+	cr_expect_str_eq(text, "0.5");
+	p = parse("--optimizer", "adamw", "--clip-grad-norm", "1e-3", NULL);
+	cr_assert_eq(p.rc, STATUS_OK, "with adamw too: %s", p.err);
+	cr_expect(p.c.clip_grad_norm == 1e-3f);
+	const char *bad[] = {"-1", "0", "-0", "abc", "nan", "inf", "", "1e40", "0.5x"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		EXPECT_ERROR("--clip-grad-norm", "--clip-grad-norm", bad[i]);
+	EXPECT_ERROR("--clip-grad-norm: '0' is not a positive finite number", "--clip-grad-norm", "0");
+}
+
 /* The optimizer's flags: PyTorch's defaults, each refused where its optimizer is not the one chosen. */
 Test(config, optimizer_flags)
 {

@@ -239,6 +239,18 @@ Test(kernels_host, launchers_use_backend_geometry)
 	expect_launch(before, ROWS, "argmax_hits (rows)");
 
 	before = fake_cuda_stats.launches;
+	kernels_clip_scale(NULL, NULL, g, N, loss, 1.0f);
+	expect_launch(before, N, "clip_scale (n)");
+	/* The norm: one block of CLIP_PARTS threads, a part each, whatever n. */
+	before = fake_cuda_stats.launches;
+	kernels_clip_norm(NULL, NULL, g, N, loss);
+	cr_assert(fake_cuda_stats.launches == before + 1 && fake_cuda_stats.grid == 1 &&
+			  fake_cuda_stats.block == CLIP_PARTS,
+		  "clip_norm: %lu launches, the last %u x %u, expected one of 1 x %d",
+		  fake_cuda_stats.launches - before, fake_cuda_stats.grid, fake_cuda_stats.block,
+		  CLIP_PARTS);
+
+	before = fake_cuda_stats.launches;
 	kernels_sgd_update(NULL, NULL, p, g, v, N, lr, &cnt, 0.9f, 0.0f, NULL);
 	expect_launch(before, N, "sgd_update (n)");
 	before = fake_cuda_stats.launches;
@@ -351,6 +363,7 @@ Test(kernels_host, empty_work_launches_nothing)
 	xr.cols = 0;
 	kernels_softmax_xent(NULL, NULL, &xr);
 	kernels_argmax_hits(NULL, NULL, &f, &i, 0, 10, &i);
+	kernels_clip_scale(NULL, NULL, &f, 0, &lr, 1e-3f);
 	kernels_sgd_update(NULL, NULL, &f, &f, &f, 0, &lr, &cnt, 0.9f, 0.0f, NULL);
 	kernels_sgd_update(NULL, NULL, &f, &f, &f, 0, &lr, &cnt, 0.9f, 0.0f, &none);
 	struct adamw_hyper h = {0.9f, 0.999f, 1e-8f, 0.0f};
@@ -1435,6 +1448,62 @@ Test(kernels_host, bias_act)
 			free(host_y);
 			free(ref);
 		}
+}
+
+/*
+ * Gradient clipping, its two launches on every geometry (the norm's block 0
+ * alone, whatever the grid; the scale a grid-stride loop): the norm and the
+ * gradients bit for bit the host backend's (elem.h's order, CLIP_PARTS) and
+ * close to torch.nn.utils.clip_grad_norm_ in double; clipped (the bound a
+ * tenth of the norm) and not (ten times it: untouched), sizes about the
+ * partial sums' row. An empty buffer has the norm 0.
+ */
+Test(kernels_host, clip_grad_norm)
+{
+	const size_t sizes[] = {1, CLIP_PARTS - 1, CLIP_PARTS, CLIP_PARTS + 1, 7850, 101770};
+	for (size_t s = 0; s < N_OF(sizes); s++)
+		for (int clip = 0; clip < 2; clip++) {
+			size_t n = sizes[s];
+			struct rng r = rng_make(kc_seed, 700 + 2 * s + clip);
+			float *g0 = kc_rand_f(&r, n, -1.0, 1.0);
+			double *ref = kc_dbuf(n);
+			double norm = ref_clip_grad_norm(g0, ref, n, 0.0);
+			float max_norm = (float)(norm * (clip ? 0.1 : 10.0));
+			ref_clip_grad_norm(g0, ref, n, max_norm);
+			float *host_g = malloc(n * sizeof(float)), host_norm = 0.0f;
+			cr_assert_not_null(host_g);
+			memcpy(host_g, g0, n * sizeof(float));
+			backend_clip_grad_norm(&kc_host, host_g, n, max_norm, &host_norm);
+			cr_expect(fabs((double)host_norm - norm) <= 1e-6 * norm,
+				  "host norm %.9g, double %.9g (seed %llu)", (double)host_norm, norm,
+				  (unsigned long long)kc_seed);
+			for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+				char what[160], gn[64];
+				kc_geom_name(gi, gn, sizeof(gn));
+				snprintf(what, sizeof(what), "clip_grad_norm n=%zu %s, %s", n,
+					 clip ? "clipped" : "not clipped", gn);
+				float *g = kc_guarded_f(n), *nm = kc_guarded_f(1);
+				memcpy(g, g0, n * sizeof(float));
+				kernels_clip_norm(NULL, kc_geom_at(gi), g, n, nm);
+				kc_check_guards_f(nm, 1, what);
+				kc_expect_same_f(what, nm, &host_norm, 1, kc_seed);
+				kernels_clip_scale(NULL, kc_geom_at(gi), g, n, nm, max_norm);
+				kc_check_guards_f(g, n, what);
+				kc_expect_close(what, g, ref, n, 1e-12, 2e-6, kc_seed);
+				kc_expect_same_f(what, g, host_g, n, kc_seed);
+				if (!clip)
+					kc_expect_same_f(what, g, g0, n, kc_seed);
+				kc_free_guarded_f(g);
+				kc_free_guarded_f(nm);
+			}
+			free(g0);
+			free(ref);
+			free(host_g);
+		}
+	float *nm = kc_guarded_f(1), f = 3.0f;
+	kernels_clip_norm(NULL, NULL, &f, 0, nm);
+	cr_expect(nm[0] == 0.0f, "the norm of nothing is %g", (double)nm[0]);
+	kc_free_guarded_f(nm);
 }
 
 Test(kernels_host, relu_backward)

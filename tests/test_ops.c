@@ -927,6 +927,58 @@ Test(ops, adamw_update_matches_pytorch_formula)
 	backend_destroy(&be);
 }
 
+/*
+ * Gradient clipping by the global norm against torch.nn.utils.clip_grad_norm_
+ * in double: the norm written to backend memory, and the gradients scaled
+ * where the bound is below the norm, untouched (bitwise) where it is not;
+ * sizes across the partial sums' row (CLIP_PARTS) and several rows of it.
+ */
+Test(ops, clip_grad_norm_against_double)
+{
+	uint64_t seed = ref_seed(113);
+	struct rng r = rng_make(seed, 11);
+	struct backend be = make_backend();
+	const size_t sizes[] = {1, 37, CLIP_PARTS - 1, CLIP_PARTS, CLIP_PARTS + 1, 7850, 101770};
+	/* The bound as a fraction of the norm: clipped hard, just, and not at all. */
+	const double fractions[] = {0.01, 0.9, 1.5, 1e6};
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+		for (size_t f = 0; f < sizeof(fractions) / sizeof(fractions[0]); f++) {
+			size_t n = sizes[s];
+			float *g = xcalloc_t(n, sizeof(float)), *got = xcalloc_t(n, sizeof(float));
+			double *want = xcalloc_t(n, sizeof(double));
+			ref_fill_normal(&r, g, n, 0.0, f % 2 ? 3.0 : 1e-3);
+			double norm = ref_clip_grad_norm(g, want, n, 0.0);
+			float max_norm = (float)(fractions[f] * norm);
+			double want_norm = ref_clip_grad_norm(g, want, n, max_norm);
+			float *g_d = dev_copy(&be, g, n * sizeof(float));
+			float *norm_d = backend_alloc(&be, sizeof(float));
+			cr_assert_not_null(norm_d);
+			backend_clip_grad_norm(&be, g_d, n, max_norm, norm_d);
+			float got_norm = 0.0f;
+			dev_read(&be, &got_norm, norm_d, sizeof(float));
+			dev_read(&be, got, g_d, n * sizeof(float));
+			char what[128];
+			snprintf(what, sizeof(what), "clip_grad_norm n=%zu max_norm=%g (norm x %g)", n,
+				 (double)max_norm, fractions[f]);
+			cr_expect(fabs((double)got_norm - want_norm) <= 1e-6 * want_norm,
+				  "%s: norm %.9g, double %.9g (seed %llu)", what, (double)got_norm, want_norm,
+				  (unsigned long long)seed);
+			struct ref_cmp c = ref_compare_f(what, got, want, n, 1e-12, 2e-6, seed);
+			cr_expect_eq(c.bad, 0, "%s: %zu mismatches, largest %g (seed %llu)", what, c.bad,
+				     c.max_err, (unsigned long long)seed);
+			if (fractions[f] > 1.0)
+				cr_expect(!memcmp(got, g, n * sizeof(float)), "%s: not clipped, yet changed", what);
+			else
+				cr_expect(memcmp(got, g, n * sizeof(float)), "%s: clipped, yet unchanged", what);
+			backend_free(&be, g_d);
+			backend_free(&be, norm_d);
+			free(g);
+			free(got);
+			free(want);
+		}
+	backend_destroy(&be);
+}
+
 Test(ops, sgd_update_with_and_without_momentum_and_weight_decay)
 {
 	uint64_t seed = ref_seed(109);

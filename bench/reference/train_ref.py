@@ -32,7 +32,10 @@ What matches mnist-train:
 - loss: cross-entropy averaged over the batch, gradients averaged over ranks
   (DDP); --optimizer sgd: torch.optim.SGD with lr, momentum (dampening 0) and
   --weight-decay (L2, added to the gradient); --optimizer adamw:
-  torch.optim.AdamW with --beta1, --beta2, --eps and --weight-decay (decoupled).
+  torch.optim.AdamW with --beta1, --beta2, --eps and --weight-decay (decoupled);
+  --clip-grad-norm F: torch.nn.utils.clip_grad_norm_(params, F) on the averaged
+  gradients before the optimizer's step (its weight decay after, inside it);
+  the summary then counts the steps it clipped (clipped_steps=).
 - --init CKPT: start from an mnist-train checkpoint's parameters (its layers
   in order onto the model's Linear and Conv2d layers) and, with adamw, its
   optimizer state (exp_avg, exp_avg_sq, step), so both trainers continue from
@@ -216,6 +219,8 @@ def main():
     ap.add_argument("--beta1", type=float, default=0.9)
     ap.add_argument("--beta2", type=float, default=0.999)
     ap.add_argument("--eps", type=float, default=1e-8)
+    ap.add_argument("--clip-grad-norm", type=float, default=0.0,
+                    help="clip the gradients by their global L2 norm to at most F (0: no clipping)")
     ap.add_argument("--init", default=None, help="an mnist-train checkpoint to start from")
     ap.add_argument("--lr-schedule", choices=("constant", "cosine"), default="constant")
     ap.add_argument("--warmup-steps", type=int, default=0)
@@ -284,10 +289,16 @@ def main():
     metrics = open(a.metrics, "w") if a.metrics and rank == 0 else None
     sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
 
+    # Steps whose gradients were scaled (max_norm / (norm + 1e-6) < 1), counted on the device.
+    clipped = torch.zeros((), dtype=torch.int64, device=device)
+
     def train_step(b, set_to_none):
         loss = F.cross_entropy(model(x_train.index_select(0, b)), y_train.index_select(0, b))
         opt.zero_grad(set_to_none=set_to_none)
         loss.backward()
+        if a.clip_grad_norm > 0:
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip_grad_norm)
+            clipped.add_((a.clip_grad_norm / (norm + 1e-6) < 1).to(torch.int64))
         opt.step()
         return loss
 
@@ -339,8 +350,8 @@ def main():
         print(f"summary: model={a.model} backend=torch ranks={world} epochs={epoch + 1} steps_per_epoch={steps} "
               f"images={images} train_seconds={train_seconds:.3f} images_per_second={images / train_seconds:.0f} "
               f"test_accuracy={acc:.4f} final_loss={loss_v:.8g} step_median_ms={np.median(st):.4f} "
-              f"step_p95_ms={np.percentile(st, 95):.4f} tta_seconds={tta:.3f} threads={torch.get_num_threads()}",
-              flush=True)
+              f"step_p95_ms={np.percentile(st, 95):.4f} tta_seconds={tta:.3f} threads={torch.get_num_threads()}"
+              + (f" clipped_steps={clipped.item()}" if a.clip_grad_norm > 0 else ""), flush=True)
     if world > 1:
         dist.destroy_process_group()
 

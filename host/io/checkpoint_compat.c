@@ -122,11 +122,15 @@ enum status checkpoint_compat(const struct checkpoint_info *ck, const struct che
 		const struct setting *s = &config_settings[i];
 		if (!(s->where & SETTING_RESUME))
 			continue;
+		/* Not applying on one side: the setting it depends on differs, and is named. */
+		if (s->applies && (!s->applies(&ck->cfg) || !s->applies(&run->cfg)))
+			continue;
 		config_format(s, &ck->cfg, a, sizeof(a));
 		config_format(s, &run->cfg, b, sizeof(b));
-		/* Not applying on one side: the setting it depends on differs, and is named. */
-		if (*a && *b && strcmp(a, b))
-			text_add(&d, "%s--%s %s in the checkpoint, %s here", sep(&d), s->flag, a, b);
+		/* "" where the setting applies: a value not given (--clip-grad-norm). */
+		if (strcmp(a, b))
+			text_add(&d, "%s--%s %s in the checkpoint, %s here", sep(&d), s->flag,
+				 *a ? a : "not given", *b ? b : "not given");
 	}
 	if (ck->examples != run->examples)
 		text_add(&d, "%s%d training images in the checkpoint (--limit), %d here", sep(&d),

@@ -313,6 +313,8 @@ static enum status meta_info(const json_t *meta, struct checkpoint_info *info, c
 						   name, skey, s);
 			continue;
 		}
+		if (!*s && !row->def)
+			continue; /* a value not given (a number without a default): its 0 */
 		if (config_set(row, &info->cfg, s, why, sizeof(why)))
 			return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: metadata \"%s\": %s", name,
 					   skey, why);

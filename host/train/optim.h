@@ -9,6 +9,10 @@
  *          .exp_avg_sq, and the update count optimizer.step (a float scalar,
  *          as PyTorch keeps it), which is the global step
  *
+ * With --clip-grad-norm the gradients are first clipped by their global norm
+ * (torch.nn.utils.clip_grad_norm_), optim_clip; the weight decay comes after,
+ * in the update, as torch.optim.SGD and AdamW add it.
+ *
  * The training loop calls optim_update once a step and never asks which
  * optimizer runs: a new one is a backend op, a settings value and an entry here.
  */
@@ -57,11 +61,16 @@ struct optim {
 	enum optimizer_kind kind;
 	float momentum, weight_decay; /* sgd */
 	struct adamw_hyper adamw;     /* adamw */
+	float max_norm;               /* --clip-grad-norm; 0: no clipping */
+	float *norm;                  /* (1) the gradients' norm, backend memory; NULL without clipping */
 	size_t n;                     /* parameters */
 	float *state;                 /* (n_state, n): sgd the velocity; adamw exp_avg, exp_avg_sq */
 };
 
-/* The optimizer of c over n parameters, its state zeroed; -1 when out of backend memory. */
+/*
+ * The optimizer of c over n parameters, its state zeroed (and with
+ * --clip-grad-norm the norm's scalar); -1 when out of backend memory.
+ */
 int optim_create(struct optim *o, const struct backend *be, const struct train_config *c,
 		 size_t n);
 void optim_destroy(struct optim *o, const struct backend *be);
@@ -71,6 +80,13 @@ size_t optim_state_count(const struct optim *o);
 
 /* Set the state from host memory (state: optim_state_count floats). */
 void optim_load(const struct optim *o, const struct backend *be, const float *state);
+
+/*
+ * With --clip-grad-norm: g (n), the gradients averaged over the ranks, clipped
+ * by their global norm on the backend (backend.h, ->clip_grad_norm), before
+ * the update; nothing without it.
+ */
+void optim_clip(const struct backend *be, const struct optim *o, float *g);
 
 /*
  * One update of p (n) from g (n) at the step's rate, lr[counters->step - 1]

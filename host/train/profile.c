@@ -232,6 +232,16 @@ static void w_adamw_update(void *ctx, float *p, const float *g, float *m, float 
 	op_end(w, i);
 }
 
+static void w_clip_grad_norm(void *ctx, float *g, size_t n, float max_norm, float *norm)
+{
+	struct wrap *w = wrap_of(ctx);
+	char shape[64];
+	snprintf(shape, sizeof(shape), "%zu", n);
+	int i = op_begin(w, "clip_grad_norm", shape);
+	backend_clip_grad_norm(w->inner, g, n, max_norm, norm);
+	op_end(w, i);
+}
+
 static void stage_shape(char *shape, size_t len, const struct conv_stage *s)
 {
 	snprintf(shape, len, "%dx%dx%d k%d -> %d, pool %d, rows %d", s->conv->c, s->conv->h,
@@ -307,6 +317,7 @@ static const struct backend_ops wrap_ops = {
 	.argmax_hits = w_argmax_hits,
 	.sgd_update = w_sgd_update,
 	.adamw_update = w_adamw_update,
+	.clip_grad_norm = w_clip_grad_norm,
 	.conv_forward = w_conv_forward,
 	.pool_backward = w_pool_backward,
 	.conv_backward_data = w_conv_backward_data,

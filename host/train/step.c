@@ -49,6 +49,11 @@ void step_ops(const struct step_state *s, int rows)
 		   1.0f / ((float)rows * (float)(fold ? s->ranks : 1)), s->counters);
 	backend_label(be, "", "allreduce");
 	backend_allreduce(be, s->grads, s->m->n_params, fold ? REDUCE_SUM : s->reduce);
+	/* --clip-grad-norm: the averaged gradients, the same on every rank, clipped alike. */
+	if (s->opt.max_norm > 0.0f) {
+		backend_label(be, "", "clip");
+		optim_clip(be, &s->opt, s->grads);
+	}
 	backend_label(be, "", "optimizer");
 	struct gather_req next = step_gather(s);
 	optim_update(be, &s->opt, s->params, s->grads, s->lr, s->counters, &next);

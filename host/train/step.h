@@ -1,8 +1,8 @@
 /*
  * step.h - one training step on the backend (host/train/step.c): the training
  * set in backend memory, everything a step reads and writes, the gather of a
- * batch, the step's ops (forward, loss, backward, allreduce, update and the
- * next batch's gather) and its loss read back. The loop (train.c) decides
+ * batch, the step's ops (forward, loss, backward, allreduce, the gradients'
+ * clipping with --clip-grad-norm, update and the next batch's gather) and its loss read back. The loop (train.c) decides
  * when; launch.c how steps are grouped into launches.
  */
 #ifndef MNIST_DDP_STEP_H

@@ -53,6 +53,13 @@ add_test(NAME e2e_profile
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_profile.sh host
                  $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})
 set_tests_properties(e2e_profile PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2)
+# --clip-grad-norm at 2 ranks: clipped alike on every rank, a bound never reached bitwise no
+# flag, the value kept by a checkpoint (the simulator's twin: 45-cudasim.cmake).
+add_test(NAME e2e_clip_2
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_clip.sh host 2
+                 $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})
+set_tests_properties(e2e_clip_2 PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2
+                     PASS_REGULAR_EXPRESSION "PASS clip" FAIL_REGULAR_EXPRESSION "FAIL:")
 add_test(NAME e2e_bad_input
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_bad_input.sh
                  $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})

@@ -336,6 +336,19 @@ foreach(_model seed mlp mlp_adamw)
                        PROCESSORS 2)
 endforeach()
 
+# --clip-grad-norm on the simulated CUDA backend, at 1 and 2 ranks: captured, its losses within
+# 1e-5 of the host's clipped run, bitwise its uncaptured run; a bound never reached bitwise no
+# flag; without the flag outside that bound (tests/e2e/test_clip.sh; e2e_clip_2 is the host's).
+foreach(_ranks 1 2)
+  add_test(NAME mnist_train_sim_clip_${_ranks}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_clip.sh sim ${_ranks}
+                   ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR} ${MNIST_MPIRUN}
+                   -x ${MNIST_CUDASIM_ENV} -x CUDASIM_DEVICE_NAMES=same)
+  set_tests_properties(mnist_train_sim_clip_${_ranks} PROPERTIES LABELS cudasim TIMEOUT 300
+                       PROCESSORS ${_ranks} PASS_REGULAR_EXPRESSION "PASS clip"
+                       FAIL_REGULAR_EXPRESSION "FAIL:")
+endforeach()
+
 # --profile on the simulated CUDA backend: op times on the modelled clock, kernels per op
 # (tests/e2e/test_profile.sh; e2e_profile is the host's run).
 add_test(NAME mnist_train_sim_profile

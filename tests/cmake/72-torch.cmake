@@ -8,6 +8,15 @@ add_test(NAME e2e_torch_adamw COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_
          $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})
 set_tests_properties(e2e_torch_adamw PROPERTIES LABELS "e2e;torch" TIMEOUT 300 SKIP_RETURN_CODE 77
                      ENVIRONMENT "PYTHON=${MNIST_PYTHON}")
+#
+#   e2e_torch_clip    100 full-batch SGD steps with --clip-grad-norm 0.2 (clipping most of
+#                     them) and weight decay, mnist-train against train_ref.py's
+#                     clip_grad_norm_ + torch.optim.SGD from the same checkpoint: every loss
+#                     within 1e-4 relative; the reference without clipping must leave that bound.
+add_test(NAME e2e_torch_clip COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_torch_clip.sh
+         $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})
+set_tests_properties(e2e_torch_clip PROPERTIES LABELS "e2e;torch" TIMEOUT 300 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "PYTHON=${MNIST_PYTHON}")
 
 #   reliability_torch_snippet   docs/reliability.md's "Loading a checkpoint in PyTorch": its
 #                     Python block, read from the page, loads checkpoints of seed, linear,

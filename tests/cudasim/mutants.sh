@@ -75,6 +75,14 @@ mutant sgd-skips-last-element $K \
 	$'\t\tif (i >= n) {\n\t\t\tgather_item(&next, rows, (size_t)cursor, i - n);\n\t\t\tcontinue;' \
 	$'\t\tif (i + 1 >= n) {\n\t\t\tgather_item(&next, rows, (size_t)cursor, i - n);\n\t\t\tcontinue;' \
 	'gpu_ops_sim'
+# --clip-grad-norm's norm: the fold started before every part is written (a barrier gone),
+# and the scale launched over half the gradients.
+mutant clip-fold-without-barrier $K \
+	$'\t\tpart[c] = sum;\n\t}\n\t__syncthreads();' $'\t\tpart[c] = sum;\n\t}' \
+	'test_kernels_host|gpu_ops_sim'
+mutant clip-scale-half $K \
+	'size_t live = clip_scales_elem(coef) ? n : 0;' 'size_t live = clip_scales_elem(coef) ? n / 2 : 0;' \
+	'test_kernels_host|gpu_ops_sim|mnist_train_sim_clip_1'
 mutant block-of-2048-threads cuda/kernels.h \
 	'#define KERNEL_BLOCK 256u' '#define KERNEL_BLOCK 2048u' \
 	'gpu_ops_sim'

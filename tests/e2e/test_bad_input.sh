@@ -18,6 +18,7 @@
 # than the data set, --drop-last leaving no full batch, --threads above the
 # node's cores (once silently capped by OpenBLAS), an unknown --lr-schedule, a
 # negative --warmup-steps, --beta1 1, --eps 0, a negative --weight-decay,
+# --clip-grad-norm -1, 0, abc and nan,
 # --beta2 without --optimizer adamw, --tf32 on the host backend, --eval-every without a test set (a data
 # directory with no test/ beside it), a warm-up longer than the run (with a control: a
 # warm-up exactly as long trains), MPMD launches where
@@ -186,6 +187,14 @@ bad warmup-negative "0 1" "--warmup-steps" "'-5'.*integer" -n 2 "$T" --warmup-st
 bad beta1-one "0 1" "--beta1" "'1'.*in \[0, 1\)" -n 2 "$T" --optimizer adamw --beta1 1 --limit 100
 bad eps-zero "0 1" "--eps" "'0'.*positive" -n 2 "$T" --optimizer adamw --eps 0 --limit 100
 bad weight-decay-negative "0 1" "--weight-decay" "'-0.01'.*>= 0" -n 2 "$T" --weight-decay -0.01 --limit 100
+bad clip-grad-norm-negative "0 1" "--clip-grad-norm" "'-1' is not a positive finite number" \
+	-n 2 "$T" --clip-grad-norm -1 --limit 100
+bad clip-grad-norm-zero "0 1" "--clip-grad-norm" "'0' is not a positive finite number" \
+	-n 2 "$T" --clip-grad-norm 0 --limit 100
+bad clip-grad-norm-word "0 1" "--clip-grad-norm" "'abc' is not a positive finite number" \
+	-n 2 "$T" --clip-grad-norm abc --limit 100
+bad clip-grad-norm-nan "0 1" "--clip-grad-norm" "'nan' is not a positive finite number" \
+	-n 2 "$T" --clip-grad-norm nan --limit 100
 bad beta2-with-sgd "0 1" "--beta2" "only applies with --optimizer adamw" -n 2 "$T" --beta2 0.99 --limit 100
 bad tf32-on-host "0 1" "--tf32" "host backend has no TF32 mode" -n 2 "$T" --backend host --tf32 --limit 100
 bad eval-every-without-test-set "0 1" "--eval-every" "no test set" -n 2 "$T" --data "$TMP/good/train" \

@@ -9,7 +9,9 @@
 # and --metrics:
 #   - rank 0 prints one table: a row per op of the step (LeNet-5's 18 at one
 #     rank: 5 forward, the loss, 5 weight gradients, 4 input gradients, a pool
-#     gradient, the allreduce, the optimizer), named by layer and phase; on the
+#     gradient, the allreduce, the optimizer; the mlp's at 2 ranks, run with
+#     --clip-grad-norm, the clip too, labelled "clip", between the allreduce and
+#     the optimizer: 2 kernels on the CUDA backend), named by layer and phase; on the
 #     CUDA backend the dense layers' forwards, the loss and their input and
 #     weight gradients and conv2's pool gradient are one op, the step's head
 #     (struct head_req): 8 rows;
@@ -198,11 +200,23 @@ print("ok: op times: each of the %d ops that launch kernels took time, within a 
 PY
 fi
 
-run mlp2 2 --model mlp --hidden 64,32 --profile --metrics "$TMP/mlp2.jsonl"
-# forward 3, loss, weight grads 3, input grads 2, allreduce, optimizer (the head: all but
-# the allreduce and the optimizer)
-check mlp2 "$(head_ops 11 9)"
+run mlp2 2 --model mlp --hidden 64,32 --clip-grad-norm 0.5 --profile --metrics "$TMP/mlp2.jsonl"
+# forward 3, loss, weight grads 3, input grads 2, allreduce, clip, optimizer (the head: all
+# but the allreduce, the clip and the optimizer)
+check mlp2 "$(head_ops 12 9)"
 grep -q '^ *allreduce *allreduce ' "$TMP/mlp2.out" || fail "mlp at 2 ranks: no allreduce row"
+# --clip-grad-norm: one op between the allreduce and the optimizer, phase "clip"; on the
+# CUDA backend its two kernels (the norm, the scale).
+python3 - "$TMP/mlp2.jsonl" "$BACKEND" <<'PY' || fail "mlp at 2 ranks, --clip-grad-norm: see above"
+import json, sys
+ops = [r for r in map(json.loads, open(sys.argv[1])) if r.get("event") == "op_times"][-1]["ops"]
+seq = [(o["phase"], o["op"]) for o in ops][-3:]
+want = [("allreduce", "allreduce"), ("clip", "clip_grad_norm"), ("optimizer", "sgd_update")]
+kernels = ops[-2]["kernels"]
+if seq != want or kernels != (2 if sys.argv[2] == "cuda" else None):
+    sys.exit(print("the step ends %s (clip's kernels %s), expected %s (2 kernels on cuda)" % (seq, kernels, want)) or 1)
+print("ok: --clip-grad-norm: the clip op between the allreduce and the optimizer, labelled clip, %s kernels" % kernels)
+PY
 [ "$(grep -c '^profile: ' "$TMP/mlp2.out")" -eq 1 ] || fail "mlp at 2 ranks: the table is printed $(grep -c '^profile: ' "$TMP/mlp2.out") times, expected once (rank 0)"
 
 if [ "$failures" -eq 0 ]; then

@@ -234,7 +234,7 @@ RC=$?
 before=$failures
 for flag in --data --test-data --model --hidden --epochs --batch-size --lr --momentum --seed \
 	--log-every --limit --backend --grad-reduce --drop-last --threads --optimizer --weight-decay \
-	--beta1 --beta2 --eps --eval-every --help; do
+	--beta1 --beta2 --eps --clip-grad-norm --eval-every --help; do
 	grep -qE -- "(^|[[:space:]])$flag([[:space:]=]|\$)" "$TMP/help.out" || fail "--help does not mention $flag"
 done
 usage=$(grep -c '^Usage' "$TMP/help.out")

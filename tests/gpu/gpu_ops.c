@@ -8,7 +8,8 @@
  * Element ops (gather, softmax_xent with its ReLU gate and step counters,
  * sgd_update and adamw_update with the next batch's gather) must agree with
  * the host backend to a normalised error of 1e-6 (max |cuda - host| / max
- * |host|); labels, counters and hit counts exactly. GEMM epilogues (bias,
+ * |host|); labels, counters and hit counts exactly; clip_grad_norm's norm and
+ * gradients bit for bit. GEMM epilogues (bias,
  * bias + ReLU with the backend's mask, the ReLU's gradient through that mask,
  * the bias gradient) agree to a normalised 1e-5. The convolution stages
  * (conv + bias + ReLU + pool forward with its im2col matrix, the pool's
@@ -659,6 +660,55 @@ static void test_sgd_update(struct gpu_test *t)
 	}
 }
 
+/*
+ * Gradient clipping: the norm and the gradients, CUDA against host, bit for
+ * bit (both sum the squares in elem.h's order, CLIP_PARTS, and neither
+ * contracts into FMA), clipped (the bound a tenth of the norm) and not (ten
+ * times it: untouched).
+ */
+static void test_clip_grad_norm(struct gpu_test *t)
+{
+	const size_t sizes[] = {1, 7850, ((size_t)1 << 20) + 3};
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+		for (int clip = 0; clip < 2; clip++) {
+			size_t n = sizes[s];
+			struct rng r = rng_make(t->seed, 70 + 2 * s + clip);
+			float *g = fbuf(n), *g_out[2] = {fbuf(n), fbuf(n)}, norm[2] = {0.0f, 0.0f};
+			const struct backend *bes[2] = {&t->dev, &t->host};
+			ref_fill_normal(&r, g, n, 0.0, 1.0);
+			double *ref = dbuf(n);
+			double want = ref_clip_grad_norm(g, ref, n, 0.0);
+			float max_norm = (float)(want * (clip ? 0.1 : 10.0));
+			for (int w = 0; w < 2; w++) {
+				const struct backend *be = bes[w];
+				float *dg = gpu_upload_new(be, g, n * sizeof(float));
+				float *dn = gpu_upload_new(be, NULL, sizeof(float));
+				backend_clip_grad_norm(be, dg, n, max_norm, dn);
+				gpu_download(be, g_out[w], dg, n * sizeof(float));
+				gpu_download(be, &norm[w], dn, sizeof(float));
+				backend_free(be, dg);
+				backend_free(be, dn);
+			}
+			char what[96];
+			snprintf(what, sizeof(what), "clip_grad_norm n=%zu %s", n,
+				 clip ? "clipped" : "not clipped");
+			gpu_test_check(t, memcmp(&norm[0], &norm[1], sizeof(float)) == 0 &&
+						  fabs((double)norm[1] - want) <= 1e-6 * want,
+				       "%s: norm %.9g, host %.9g, double %.9g", what, (double)norm[0],
+				       (double)norm[1], want);
+			gpu_test_check(t, gpu_count_diff(g_out[0], g_out[1], n) == 0,
+				       "%s: %zu of %zu gradients differ from the host's in any bit", what,
+				       gpu_count_diff(g_out[0], g_out[1], n), n);
+			gpu_test_check(t, clip == (memcmp(g_out[1], g, n * sizeof(float)) != 0),
+				       "%s: the gradients %s", what, clip ? "scaled" : "untouched");
+			free(g);
+			free(ref);
+			free(g_out[0]);
+			free(g_out[1]);
+		}
+	}
+}
+
 /* AdamW: 4 updates (bias correction at 1 and after, and from update 1000), with and without weight decay. */
 static void test_adamw_update(struct gpu_test *t)
 {
@@ -880,6 +930,7 @@ int main(int argc, char **argv)
 	test_argmax_hits(&t);
 	test_sgd_update(&t);
 	test_adamw_update(&t);
+	test_clip_grad_norm(&t);
 	test_conv_stages(&t);
 	test_collectives_one_rank(&t);
 	return gpu_test_finish(&t);

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# test_torch_clip.sh - mnist-train's --clip-grad-norm against PyTorch's
+# torch.nn.utils.clip_grad_norm_, step by step, from the same state.
+#
+#   PYTHON=/usr/bin/python3 tests/e2e/test_torch_clip.sh build/mnist-train MNIST_Data mpirun ...
+#
+# Full-batch training (1 rank, --limit 4000 --batch-size 4000: every step sees
+# the same 4000 images, so the two trainers' different shuffles do not matter)
+# of the linear model with SGD (lr 0.1), L2 weight decay 0.01 (which both add
+# after clipping) and --clip-grad-norm 0.2, a bound the gradients' norm exceeds
+# on most of the steps (PyTorch counts them: 87 of the 100 when written) and
+# not on the rest, so both sides of the bound are crossed.
+#   1. mnist-train trains 1 step and saves a checkpoint;
+#   2. mnist-train resumes from it for 100 more steps, logging every loss;
+#   3. bench/reference/train_ref.py --init loads the same checkpoint into a
+#      PyTorch model and trains 100 steps with clip_grad_norm_(params, 0.2)
+#      before each torch.optim.SGD step.
+# Every one of the 100 losses must agree within 1e-4 relative. A control runs
+# the reference without clipping, which must leave that bound within the 100
+# steps (so the comparison sees the clipping), and the reference must have
+# clipped on at least half of the steps. Without PyTorch (Debian's
+# python3-torch) the test is skipped (status 77) with the reason. KEEP_TMP=1
+# keeps the runs' files. Exit 0 pass, 1 fail.
+set -uo pipefail
+. "$(dirname "$0")/../script_args.sh"
+PYTHON=${PYTHON:-/usr/bin/python3}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+REF=$ROOT/bench/reference/train_ref.py
+export OPENBLAS_NUM_THREADS=1
+STEPS=100
+CLIP=0.2
+
+if ! "$PYTHON" -c "import torch" 2>/dev/null; then
+	echo "SKIP: PyTorch is not installed for $PYTHON (apt-get install python3-torch; scripts/test.sh does)"
+	exit 77
+fi
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/mnist-torch-clip.XXXXXX") || exit 1
+trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
+failures=0
+fail() {
+	echo "FAIL: $*" >&2
+	failures=$((failures + 1))
+}
+
+HYPER=(--model linear --lr 0.1 --weight-decay 0.01 --limit 4000 --batch-size 4000 --log-every 1)
+COMMON=("${HYPER[@]}" --clip-grad-norm "$CLIP")
+if ! timeout -k 10 120 "${MPIRUN[@]}" -n 1 "$TRAIN" --data "$DATA/train" "${COMMON[@]}" --epochs 1 \
+	--checkpoint-dir "$TMP/ck" >"$TMP/first.out" 2>&1 || [ ! -f "$TMP/ck/ckpt-0-1.safetensors" ]; then
+	fail "mnist-train did not save ckpt-0-1.safetensors after 1 step:"
+	tail -20 "$TMP/first.out" >&2
+	exit 1
+fi
+CKPT=$TMP/ck/ckpt-0-1.safetensors
+timeout -k 10 180 "${MPIRUN[@]}" -n 1 "$TRAIN" --data "$DATA/train" "${COMMON[@]}" --epochs $((STEPS + 1)) \
+	--resume "$CKPT" --metrics "$TMP/ours.jsonl" >"$TMP/ours.out" 2>&1 ||
+	fail "mnist-train --resume for $STEPS steps failed: $(tail -3 "$TMP/ours.out")"
+reference() { # NAME [ARGS...]
+	local name=$1
+	shift
+	timeout -k 10 300 "$PYTHON" "$REF" --data "$DATA/train" "${HYPER[@]}" --epochs "$STEPS" \
+		--threads 1 --init "$CKPT" --metrics "$TMP/$name.jsonl" "$@" >"$TMP/$name.out" 2>&1 ||
+		fail "train_ref.py ($name) failed: $(tail -3 "$TMP/$name.out")"
+}
+reference torch --clip-grad-norm "$CLIP"
+reference control
+
+# compare OURS THEIRS: "n_ours n_theirs worst_relative_error first_step_over_1e-4 (-1: none) ..."
+compare() {
+	"$PYTHON" - "$1" "$2" <<'PY'
+import json, sys
+def losses(path):
+    out = []
+    for line in open(path):
+        r = json.loads(line)
+        if "loss" in r:
+            out.append(r["loss"])
+    return out
+ours, theirs = losses(sys.argv[1]), losses(sys.argv[2])
+n = min(len(ours), len(theirs))
+rel = [abs(a - b) / abs(b) for a, b in zip(ours[:n], theirs[:n])]
+over = [i for i, r in enumerate(rel) if r > 1e-4]
+print(len(ours), len(theirs), max(rel) if rel else "nan", over[0] if over else -1,
+      ours[0] if ours else "nan", theirs[0] if theirs else "nan", ours[-1] if ours else "nan",
+      theirs[-1] if theirs else "nan")
+PY
+}
+clipped=$(grep '^summary:' "$TMP/torch.out" | tr ' ' '\n' | sed -n 's/^clipped_steps=//p')
+if [ -z "$clipped" ] || [ "$clipped" -lt $((STEPS / 2)) ]; then
+	fail "PyTorch clipped on '${clipped}' of the $STEPS steps, expected most: --clip-grad-norm $CLIP does not test clipping"
+else
+	echo "ok: PyTorch's clip_grad_norm_ scaled the gradients on $clipped of the $STEPS steps (bound $CLIP)"
+fi
+read -r n_ours n_ref worst over o0 t0 o1 t1 <<<"$(compare "$TMP/ours.jsonl" "$TMP/torch.jsonl")"
+if [ "$n_ours" != "$STEPS" ] || [ "$n_ref" != "$STEPS" ]; then
+	fail "expected $STEPS losses from each trainer, got $n_ours (mnist-train) and $n_ref (PyTorch)"
+elif [ "$over" != -1 ]; then
+	fail "loss of step $over differs by more than 1e-4 relative (worst $worst); first losses $o0 vs $t0, last $o1 vs $t1"
+else
+	echo "ok: $STEPS SGD steps with --clip-grad-norm $CLIP, mnist-train vs clip_grad_norm_ + torch.optim.SGD from the same checkpoint: worst relative loss difference $worst (losses $o0 -> $o1, PyTorch $t0 -> $t1)"
+fi
+read -r n_ours n_ref worst over o0 t0 o1 t1 <<<"$(compare "$TMP/ours.jsonl" "$TMP/control.jsonl")"
+if [ "$over" = -1 ]; then
+	fail "control: PyTorch without clipping stayed within 1e-4 of mnist-train with --clip-grad-norm $CLIP (worst $worst): the comparison cannot see the clipping"
+else
+	echo "ok: control: PyTorch without clipping leaves the bound at step $over (worst $worst; last loss $t1 against $o1)"
+fi
+[ "$failures" -eq 0 ] && echo "all checks passed" && exit 0
+exit 1
