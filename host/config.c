@@ -281,7 +281,9 @@ const struct setting config_settings[] = {
 	 .hi = CONFIG_PATH_MAX - 97, .where = SETTING_AGREE,
 	 .help = "train nothing: score the model saved in a checkpoint file, or in the newest valid "
 		 "one in a directory, on the test set. The model is the checkpoint's (--model and "
-		 "--hidden, when given, must be its); the flags of training are refused"},
+		 "--hidden, when given, must be its). Flags of training are refused: all but --data, "
+		 "--test-data, --model, --hidden, --backend, --threads, --no-pdl, --tf32, --gpu-plan "
+		 "and --timeout"},
 	{.flag = "timeout", .arg = "SECONDS", .type = SETTING_FLOAT, .offset = FIELD(timeout),
 	 .def = "300", .lo = 0, .hi = 1e6,
 	 .expect = "a number of seconds in 0..1000000 (0: no deadline)", .where = SETTING_AGREE,

@@ -119,7 +119,7 @@ enum status checkpoint_parse(const uint8_t *buf, size_t len, const char *name,
  * after checking that the file holds exactly the tensors of the model and of
  * info's optimizer, with their shapes (and an update count equal to the
  * global step). state NULL: the parameters only (the state's tensors are
- * checked, not copied). STATUS_OK, or STATUS_BAD_INPUT with err.
+ * checked all the same, not copied). STATUS_OK, or STATUS_BAD_INPUT with err.
  */
 enum status checkpoint_extract(const struct checkpoint_view *view, const struct model *m,
 			       const struct checkpoint_info *info, const char *name, float *params,

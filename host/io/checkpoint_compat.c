@@ -115,8 +115,6 @@ enum status checkpoint_extract(const struct checkpoint_view *view, const struct 
 					   "%s: tensor %s is not part of this model with --optimizer %s", name,
 					   view->tensors[k].name, optimizer_name(info->cfg.optimizer));
 	for (int i = 0; i < nt; i++) {
-		if (!state && t[i].from != FROM_PARAMS)
-			continue; /* the parameters alone */
 		if (t[i].from == FROM_STEP) {
 			float step;
 			load_floats_le(&step, view->data + found[i]->begin, 1);
@@ -127,6 +125,8 @@ enum status checkpoint_extract(const struct checkpoint_view *view, const struct 
 						   name, (double)step, info->global_step);
 			continue;
 		}
+		if (t[i].from == FROM_STATE && !state)
+			continue; /* the parameters alone */
 		load_floats_le((t[i].from == FROM_STATE ? state : params) + t[i].offset,
 			       view->data + found[i]->begin, t[i].count);
 	}

@@ -404,18 +404,19 @@ out:
 enum status checkpoint_parse_meta(const uint8_t *buf, size_t len, const char *name,
 				  struct checkpoint_info *info, char *err, size_t errlen)
 {
-	/* As checkpoint_is_file: a header length under 16 MiB, then the header's '{'. */
-	if (len < 9 || buf[3] || buf[4] || buf[5] || buf[6] || buf[7] || buf[8] != '{')
-		return status_fail(err, errlen, STATUS_BAD_INPUT,
-				   "%s: not a checkpoint (a safetensors file begins with its header's "
-				   "length in 8 bytes and the header's '{'; this one does not)",
-				   name);
 	struct checkpoint_view *view = malloc(sizeof(*view));
 	if (!view)
 		return status_fail(err, errlen, STATUS_RUNTIME, "%s: out of memory", name);
 	uint64_t hlen = 0;
 	json_t *meta, *root;
 	enum status rc = parse_header(buf, len, name, view, &hlen, &root, &meta, err, errlen);
+	/* Refused, and not even its start is a checkpoint's (checkpoint_is_file): say that. */
+	if (rc == STATUS_BAD_INPUT &&
+	    (len < 9 || buf[3] || buf[4] || buf[5] || buf[6] || buf[7] || buf[8] != '{'))
+		status_fail(err, errlen, rc,
+			    "%s: not a checkpoint (a safetensors file begins with its header's length "
+			    "in 8 bytes and the header's '{'; this one does not)",
+			    name);
 	if (!rc)
 		rc = meta_info(meta, info, name, err, errlen);
 	json_decref(root);
