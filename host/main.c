@@ -155,10 +155,9 @@ int main(int argc, char **argv)
 				 cfg.eval_every, cfg.data_dir);
 	agree_or_exit(&d, rc, msg);
 
-	if (!cfg.eval_only[0]) {
-		rc = train_validate(&cfg, &d, &train, msg, sizeof(msg));
-		agree_or_exit(&d, rc, msg);
-	}
+	/* Every rank agrees at each step, whatever its flags: the start-up check compares them. */
+	rc = cfg.eval_only[0] ? STATUS_OK : train_validate(&cfg, &d, &train, msg, sizeof(msg));
+	agree_or_exit(&d, rc, msg);
 
 	/*
 	 * Rank 0 writes the metrics and the checkpoints: it makes sure it can

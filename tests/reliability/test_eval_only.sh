@@ -13,7 +13,8 @@
 #          (epochs=0 steps_per_epoch=0 images=0 train_seconds=0.000 final_loss=nan,
 #          no loss line), and rank 0 names the file it scored. Control: --eval-only of
 #          the first epoch's checkpoint reports another param_crc32, so the comparison
-#          sees which parameters were scored.
+#          sees which parameters were scored. Rank 1 alone given --eval-only (an MPMD
+#          launch): status 2 from the start-up check on both ranks, not a hang.
 #          The finished run: --resume DIR with the same --epochs 2. Rank 0 says
 #          "resuming from .../ckpt-1-64.safetensors (after epoch 1 step 31, global step
 #          64)", then on the next line that the run is finished (all 2 epochs trained),
@@ -100,6 +101,20 @@ if expect_ok first; then
 	got=$(field first param_crc32)
 	[ -n "$got" ] && [ "$got" != "$CRC" ] && ok "control: the first epoch's checkpoint scores other parameters ($got)" ||
 		fail "control: --eval-only of ckpt-0-32 reports param_crc32=$got, the final model's: the comparison cannot tell which model was scored"
+fi
+
+# Rank 1 alone given --eval-only (MPMD): refused by the start-up check on both ranks, not a
+# hang (the ranks' start-up collectives must not depend on the flag).
+timeout -k 10 "$RUN_TIMEOUT" "${MPIRUN[@]}" -n 1 "$TRAIN" --data "$DATA/train" --backend host --limit 2000 \
+	--epochs 1 : -n 1 "$TRAIN" --data "$DATA/train" --backend host --eval-only "$TMP/ck" >"$TMP/mpmd.out" 2>&1
+RC=$?
+if [ "$RC" -eq 2 ] && [ "$(grep -c 'start-up check failed' "$TMP/mpmd.out")" -eq 2 ] &&
+	grep -q "start-up check: rank 1 on .* differs from rank 0 on .*eval_only=$TMP/ck (rank 0: \"\")" "$TMP/mpmd.out" &&
+	! grep -q '^summary:' "$TMP/mpmd.out"; then
+	ok "--eval-only on rank 1 only (MPMD): both ranks refuse with status 2, rank 0 naming eval_only"
+else
+	fail "--eval-only on rank 1 only: status $RC, expected 2 from the start-up check on both ranks:"
+	tail -8 "$TMP/mpmd.out" | sed 's/^/    /' >&2
 fi
 
 # ---- a finished run resumed -------------------------------------------------------------
