@@ -1,7 +1,8 @@
 /*
  * checkpoint_dir.c - checkpoints as files: the atomic write, loading one
- * file (or only its plan, for --gpu-plan-from), --resume's newest-valid search
- * of a directory, pruning to --keep,
+ * file (or only its plan, for --gpu-plan-from; only its header's metadata),
+ * the newest-valid search of a directory, for --resume and for the parameters
+ * alone of --init-from and --eval-only, pruning to --keep,
  * and preparing --checkpoint-dir (io/checkpoint.h; the format is
  * io/checkpoint_format.h's, the file image io/checkpoint_write.c's, its
  * reading io/checkpoint_read.c's and the fit io/checkpoint_compat.c's).

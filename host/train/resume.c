@@ -1,7 +1,8 @@
 /*
  * resume.c - the checkpoint policy: see host/train/resume.h. The format and
  * the validation are io/checkpoint_*.c's; this file decides which checkpoint,
- * where to continue and when to save.
+ * where to continue and when to save, and reads a checkpoint's parameters
+ * alone for --init-from and --eval-only.
  */
 #include "train/resume.h"
 

@@ -1,9 +1,12 @@
 /*
- * resume.h - the checkpoint policy of a run: where a resumed run starts, and
- * when and how rank 0 saves (the file format is io/checkpoint.h's).
+ * resume.h - the checkpoint policy of a run: where a resumed run starts (or
+ * a new one from a checkpoint's parameters, --init-from; the model that
+ * --eval-only scores), and when and how rank 0 saves (the file format is
+ * io/checkpoint.h's).
  *
- * Collective where it says so: every rank calls resume_prepare with the same
- * settings and all get the same outcome, so no rank waits alone.
+ * Collective where it says so: every rank calls resume_prepare (and
+ * resume_eval_prepare) with the same settings and all get the same outcome,
+ * so no rank waits alone.
  */
 #ifndef MNIST_DDP_RESUME_H
 #define MNIST_DDP_RESUME_H
