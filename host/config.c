@@ -195,7 +195,8 @@ const struct setting config_settings[] = {
 	 .help = "CUDA backend: launch each step's kernels one by one instead of replaying a "
 		 "captured CUDA graph"},
 	{.flag = "graph-steps", .arg = "N", .type = SETTING_INT, .offset = FIELD(graph_steps),
-	 .def = "8", .lo = 1, .hi = CONFIG_GRAPH_STEPS_MAX, .where = SETTING_AGREE | SETTING_TRAINING,
+	 .def = "8", .lo = 1, .hi = CONFIG_GRAPH_STEPS_MAX,
+	 .where = SETTING_AGREE | SETTING_TRAINING,
 	 .help = "CUDA backend: steps replayed by one graph launch, at most (a launch ends where "
 		 "the host reads the loss, saves a checkpoint or ends an epoch); 1: a launch a step",
 	 .applies = with_graph, .needs = "only applies to a captured step (drop --no-graph)"},

@@ -112,13 +112,14 @@ static enum status init_on_rank0(const struct train_config *c, struct resume_sta
 	struct checkpoint_info *ck = xmalloc(sizeof(*ck));
 	char used[CONFIG_PATH_MAX + 96], why[2048], about[256];
 	int other_model = 0;
-	enum status rc = checkpoint_load_params(c->init_from, &want, &got, &rs->params, ck, &other_model,
-						used, sizeof(used), stderr, why, sizeof(why));
+	enum status rc = checkpoint_load_params(c->init_from, &want, &got, &rs->params, ck,
+						&other_model, used, sizeof(used), stderr, why,
+						sizeof(why));
+	static const char advice[] = " (--init-from takes the parameters of this run's own model: "
+				     "give the checkpoint's --model and --hidden, or another checkpoint)";
 	if (rc)
 		status_fail(err, errlen, rc, "--init-from %s: %s%s", c->init_from, why,
-			    other_model ? " (--init-from takes the parameters of this run's own model: "
-					  "give the checkpoint's --model and --hidden, or another checkpoint)"
-					: "");
+			    other_model ? advice : "");
 	else {
 		checkpoint_about(ck, about, sizeof(about));
 		fprintf(stderr,

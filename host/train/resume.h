@@ -33,7 +33,7 @@ extern "C" {
 struct resume_state {
 	int epoch, step;          /* the first step to run */
 	float *params; /* (n_params), rank 0 only; NULL elsewhere or without a checkpoint (free it) */
-	float *state;  /* the optimizer's (optim_desc_of(--optimizer).n_state * n_params), --resume only */
+	float *state;  /* the optimizer's (n_state * n_params, train/optim.h): --resume only */
 	/*
 	 * The plan given (the backend's text, which only the backend reads):
 	 * after --resume, the checkpoint's; with --gpu-plan-from, that file's;

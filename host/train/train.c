@@ -562,7 +562,7 @@ enum status train_eval_only(struct train_config *c, const struct dist *d, const 
 	if (rc)
 		return rc;
 
-	/* The checkpoint's model, its parameters uploaded by rank 0 and broadcast: every replica the same. */
+	/* The checkpoint's model; its parameters uploaded by rank 0 and broadcast to every replica. */
 	model_init(&m, c->model, c->hidden, c->n_hidden);
 	backend_set_timeout(be, c->timeout);
 	size_t pbytes = m.n_params * sizeof(float);
