@@ -107,10 +107,10 @@ int agree_fingerprint(const struct train_config *c, const struct mnist_set *trai
 		config_format(s, c, value, sizeof(value));
 		put(&t, key, value);
 	}
-	snprintf(value, sizeof(value), "%d", train->count);
-	put(&t, "train_images", value);
-	snprintf(value, sizeof(value), "%08x", (unsigned)train->checksum);
-	put(&t, "train_crc32", value);
+	snprintf(value, sizeof(value), "%d", train ? train->count : 0);
+	put(&t, "train_images", train ? value : "none");
+	snprintf(value, sizeof(value), "%08x", train ? (unsigned)train->checksum : 0u);
+	put(&t, "train_crc32", train ? value : "none");
 	snprintf(value, sizeof(value), "%d", test ? test->count : 0);
 	put(&t, "test_images", test ? value : "none");
 	snprintf(value, sizeof(value), "%08x", test ? (unsigned)test->checksum : 0u);

@@ -36,7 +36,8 @@ extern "C" {
 
 /*
  * This rank's fingerprint into fp (len bytes, NUL-terminated). test may be
- * NULL (no test set). Returns its length, or -1 when it does not fit in len.
+ * NULL (no test set), and train (--eval-only reads none). Returns its
+ * length, or -1 when it does not fit in len.
  */
 int agree_fingerprint(const struct train_config *c, const struct mnist_set *train,
 		      const struct mnist_set *test, const char *backend_name, char *fp, size_t len);

@@ -99,7 +99,8 @@ const struct setting config_settings[] = {
 	 .help = "test set directory (t10k-* files); by default the sibling test/ directory of "
 		 "--data when it exists"},
 	{.flag = "limit", .arg = "N", .type = SETTING_LONG, .offset = FIELD(limit), .lo = 1,
-	 .hi = 1000000000, .where = SETTING_AGREE, .help = "train on the first N training images only"},
+	 .hi = 1000000000, .where = SETTING_AGREE | SETTING_TRAINING,
+	 .help = "train on the first N training images only"},
 
 	{.flag = "model", .arg = "NAME", .type = SETTING_CHOICE, .offset = FIELD(model), .def = "seed",
 	 .choices = model_names, .expect = "model",
@@ -113,46 +114,50 @@ const struct setting config_settings[] = {
 	 .help = "hidden layer sizes of the mlp", .applies = mlp_only,
 	 .needs = "only the mlp model has hidden layers (add --model mlp)"},
 	{.flag = "epochs", .arg = "N", .type = SETTING_INT, .offset = FIELD(epochs), .def = "10", .lo = 1,
-	 .hi = 1000000, .where = SETTING_AGREE | SETTING_CHECKPOINT,
+	 .hi = 1000000, .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_TRAINING,
 	 .help = "passes over the training set"},
 	{.flag = "batch-size", .arg = "N", .type = SETTING_INT, .offset = FIELD(batch_size), .def = "32",
-	 .lo = 1, .hi = 65536, .where = SETTING_AGREE | SETTING_CHECKPOINT,
+	 .lo = 1, .hi = 65536, .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_TRAINING,
 	 .help = "batch size per rank"},
 	{.flag = "optimizer", .arg = "NAME", .type = SETTING_CHOICE, .offset = FIELD(optimizer),
 	 .def = "sgd", .choices = optimizer_names, .expect = "optimizer",
-	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_NEWER,
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_NEWER |
+		  SETTING_TRAINING,
 	 .help = "sgd (torch.optim.SGD: --momentum, L2 --weight-decay) or adamw (torch.optim.AdamW: "
 		 "--beta1, --beta2, --eps, decoupled --weight-decay)"},
 	{.flag = "lr", .arg = "F", .type = SETTING_FLOAT, .offset = FIELD(lr), .def = "0.01", .lo = 0,
 	 .hi = 1e30, .expect = "a positive finite number",
-	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_LO_OPEN,
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_LO_OPEN |
+		  SETTING_TRAINING,
 	 .help = "learning rate"},
 	{.flag = "momentum", .arg = "F", .type = SETTING_FLOAT, .offset = FIELD(momentum), .def = "0",
 	 .lo = 0, .hi = 1, .expect = "a number in [0, 1)",
-	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_HI_OPEN,
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_HI_OPEN |
+		  SETTING_TRAINING,
 	 .help = "SGD momentum in [0, 1)", .applies = sgd_only,
 	 .needs = "only the sgd optimizer has momentum (AdamW's are --beta1 and --beta2)"},
 	{.flag = "weight-decay", .arg = "F", .type = SETTING_FLOAT, .offset = FIELD(weight_decay),
 	 .def = "0", .lo = 0, .hi = 1e30, .expect = "a finite number >= 0",
-	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_NEWER,
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_NEWER |
+		  SETTING_TRAINING,
 	 .help = "weight decay: for sgd added to the gradient (g + F p), for adamw decoupled "
 		 "(p -= lr F p)"},
 	{.flag = "beta1", .arg = "F", .type = SETTING_FLOAT, .offset = FIELD(beta1), .def = "0.9",
 	 .lo = 0, .hi = 1, .expect = "a number in [0, 1)",
 	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_HI_OPEN |
-		  SETTING_NEWER,
+		  SETTING_NEWER | SETTING_TRAINING,
 	 .help = "AdamW: decay of the gradient's running mean, in [0, 1)", .applies = adamw_only,
 	 .needs = "only applies with --optimizer adamw"},
 	{.flag = "beta2", .arg = "F", .type = SETTING_FLOAT, .offset = FIELD(beta2), .def = "0.999",
 	 .lo = 0, .hi = 1, .expect = "a number in [0, 1)",
 	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_HI_OPEN |
-		  SETTING_NEWER,
+		  SETTING_NEWER | SETTING_TRAINING,
 	 .help = "AdamW: decay of the squared gradient's running mean, in [0, 1)",
 	 .applies = adamw_only, .needs = "only applies with --optimizer adamw"},
 	{.flag = "eps", .arg = "F", .type = SETTING_FLOAT, .offset = FIELD(eps), .def = "1e-8", .lo = 0,
 	 .hi = 1e30, .expect = "a positive finite number",
 	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_LO_OPEN |
-		  SETTING_NEWER,
+		  SETTING_NEWER | SETTING_TRAINING,
 	 .help = "AdamW: added to the denominator's square root", .applies = adamw_only,
 	 .needs = "only applies with --optimizer adamw"},
 	{.flag = "clip-grad-norm", .arg = "F", .type = SETTING_FLOAT, .offset = FIELD(clip_grad_norm),
@@ -164,16 +169,16 @@ const struct setting config_settings[] = {
 		 "is below 1; weight decay is added after. By default no clipping"},
 	{.flag = "lr-schedule", .arg = "NAME", .type = SETTING_CHOICE, .offset = FIELD(lr_schedule),
 	 .def = "constant", .choices = schedule_names, .expect = "schedule",
-	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME,
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_TRAINING,
 	 .help = "constant, or cosine: from --lr to 0 over all steps of the run (PyTorch's "
 		 "CosineAnnealingLR, stepped per step)"},
 	{.flag = "warmup-steps", .arg = "N", .type = SETTING_LONG, .offset = FIELD(warmup_steps),
 	 .def = "0", .lo = 0, .hi = 1000000000, .note = "steps",
-	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME,
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_TRAINING,
 	 .help = "raise the rate linearly from lr/N to lr over the first N steps, then follow the "
 		 "schedule"},
 	{.flag = "seed", .arg = "N", .type = SETTING_U64, .offset = FIELD(seed), .def = "1",
-	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME,
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_TRAINING,
 	 .help = "seed for initial weights and shuffling"},
 
 	{.flag = "backend", .arg = "NAME", .type = SETTING_CHOICE, .offset = FIELD(backend),
@@ -183,10 +188,10 @@ const struct setting config_settings[] = {
 		 "(cuBLAS + NCCL)"},
 	{.flag = "grad-reduce", .arg = "OP", .type = SETTING_CHOICE, .offset = FIELD(grad_reduce),
 	 .def = "mean", .choices = reduce_names, .expect = "reduction",
-	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME,
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_TRAINING,
 	 .help = "mean or sum of the ranks' gradients"},
 	{.flag = "drop-last", .type = SETTING_FLAG, .offset = FIELD(drop_last), .lo = 1,
-	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME,
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_TRAINING,
 	 .help = "drop the uneven tail of each epoch instead of padding short shards by wrapping "
 		 "around"},
 	{.flag = "threads", .arg = "N", .type = SETTING_INT, .offset = FIELD(threads), .def = "0",
@@ -194,11 +199,13 @@ const struct setting config_settings[] = {
 	 .help = "OpenBLAS threads per rank, at most the node's cores; 0: the node's cores shared "
 		 "by its ranks"},
 	{.flag = "no-graph", .type = SETTING_FLAG, .offset = FIELD(use_graph), .lo = 0,
-	 .where = SETTING_AGREE, /* capturing a step is a collective: all ranks or none */
+	 /* capturing a step is a collective: all ranks or none */
+	 .where = SETTING_AGREE | SETTING_TRAINING,
 	 .help = "CUDA backend: launch each step's kernels one by one instead of replaying a "
 		 "captured CUDA graph"},
 	{.flag = "graph-steps", .arg = "N", .type = SETTING_INT, .offset = FIELD(graph_steps),
-	 .def = "8", .lo = 1, .hi = CONFIG_GRAPH_STEPS_MAX, .where = SETTING_AGREE,
+	 .def = "8", .lo = 1, .hi = CONFIG_GRAPH_STEPS_MAX,
+	 .where = SETTING_AGREE | SETTING_TRAINING,
 	 .help = "CUDA backend: steps replayed by one graph launch, at most (a launch ends where "
 		 "the host reads the loss, saves a checkpoint or ends an epoch); 1: a launch a step",
 	 .applies = with_graph, .needs = "only applies to a captured step (drop --no-graph)"},
@@ -208,6 +215,7 @@ const struct setting config_settings[] = {
 		 "the one before it ends and waits for it on the device (programmatic dependent "
 		 "launch; the same results)"},
 	{.flag = "no-side-stream", .type = SETTING_FLAG, .offset = FIELD(use_side_stream), .lo = 0,
+	 .where = SETTING_TRAINING,
 	 .help = "CUDA backend: run every op of a step on one stream; by default the weight "
 		 "gradients run on a second stream, beside the input gradients below them (the "
 		 "same results)"},
@@ -220,7 +228,7 @@ const struct setting config_settings[] = {
 		 "device at the first step, rank 0 for all, and keep the fastest) or heuristic "
 		 "(cuBLASLt's first choice, direct convolutions, untimed)"},
 	{.flag = "gpu-plan-from", .arg = "FILE", .type = SETTING_PATH, .offset = FIELD(gpu_plan_from),
-	 .hi = CONFIG_PATH_MAX - 1, .where = SETTING_AGREE,
+	 .hi = CONFIG_PATH_MAX - 1, .where = SETTING_AGREE | SETTING_TRAINING,
 	 .help = "CUDA backend: run each op the way an earlier run's plan chose it, read by rank 0 "
 		 "from FILE: that run's --metrics file (its last gpu_plan record) or a checkpoint it "
 		 "saved; ops it does not name are planned per --gpu-plan. Runs compared on one plan "
@@ -229,54 +237,76 @@ const struct setting config_settings[] = {
 	 .needs = "a resumed run follows its checkpoint's own plan (drop --resume or this flag)"},
 
 	{.flag = "log-every", .arg = "N", .type = SETTING_INT, .offset = FIELD(log_every), .def = "10",
-	 .lo = 1, .hi = 1000000000, .group = "Output", .help = "print a loss line every N steps"},
+	 .lo = 1, .hi = 1000000000, .group = "Output", .where = SETTING_TRAINING,
+	 .help = "print a loss line every N steps"},
 	{.flag = "eval-every", .arg = "N", .type = SETTING_INT, .offset = FIELD(eval_every),
 	 .def = "0", .lo = 0, .hi = 1000000, .note = "epochs; 0: only at the end",
-	 .where = SETTING_AGREE,
+	 .where = SETTING_AGREE | SETTING_TRAINING,
 	 .help = "score the test set after every N epochs (rank 0 prints `epoch: E, test accuracy "
 		 "is A`), off the training clock; 0: only at the end"},
 	{.flag = "metrics", .arg = "FILE", .type = SETTING_PATH, .offset = FIELD(metrics_path),
 	 .hi = CONFIG_PATH_MAX - 1,
+	 .where = SETTING_TRAINING,
 	 .help = "rank 0 writes JSON lines (epoch, step, loss, images/s, elapsed) to FILE"},
 	{.flag = "profile", .type = SETTING_FLAG, .offset = FIELD(profile), .lo = 1,
-	 .where = SETTING_AGREE,
+	 .where = SETTING_AGREE | SETTING_TRAINING,
 	 .help = "after training, run a step op by op five times, time each op (CUDA events on a "
 		 "GPU, the clock on the host; the median of the five) and count its kernels; rank 0 "
 		 "prints the table and --metrics gets an op_times event (the model trained is left as "
 		 "it was)"},
 	{.flag = "progress", .arg = "WHEN", .type = SETTING_CHOICE, .offset = FIELD(progress),
 	 .def = "auto", .choices = progress_names, .expect = "progress mode",
+	 .where = SETTING_TRAINING,
 	 .help = "a progress line redrawn on rank 0's stderr (epoch and step counted from 0, "
 		 "images/s): auto (when rank 0's stderr, or that of the mpirun that started it, is a "
 		 "terminal, and mpirun is not writing the output to files), on, or off"},
 	{.flag = "verbose", .type = SETTING_FLAG, .offset = FIELD(verbose), .lo = 1,
+	 .where = SETTING_TRAINING,
 	 .help = "CUDA backend: rank 0 also prints, on stderr, the plan chosen for each op "
 		 "(every candidate and its measured time)"},
 
 	/* Checkpoint paths leave room for "/ckpt-<epoch>-<global step>.safetensors". */
 	{.flag = "checkpoint-dir", .arg = "DIR", .type = SETTING_PATH, .offset = FIELD(checkpoint_dir),
-	 .hi = CONFIG_PATH_MAX - 97, .where = SETTING_AGREE,
+	 .hi = CONFIG_PATH_MAX - 97, .where = SETTING_AGREE | SETTING_TRAINING,
 	 .group = "Checkpoints and failures (docs/reliability.md)",
 	 .help = "rank 0 saves DIR/ckpt-<epoch>-<global step>.safetensors (parameters, optimizer "
 		 "state, position, configuration) at the end of every epoch, written atomically"},
 	{.flag = "save-every", .arg = "N", .type = SETTING_INT, .offset = FIELD(save_every), .def = "0",
-	 .lo = 0, .hi = 1000000000, .note = "steps; 0: epoch ends only", .where = SETTING_AGREE,
+	 .lo = 0, .hi = 1000000000, .note = "steps; 0: epoch ends only",
+	 .where = SETTING_AGREE | SETTING_TRAINING,
 	 .help = "also save every N steps; 0: at epoch ends only", .applies = with_checkpoint_dir,
 	 .needs = "only applies with --checkpoint-dir DIR"},
 	{.flag = "keep", .arg = "K", .type = SETTING_INT, .offset = FIELD(keep), .def = "3", .lo = 0,
-	 .hi = 1000000, .note = "0: keep all", .where = SETTING_AGREE,
+	 .hi = 1000000, .note = "0: keep all", .where = SETTING_AGREE | SETTING_TRAINING,
 	 .help = "keep the K newest checkpoints; 0: all", .applies = with_checkpoint_dir,
 	 .needs = "only applies with --checkpoint-dir DIR"},
 	{.flag = "resume", .arg = "PATH", .type = SETTING_PATH, .offset = FIELD(resume),
-	 .hi = CONFIG_PATH_MAX - 97, .where = SETTING_AGREE,
+	 .hi = CONFIG_PATH_MAX - 97, .where = SETTING_AGREE | SETTING_TRAINING,
 	 .help = "continue from a checkpoint file, or from the newest valid one in a directory; "
 		 "--epochs stays the total"},
+	{.flag = "init-from", .arg = "PATH", .type = SETTING_PATH, .offset = FIELD(init_from),
+	 .hi = CONFIG_PATH_MAX - 97, .where = SETTING_AGREE | SETTING_TRAINING,
+	 .help = "start a new run from the parameters of a checkpoint file, or of the newest valid "
+		 "one in a directory, and nothing else (no optimizer state, no position): "
+		 "fine-tuning with this run's settings, from epoch 0 step 0; the checkpoint must hold "
+		 "this run's --model and --hidden",
+	 .applies = without_resume,
+	 .needs = "starts a new run from a checkpoint's parameters, --resume continues the run "
+		  "that saved one: give one of them"},
+	{.flag = "eval-only", .arg = "PATH", .type = SETTING_PATH, .offset = FIELD(eval_only),
+	 .hi = CONFIG_PATH_MAX - 97, .where = SETTING_AGREE,
+	 .help = "train nothing: score the model saved in a checkpoint file, or in the newest valid "
+		 "one in a directory, on the test set. The model is the checkpoint's (--model and "
+		 "--hidden, when given, must be its). Flags of training are refused: all but --data, "
+		 "--test-data, --model, --hidden, --backend, --threads, --no-pdl, --tf32, --gpu-plan "
+		 "and --timeout"},
 	{.flag = "timeout", .arg = "SECONDS", .type = SETTING_FLOAT, .offset = FIELD(timeout),
 	 .def = "300", .lo = 0, .hi = 1e6,
 	 .expect = "a number of seconds in 0..1000000 (0: no deadline)", .where = SETTING_AGREE,
 	 .help = "end the job when a collective is not complete after this long; 0: wait forever"},
 	{.flag = "allow-nonfinite", .type = SETTING_FLAG, .offset = FIELD(allow_nonfinite), .lo = 1,
-	 .where = SETTING_AGREE, .help = "keep training on a NaN or Inf loss (by default it stops)"},
+	 .where = SETTING_AGREE | SETTING_TRAINING,
+	 .help = "keep training on a NaN or Inf loss (by default it stops)"},
 	{.flag = "help", .letter = 'h', .type = SETTING_FLAG, .offset = FIELD(help), .lo = 1,
 	 .group = "About", .help = "this text"},
 	{.flag = "version", .type = SETTING_FLAG, .offset = FIELD(version), .lo = 1,
@@ -285,6 +315,13 @@ const struct setting config_settings[] = {
 
 #define N_SETTINGS ((int)(sizeof(config_settings) / sizeof(config_settings[0])))
 const int config_n_settings = N_SETTINGS;
+_Static_assert(N_SETTINGS <= CONFIG_MAX_SETTINGS, "struct train_config.given has a place per row");
+
+int config_given(const struct train_config *c, const struct setting *s)
+{
+	ptrdiff_t i = s - config_settings;
+	return i >= 0 && i < N_SETTINGS && c->given[i];
+}
 
 const struct setting *config_setting(const char *flag)
 {
@@ -537,9 +574,7 @@ static enum status unknown_option(const char *arg, char *err, size_t errlen)
 enum status config_parse(int argc, char **argv, struct train_config *c, char *err, size_t errlen)
 {
 	struct option options[N_SETTINGS + 1];
-	char given[N_SETTINGS];
 	char why[512];
-	memset(given, 0, sizeof(given));
 	memset(options, 0, sizeof(options));
 	for (int i = 0; i < N_SETTINGS; i++) {
 		options[i].name = config_settings[i].flag;
@@ -570,7 +605,7 @@ enum status config_parse(int argc, char **argv, struct train_config *c, char *er
 		if (opt < 256 || opt >= 256 + N_SETTINGS)
 			return unknown_option(argv[prev], err, errlen);
 		const struct setting *s = &config_settings[opt - 256];
-		given[opt - 256] = 1;
+		c->given[opt - 256] = 1;
 		if (s->type == SETTING_FLAG)
 			put_int(c, s->offset, (int)s->lo);
 		else if (config_set(s, c, optarg, why, sizeof(why)))
@@ -585,11 +620,17 @@ enum status config_parse(int argc, char **argv, struct train_config *c, char *er
 	/* Rules across flags, in table order: a flag that means nothing here is refused, not ignored. */
 	for (int i = 0; i < N_SETTINGS; i++) {
 		const struct setting *s = &config_settings[i];
-		if (given[i] && s->applies && !s->applies(c))
+		int given = c->given[i];
+		if (given && (s->where & SETTING_TRAINING) && c->eval_only[0])
+			return status_fail(err, errlen, STATUS_BAD_INPUT,
+					   "--%s: a flag of training, and --eval-only trains nothing (drop "
+					   "--%s)",
+					   s->flag, s->flag);
+		if (given && s->applies && !s->applies(c))
 			return status_fail(err, errlen, STATUS_BAD_INPUT, "--%s: %s", s->flag, s->needs);
-		if (!given[i] && s->env && set_default(s, c, err, errlen))
+		if (!given && s->env && set_default(s, c, err, errlen))
 			return STATUS_BAD_INPUT;
-		if (given[i] && s->check && s->check(c, why, sizeof(why)))
+		if (given && s->check && s->check(c, why, sizeof(why)))
 			return status_fail(err, errlen, STATUS_BAD_INPUT, "--%s: %s", s->flag, why);
 	}
 	return STATUS_OK;

@@ -29,6 +29,8 @@ extern "C" {
 /* --graph-steps: the most steps one graph launch replays. */
 #define CONFIG_GRAPH_STEPS_MAX 64
 #define CONFIG_PATH_MAX 4096
+/* Rows the settings table may hold (struct train_config records which were given). */
+#define CONFIG_MAX_SETTINGS 96
 
 enum model_kind {
 	MODEL_SEED = 0, /* Dense 784->10, ReLU on the logits (the tutorial's net) */
@@ -108,11 +110,15 @@ struct train_config {
 	int save_every;      /* steps between checkpoints (also at each epoch's end); 0 = epoch ends only */
 	int keep;            /* newest checkpoints kept; 0 = all */
 	char resume[CONFIG_PATH_MAX]; /* checkpoint file or directory; "" = start fresh */
+	char init_from[CONFIG_PATH_MAX]; /* a checkpoint whose parameters a new run starts from */
+	char eval_only[CONFIG_PATH_MAX]; /* a checkpoint to score, nothing trained; "" = train */
 	float timeout;       /* seconds a collective may take; 0 = no deadline */
 	int allow_nonfinite; /* keep going on a NaN or Inf loss */
 	int progress;        /* enum progress_mode */
 	int help;            /* --help (or -h) was asked for: print it and do nothing else */
 	int version;         /* --version: print it and do nothing else */
+	/* given[i]: the flag of row i of the table was on the command line (config_given). */
+	unsigned char given[CONFIG_MAX_SETTINGS];
 };
 
 /* ---- the table ------------------------------------------------------------ */
@@ -135,6 +141,7 @@ enum setting_type {
 #define SETTING_LO_OPEN 0x8u    /* SETTING_FLOAT: lo itself is out of range */
 #define SETTING_HI_OPEN 0x10u   /* SETTING_FLOAT: hi itself is out of range */
 #define SETTING_NEWER 0x20u     /* SETTING_CHECKPOINT: older checkpoints lack it; absent, it is the default */
+#define SETTING_TRAINING 0x40u  /* only means something to training: refused with --eval-only */
 
 struct setting {
 	const char *flag;   /* "batch-size" is --batch-size; the key is the same with '_' */
@@ -171,6 +178,9 @@ extern const int config_n_settings;
 
 /* The row of a flag name ("lr"), or NULL. */
 const struct setting *config_setting(const char *flag);
+
+/* Whether the flag of s was on the command line config_parse read into c (not a default). */
+int config_given(const struct train_config *c, const struct setting *s);
 
 /* Its key in the fingerprint and the metadata: the flag with '_' for '-' ("batch_size"). */
 void config_key(const struct setting *s, char *buf, size_t len);

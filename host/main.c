@@ -69,13 +69,18 @@ static void sibling_test_dir(const char *data_dir, char *out, size_t len)
 	}
 }
 
-/* Load the training set and, when there is one, the test set. */
+/*
+ * Load the training set and, when there is one, the test set. --eval-only
+ * reads no training set and needs the test set.
+ */
 static enum status load_data(const struct train_config *c, struct mnist_set *train,
 			     struct mnist_set *test, int *have_test, char *msg, size_t len)
 {
 	char err[1024];
-	enum status rc = idx_load_set(c->data_dir, "train", train, err, sizeof(err));
+	enum status rc = STATUS_OK;
 	*have_test = 0;
+	if (!c->eval_only[0])
+		rc = idx_load_set(c->data_dir, "train", train, err, sizeof(err));
 	if (rc && !idx_set_present(c->data_dir, "train"))
 		return status_fail(msg, len, rc,
 				   "%s (training data: set --data or DATA_PATH to a directory holding "
@@ -90,6 +95,11 @@ static enum status load_data(const struct train_config *c, struct mnist_set *tra
 		snprintf(dir, sizeof(dir), "%s", c->test_dir);
 	else
 		sibling_test_dir(c->data_dir, dir, sizeof(dir));
+	if (!given && !idx_set_present(dir, "t10k") && c->eval_only[0])
+		return status_fail(msg, len, STATUS_BAD_INPUT,
+				   "--eval-only %s: there is no test set to score (no t10k-* files in %s, "
+				   "the sibling test/ directory of --data %s); give --test-data DIR",
+				   c->eval_only, dir, c->data_dir);
 	if (!given && !idx_set_present(dir, "t10k"))
 		return STATUS_OK; /* no test set: test_accuracy=nan */
 	rc = idx_load_set(dir, "t10k", test, err, sizeof(err));
@@ -147,7 +157,8 @@ int main(int argc, char **argv)
 				 cfg.eval_every, cfg.data_dir);
 	agree_or_exit(&d, rc, msg);
 
-	rc = train_validate(&cfg, &d, &train, msg, sizeof(msg));
+	/* Every rank agrees at each step, whatever its flags: the start-up check compares them. */
+	rc = cfg.eval_only[0] ? STATUS_OK : train_validate(&cfg, &d, &train, msg, sizeof(msg));
 	agree_or_exit(&d, rc, msg);
 
 	/*
@@ -185,23 +196,30 @@ int main(int argc, char **argv)
 	if (d.rank == 0) {
 		if (msg[0])
 			fprintf(stderr, "mnist-train: %s\n", msg);
-		fprintf(stderr,
-			"mnist-train %s: %d rank%s on %d node%s, backend %s (%s), model %s, %d training "
-			"images, %s\n",
+		fprintf(stderr, "mnist-train %s: %d rank%s on %d node%s, backend %s (%s), ",
 			MNIST_DDP_VERSION, d.size, d.size == 1 ? "" : "s", d.node_count,
-			d.node_count == 1 ? "" : "s", backend_name(&be), be.device, model_kind_name(cfg.model),
-			cfg.limit > 0 && cfg.limit < train.count ? (int)cfg.limit : train.count,
-			have_test ? "test set found" : "no test set (test_accuracy=nan)");
+			d.node_count == 1 ? "" : "s", backend_name(&be), be.device);
+		if (cfg.eval_only[0])
+			fprintf(stderr, "--eval-only: no training, %d test images\n", test.count);
+		else
+			fprintf(stderr, "model %s, %d training images, %s\n", model_kind_name(cfg.model),
+				cfg.limit > 0 && cfg.limit < train.count ? (int)cfg.limit : train.count,
+				have_test ? "test set found" : "no test set (test_accuracy=nan)");
 		fflush(stderr);
 	}
 
 	/* Every rank runs the same configuration on the same data and build, or none runs. */
-	rc = agree_check(&d, &cfg, &train, have_test ? &test : NULL, &be, msg, sizeof(msg));
+	rc = agree_check(&d, &cfg, cfg.eval_only[0] ? NULL : &train, have_test ? &test : NULL, &be,
+			 msg, sizeof(msg));
 	agree_or_exit(&d, rc, msg);
 
+	/* --eval-only: the checkpoint's model (its --model and --hidden into cfg), nothing trained. */
 	struct train_result res;
-	rc = train_run(&cfg, &d, &be, &train, have_test ? &test : NULL, metrics, &res, msg,
-		       sizeof(msg));
+	if (cfg.eval_only[0])
+		rc = train_eval_only(&cfg, &d, &be, &test, &res, msg, sizeof(msg));
+	else
+		rc = train_run(&cfg, &d, &be, &train, have_test ? &test : NULL, metrics, &res, msg,
+			       sizeof(msg));
 	agree_or_exit(&d, rc, msg);
 
 	if (d.rank == 0) {
@@ -212,7 +230,7 @@ int main(int argc, char **argv)
 			.model = model_kind_name(cfg.model),
 			.backend = backend_name(&be),
 			.ranks = d.size,
-			.epochs = cfg.epochs,
+			.epochs = cfg.eval_only[0] ? 0 : cfg.epochs, /* --eval-only: no epoch trained */
 			.steps_per_epoch = res.steps_per_epoch,
 			.images = res.images,
 			.train_seconds = res.train_seconds,

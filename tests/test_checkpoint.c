@@ -12,7 +12,9 @@
  * the file; a file of another model or configuration must be refused naming
  * what differs, and checkpoint_load must tell it from a corrupt one; --resume DIR must fall back past corrupt files with a warning and
  * never past a mismatch; pruning keeps the newest K; --gpu-plan-from reads the
- * plan back from a checkpoint or a --metrics file, refusing damaged ones. Files live in a fresh
+ * plan back from a checkpoint or a --metrics file, refusing damaged ones; the
+ * metadata read from the header alone and the parameters extracted alone
+ * (--init-from, --eval-only). Files live in a fresh
  * mkdtemp directory per test (Criterion runs each test in its own process).
  * Random inputs come from a seed printed in every failure message.
  */
@@ -289,6 +291,94 @@ Test(checkpoint, every_flipped_byte_is_found)
 	/* A flipped data bit names the checksum. */
 	im.buf[im.len - 10] ^= 0x10;
 	EXPECT_CORRUPT(im.buf, im.len, "checksum mismatch");
+	free_image(&im);
+}
+
+/* --init-from, --eval-only: a checkpoint's model is read from its header before the whole file. */
+Test(checkpoint, metadata_from_the_header_alone)
+{
+	struct image im;
+	make_image(&im, 1, 7);
+	size_t h = (size_t)header_len(im.buf);
+	struct checkpoint_info whole, head;
+	struct checkpoint_view *view = malloc(sizeof(*view));
+	char err[ERRLEN] = "";
+	cr_assert_eq(checkpoint_parse(im.buf, im.len, "ck.safetensors", &whole, view, err, sizeof(err)),
+		     STATUS_OK, "%s", err);
+	/* The header alone, or the whole file: the same metadata. */
+	size_t lens[] = {8 + h, 8 + h + 1, im.len};
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		cr_assert_eq(checkpoint_parse_meta(im.buf, lens[i], "ck.safetensors", &head, err,
+						   sizeof(err)),
+			     STATUS_OK, "%zu bytes: %s", lens[i], err);
+		cr_expect(head.global_step == whole.global_step && head.cfg.model == MODEL_MLP &&
+				  head.cfg.n_hidden == 2 && head.cfg.hidden[0] == 5 &&
+				  head.cfg.hidden[1] == 3 && head.cfg.lr == whole.cfg.lr &&
+				  head.ranks == whole.ranks,
+			  "%zu bytes: another reading than checkpoint_parse's", lens[i]);
+	}
+	/* Not the data's checks: a flipped data byte is for the whole read to find. */
+	im.buf[im.len - 10] ^= 0x10;
+	cr_expect_eq(checkpoint_parse_meta(im.buf, im.len, "ck.safetensors", &head, err, sizeof(err)),
+		     STATUS_OK, "%s", err);
+	EXPECT_CORRUPT(im.buf, im.len, "checksum mismatch");
+	/* A header cut short, one that is not JSON, a metadata value out of range: refused, named. */
+	struct {
+		const uint8_t *buf;
+		size_t len;
+		const char *says;
+	} bad[] = {
+		{im.buf, 8 + h - 1, "truncated"},
+		{im.buf, 8 + h / 2, "truncated"},
+		{im.buf, 8, "not a checkpoint"},
+		{(const uint8_t *)"hello, world", 12, "not a checkpoint"},
+		{(const uint8_t *)"", 0, "not a checkpoint"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_expect_eq(checkpoint_parse_meta(bad[i].buf, bad[i].len, "ck.safetensors", &head, err,
+						   sizeof(err)),
+			     STATUS_BAD_INPUT, "case %zu accepted", i);
+		cr_expect(strstr(err, "ck.safetensors") && strstr(err, bad[i].says), "case %zu: %s", i,
+			  err);
+	}
+	uint8_t *copy = malloc(im.len);
+	memcpy(copy, im.buf, im.len);
+	char *text = calloc(h + 1, 1);
+	memcpy(text, copy + 8, h);
+	char *lr = strstr(text, "\"lr\":\"0.05\"");
+	cr_assert_not_null(lr, "%s", text);
+	memcpy(copy + 8 + (lr - text) + 6, "-1.0", 4);
+	free(text);
+	cr_expect_eq(checkpoint_parse_meta(copy, im.len, "ck.safetensors", &head, err, sizeof(err)),
+		     STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "metadata \"lr\""), "%s", err);
+	free(copy);
+	free(view);
+	free_image(&im);
+}
+
+/* --init-from: the parameters alone are copied; the optimizer's tensors are checked, not copied. */
+Test(checkpoint, extract_the_parameters_alone)
+{
+	struct image im;
+	make_image(&im, 3, 7); /* AdamW: two moments and the update count */
+	struct checkpoint_info info;
+	struct checkpoint_view *view = malloc(sizeof(*view));
+	char err[ERRLEN] = "";
+	cr_assert_eq(checkpoint_parse(im.buf, im.len, "ck.safetensors", &info, view, err, sizeof(err)),
+		     STATUS_OK, "%s", err);
+	float *p = calloc(im.m.n_params, sizeof(float));
+	cr_assert_eq(checkpoint_extract(view, &im.m, &info, "ck.safetensors", p, NULL, err, sizeof(err)),
+		     STATUS_OK, "%s", err);
+	cr_expect(!memcmp(p, im.params, im.m.n_params * sizeof(float)), "the parameters differ");
+	/* The file must still hold this model's and its optimizer's tensors exactly. */
+	struct model other;
+	model_init(&other, MODEL_MLP, (const int[]){5, 4}, 2);
+	cr_expect_eq(checkpoint_extract(view, &other, &info, "ck.safetensors", p, NULL, err, sizeof(err)),
+		     STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "fc1.weight is F32 [3, 5], this model has F32 [4, 5]"), "%s", err);
+	free(p);
+	free(view);
 	free_image(&im);
 }
 

@@ -2,7 +2,9 @@
  * test_checkpoint_dir.c - checkpoint files (host/io/checkpoint_dir.c): atomic
  * saves that load, --resume DIR falling back past corrupt files with a
  * warning and never past a mismatch, pruning to the newest K, directory
- * preparation; and the reliability flags of the command line (host/config.c).
+ * preparation; a checkpoint's parameters alone (--init-from, --eval-only)
+ * from a file or a directory, of the model expected or refused naming both;
+ * and the reliability flags of the command line (host/config.c).
  *
  *   ctest --test-dir build -R test_checkpoint_dir --output-on-failure
  *
@@ -247,6 +249,154 @@ Test(checkpoint, resume_of_nothing)
 	free_image(&im);
 }
 
+/* ---- the parameters alone: --init-from and --eval-only ------------------------------ */
+
+/* checkpoint_load_params into params (freed first), got, info and used; its status. */
+static enum status load_params(const char *path, const struct checkpoint_model *want,
+			       struct checkpoint_model *got, float **params,
+			       struct checkpoint_info *info, int *other, char *used, FILE *warn,
+			       char *err)
+{
+	free(*params);
+	*params = NULL;
+	return checkpoint_load_params(path, want, got, params, info, other, used,
+				      CONFIG_PATH_MAX + 96, warn, err, ERRLEN);
+}
+
+Test(checkpoint, params_alone_of_any_run_from_a_file_or_a_directory)
+{
+	struct image im;
+	make_image(&im, 1, 1); /* an mlp 5,3 with momentum */
+	char p1[CONFIG_PATH_MAX + 96], p2[CONFIG_PATH_MAX + 96], p3[CONFIG_PATH_MAX + 96];
+	char used[CONFIG_PATH_MAX + 96], err[ERRLEN], warned[4096];
+	float *params = NULL;
+	struct checkpoint_model want = checkpoint_model_of(&im.c), got;
+	struct checkpoint_info info;
+	int other = -1;
+	save_at(&im, 32, p1);
+	im.params[0] = 1.0f;
+	save_at(&im, 64, p2);
+	/* A file: its parameters bitwise, its model and its metadata. */
+	cr_assert_eq(load_params(p2, &want, &got, &params, &info, &other, used, NULL, err), STATUS_OK,
+		     "%s", err);
+	cr_expect(!memcmp(params, im.params, im.m.n_params * 4), "the parameters differ");
+	cr_expect(got.kind == MODEL_MLP && got.n_hidden == 2 && got.hidden[0] == 5 && got.hidden[1] == 3);
+	cr_expect_eq(info.global_step, 64);
+	cr_expect_str_eq(used, p2);
+	/* Any run's: another seed, rate and optimizer (a resume would refuse each) load all the same. */
+	im.info.cfg.seed = 77;
+	im.info.cfg.lr = 0.5f;
+	im.params[0] = 2.0f;
+	save_at(&im, 96, p3);
+	cr_assert_eq(load_params(tmpdir, &want, &got, &params, &info, &other, used, NULL, err),
+		     STATUS_OK, "%s", err);
+	cr_expect_str_eq(used, p3, "a directory's newest");
+	cr_expect_eq(params[0], 2.0f);
+	/* An expectation left open takes the checkpoint's model (--eval-only without --model). */
+	struct checkpoint_model any = {.kind = -1};
+	cr_assert_eq(load_params(p1, &any, &got, &params, &info, &other, used, NULL, err), STATUS_OK,
+		     "%s", err);
+	cr_expect(got.kind == MODEL_MLP && got.n_hidden == 2 && got.hidden[1] == 3);
+	struct checkpoint_model mlp_any = {.kind = MODEL_MLP};
+	cr_expect_eq(load_params(p1, &mlp_any, &got, &params, &info, &other, used, NULL, err),
+		     STATUS_OK, "%s", err);
+	/* The newest truncated: a warning naming it, and the previous one, as --resume DIR does. */
+	cr_assert_eq(truncate(p3, 3000), 0);
+	FILE *warn = tmpfile();
+	cr_assert_eq(load_params(tmpdir, &want, &got, &params, &info, &other, used, warn, err),
+		     STATUS_OK, "%s", err);
+	cr_expect_str_eq(used, p2);
+	cr_expect_eq(params[0], 1.0f);
+	read_all(warn, warned, sizeof(warned));
+	cr_expect(strstr(warned, "warning: skipping checkpoint") && strstr(warned, p3) &&
+			  strstr(warned, "truncated"),
+		  "%s", warned);
+	/* Given as FILE, the truncated one is refused, naming it: corrupt, not another model. */
+	cr_expect_eq(load_params(p3, &want, &got, &params, &info, &other, used, NULL, err),
+		     STATUS_BAD_INPUT);
+	cr_expect(strstr(err, p3) && strstr(err, "truncated"), "%s", err);
+	cr_expect_eq(other, 0);
+	cr_expect_null(params, "no parameters after a refusal");
+	fclose(warn);
+	free(params);
+	free_image(&im);
+}
+
+Test(checkpoint, params_of_another_model_are_refused_naming_both)
+{
+	struct image im, seed;
+	make_image(&im, 1, 1);  /* mlp 5,3 */
+	make_image(&seed, 0, 1); /* the seed model */
+	char path[CONFIG_PATH_MAX + 96], used[CONFIG_PATH_MAX + 96], err[ERRLEN], text[128];
+	float *params = NULL;
+	struct checkpoint_model got, want = checkpoint_model_of(&im.c);
+	struct checkpoint_info info;
+	int other = 0;
+	save_at(&im, 32, path);
+	struct {
+		struct checkpoint_model want;
+		const char *says;
+	} cases[] = {
+		{{.kind = MODEL_LENET}, "holds --model mlp --hidden 5,3, not --model lenet"},
+		{{.kind = MODEL_SEED}, "holds --model mlp --hidden 5,3, not --model seed"},
+		{{.kind = MODEL_MLP, .n_hidden = 2, .hidden = {5, 4}},
+		 "holds --model mlp --hidden 5,3, not --model mlp --hidden 5,4"},
+		{{.kind = MODEL_MLP, .n_hidden = 1, .hidden = {5}},
+		 "holds --model mlp --hidden 5,3, not --model mlp --hidden 5"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cr_expect_eq(load_params(path, &cases[i].want, &got, &params, &info, &other, used, NULL,
+					 err),
+			     STATUS_BAD_INPUT, "case %zu loaded", i);
+		cr_expect_eq(other, 1, "case %zu: another model, not a corrupt file: %s", i, err);
+		cr_expect(strstr(err, path) && strstr(err, cases[i].says), "case %zu: %s", i, err);
+	}
+	/* A seed model's checkpoint (the newest) into an mlp run. */
+	save_at(&seed, 64, path);
+	cr_expect_eq(load_params(path, &want, &got, &params, &info, &other, used, NULL, err),
+		     STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "holds --model seed, not --model mlp --hidden 5,3"), "%s", err);
+	/* In a directory, a newest checkpoint of another model ends the search: no fallback. */
+	cr_expect_eq(load_params(tmpdir, &want, &got, &params, &info, &other, used, NULL, err),
+		     STATUS_BAD_INPUT);
+	cr_expect(other == 1 && strstr(err, "holds --model seed"), "%s", err);
+	checkpoint_model_text(&want, text, sizeof(text));
+	cr_expect_str_eq(text, "--model mlp --hidden 5,3");
+	free(params);
+	free_image(&seed);
+	free_image(&im);
+}
+
+Test(checkpoint, params_of_what_is_not_a_checkpoint)
+{
+	char path[CONFIG_PATH_MAX + 96], used[CONFIG_PATH_MAX + 96], err[ERRLEN];
+	float *params = NULL;
+	struct checkpoint_model got, any = {.kind = -1};
+	struct checkpoint_info info;
+	int other = 1;
+	snprintf(path, sizeof(path), "%s/absent.safetensors", tmpdir);
+	cr_expect_eq(load_params(path, &any, &got, &params, &info, &other, used, NULL, err),
+		     STATUS_BAD_INPUT);
+	cr_expect(strstr(err, path) && strstr(err, "No such file"), "%s", err);
+	const char *junk[] = {"", "hello, world\n", "{\"__metadata__\": {}}"};
+	for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+		snprintf(path, sizeof(path), "%s/junk%zu", tmpdir, i);
+		write_file(path, (const uint8_t *)junk[i], strlen(junk[i]));
+		other = 1;
+		cr_expect_eq(load_params(path, &any, &got, &params, &info, &other, used, NULL, err),
+			     STATUS_BAD_INPUT, "junk %zu", i);
+		cr_expect(strstr(err, path) && strstr(err, "not a checkpoint"), "junk %zu: %s", i, err);
+		cr_expect_eq(other, 0, "junk %zu is not another model's checkpoint", i);
+	}
+	/* A directory whose only checkpoint is not one: the warning, then none valid. */
+	snprintf(path, sizeof(path), "%s/ckpt-0-5.safetensors", tmpdir);
+	write_file(path, (const uint8_t *)"hello", 5);
+	cr_expect_eq(load_params(tmpdir, &any, &got, &params, &info, &other, used, NULL, err),
+		     STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "no valid checkpoint among the 1 found"), "%s", err);
+	cr_expect_null(params);
+}
+
 Test(checkpoint, prune_keeps_the_newest)
 {
 	struct image im;
@@ -344,6 +494,58 @@ Test(reliability_flags, defaults_and_values)
 	/* --resume alone (continue without saving) and --timeout 0 (no deadline) are fine. */
 	cr_expect_eq(parse_args(&c, err, "--resume", "ck", "--timeout", "0", NULL), STATUS_OK, "%s", err);
 	cr_expect_eq(c.timeout, 0.0);
+}
+
+Test(reliability_flags, init_from_and_eval_only)
+{
+	struct train_config c;
+	char err[ERRLEN] = "";
+	cr_assert_eq(parse_args(&c, err, NULL), STATUS_OK, "%s", err);
+	cr_expect_str_eq(c.init_from, "");
+	cr_expect_str_eq(c.eval_only, "");
+	cr_assert_eq(parse_args(&c, err, "--init-from", "ck", "--model", "mlp", "--lr", "0.05",
+				"--checkpoint-dir", "ck2", "--gpu-plan-from", "m.jsonl", NULL),
+		     STATUS_OK, "%s", err);
+	cr_expect_str_eq(c.init_from, "ck");
+	cr_expect(config_given(&c, config_setting("model")) && !config_given(&c, config_setting("hidden")));
+	cr_expect_eq(parse_args(&c, err, "--init-from", "a", "--resume", "b", NULL), STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "--init-from: starts a new run") && strstr(err, "--resume"), "%s", err);
+	cr_expect_eq(parse_args(&c, err, "--init-from", "", NULL), STATUS_BAD_INPUT);
+	cr_expect(strstr(err, "--init-from: expected a path"), "%s", err);
+	/* --eval-only takes the model flags and the execution's; every training flag is refused. */
+	cr_assert_eq(parse_args(&c, err, "--eval-only", "ck", "--model", "mlp", "--hidden", "64",
+				"--backend", "host", "--test-data", "t", "--timeout", "9", NULL),
+		     STATUS_OK, "%s", err);
+	cr_expect_str_eq(c.eval_only, "ck");
+	int refused = 0;
+	for (int i = 0; i < config_n_settings; i++) {
+		const struct setting *s = &config_settings[i];
+		char flag[64];
+		const char *value = s->def ? s->def : s->type == SETTING_PATH ? "x" : "1";
+		snprintf(flag, sizeof(flag), "--%s", s->flag);
+		if (!strcmp(s->flag, "help") || !strcmp(s->flag, "eval-only"))
+			continue;
+		int rc = s->type == SETTING_FLAG ? parse_args(&c, err, "--eval-only", "ck", "--model", "mlp",
+							      flag, NULL)
+						 : parse_args(&c, err, "--eval-only", "ck", "--model", "mlp",
+							      flag, value, NULL);
+		if (s->where & SETTING_TRAINING) {
+			char want[128];
+			snprintf(want, sizeof(want), "%s: a flag of training, and --eval-only trains nothing",
+				 flag);
+			cr_expect(rc == STATUS_BAD_INPUT && strstr(err, want), "%s with --eval-only: %d %s",
+				  flag, rc, err);
+			refused++;
+		} else {
+			cr_expect_eq(rc, STATUS_OK, "%s %s with --eval-only: %s", flag, value, err);
+			cr_expect(strstr(config_setting("eval-only")->help, flag),
+				  "--eval-only's help does not list %s among the flags it takes", flag);
+		}
+	}
+	cr_expect_geq(refused, 25, "only %d training flags", refused);
+	cr_expect(config_setting("init-from")->where & SETTING_TRAINING);
+	cr_expect(config_setting("resume")->where & SETTING_TRAINING);
+	cr_expect(!(config_setting("model")->where & SETTING_TRAINING));
 }
 
 Test(reliability_flags, bad_values_name_the_flag)

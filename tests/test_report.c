@@ -309,3 +309,32 @@ Test(report, summary_has_the_epoch_loss_after_test_images)
 	cr_assert(strstr(second, " epoch_loss=nan") != NULL, "got '%s'", second);
 	free(s);
 }
+
+/* A run that trained no step (--eval-only, a finished run resumed): final_loss=nan, not 0. */
+Test(report, summary_of_a_run_that_trained_nothing)
+{
+	struct summary sm = contract_summary;
+	sm.epochs = sm.steps_per_epoch = 0;
+	sm.images = 0;
+	sm.train_seconds = 0.0;
+	sm.final_loss = NAN;
+	sm.epoch_loss = NAN;
+	sm.test_images = 10000;
+	sm.graph_nodes = -1;
+	struct capture c;
+	capture_open(&c);
+	report_summary(c.f, &sm);
+	char *s = capture_close(&c);
+	const char *want = "summary: model=seed backend=host ranks=2 epochs=0 steps_per_epoch=0 images=0 "
+			   "train_seconds=0.000 images_per_second=0 test_accuracy=0.9231 final_loss=nan "
+			   "param_crc32=1234abcd test_images=10000 epoch_loss=nan\n";
+	cr_assert_str_eq(s, want);
+	/* Whatever the NaN's sign bit (-NAN from a computation), the same word. */
+	sm.final_loss = -NAN;
+	capture_open(&c);
+	report_summary(c.f, &sm);
+	char *neg = capture_close(&c);
+	cr_expect(strstr(neg, " final_loss=nan ") != NULL, "%s", neg);
+	free(neg);
+	free(s);
+}

@@ -118,7 +118,8 @@ enum status checkpoint_parse(const uint8_t *buf, size_t len, const char *name,
  * (m->n_params) and state (the optimizer's, as checkpoint_encode takes it)
  * after checking that the file holds exactly the tensors of the model and of
  * info's optimizer, with their shapes (and an update count equal to the
- * global step). STATUS_OK, or STATUS_BAD_INPUT with err.
+ * global step). state NULL: the parameters only (the state's tensors are
+ * checked all the same, not copied). STATUS_OK, or STATUS_BAD_INPUT with err.
  */
 enum status checkpoint_extract(const struct checkpoint_view *view, const struct model *m,
 			       const struct checkpoint_info *info, const char *name, float *params,
@@ -136,10 +137,11 @@ enum status checkpoint_compat(const struct checkpoint_info *ck, const struct che
 
 /*
  * Read one file (at most the size the model implies plus the largest header),
- * parse, check compatibility with `run` and extract. STATUS_OK; or
- * STATUS_BAD_INPUT with *mismatch 0 when the file cannot be read or is
- * corrupt, 1 when it is a whole checkpoint of another run or model (mismatch
- * may be NULL); or STATUS_RUNTIME. err names the file.
+ * parse, check compatibility with `run` and extract. run NULL: any run's
+ * checkpoint of model m, for its parameters alone (state may be NULL).
+ * STATUS_OK; or STATUS_BAD_INPUT with *mismatch 0 when the file cannot be
+ * read or is corrupt, 1 when it is a whole checkpoint of another run or model
+ * (mismatch may be NULL); or STATUS_RUNTIME. err names the file.
  */
 enum status checkpoint_load(const char *path, const struct model *m,
 			    const struct checkpoint_info *run, struct checkpoint_info *info,
@@ -147,6 +149,53 @@ enum status checkpoint_load(const char *path, const struct model *m,
 
 /* Whether the file at path begins as a checkpoint does (its header's length, then '{'). */
 int checkpoint_is_file(const char *path);
+
+/*
+ * The metadata of a file image from its header alone: buf holds the file's
+ * first len bytes, the whole header at least (or the whole file when it is
+ * shorter). checkpoint_parse's checks of the header length, the JSON, the
+ * tensor table's shape and every metadata value, not those of the data and
+ * the checksum, which reading the whole file makes. A file that does not
+ * begin as a checkpoint does is refused as not a checkpoint. STATUS_OK,
+ * STATUS_BAD_INPUT or STATUS_RUNTIME, with err naming `name`.
+ */
+enum status checkpoint_parse_meta(const uint8_t *buf, size_t len, const char *name,
+				  struct checkpoint_info *info, char *err, size_t errlen);
+
+/* The same for the file at path, of which it reads the header only. */
+enum status checkpoint_read_meta(const char *path, struct checkpoint_info *info, char *err,
+				 size_t errlen);
+
+/* A model as the flags name it: --model and, for an mlp, --hidden. */
+struct checkpoint_model {
+	int kind;     /* enum model_kind; -1 in an expectation: any model */
+	int n_hidden; /* an mlp's hidden layers (0 otherwise); 0 in an expectation: any sizes */
+	int hidden[CONFIG_MAX_HIDDEN];
+};
+
+/* The model c runs (hidden sizes only for an mlp). */
+struct checkpoint_model checkpoint_model_of(const struct train_config *c);
+
+/* "--model mlp --hidden 64,32", "--model lenet", "--model mlp" (sizes open), "any model". */
+void checkpoint_model_text(const struct checkpoint_model *m, char *buf, size_t len);
+
+/*
+ * --init-from and --eval-only PATH: the parameters alone of a checkpoint of
+ * any run (not its optimizer state or position), from a file, or from a
+ * directory's newest valid checkpoint, searched as checkpoint_resume searches
+ * one (a corrupt file skipped with a warning on `warn`). want: the model
+ * expected; what it leaves open is the checkpoint's. On STATUS_OK got is the
+ * checkpoint's model, *params its parameters (malloc'ed, the caller frees
+ * them), info its metadata, and used the file read. A whole checkpoint of
+ * another model: STATUS_BAD_INPUT with *other_model 1 and err naming the file,
+ * the model it holds and the one expected; a path that is not, or does not
+ * hold, a whole checkpoint: STATUS_BAD_INPUT with *other_model 0; or
+ * STATUS_RUNTIME.
+ */
+enum status checkpoint_load_params(const char *path, const struct checkpoint_model *want,
+				   struct checkpoint_model *got, float **params,
+				   struct checkpoint_info *info, int *other_model, char *used,
+				   size_t usedlen, FILE *warn, char *err, size_t errlen);
 
 /*
  * --gpu-plan-from PATH, a checkpoint: read it whole (at most the size the

@@ -41,6 +41,31 @@ struct checkpoint_position checkpoint_position(long long global_step, int steps_
 
 /* ---- this model, this run ------------------------------------------------------ */
 
+struct checkpoint_model checkpoint_model_of(const struct train_config *c)
+{
+	struct checkpoint_model m;
+	memset(&m, 0, sizeof(m));
+	m.kind = (int)c->model;
+	if (c->model == MODEL_MLP) {
+		m.n_hidden = c->n_hidden;
+		memcpy(m.hidden, c->hidden, sizeof(m.hidden));
+	}
+	return m;
+}
+
+void checkpoint_model_text(const struct checkpoint_model *m, char *buf, size_t len)
+{
+	struct text t;
+	text_init(&t, buf, len);
+	if (m->kind < 0) {
+		text_add(&t, "any model");
+		return;
+	}
+	text_add(&t, "--model %s", model_kind_name((enum model_kind)m->kind));
+	for (int i = 0; m->kind == MODEL_MLP && i < m->n_hidden && i < CONFIG_MAX_HIDDEN; i++)
+		text_add(&t, "%s%d", i ? "," : " --hidden ", m->hidden[i]);
+}
+
 /* "[a, b, ...]" of a shape. */
 static void shape_text(const uint64_t *shape, int ndim, char *buf, size_t len)
 {
@@ -100,6 +125,8 @@ enum status checkpoint_extract(const struct checkpoint_view *view, const struct 
 						   name, (double)step, info->global_step);
 			continue;
 		}
+		if (t[i].from == FROM_STATE && !state)
+			continue; /* the parameters alone */
 		load_floats_le((t[i].from == FROM_STATE ? state : params) + t[i].offset,
 			       view->data + found[i]->begin, t[i].count);
 	}

@@ -1,7 +1,8 @@
 /*
  * checkpoint_dir.c - checkpoints as files: the atomic write, loading one
- * file (or only its plan, for --gpu-plan-from), --resume's newest-valid search
- * of a directory, pruning to --keep,
+ * file (or only its plan, for --gpu-plan-from; only its header's metadata),
+ * the newest-valid search of a directory, for --resume and for the parameters
+ * alone of --init-from and --eval-only, pruning to --keep,
  * and preparing --checkpoint-dir (io/checkpoint.h; the format is
  * io/checkpoint_format.h's, the file image io/checkpoint_write.c's, its
  * reading io/checkpoint_read.c's and the fit io/checkpoint_compat.c's).
@@ -185,7 +186,7 @@ enum status checkpoint_load(const char *path, const struct model *m,
 		rc = checkpoint_parse(buf, len, path, info, view, err, errlen);
 	if (rc == STATUS_OK) {
 		/* A whole checkpoint from here on: a refusal is another run's or model's. */
-		rc = checkpoint_compat(info, run, path, err, errlen);
+		rc = run ? checkpoint_compat(info, run, path, err, errlen) : STATUS_OK;
 		if (rc == STATUS_OK)
 			rc = checkpoint_extract(view, m, info, path, params, state, err, errlen);
 		other_run = rc != STATUS_OK;
@@ -194,6 +195,38 @@ enum status checkpoint_load(const char *path, const struct model *m,
 	free(buf);
 	if (mismatch)
 		*mismatch = other_run;
+	return rc;
+}
+
+enum status checkpoint_read_meta(const char *path, struct checkpoint_info *info, char *err,
+				 size_t errlen)
+{
+	size_t cap = 8 + CHECKPOINT_MAX_HEADER;
+	uint8_t *buf = malloc(cap);
+	if (!buf)
+		return status_fail(err, errlen, STATUS_RUNTIME, "%s: out of memory", path);
+	enum status rc = STATUS_BAD_INPUT;
+	struct stat st;
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		status_fail(err, errlen, rc, "%s: cannot open: %s", path, strerror(errno));
+		goto out_free;
+	}
+	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+		status_fail(err, errlen, rc, "%s: not a regular file", path);
+		goto out_close;
+	}
+	/* The header at most: the whole file when it is shorter. */
+	size_t n = fread(buf, 1, cap, f);
+	if (ferror(f)) {
+		status_fail(err, errlen, rc, "%s: read failed: %s", path, strerror(errno));
+		goto out_close;
+	}
+	rc = checkpoint_parse_meta(buf, n, path, info, err, errlen);
+out_close:
+	fclose(f);
+out_free:
+	free(buf);
 	return rc;
 }
 
@@ -294,17 +327,29 @@ int checkpoint_list(const char *dir, struct checkpoint_entry **out, char *err, s
 	return n;
 }
 
-enum status checkpoint_resume(const char *path, const struct model *m,
-			      const struct checkpoint_info *run, struct checkpoint_info *info,
-			      float *params, float *state, char *used, size_t usedlen, FILE *warn,
-			      char *err, size_t errlen)
+/*
+ * One file of a search: STATUS_OK, or why not, with *other 1 when it is a
+ * whole checkpoint of another run or model (which ends the search).
+ */
+typedef enum status (*try_file_fn)(const char *file, void *arg, int *other, char *err,
+				   size_t errlen);
+
+/*
+ * PATH a file: try it. PATH a directory: try its checkpoints newest first
+ * (by global step) until one loads; one that cannot be read or is corrupt is
+ * skipped with a warning on `warn`, another run's ends the search. used gets
+ * the file loaded; *other whether the refusal was another run's.
+ */
+static enum status search(const char *path, try_file_fn try_file, void *arg, char *used,
+			  size_t usedlen, FILE *warn, int *other, char *err, size_t errlen)
 {
 	struct stat st;
+	*other = 0;
 	if (stat(path, &st) != 0)
 		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: %s", path, strerror(errno));
 	if (!S_ISDIR(st.st_mode)) {
 		snprintf(used, usedlen, "%s", path);
-		return checkpoint_load(path, m, run, info, params, state, NULL, err, errlen);
+		return try_file(path, arg, other, err, errlen);
 	}
 	struct checkpoint_entry *list = NULL;
 	int n = checkpoint_list(path, &list, err, errlen);
@@ -315,14 +360,13 @@ enum status checkpoint_resume(const char *path, const struct model *m,
 				     path);
 	for (int i = 0; i < n; i++) {
 		char file[CONFIG_PATH_MAX + 80], why[1024];
-		int other_run = 0;
 		snprintf(file, sizeof(file), "%s/%s", path, list[i].file);
-		rc = checkpoint_load(file, m, run, info, params, state, &other_run, why, sizeof(why));
+		rc = try_file(file, arg, other, why, sizeof(why));
 		if (rc == STATUS_OK) {
 			snprintf(used, usedlen, "%s", file);
 			break;
 		}
-		if (rc == STATUS_RUNTIME || other_run) {
+		if (rc == STATUS_RUNTIME || *other) {
 			status_fail(err, errlen, rc, "%s", why);
 			break;
 		}
@@ -336,6 +380,94 @@ enum status checkpoint_resume(const char *path, const struct model *m,
 				    path, n);
 	}
 	free(list);
+	return rc;
+}
+
+/* --resume: a checkpoint this run continues, whole. */
+struct resume_try {
+	const struct model *m;
+	const struct checkpoint_info *run;
+	struct checkpoint_info *info;
+	float *params, *state;
+};
+
+static enum status try_resume(const char *file, void *arg, int *other, char *err, size_t errlen)
+{
+	struct resume_try *a = arg;
+	return checkpoint_load(file, a->m, a->run, a->info, a->params, a->state, other, err, errlen);
+}
+
+enum status checkpoint_resume(const char *path, const struct model *m,
+			      const struct checkpoint_info *run, struct checkpoint_info *info,
+			      float *params, float *state, char *used, size_t usedlen, FILE *warn,
+			      char *err, size_t errlen)
+{
+	struct resume_try a = {.m = m, .run = run, .info = info, .params = params, .state = state};
+	int other;
+	return search(path, try_resume, &a, used, usedlen, warn, &other, err, errlen);
+}
+
+/* --init-from, --eval-only: the parameters of a checkpoint of the model expected. */
+struct params_try {
+	const struct checkpoint_model *want;
+	struct checkpoint_model *got;
+	float *params; /* (n_params) of the last model tried */
+	struct checkpoint_info *info;
+};
+
+/* Whether a checkpoint of model `held` is one of `want`. */
+static int model_fits(const struct checkpoint_model *held, const struct checkpoint_model *want)
+{
+	if (want->kind >= 0 && want->kind != held->kind)
+		return 0;
+	if (held->kind != MODEL_MLP || want->n_hidden == 0)
+		return 1;
+	return want->n_hidden == held->n_hidden &&
+	       !memcmp(want->hidden, held->hidden, (size_t)held->n_hidden * sizeof(int));
+}
+
+/* The model from the header's metadata, then the file read whole for its parameters. */
+static enum status try_params(const char *file, void *arg, int *other, char *err, size_t errlen)
+{
+	struct params_try *a = arg;
+	char held_text[128], want_text[128];
+	struct model m;
+	*other = 0;
+	enum status rc = checkpoint_read_meta(file, a->info, err, errlen);
+	if (rc)
+		return rc;
+	struct checkpoint_model held = checkpoint_model_of(&a->info->cfg);
+	if (!model_fits(&held, a->want)) {
+		checkpoint_model_text(&held, held_text, sizeof(held_text));
+		checkpoint_model_text(a->want, want_text, sizeof(want_text));
+		*other = 1;
+		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s holds %s, not %s", file,
+				   held_text, want_text);
+	}
+	model_init(&m, (enum model_kind)held.kind, held.hidden, held.n_hidden);
+	float *params = realloc(a->params, (m.n_params ? m.n_params : 1) * sizeof(float));
+	if (!params)
+		return status_fail(err, errlen, STATUS_RUNTIME, "%s: out of memory for %zu parameters",
+				   file, m.n_params);
+	a->params = params;
+	rc = checkpoint_load(file, &m, NULL, a->info, params, NULL, other, err, errlen);
+	if (rc == STATUS_OK)
+		*a->got = held;
+	return rc;
+}
+
+enum status checkpoint_load_params(const char *path, const struct checkpoint_model *want,
+				   struct checkpoint_model *got, float **params,
+				   struct checkpoint_info *info, int *other_model, char *used,
+				   size_t usedlen, FILE *warn, char *err, size_t errlen)
+{
+	struct params_try a = {.want = want, .got = got, .params = NULL, .info = info};
+	enum status rc = search(path, try_params, &a, used, usedlen, warn, other_model, err, errlen);
+	if (rc) {
+		free(a.params);
+		a.params = NULL;
+	}
+	*params = a.params;
 	return rc;
 }
 

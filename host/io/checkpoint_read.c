@@ -327,46 +327,62 @@ static enum status meta_info(const json_t *meta, struct checkpoint_info *info, c
 	return STATUS_OK;
 }
 
-enum status checkpoint_parse(const uint8_t *buf, size_t len, const char *name,
-			     struct checkpoint_info *info, struct checkpoint_view *view, char *err,
-			     size_t errlen)
+/*
+ * The header of a file image's first len bytes: its length into *hlen, the
+ * JSON into *root (the caller json_decref's it), the tensor table into view
+ * (its data: what follows the header in buf) and the metadata object into
+ * *meta (NULL when absent).
+ */
+static enum status parse_header(const uint8_t *buf, size_t len, const char *name,
+				struct checkpoint_view *view, uint64_t *hlen, json_t **root,
+				json_t **meta, char *err, size_t errlen)
 {
+	*root = NULL;
+	*meta = NULL;
 	if (len < 8)
 		return status_fail(err, errlen, STATUS_BAD_INPUT,
 				   "%s: truncated: %zu bytes, shorter than the 8-byte header length", name,
 				   len);
-	uint64_t hlen = 0;
+	*hlen = 0;
 	for (int i = 0; i < 8; i++)
-		hlen |= (uint64_t)buf[i] << (8 * i);
-	if (hlen < 2 || hlen > CHECKPOINT_MAX_HEADER)
+		*hlen |= (uint64_t)buf[i] << (8 * i);
+	if (*hlen < 2 || *hlen > CHECKPOINT_MAX_HEADER)
 		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: header length %llu is outside 2..%llu",
-				   name, (unsigned long long)hlen,
+				   name, (unsigned long long)*hlen,
 				   (unsigned long long)CHECKPOINT_MAX_HEADER);
-	if (hlen > len - 8)
+	if (*hlen > len - 8)
 		return status_fail(err, errlen, STATUS_BAD_INPUT,
 				   "%s: truncated: %zu bytes, the header alone needs %llu", name, len,
-				   (unsigned long long)(hlen + 8));
+				   (unsigned long long)(*hlen + 8));
 	memset(view, 0, sizeof(*view));
-	view->data = buf + 8 + hlen;
-	view->data_len = len - 8 - hlen;
+	view->data = buf + 8 + *hlen;
+	view->data_len = len - 8 - *hlen;
 
 	json_error_t je;
-	json_t *meta, *root = json_loadb((const char *)buf + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &je);
-	if (!root)
+	*root = json_loadb((const char *)buf + 8, (size_t)*hlen, JSON_REJECT_DUPLICATES, &je);
+	if (!*root)
 		return status_fail(err, errlen,
 				   json_error_code(&je) == json_error_out_of_memory ? STATUS_RUNTIME
 										   : STATUS_BAD_INPUT,
 				   "%s: malformed header: %s at byte %d of the JSON", name, je.text,
 				   je.position);
-	enum status rc = read_header(root, name, view, &meta, err, errlen);
+	enum status rc = read_header(*root, name, view, meta, err, errlen);
+	if (rc == STATUS_OK && !*meta)
+		rc = status_fail(err, errlen, STATUS_BAD_INPUT,
+				 "%s: header has no __metadata__ (not an mnist-ddp checkpoint)", name);
+	return rc;
+}
+
+enum status checkpoint_parse(const uint8_t *buf, size_t len, const char *name,
+			     struct checkpoint_info *info, struct checkpoint_view *view, char *err,
+			     size_t errlen)
+{
+	uint64_t hlen = 0;
+	json_t *meta, *root;
+	enum status rc = parse_header(buf, len, name, view, &hlen, &root, &meta, err, errlen);
 	if (rc)
 		goto out;
 	rc = STATUS_BAD_INPUT;
-	if (!meta) {
-		status_fail(err, errlen, rc, "%s: header has no __metadata__ (not an mnist-ddp checkpoint)",
-			    name);
-		goto out;
-	}
 	/* The size check first: a truncated file says so rather than "checksum mismatch". */
 	uint64_t need = 0;
 	for (int i = 0; i < view->n_tensors; i++)
@@ -384,5 +400,28 @@ enum status checkpoint_parse(const uint8_t *buf, size_t len, const char *name,
 		rc = meta_info(meta, info, name, err, errlen);
 out:
 	json_decref(root);
+	return rc;
+}
+
+enum status checkpoint_parse_meta(const uint8_t *buf, size_t len, const char *name,
+				  struct checkpoint_info *info, char *err, size_t errlen)
+{
+	struct checkpoint_view *view = malloc(sizeof(*view));
+	if (!view)
+		return status_fail(err, errlen, STATUS_RUNTIME, "%s: out of memory", name);
+	uint64_t hlen = 0;
+	json_t *meta, *root;
+	enum status rc = parse_header(buf, len, name, view, &hlen, &root, &meta, err, errlen);
+	/* Refused, and not even its start is a checkpoint's (checkpoint_is_file): say that. */
+	if (rc == STATUS_BAD_INPUT &&
+	    (len < 9 || buf[3] || buf[4] || buf[5] || buf[6] || buf[7] || buf[8] != '{'))
+		status_fail(err, errlen, rc,
+			    "%s: not a checkpoint (a safetensors file begins with its header's length "
+			    "in 8 bytes and the header's '{'; this one does not)",
+			    name);
+	if (!rc)
+		rc = meta_info(meta, info, name, err, errlen);
+	json_decref(root);
+	free(view);
 	return rc;
 }

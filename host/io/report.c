@@ -11,7 +11,10 @@
 
 void report_format_float(float v, char *buf, size_t len)
 {
-	text_float(v, 8, 1, buf, len);
+	if (isnan(v)) /* one word for every NaN (printf writes one with its sign bit set as "-nan") */
+		snprintf(buf, len, "nan");
+	else
+		text_float(v, 8, 1, buf, len);
 }
 
 void report_loss_line(FILE *f, int epoch, int step, float loss)

@@ -12,7 +12,10 @@
 extern "C" {
 #endif
 
-/* A float32 in the fewest significant digits (at most 8) that read back as the same float (text.h). */
+/*
+ * A float32 in the fewest significant digits (at most 8) that read back as the
+ * same float (text.h); a NaN of either sign as "nan".
+ */
 void report_format_float(float v, char *buf, size_t len);
 
 /* "epoch: E, step: S, loss is L" and a newline, flushed. */

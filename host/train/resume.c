@@ -1,7 +1,8 @@
 /*
  * resume.c - the checkpoint policy: see host/train/resume.h. The format and
  * the validation are io/checkpoint_*.c's; this file decides which checkpoint,
- * where to continue and when to save.
+ * where to continue and when to save, and reads a checkpoint's parameters
+ * alone for --init-from and --eval-only.
  */
 #include "train/resume.h"
 
@@ -65,15 +66,15 @@ static enum status load_on_rank0(const struct train_config *c, const struct mode
 	}
 	if (c->checkpoint_dir[0])
 		warn_newer_checkpoints(c->checkpoint_dir, ck.global_step);
-	if (p.next_epoch >= c->epochs)
+	fprintf(stderr, "mnist-train: resuming from %s (after epoch %d step %d, global step %lld)",
+		used, p.epoch, p.step, ck.global_step);
+	if (p.next_epoch < c->epochs)
+		fprintf(stderr, "; continuing at epoch %d step %d\n", p.next_epoch, p.next_step);
+	else
 		fprintf(stderr,
-			"mnist-train: the checkpoint is at the end of --epochs %d: nothing left to "
+			"\nmnist-train: the run is finished (all %d epochs trained): nothing left to "
 			"train, only the test set is scored\n",
 			c->epochs);
-	fprintf(stderr,
-		"mnist-train: resuming from %s (after epoch %d step %d, global step %lld); "
-		"continuing at epoch %d step %d\n",
-		used, p.epoch, p.step, ck.global_step, p.next_epoch, p.next_step);
 	if (ck.ranks != run->ranks)
 		fprintf(stderr,
 			"mnist-train: the checkpoint was written by %d ranks x batch %d, this run has "
@@ -83,6 +84,52 @@ static enum status load_on_rank0(const struct train_config *c, const struct mode
 			run->ranks * run->cfg.batch_size, ck.ranks);
 	fflush(stderr);
 	return STATUS_OK;
+}
+
+/*
+ * What a checkpoint holds, for messages:
+ * "--model mlp --hidden 64, after epoch 1 step 30, global step 62".
+ */
+static void checkpoint_about(const struct checkpoint_info *ck, char *buf, size_t len)
+{
+	char model[128];
+	struct checkpoint_model held = checkpoint_model_of(&ck->cfg);
+	struct checkpoint_position p = checkpoint_position(ck->global_step, ck->steps_per_epoch);
+	checkpoint_model_text(&held, model, sizeof(model));
+	snprintf(buf, len, "%s, after epoch %d step %d, global step %lld", model, p.epoch, p.step,
+		 ck->global_step);
+}
+
+/*
+ * Rank 0's part of --init-from: the parameters of a checkpoint of this run's
+ * model into rs->params, and nothing else: no optimizer state, no position,
+ * no plan. The run starts at (0, 0) with its own settings.
+ */
+static enum status init_on_rank0(const struct train_config *c, struct resume_state *rs, char *err,
+				 size_t errlen)
+{
+	struct checkpoint_model want = checkpoint_model_of(c), got;
+	struct checkpoint_info *ck = xmalloc(sizeof(*ck));
+	char used[CONFIG_PATH_MAX + 96], why[2048], about[256];
+	int other_model = 0;
+	enum status rc = checkpoint_load_params(c->init_from, &want, &got, &rs->params, ck,
+						&other_model, used, sizeof(used), stderr, why,
+						sizeof(why));
+	static const char advice[] = " (--init-from takes the parameters of this run's own model: "
+				     "give the checkpoint's --model and --hidden, or another checkpoint)";
+	if (rc)
+		status_fail(err, errlen, rc, "--init-from %s: %s%s", c->init_from, why,
+			    other_model ? advice : "");
+	else {
+		checkpoint_about(ck, about, sizeof(about));
+		fprintf(stderr,
+			"mnist-train: --init-from: the parameters of %s (%s) and nothing else: a new run "
+			"from epoch 0 step 0 with this run's settings and a fresh optimizer state\n",
+			used, about);
+		fflush(stderr);
+	}
+	free(ck);
+	return rc;
 }
 
 /*
@@ -125,6 +172,22 @@ static void plan_bcast(const struct dist *d, struct resume_state *rs)
 	dist_bcast(d, rs->plan_from, sizeof(rs->plan_from), 0, "where the given plan is from");
 }
 
+/*
+ * Rank 0 has done its part of a collective read (rc, which it alone knows):
+ * every rank learns the worst outcome, and the others say why they stop
+ * ("rank 1 on HOST: stopping because rank 0 failed to read --init-from X").
+ */
+static enum status after_rank0(const struct dist *d, enum status rc, const char *what,
+			       const char *path, char *err, size_t errlen)
+{
+	int worst = dist_agree(d, rc, NULL);
+	if (worst && d->rank != 0)
+		status_fail(err, errlen, (enum status)worst,
+			    "rank %d on %s: stopping because rank 0 failed to %s %s", d->rank, d->host,
+			    what, path);
+	return (enum status)worst;
+}
+
 enum status resume_prepare(const struct train_config *c, const struct dist *d,
 			   const struct model *m, int examples, uint32_t train_crc32,
 			   int steps_per_epoch, struct resume_state *rs, char *err, size_t errlen)
@@ -134,29 +197,86 @@ enum status resume_prepare(const struct train_config *c, const struct dist *d,
 	memset(rs, 0, sizeof(*rs));
 	checkpoint_info_from_config(&rs->run, c, d->size, examples, train_crc32);
 	rs->run.steps_per_epoch = steps_per_epoch;
-	if (!c->resume[0] && !c->gpu_plan_from[0])
+	if (!c->resume[0] && !c->init_from[0] && !c->gpu_plan_from[0])
 		return STATUS_OK;
-	if (d->rank == 0) /* the two are never given together (config.c) */
-		rc = c->resume[0] ? load_on_rank0(c, m, rs, pos, err, errlen)
-				  : plan_on_rank0(c, m, rs, err, errlen);
-	int worst = dist_agree(d, rc, NULL);
-	if (worst) {
-		if (d->rank != 0)
-			status_fail(err, errlen, (enum status)worst,
-				    "rank %d on %s: stopping because rank 0 failed to %s %s", d->rank,
-				    d->host, c->resume[0] ? "resume from --resume" : "read --gpu-plan-from",
-				    c->resume[0] ? c->resume : c->gpu_plan_from);
+	/* --resume excludes the other two (config.c); --init-from and --gpu-plan-from go together. */
+	if (c->resume[0])
+		rc = after_rank0(d, d->rank == 0 ? load_on_rank0(c, m, rs, pos, err, errlen) : STATUS_OK,
+				 "resume from --resume", c->resume, err, errlen);
+	if (!rc && c->init_from[0])
+		rc = after_rank0(d, d->rank == 0 ? init_on_rank0(c, rs, err, errlen) : STATUS_OK,
+				 "read --init-from", c->init_from, err, errlen);
+	if (!rc && c->gpu_plan_from[0])
+		rc = after_rank0(d, d->rank == 0 ? plan_on_rank0(c, m, rs, err, errlen) : STATUS_OK,
+				 "read --gpu-plan-from", c->gpu_plan_from, err, errlen);
+	if (rc) {
 		free(rs->params);
 		free(rs->state);
 		free(rs->plan);
 		rs->params = rs->state = NULL;
 		rs->plan = NULL;
-		return (enum status)worst;
+		return rc;
 	}
 	dist_bcast(d, pos, sizeof(pos), 0, "resume position");
 	plan_bcast(d, rs);
 	rs->epoch = pos[0];
 	rs->step = pos[1];
+	return STATUS_OK;
+}
+
+/*
+ * Rank 0's part of --eval-only: the checkpoint's model (a --model or
+ * --hidden given must be its) and parameters.
+ */
+static enum status eval_on_rank0(const struct train_config *c, struct checkpoint_model *got,
+				 float **params, char *err, size_t errlen)
+{
+	const struct setting *model = config_setting("model"), *hidden = config_setting("hidden");
+	struct checkpoint_model want = checkpoint_model_of(c);
+	struct checkpoint_info *ck = xmalloc(sizeof(*ck));
+	char used[CONFIG_PATH_MAX + 96], why[2048], about[256];
+	int other_model = 0;
+	if (!config_given(c, model))
+		want.kind = -1; /* the checkpoint's */
+	if (!config_given(c, hidden))
+		want.n_hidden = 0;
+	enum status rc = checkpoint_load_params(c->eval_only, &want, got, params, ck, &other_model,
+						used, sizeof(used), stderr, why, sizeof(why));
+	if (rc)
+		status_fail(err, errlen, rc, "--eval-only %s: %s%s", c->eval_only, why,
+			    other_model ? " (leave --model and --hidden out to score the checkpoint's "
+					  "own model)"
+					: "");
+	else {
+		checkpoint_about(ck, about, sizeof(about));
+		fprintf(stderr, "mnist-train: --eval-only: scoring %s (%s); nothing is trained\n", used,
+			about);
+		fflush(stderr);
+	}
+	free(ck);
+	return rc;
+}
+
+enum status resume_eval_prepare(struct train_config *c, const struct dist *d, float **params,
+				char *err, size_t errlen)
+{
+	struct checkpoint_model got;
+	memset(&got, 0, sizeof(got));
+	*params = NULL;
+	enum status rc = after_rank0(d, d->rank == 0 ? eval_on_rank0(c, &got, params, err, errlen)
+						       : STATUS_OK,
+				     "read --eval-only", c->eval_only, err, errlen);
+	if (rc) {
+		free(*params);
+		*params = NULL;
+		return rc;
+	}
+	dist_bcast(d, &got, sizeof(got), 0, "the --eval-only checkpoint's model");
+	c->model = (enum model_kind)got.kind;
+	if (got.kind == MODEL_MLP) {
+		c->n_hidden = got.n_hidden;
+		memcpy(c->hidden, got.hidden, sizeof(c->hidden));
+	}
 	return STATUS_OK;
 }
 

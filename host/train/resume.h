@@ -1,9 +1,12 @@
 /*
- * resume.h - the checkpoint policy of a run: where a resumed run starts, and
- * when and how rank 0 saves (the file format is io/checkpoint.h's).
+ * resume.h - the checkpoint policy of a run: where a resumed run starts (or
+ * a new one from a checkpoint's parameters, --init-from; the model that
+ * --eval-only scores), and when and how rank 0 saves (the file format is
+ * io/checkpoint.h's).
  *
- * Collective where it says so: every rank calls resume_prepare with the same
- * settings and all get the same outcome, so no rank waits alone.
+ * Collective where it says so: every rank calls resume_prepare (and
+ * resume_eval_prepare) with the same settings and all get the same outcome,
+ * so no rank waits alone.
  */
 #ifndef MNIST_DDP_RESUME_H
 #define MNIST_DDP_RESUME_H
@@ -22,14 +25,15 @@ extern "C" {
 
 /*
  * A run's checkpointing: where it starts (the step after a --resume
- * checkpoint's, or (0, 0)), rank 0's copy of the state it starts from, and
+ * checkpoint's, or (0, 0)), rank 0's copy of the state it starts from (with
+ * --init-from, the checkpoint's parameters alone), and
  * the run as its checkpoints describe it, which every save and every
  * compatibility check uses. The settings come down once, in resume_prepare.
  */
 struct resume_state {
 	int epoch, step;          /* the first step to run */
-	float *params; /* (n_params), rank 0 only; NULL elsewhere (free it) */
-	float *state;  /* the optimizer's (optim_desc_of(--optimizer).n_state * n_params), likewise */
+	float *params; /* (n_params), rank 0 only; NULL elsewhere or without a checkpoint (free it) */
+	float *state;  /* the optimizer's (n_state * n_params, train/optim.h): --resume only */
 	/*
 	 * The plan given (the backend's text, which only the backend reads):
 	 * after --resume, the checkpoint's; with --gpu-plan-from, that file's;
@@ -49,14 +53,29 @@ struct resume_state {
  * directory's newest valid one, warning about each corrupt one it skips) and
  * every rank learns where to continue: the step after the checkpoint's
  * (checkpoint_position). Without --resume rs starts at (0, 0); with
- * --gpu-plan-from instead, rank 0 reads that file's plan and every rank gets it
- * in rs->plan, as a resumed run gets its checkpoint's. Returns
+ * --init-from, rank 0 reads the parameters of that checkpoint (which must hold
+ * c's model) into rs->params, and nothing else; with --gpu-plan-from, rank 0
+ * reads that file's plan and every rank gets it in rs->plan, as a resumed run
+ * gets its checkpoint's. Returns
  * STATUS_OK, or the same failure on every rank (STATUS_BAD_INPUT for a
  * checkpoint or plan file that cannot be used) with err saying why.
  */
 enum status resume_prepare(const struct train_config *c, const struct dist *d,
 			   const struct model *m, int examples, uint32_t train_crc32,
 			   int steps_per_epoch, struct resume_state *rs, char *err, size_t errlen);
+
+/*
+ * Collective, --eval-only: rank 0 reads the checkpoint (a file, or a
+ * directory's newest valid one, as --resume picks it) for its parameters
+ * alone, and every rank learns its model: c's --model and --hidden are set to
+ * the checkpoint's (those given on the command line must be its). *params:
+ * rank 0's copy of the parameters (NULL elsewhere; free it). Returns
+ * STATUS_OK, or the same failure on every rank (STATUS_BAD_INPUT for a path
+ * that holds no usable checkpoint, or a checkpoint of another model than the
+ * one given) with err saying why.
+ */
+enum status resume_eval_prepare(struct train_config *c, const struct dist *d, float **params,
+				char *err, size_t errlen);
 
 /*
  * Rank 0 only: save the state after `global_step` steps from host copies of

@@ -585,6 +585,7 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	memset(res, 0, sizeof(*res));
 	res->test_accuracy = NAN;
 	res->epoch_loss = NAN;
+	res->first_loss = res->final_loss = NAN; /* until a step trains (none after the last epoch) */
 
 	/* Set-up: the plan, where to start (--resume), memory, the starting state, the clock. */
 	if (train_plan(c, d, train, &r.smp, &r.sched, err, errlen))
@@ -634,5 +635,42 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	if (c->profile)
 		run_profile(&r);
 	run_free(&r);
+	return STATUS_OK;
+}
+
+enum status train_eval_only(struct train_config *c, const struct dist *d, const struct backend *be,
+			    const struct mnist_set *test, struct train_result *res, char *err,
+			    size_t errlen)
+{
+	float *loaded = NULL; /* rank 0's copy of the checkpoint's parameters */
+	struct model m;
+	struct model_ws ws;
+	memset(res, 0, sizeof(*res));
+	res->test_accuracy = res->first_loss = res->final_loss = NAN;
+	enum status rc = resume_eval_prepare(c, d, &loaded, err, errlen);
+	if (rc)
+		return rc;
+
+	/* The checkpoint's model; its parameters uploaded by rank 0 and broadcast to every replica. */
+	model_init(&m, c->model, c->hidden, c->n_hidden);
+	backend_set_timeout(be, c->timeout);
+	size_t pbytes = m.n_params * sizeof(float);
+	float *params = backend_alloc(be, pbytes);
+	if (!params || model_ws_create(be, &m, TRAIN_EVAL_ROWS, &ws))
+		die(1, "out of %s memory for the model", backend_name(be));
+	if (loaded)
+		backend_upload(be, params, loaded, pbytes);
+	free(loaded);
+	backend_broadcast(be, params, m.n_params, 0);
+	res->params = xmalloc(pbytes);
+	res->n_params = m.n_params;
+	backend_synchronize(be);
+	backend_download(be, res->params, params, pbytes);
+	res->param_crc = check_replicas(d, res->params, m.n_params);
+
+	gpu_plan_collective(be, c, 0);
+	res->test_accuracy = train_evaluate(d, be, &m, &ws, params, test, &res->test_images);
+	backend_free(be, params);
+	model_ws_destroy(be, &ws);
 	return STATUS_OK;
 }

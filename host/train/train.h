@@ -26,8 +26,8 @@ struct train_result {
 	double train_seconds; /* the training loop only */
 	double test_accuracy; /* NAN without a test set */
 	long long test_images; /* test examples scored by all ranks together (0 without a test set) */
-	float first_loss;     /* this rank's loss at epoch 0 step 0 */
-	float final_loss;     /* this rank's loss at the last step */
+	float first_loss;     /* this rank's loss at epoch 0 step 0; NAN when that step did not run here */
+	float final_loss;     /* this rank's loss at the last step; NAN when no step trained */
 	float epoch_loss;     /* the last epoch's mean over every rank's loss lines (NAN: no epoch ran) */
 	float *params;        /* (n_params) final parameters, host memory; the caller frees */
 	size_t n_params;
@@ -45,6 +45,19 @@ struct train_result {
 enum status train_run(const struct train_config *c, const struct dist *d, const struct backend *be,
 	      const struct mnist_set *train, const struct mnist_set *test,
 	      FILE *metrics, struct train_result *res, char *err, size_t errlen);
+
+/*
+ * --eval-only: score a checkpoint's model on `test` and train nothing. Every
+ * rank calls it with the same configuration; rank 0 reads the checkpoint
+ * (train/resume.h, resume_eval_prepare), which sets c's --model and --hidden
+ * to the checkpoint's. res: test_accuracy, test_images, the parameters and
+ * their param_crc; nothing trained (images 0, train_seconds 0, steps_per_epoch
+ * 0, final_loss NAN). Returns STATUS_OK, or STATUS_BAD_INPUT with err filled
+ * (the same on every rank) when the checkpoint cannot be used.
+ */
+enum status train_eval_only(struct train_config *c, const struct dist *d, const struct backend *be,
+			    const struct mnist_set *test, struct train_result *res, char *err,
+			    size_t errlen);
 
 /*
  * The checks train_run makes before it starts (--limit against the data, a

@@ -372,6 +372,15 @@ add_test(NAME mnist_train_sim_epoch_line_2
 set_tests_properties(mnist_train_sim_epoch_line_2 PROPERTIES LABELS cudasim TIMEOUT 300 PROCESSORS 2
                      PASS_REGULAR_EXPRESSION "PASS epoch_line" FAIL_REGULAR_EXPRESSION "FAIL:")
 
+# --eval-only on the simulated CUDA backend: a host run's checkpoint scored at 2 ranks, the
+# host run's test accuracy and param_crc32 (tests/reliability/test_eval_only.sh; the host's
+# own cases are reliability_eval_only).
+add_test(NAME mnist_train_sim_eval_only_2
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/reliability/test_eval_only.sh cuda
+                 ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR} ${MNIST_MPIRUN}
+                 -x ${MNIST_CUDASIM_ENV} -x CUDASIM_DEVICE_NAMES=same)
+set_tests_properties(mnist_train_sim_eval_only_2 PROPERTIES LABELS cudasim TIMEOUT 300 PROCESSORS 2)
+
 # The program's own kernels in one captured step, bounded per model at one rank (the
 # same kernels and one node more, the allreduce, at two, and graph_nodes=0 reported with
 # --no-graph: checked on the seed model): a change that adds a launch of ours to the step

@@ -4,7 +4,8 @@
 #   test_checkpoint_dir (unit)    checkpoint files: atomic save, resume fallback, pruning, flags
 #   reliability_* (reliability)   mnist-train under a real mpirun: bitwise resume, rank-count
 #                                 change, corrupt-newest fallback, Python reader accuracy,
-#                                 kill -9 of a rank, SIGSTOP with --timeout, diverging loss
+#                                 kill -9 of a rank, SIGSTOP with --timeout, diverging loss,
+#                                 --eval-only and a finished run resumed, --init-from
 #   reliability_valgrind (valgrind) a short 2-rank run under memcheck, MPI's reports suppressed;
 #                                 skipped (77, "valgrind not installed") where there is no valgrind
 # Every script bounds each mpirun with timeout(1), and ctest's TIMEOUT bounds the
@@ -43,6 +44,12 @@ add_test(NAME reliability_resume COMMAND bash ${_rel}/test_resume.sh ${_rel_args
 add_test(NAME reliability_python_reader COMMAND bash ${_rel}/test_python_reader.sh ${_rel_args})
 set_tests_properties(reliability_resume reliability_python_reader PROPERTIES
   LABELS reliability TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "PYTHON=${MNIST_PYTHON}")
+# Using a checkpoint without resuming it: --eval-only (and a finished run resumed), --init-from.
+# The simulated CUDA backend's --eval-only: 45-cudasim.cmake.
+add_test(NAME reliability_eval_only COMMAND bash ${_rel}/test_eval_only.sh host ${_rel_args})
+add_test(NAME reliability_init_from COMMAND bash ${_rel}/test_init_from.sh ${_rel_args})
+set_tests_properties(reliability_eval_only reliability_init_from PROPERTIES
+  LABELS reliability TIMEOUT 300 PROCESSORS 2)
 foreach(_case kill kill-writer stop nonfinite)
   string(REPLACE "-" "_" _name ${_case})
   add_test(NAME reliability_${_name} COMMAND bash ${_rel}/test_failures.sh ${_case} ${_rel_args})

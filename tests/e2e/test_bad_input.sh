@@ -24,7 +24,10 @@
 # warm-up exactly as long trains), MPMD launches where
 # only one rank has a bad flag or a bad file, --gpu-plan-from files that hold no plan (missing,
 # none in it, one cut short, a host backend's checkpoint, a checkpoint with a byte changed) or
-# given with --resume, and a --metrics file in a
+# given with --resume, --init-from and --eval-only given what is not a checkpoint of
+# the model (a missing file, one cut short, a text file, a directory with none, a checkpoint
+# of another model or other hidden sizes), --init-from with --resume, a flag of training
+# with --eval-only, --eval-only without a test set, and a --metrics file in a
 # directory that does not exist (and no file left behind).
 # MNIST_BAD_INPUT_ONLY=REGEX runs only the cases whose names match (extended
 # regex), and the controls they need: the .gz-only run wants only those that read
@@ -249,6 +252,52 @@ bad gpu-plan-from-checkpoint-no-plan "0" "${HOST_CK:-host-ck}" "holds no GPU pla
 	-n 2 "$T" --limit 100 --gpu-plan-from "${HOST_CK:-host-ck}"
 bad gpu-plan-from-checkpoint-damaged "0" "$TMP/flipped.safetensors" "checksum mismatch" \
 	-n 2 "$T" --limit 100 --gpu-plan-from "$TMP/flipped.safetensors"
+
+# --init-from and --eval-only: rank 0 reads the checkpoint (a missing file, one cut short,
+# a file that is not a checkpoint, a directory with none, a checkpoint of another model);
+# rank 1 says rank 0 stopped it. Refused by every rank at the start: --init-from with
+# --resume, a flag of training with --eval-only, --eval-only without a test set.
+if wanted init-from- || wanted eval-only-; then
+	if [ -z "${HOST_CK:-}" ]; then
+		timeout -k 10 "$CASE_TIMEOUT" "${MPIRUN[@]}" -n 1 "$T" --data "$TMP/good/train" --epochs 1 \
+			--checkpoint-dir "$TMP/host-ck" >"$TMP/host-ck.out" 2>&1
+		HOST_CK=$(ls "$TMP"/host-ck/ckpt-*.safetensors 2>/dev/null | head -n 1)
+	fi
+	timeout -k 10 "$CASE_TIMEOUT" "${MPIRUN[@]}" -n 1 "$T" --data "$TMP/good/train" --epochs 1 \
+		--model mlp --hidden 64 --checkpoint-dir "$TMP/mlp-ck" >"$TMP/mlp-ck.out" 2>&1
+	MLP_CK=$(ls "$TMP"/mlp-ck/ckpt-*.safetensors 2>/dev/null | head -n 1)
+	[ -n "${HOST_CK:-}" ] && [ -n "$MLP_CK" ] ||
+		fail "init-from/eval-only: no checkpoints written: $(cat "$TMP/host-ck.out" "$TMP/mlp-ck.out")"
+	head -c 3000 "${HOST_CK:-/dev/null}" >"$TMP/cut.safetensors"
+	printf 'not a checkpoint\n' >"$TMP/text.safetensors"
+	mkdir -p "$TMP/no-ck"
+fi
+MLP_CK=${MLP_CK:-mlp-ck}
+for flag in init-from eval-only; do
+	limit=(--limit 100) # --eval-only trains nothing: --limit is refused there
+	[ $flag = eval-only ] && limit=()
+	bad $flag-missing "0" "$TMP/nope.safetensors" "--$flag .*No such file" \
+		-n 2 "$T" "${limit[@]}" --$flag "$TMP/nope.safetensors"
+	bad $flag-truncated "0" "$TMP/cut.safetensors" "--$flag .*truncated: 3000 bytes" \
+		-n 2 "$T" "${limit[@]}" --$flag "$TMP/cut.safetensors"
+	bad $flag-not-a-checkpoint "0" "$TMP/text.safetensors" "--$flag .*not a checkpoint" \
+		-n 2 "$T" "${limit[@]}" --$flag "$TMP/text.safetensors"
+	bad $flag-no-checkpoint-in-dir "0" "$TMP/no-ck" "--$flag .*no checkpoint" \
+		-n 2 "$T" "${limit[@]}" --$flag "$TMP/no-ck"
+done
+bad init-from-other-model "0" "$MLP_CK" "--init-from .*holds --model mlp --hidden 64, not --model lenet" \
+	-n 2 "$T" --limit 100 --model lenet --init-from "$MLP_CK"
+bad init-from-other-hidden "0" "$MLP_CK" \
+	"--init-from .*holds --model mlp --hidden 64, not --model mlp --hidden 128" \
+	-n 2 "$T" --limit 100 --model mlp --hidden 128 --init-from "$MLP_CK"
+bad init-from-with-resume "0 1" "--init-from" "--resume continues the run that saved one" \
+	-n 2 "$T" --limit 100 --init-from "$MLP_CK" --resume "$TMP/mlp-ck"
+bad eval-only-other-model "0" "${HOST_CK:-host-ck}" "--eval-only .*holds --model seed, not --model lenet" \
+	-n 2 "$T" --eval-only "${HOST_CK:-host-ck}" --model lenet
+bad eval-only-training-flag "0 1" "--lr" "--eval-only trains nothing" \
+	-n 2 "$T" --eval-only "${HOST_CK:-host-ck}" --lr 0.1
+bad eval-only-without-test-set "0 1" "--eval-only" "no test set to score.*give --test-data" \
+	-n 2 "$T" --data "$TMP/good/train" --eval-only "${HOST_CK:-host-ck}"
 
 # Nothing half-written: no metrics file where its directory does not exist.
 bad metrics-dir-missing "0" "--metrics" "$TMP/no-such-dir/m.jsonl" \

@@ -11,7 +11,9 @@
  * inside the data. An accepted file is then taken as far as a real resume
  * takes it: the model its metadata names is built (when the file is large
  * enough to hold it, so no input asks for a huge allocation), its tensors
- * extracted, and the configuration compared with itself. A successful
+ * extracted (and the parameters alone, as --init-from takes them: the same
+ * bits), and the configuration compared with itself; its header alone must
+ * read as the same metadata (checkpoint_parse_meta). A successful
  * extraction must survive a round trip: encoding the same parameters and
  * metadata again and parsing that must give back the same bits. The first
  * bytes also go through the file-name parser.
@@ -109,14 +111,24 @@ static void check_plan(const char *text)
 /* Parse, and when accepted, extract and round-trip as a resume would. */
 static void check_file(const uint8_t *data, size_t size)
 {
-	char err[2048] = "";
-	struct checkpoint_info info;
+	char err[2048] = "", merr[2048] = "";
+	struct checkpoint_info info, head;
+	/* The metadata from the header alone (--init-from, --eval-only read it first). */
+	enum status mrc = checkpoint_parse_meta(data, size, "fuzz.safetensors", &head, merr,
+						sizeof(merr));
+	FUZZ_CHECK(mrc == STATUS_OK || ((mrc == STATUS_BAD_INPUT || mrc == STATUS_RUNTIME) &&
+					strstr(merr, "fuzz.safetensors")));
 	enum status rc = checkpoint_parse(data, size, "fuzz.safetensors", &info, &view, err, sizeof(err));
 	if (rc != STATUS_OK) {
 		FUZZ_CHECK(rc == STATUS_BAD_INPUT || rc == STATUS_RUNTIME);
 		FUZZ_CHECK(err[0] && strstr(err, "fuzz.safetensors"));
 		return;
 	}
+	/* A whole checkpoint's header alone reads as the same metadata. */
+	FUZZ_CHECK(mrc == STATUS_OK && head.global_step == info.global_step &&
+		   head.steps_per_epoch == info.steps_per_epoch && head.ranks == info.ranks &&
+		   head.cfg.model == info.cfg.model && head.cfg.n_hidden == info.cfg.n_hidden &&
+		   !memcmp(head.cfg.hidden, info.cfg.hidden, sizeof(info.cfg.hidden)));
 	FUZZ_CHECK(view.data >= data && view.data + view.data_len == data + size);
 	FUZZ_CHECK(view.n_tensors >= 0 && view.n_tensors <= CHECKPOINT_MAX_TENSORS);
 	for (int i = 0; i < view.n_tensors; i++)
@@ -141,6 +153,14 @@ static void check_file(const uint8_t *data, size_t size)
 		round_trip(&m, &info, params, velocity);
 	else
 		FUZZ_CHECK(rc == STATUS_BAD_INPUT && strstr(err, "fuzz.safetensors"));
+	/* The parameters alone (--init-from, --eval-only): the same verdict, the same bits. */
+	float *alone = malloc((m.n_params ? m.n_params : 1) * sizeof(float));
+	FUZZ_CHECK(alone != NULL);
+	enum status arc = checkpoint_extract(&view, &m, &info, "fuzz.safetensors", alone, NULL, err,
+					     sizeof(err));
+	FUZZ_CHECK(arc == rc);
+	FUZZ_CHECK(rc != STATUS_OK || !memcmp(alone, params, m.n_params * sizeof(float)));
+	free(alone);
 	free(params);
 	free(velocity);
 }

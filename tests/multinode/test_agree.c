@@ -100,6 +100,23 @@ Test(agree, no_test_set_and_mlp_layers)
 	cr_expect(has_line(a, "backend=cuda"), "%s", a);
 }
 
+/* --eval-only reads no training set: its fingerprint says so; the checkpoint's path is agreed. */
+Test(agree, eval_only_without_a_training_set)
+{
+	struct train_config c = defaults();
+	snprintf(c.eval_only, sizeof(c.eval_only), "ck");
+	cr_assert_gt(agree_fingerprint(&c, NULL, &test_set, "host", a, sizeof(a)), 0);
+	cr_expect(has_line(a, "train_images=none") && has_line(a, "train_crc32=none"), "%s", a);
+	cr_expect(has_line(a, "eval_only=ck") && has_line(a, "init_from=") &&
+			  has_line(a, "test_images=10000"),
+		  "%s", a);
+	snprintf(c.eval_only, sizeof(c.eval_only), "ck2");
+	cr_assert_gt(agree_fingerprint(&c, NULL, &test_set, "host", b, sizeof(b)), 0);
+	char keys[64];
+	cr_expect_eq(agree_diff(a, b, NULL, 0, keys, sizeof(keys)), 1);
+	cr_expect_str_eq(keys, "eval_only");
+}
+
 Test(agree, per_rank_settings_do_not_differ)
 {
 	struct train_config c = defaults();

@@ -3,10 +3,11 @@
 #
 #   tests/reliability/test_valgrind.sh build/mnist-train MNIST_Data LEAK_CONTROL mpirun ...
 #
-# Two runs of 2 ranks, each rank under memcheck (full leak check, definite,
+# Four runs of 2 ranks, each rank under memcheck (full leak check, definite,
 # indirect and possible leaks are errors): training that saves checkpoints,
 # then a run that resumes from them (the reader, the broadcast of the state,
-# the deadline's nonblocking allreduce). Open MPI's own reports are suppressed
+# the deadline's nonblocking allreduce), one that starts from their parameters
+# (--init-from) and one that scores them (--eval-only). Open MPI's own reports are suppressed
 # by its openmpi-valgrind.supp and tests/reliability/valgrind-mpi.supp, which
 # only name MPI's libraries; valgrind-loader.supp holds the one false report of
 # the dynamic loader (a CUDA build's libcublasLt dlopen()s at start-up). Every rank must end with "ERROR SUMMARY: 0 errors".
@@ -68,6 +69,10 @@ vg_run() {
 vg_run train --limit 1000 --epochs 1 --log-every 10 --checkpoint-dir "$TMP/ck" --save-every 10 --keep 2
 vg_run resume --limit 1000 --epochs 2 --log-every 10 --checkpoint-dir "$TMP/ck" --resume "$TMP/ck"
 grep -q 'resuming from' "$TMP/resume.out" || fail "resume: did not resume"
+vg_run init_from --limit 1000 --epochs 1 --log-every 10 --init-from "$TMP/ck"
+grep -q -- '--init-from: the parameters of' "$TMP/init_from.out" || fail "init_from: did not start from the checkpoint"
+vg_run eval_only --eval-only "$TMP/ck"
+grep -q -- '--eval-only: scoring' "$TMP/eval_only.out" || fail "eval_only: did not score the checkpoint"
 
 # Control: a leak of our own is still reported under the same suppressions.
 timeout -k 10 120 "${MPIRUN[@]}" -n 1 "${VG[@]}" --log-file="$TMP/control.vg" "$CONTROL" \
