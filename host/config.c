@@ -163,7 +163,7 @@ const struct setting config_settings[] = {
 	{.flag = "clip-grad-norm", .arg = "F", .type = SETTING_FLOAT, .offset = FIELD(clip_grad_norm),
 	 .lo = 0, .hi = 1e30, .expect = "a positive finite number",
 	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_LO_OPEN |
-		  SETTING_NEWER,
+		  SETTING_NEWER | SETTING_TRAINING,
 	 .help = "clip the gradients, once reduced over the ranks, by their global L2 norm before "
 		 "the update (torch.nn.utils.clip_grad_norm_): all scaled by F / (norm + 1e-6) when that "
 		 "is below 1; weight decay is added after. By default no clipping"},

@@ -183,14 +183,19 @@ int main(int argc, char **argv)
 		dist_finalize(&d);
 		return STATUS_RUNTIME;
 	}
-	/* --tf32 asks for what only a backend with tensor cores has (the choice is every rank's). */
-	if (backend_set(&be, BACKEND_TF32, cfg.tf32) != 0 && cfg.tf32) {
-		snprintf(msg, sizeof(msg),
-			 "--tf32: the %s backend has no TF32 mode (it is the CUDA backend's; "
-			 "run with --backend cuda, or without --tf32)",
-			 backend_name(&be));
-		agree_or_exit(&d, STATUS_BAD_INPUT, msg);
-	}
+	/*
+	 * --tf32 asks for what only a backend with tensor cores has. Every rank
+	 * takes this agreement, given --tf32 or not: a launch that gives it to
+	 * some ranks only is stopped here, not left waiting.
+	 */
+	char tf32_msg[256] = "";
+	rc = STATUS_OK;
+	if (backend_set(&be, BACKEND_TF32, cfg.tf32) != 0 && cfg.tf32)
+		rc = status_fail(tf32_msg, sizeof(tf32_msg), STATUS_BAD_INPUT,
+				 "--tf32: the %s backend has no TF32 mode (it is the CUDA backend's; "
+				 "run with --backend cuda, or without --tf32)",
+				 backend_name(&be));
+	agree_or_exit(&d, rc, tf32_msg);
 	backend_set(&be, BACKEND_PDL, cfg.use_pdl);
 	backend_set(&be, BACKEND_SIDE_STREAM, cfg.use_side_stream);
 	if (d.rank == 0) {

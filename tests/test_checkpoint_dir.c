@@ -523,7 +523,7 @@ Test(reliability_flags, init_from_and_eval_only)
 		char flag[64];
 		const char *value = s->def ? s->def : s->type == SETTING_PATH ? "x" : "1";
 		snprintf(flag, sizeof(flag), "--%s", s->flag);
-		if (!strcmp(s->flag, "help") || !strcmp(s->flag, "eval-only"))
+		if (!strcmp(s->flag, "help") || !strcmp(s->flag, "version") || !strcmp(s->flag, "eval-only"))
 			continue;
 		int rc = s->type == SETTING_FLAG ? parse_args(&c, err, "--eval-only", "ck", "--model", "mlp",
 							      flag, NULL)

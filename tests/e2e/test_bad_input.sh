@@ -168,6 +168,9 @@ else
 fi
 
 bad unknown-flag "0 1" "--bogus" "unknown" -n 2 "$T" --bogus --limit 100
+# --tf32 given to rank 0 only (an MPMD launch): refused on rank 0, rank 1 told, no rank left waiting.
+bad tf32-rank-0-only "0" "--tf32" "no TF32 mode" -n 1 "$T" --backend host --tf32 --limit 100 : \
+	-n 1 "$T" --backend host --limit 100
 bad ambiguous-prefix "0 1" "'--e'" "ambiguous.*--epochs.*--eps.*--eval-every" -n 2 "$T" --e 3
 bad progress-unknown "0 1" "--progress" "'yes'.*auto, on or off" -n 2 "$T" --progress yes
 bad epochs-not-a-number "0 1" "--epochs" "'x'.*integer" -n 2 "$T" --epochs x
