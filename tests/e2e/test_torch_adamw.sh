@@ -60,26 +60,8 @@ reference() { # NAME WEIGHT_DECAY
 reference torch 0.05
 reference control 0.5
 
-# compare OURS THEIRS: "steps worst_relative_error first_step_over_1e-4 (-1: none)"
-compare() {
-	"$PYTHON" - "$1" "$2" <<'PY'
-import json, sys
-def losses(path):
-    out = []
-    for line in open(path):
-        r = json.loads(line)
-        if "loss" in r:
-            out.append(r["loss"])
-    return out
-ours, theirs = losses(sys.argv[1]), losses(sys.argv[2])
-n = min(len(ours), len(theirs))
-rel = [abs(a - b) / abs(b) for a, b in zip(ours[:n], theirs[:n])]
-over = [i for i, r in enumerate(rel) if r > 1e-4]
-print(len(ours), len(theirs), max(rel) if rel else "nan", over[0] if over else -1,
-      ours[0] if ours else "nan", theirs[0] if theirs else "nan", ours[-1] if ours else "nan",
-      theirs[-1] if theirs else "nan")
-PY
-}
+# compare OURS THEIRS: the two --metrics files' losses (compare_losses.py says what it prints).
+compare() { "$PYTHON" "$(dirname "$0")/compare_losses.py" "$1" "$2"; }
 read -r n_ours n_ref worst over o0 t0 o1 t1 <<<"$(compare "$TMP/ours.jsonl" "$TMP/torch.jsonl")"
 if [ "$n_ours" != 200 ] || [ "$n_ref" != 200 ]; then
 	fail "expected 200 losses from each trainer, got $n_ours (mnist-train) and $n_ref (PyTorch)"

@@ -67,25 +67,7 @@ if expect_ok fresh; then
 fi
 
 # ---- and nothing else: not the optimizer state ------------------------------------------------
-/usr/bin/env python3 - "$CK" "$TMP/zerov.safetensors" <<'EOF' || fail "could not build the zero-velocity copy"
-import json, struct, sys, zlib
-blob = bytearray(open(sys.argv[1], "rb").read())
-(n,) = struct.unpack("<Q", blob[:8])
-hdr = json.loads(blob[8:8 + n])
-zeroed = 0
-for name, t in hdr.items():
-    if name.startswith("optimizer."):
-        b, e = t["data_offsets"]
-        zeroed += any(blob[8 + n + b:8 + n + e])
-        blob[8 + n + b:8 + n + e] = bytes(e - b)
-if not zeroed:
-    sys.exit("the checkpoint's velocity is zero already: the comparison would show nothing")
-want = hdr["__metadata__"]["checksum"]
-at = blob.find(b'"checksum":"' + want.encode()) + len('"checksum":"crc32:')
-blob[at:at + 8] = b"00000000"
-blob[at:at + 8] = b"%08x" % (zlib.crc32(bytes(blob)) & 0xFFFFFFFF)
-open(sys.argv[2], "wb").write(blob)
-EOF
+/usr/bin/env python3 "$(dirname "$0")/zero_optimizer.py" "$CK" "$TMP/zerov.safetensors" || fail "could not build the zero-velocity copy"
 TUNE=("${BASE[@]}" --momentum 0.9 --lr 0.05 --epochs 1)
 runr tune 2 "${TUNE[@]}" --init-from "$CK"
 runr zerov 2 "${TUNE[@]}" --init-from "$TMP/zerov.safetensors"

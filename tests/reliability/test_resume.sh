@@ -87,21 +87,7 @@ if expect_ok mlp_resumed_mid; then
 		fail "mlp: mid-epoch resume trained $(field mlp_resumed_mid images) images"
 fi
 # Control: the same file with the velocity zeroed (re-sealed with a valid checksum) must differ.
-/usr/bin/env python3 - "$TMP/mlp/ckpt-0-100.safetensors" "$TMP/zerov.safetensors" <<'EOF' || fail "could not build the zero-velocity control"
-import json, struct, sys, zlib
-blob = bytearray(open(sys.argv[1], "rb").read())
-(n,) = struct.unpack("<Q", blob[:8])
-hdr = json.loads(blob[8:8 + n])
-for name, t in hdr.items():
-    if name.startswith("optimizer."):
-        b, e = t["data_offsets"]
-        blob[8 + n + b:8 + n + e] = bytes(e - b)
-want = hdr["__metadata__"]["checksum"]
-at = blob.find(b'"checksum":"' + want.encode()) + len('"checksum":"crc32:')
-blob[at:at + 8] = b"00000000"
-blob[at:at + 8] = b"%08x" % (zlib.crc32(bytes(blob)) & 0xFFFFFFFF)
-open(sys.argv[2], "wb").write(blob)
-EOF
+/usr/bin/env python3 "$(dirname "$0")/zero_optimizer.py" "$TMP/mlp/ckpt-0-100.safetensors" "$TMP/zerov.safetensors" || fail "could not build the zero-velocity control"
 run mlp_zero_velocity 2 "${MLP[@]}" --epochs 2 --resume "$TMP/zerov.safetensors"
 if expect_ok mlp_zero_velocity; then
 	got=$(field mlp_zero_velocity param_crc32)
