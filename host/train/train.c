@@ -646,7 +646,7 @@ enum status train_eval_only(struct train_config *c, const struct dist *d, const 
 	struct model m;
 	struct model_ws ws;
 	memset(res, 0, sizeof(*res));
-	res->test_accuracy = res->first_loss = res->final_loss = NAN;
+	res->test_accuracy = res->first_loss = res->final_loss = res->epoch_loss = NAN;
 	enum status rc = resume_eval_prepare(c, d, &loaded, err, errlen);
 	if (rc)
 		return rc;

@@ -10,7 +10,7 @@
 #   host   --eval-only DIR (2 ranks, no --model: the model is the checkpoint's), FILE at 1
 #          and 3 ranks, and DIR with --model mlp --hidden 32 given: each reports the
 #          training run's test_accuracy and param_crc32, model=mlp, nothing trained
-#          (epochs=0 steps_per_epoch=0 images=0 train_seconds=0.000 final_loss=nan,
+#          (epochs=0 steps_per_epoch=0 images=0 train_seconds=0.000 final_loss=nan epoch_loss=nan,
 #          no loss line), and rank 0 names the file it scored. Control: --eval-only of
 #          the first epoch's checkpoint reports another param_crc32, so the comparison
 #          sees which parameters were scored. Rank 1 alone given --eval-only (an MPMD
@@ -61,7 +61,7 @@ LAST=$TMP/ck/ckpt-1-64.safetensors
 expect_scored() {
 	local name=$1 ranks=$2 k want
 	expect_ok "$name" || return
-	for k in test_accuracy param_crc32 model backend ranks epochs steps_per_epoch images train_seconds final_loss test_images; do
+	for k in test_accuracy param_crc32 model backend ranks epochs steps_per_epoch images train_seconds final_loss epoch_loss test_images; do
 		case $k in
 		test_accuracy) want=$ACC ;;
 		param_crc32) want=$CRC ;;
@@ -70,7 +70,7 @@ expect_scored() {
 		ranks) want=$ranks ;;
 		epochs | steps_per_epoch | images) want=0 ;;
 		train_seconds) want=0.000 ;;
-		final_loss) want=nan ;;
+		final_loss | epoch_loss) want=nan ;;
 		test_images) want=10000 ;;
 		esac
 		[ "$(field "$name" $k)" = "$want" ] || fail "$name: $k=$(field "$name" $k), expected $want"
@@ -130,6 +130,7 @@ if expect_ok finished; then
 	! grep -q "continuing at epoch" <<<"$err0" || fail "finished: says 'continuing at epoch' though nothing is left to train"
 	! grep -q '^epoch: ' "$TMP/finished.out" || fail "finished: a loss line; nothing should train"
 	[ "$(field finished final_loss)" = nan ] || fail "finished: final_loss=$(field finished final_loss), expected nan (no step trained)"
+	[ "$(field finished epoch_loss)" = nan ] || fail "finished: epoch_loss=$(field finished epoch_loss), expected nan (no epoch trained)"
 	[ "$(field finished images)" = 0 ] || fail "finished: images=$(field finished images), expected 0"
 	[ "$(field finished param_crc32)" = "$CRC" ] && [ "$(field finished test_accuracy)" = "$ACC" ] ||
 		fail "finished: param_crc32=$(field finished param_crc32) test_accuracy=$(field finished test_accuracy), the checkpoint's are $CRC $ACC"
