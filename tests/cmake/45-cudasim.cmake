@@ -380,6 +380,14 @@ add_test(NAME mnist_train_sim_eval_only_2
                  ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR} ${MNIST_MPIRUN}
                  -x ${MNIST_CUDASIM_ENV} -x CUDASIM_DEVICE_NAMES=same)
 set_tests_properties(mnist_train_sim_eval_only_2 PROPERTIES LABELS cudasim TIMEOUT 300 PROCESSORS 2)
+# --init-from on the simulated CUDA backend: a host run's checkpoint starts a run whose
+# updates round away, which ends with the checkpoint's parameters to the bit
+# (tests/reliability/test_init_from.sh; the host's own cases are reliability_init_from).
+add_test(NAME mnist_train_sim_init_from_2
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/reliability/test_init_from.sh cuda
+                 ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR} ${MNIST_MPIRUN}
+                 -x ${MNIST_CUDASIM_ENV} -x CUDASIM_DEVICE_NAMES=same)
+set_tests_properties(mnist_train_sim_init_from_2 PROPERTIES LABELS cudasim TIMEOUT 300 PROCESSORS 2)
 
 # The program's own kernels in one captured step, bounded per model at one rank (the
 # same kernels and one node more, the allreduce, at two, and graph_nodes=0 reported with

@@ -45,9 +45,9 @@ add_test(NAME reliability_python_reader COMMAND bash ${_rel}/test_python_reader.
 set_tests_properties(reliability_resume reliability_python_reader PROPERTIES
   LABELS reliability TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "PYTHON=${MNIST_PYTHON}")
 # Using a checkpoint without resuming it: --eval-only (and a finished run resumed), --init-from.
-# The simulated CUDA backend's --eval-only: 45-cudasim.cmake.
+# The simulated CUDA backend's --eval-only and --init-from: 45-cudasim.cmake.
 add_test(NAME reliability_eval_only COMMAND bash ${_rel}/test_eval_only.sh host ${_rel_args})
-add_test(NAME reliability_init_from COMMAND bash ${_rel}/test_init_from.sh ${_rel_args})
+add_test(NAME reliability_init_from COMMAND bash ${_rel}/test_init_from.sh host ${_rel_args})
 set_tests_properties(reliability_eval_only reliability_init_from PROPERTIES
   LABELS reliability TIMEOUT 300 PROCESSORS 2)
 foreach(_case kill kill-writer stop nonfinite)

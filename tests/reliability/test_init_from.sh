@@ -2,7 +2,7 @@
 # test_init_from.sh - --init-from CHECKPOINT starts a new run from a checkpoint's
 # parameters and nothing else.
 #
-#   tests/reliability/test_init_from.sh build/mnist-train MNIST_Data mpirun --allow-run-as-root ...
+#   tests/reliability/test_init_from.sh host|cuda build/mnist-train MNIST_Data mpirun --allow-run-as-root ...
 #
 # A 2-rank run trains an mlp (--hidden 64, momentum 0.9, 2 epochs of 2000 images, 32
 # steps an epoch) and saves ckpt-1-64 at its end (global step 64; its velocity is not
@@ -22,10 +22,22 @@
 #   resumed  a fine-tuning run of 1 epoch with --checkpoint-dir, then --resume of its own
 #            checkpoint (without --init-from) for a second epoch: bitwise the fine-tuning
 #            run of 2 epochs straight, continuing at epoch 1 step 0.
+# With cuda (the CUDA simulator's build: tests/cmake/45-cudasim.cmake) the checkpoint is the
+# host backend's and only tiny and its control run, on --backend cuda: a checkpoint of either
+# backend starts a run on the other, to the bit.
 # A checkpoint of another model, a missing or damaged file, and --init-from with --resume
 # are refused on every rank: tests/e2e/test_bad_input.sh.
 # Exit 0 pass, 1 fail (every failure is printed).
 set -uo pipefail
+BACKEND=${1:-}
+shift
+case "$BACKEND" in
+host | cuda) ;;
+*)
+	echo "usage: $0 host|cuda MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...]" >&2
+	exit 1
+	;;
+esac
 . "$(dirname "$0")/common.sh"
 
 runr() { # NAME NRANKS ARGS...: run (common.sh), each rank's output also in $TMP/NAME/log/1/rank.R/
@@ -48,6 +60,7 @@ CK=$TMP/ck/ckpt-1-64.safetensors
 [ -f "$CK" ] || { fail "src: no $CK: $(ls "$TMP/ck")"; finish; }
 
 # ---- the parameters are the checkpoint's ---------------------------------------------------
+[ "$BACKEND" = cuda ] && BASE=("${BASE[@]/#host/cuda}" --gpu-plan heuristic)
 runr tiny 2 "${BASE[@]}" --lr 1e-30 --epochs 1 --init-from "$TMP/ck"
 if expect_ok tiny; then
 	[ "$(field tiny param_crc32)" = "$CRC" ] && [ "$(field tiny test_accuracy)" = "$ACC" ] &&
@@ -65,6 +78,8 @@ if expect_ok fresh; then
 	[ "$(field fresh param_crc32)" != "$CRC" ] && ok "control: without --init-from the same run ends elsewhere ($(field fresh param_crc32))" ||
 		fail "control: a fresh run ends at the checkpoint's param_crc32 $CRC: the comparison above shows nothing"
 fi
+
+[ "$BACKEND" = cuda ] && finish
 
 # ---- and nothing else: not the optimizer state ------------------------------------------------
 /usr/bin/env python3 "$(dirname "$0")/zero_optimizer.py" "$CK" "$TMP/zerov.safetensors" || fail "could not build the zero-velocity copy"
