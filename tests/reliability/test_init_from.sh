@@ -63,6 +63,7 @@ CK=$TMP/ck/ckpt-1-64.safetensors
 [ "$BACKEND" = cuda ] && BASE=("${BASE[@]/#host/cuda}" --gpu-plan heuristic)
 runr tiny 2 "${BASE[@]}" --lr 1e-30 --epochs 1 --init-from "$TMP/ck"
 if expect_ok tiny; then
+	[ "$(field tiny backend)" = "$BACKEND" ] || fail "tiny: backend=$(field tiny backend), expected $BACKEND"
 	[ "$(field tiny param_crc32)" = "$CRC" ] && [ "$(field tiny test_accuracy)" = "$ACC" ] &&
 		ok "--init-from DIR --lr 1e-30: the checkpoint's parameters bitwise (param_crc32=$CRC, test_accuracy=$ACC)" ||
 		fail "tiny: param_crc32=$(field tiny param_crc32) test_accuracy=$(field tiny test_accuracy), the checkpoint's $CRC $ACC: the parameters were not loaded"
