@@ -204,6 +204,32 @@ mutant checkpoint-plan-only-when-given $T \
 	$'\tif (r->rs.plan_from[0])\n\t\tgpu_plan_keep(r->be, r->d, r->rs.run.gpu_plan, sizeof(r->rs.run.gpu_plan));' \
 	'mnist_train_sim_checkpoint_launches_2'
 
+# The epoch line (issue 46): every rank's loss lines in the mean, the ones of this epoch only,
+# the test score after the epoch it belongs to; the progress line where mpirun's terminal is,
+# and never into --output-filename's files; an ambiguous prefix named as such.
+mutant epoch-line-rank-0-only $T \
+	$'\t\tn += each[i].n;\n' $'\t\tn += each[i].n;\n\t\tbreak;\n' \
+	'e2e_epoch_line'
+mutant epoch-line-losses-not-reset $T \
+	$'\tr->ep = (struct epoch_tally){.t0 = run_elapsed(r, clock_seconds()), .images0 = r->images,\n\t\t\t\t     .epoch = -1};' \
+	$'\tr->ep.t0 = run_elapsed(r, clock_seconds());\n\tr->ep.images0 = r->images;\n\tr->ep.epoch = -1;' \
+	'e2e_epoch_line'
+mutant epoch-line-score-of-no-epoch $T \
+	'epoch_report(&r, test && eval_due(c, epoch) ? eval_pause(&r, test, epoch) : NAN);' \
+	'epoch_report(&r, test ? eval_pause(&r, test, epoch) : NAN);' \
+	'e2e_epoch_line|e2e_eval_every'
+mutant progress-not-where-mpirun-is $RP \
+	'return !(files && files[0]) && proc_fd_is_tty(getppid(), 2);' \
+	'return !(files && files[0]) && proc_fd_is_tty(getppid(), 1) && 0;' \
+	'e2e_epoch_line'
+mutant progress-into-output-files $RP \
+	'return !(files && files[0]) && proc_fd_is_tty(getppid(), 2);' \
+	'return (files != NULL || 1) && proc_fd_is_tty(getppid(), 2);' \
+	'e2e_epoch_line'
+mutant ambiguous-prefix-as-unknown $CF \
+	'	if (matches > 1)' '	if (matches > 1 && 0)' \
+	'test_config|e2e_bad_input'
+
 mutants_chosen
 mutants_scratch host cpu include/elem.h
 mutants_configure all
