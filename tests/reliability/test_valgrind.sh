@@ -3,11 +3,12 @@
 #
 #   tests/reliability/test_valgrind.sh build/mnist-train MNIST_Data LEAK_CONTROL mpirun ...
 #
-# Four runs of 2 ranks, each rank under memcheck (full leak check, definite,
+# Four runs, each rank under memcheck (full leak check, definite,
 # indirect and possible leaks are errors): training that saves checkpoints,
 # then a run that resumes from them (the reader, the broadcast of the state,
 # the deadline's nonblocking allreduce), one that starts from their parameters
-# (--init-from) and one that scores them (--eval-only). Open MPI's own reports are suppressed
+# (--init-from) and one that scores them (--eval-only), these two at 1 rank (their reading
+# is rank 0's; the broadcast is the resume's). Open MPI's own reports are suppressed
 # by its openmpi-valgrind.supp and tests/reliability/valgrind-mpi.supp, which
 # only name MPI's libraries; valgrind-loader.supp holds the one false report of
 # the dynamic loader (a CUDA build's libcublasLt dlopen()s at start-up). Every rank must end with "ERROR SUMMARY: 0 errors".
@@ -40,16 +41,16 @@ VG=("$VALGRIND" --tool=memcheck --leak-check=full --show-leak-kinds=definite,ind
 	--errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99 --num-callers=40
 	--track-fds=no "${SUPP[@]}")
 
-# vg_run NAME ARGS...: 2 ranks under memcheck, one log per rank.
+# vg_run NAME ARGS...: RANKS (default 2) ranks under memcheck, one log per rank.
 vg_run() {
-	local name=$1
+	local name=$1 ranks=${RANKS:-2}
 	shift
-	timeout -k 10 "$RUN_TIMEOUT" "${MPIRUN[@]}" -n 2 "${VG[@]}" \
+	timeout -k 10 "$RUN_TIMEOUT" "${MPIRUN[@]}" -n "$ranks" "${VG[@]}" \
 		--log-file="$TMP/$name.vg.%q{OMPI_COMM_WORLD_RANK}" "$TRAIN" --data "$DATA/train" "$@" \
 		>"$TMP/$name.out" 2>&1
 	RC=$?
 	local r clean=1
-	for r in 0 1; do
+	for ((r = 0; r < ranks; r++)); do
 		local log="$TMP/$name.vg.$r"
 		if ! grep -q 'ERROR SUMMARY: 0 errors' "$log" 2>/dev/null; then
 			clean=0
@@ -62,16 +63,17 @@ vg_run() {
 		fail "$name: exit status $RC; output:"
 		tail -15 "$TMP/$name.out" | sed 's/^/    /' >&2
 	elif [ "$clean" -eq 1 ]; then
-		ok "$name: 2 ranks clean under memcheck ($(grep -h -o 'suppressed: [0-9]* from [0-9]*' "$TMP/$name.vg.0" | tail -1) on rank 0, all inside MPI)"
+		ok "$name: $ranks rank(s) clean under memcheck ($(grep -h -o 'suppressed: [0-9]* from [0-9]*' "$TMP/$name.vg.0" | tail -1) on rank 0, all inside MPI)"
 	fi
 }
 
 vg_run train --limit 1000 --epochs 1 --log-every 10 --checkpoint-dir "$TMP/ck" --save-every 10 --keep 2
 vg_run resume --limit 1000 --epochs 2 --log-every 10 --checkpoint-dir "$TMP/ck" --resume "$TMP/ck"
 grep -q 'resuming from' "$TMP/resume.out" || fail "resume: did not resume"
-vg_run init_from --limit 1000 --epochs 1 --log-every 10 --init-from "$TMP/ck"
+# What reads a checkpoint's parameters alone runs on rank 0: one rank each (half the CPU).
+RANKS=1 vg_run init_from --limit 1000 --epochs 1 --log-every 10 --init-from "$TMP/ck"
 grep -q -- '--init-from: the parameters of' "$TMP/init_from.out" || fail "init_from: did not start from the checkpoint"
-vg_run eval_only --eval-only "$TMP/ck"
+RANKS=1 vg_run eval_only --eval-only "$TMP/ck"
 grep -q -- '--eval-only: scoring' "$TMP/eval_only.out" || fail "eval_only: did not score the checkpoint"
 
 # Control: a leak of our own is still reported under the same suppressions.
