@@ -115,9 +115,10 @@ static enum status micro_check(const struct train_config *c, int ranks, char *er
 	if (g / m < ranks)
 		return status_fail(err, errlen, STATUS_BAD_INPUT,
 				   "%d ranks, but --global-batch %lld%s / --micro-batch %d%s is %lld "
-				   "micro-batches a step: at most %lld ranks (or a larger --global-batch, "
+				   "micro-batch%s a step: at most %lld rank%s (or a larger --global-batch, "
 				   "a smaller --micro-batch)",
-				   ranks, g, g_from, m, m_from, g / m, g / m);
+				   ranks, g, g_from, m, m_from, g / m, g / m == 1 ? "" : "es", g / m,
+				   g / m == 1 ? "" : "s");
 	return STATUS_OK;
 }
 
