@@ -671,7 +671,7 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 		return status_fail(err, errlen, STATUS_BAD_INPUT,
 				   "--micro-batch, --global-batch and --exact: not yet on the %s backend "
 				   "(run with --backend host)",
-				   backend_name(be));
+				   strcmp(backend_name(be), "cuda") ? backend_name(be) : "CUDA");
 	if (train_plan(c, d, train, &r.smp, &r.sched, err, errlen))
 		return STATUS_BAD_INPUT;
 	model_init(&r.m, c->model, c->hidden, c->n_hidden);
