@@ -298,6 +298,51 @@ static void host_allreduce(void *ctx, float *buf, size_t n, enum reduce_op op)
 	}
 }
 
+/* ---- micro-batch mode (backend.h, ->grad_accumulate ...; docs/exact.md) ---- */
+
+HOST_VECTOR_CLONES
+static void host_grad_accumulate(void *ctx, float *restrict acc, const float *restrict g, size_t n)
+{
+	(void)ctx;
+	size_t i = 0;
+	for (; i + HOST_BLOCK <= n; i += HOST_BLOCK)
+		for (int k = 0; k < HOST_BLOCK; k++)
+			acc[i + k] = grad_add_elem(acc[i + k], g[i + k]);
+	for (; i < n; i++)
+		acc[i] = grad_add_elem(acc[i], g[i]);
+}
+
+static void host_fixed_accumulate(void *ctx, int64_t *restrict acc, const float *restrict g,
+				  size_t n, double limit, int first)
+{
+	(void)ctx;
+	int64_t bad_count = 0;
+	for (size_t i = 0; i < n; i++) {
+		int bad;
+		int64_t q = fixed_encode_elem(g[i], limit, &bad);
+		acc[i] = first ? q : acc[i] + q;
+		bad_count += bad;
+	}
+	acc[n] = first ? bad_count : acc[n] + bad_count;
+}
+
+static void host_fixed_decode(void *ctx, float *restrict g, const int64_t *restrict acc, size_t n)
+{
+	(void)ctx;
+	for (size_t i = 0; i < n; i++)
+		g[i] = fixed_decode_elem(acc[i]);
+}
+
+static void host_allreduce_i64(void *ctx, int64_t *buf, size_t n)
+{
+	struct host_ctx *h = ctx;
+	if (h->size == 1 || n == 0)
+		return;
+	deadline_arm(h->watch, "allreduce", 1);
+	MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_INT64_T, MPI_SUM, h->comm));
+	deadline_disarm(h->watch);
+}
+
 static void host_broadcast(void *ctx, float *buf, size_t n, int root)
 {
 	struct host_ctx *h = ctx;
@@ -361,6 +406,10 @@ static const struct backend_ops host_ops = {
 	.conv_forward = host_conv_forward,
 	.pool_backward = host_pool_backward,
 	.conv_backward_data = host_conv_backward_data,
+	.grad_accumulate = host_grad_accumulate,
+	.fixed_accumulate = host_fixed_accumulate,
+	.fixed_decode = host_fixed_decode,
+	.allreduce_i64 = host_allreduce_i64,
 	.allreduce = host_allreduce,
 	.broadcast = host_broadcast,
 	.set_timeout = host_set_timeout,

@@ -194,6 +194,26 @@ const struct setting config_settings[] = {
 	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_TRAINING,
 	 .help = "drop the uneven tail of each epoch instead of padding short shards by wrapping "
 		 "around"},
+	{.flag = "micro-batch", .arg = "M", .type = SETTING_INT, .offset = FIELD(micro_batch),
+	 .lo = 1, .hi = 65536, .note = "rows",
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_NEWER | SETTING_TRAINING,
+	 .help = "rows of one forward and backward pass; a step accumulates the gradients of "
+		 "--global-batch / M micro-batches, rank r taking micro-batches r, r+R, ... of each "
+		 "step (docs/exact.md). Default --batch-size when --global-batch or --exact is given; "
+		 "without any of the three, each rank trains one batch of --batch-size a step"},
+	{.flag = "global-batch", .arg = "G", .type = SETTING_INT, .offset = FIELD(global_batch),
+	 .lo = 1, .hi = 1 << 24, .note = "rows",
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_NEWER | SETTING_TRAINING,
+	 .help = "rows of one optimizer step over all ranks, a multiple of --micro-batch, with at "
+		 "least one micro-batch per rank; the images and their order in a step depend on the "
+		 "seed and the step, never on the rank count. Default ranks x --micro-batch"},
+	{.flag = "exact", .type = SETTING_FLAG, .offset = FIELD(exact), .lo = 1,
+	 .where = SETTING_AGREE | SETTING_CHECKPOINT | SETTING_RESUME | SETTING_NEWER |
+		  SETTING_TRAINING,
+	 .help = "micro-batch mode with the micro-batches' gradients summed in 64-bit fixed point "
+		 "(exact in any order) and one OpenBLAS thread per rank unless --threads: the same "
+		 "model, bit for bit, at every rank count for the same --global-batch and "
+		 "--micro-batch (docs/exact.md)"},
 	{.flag = "threads", .arg = "N", .type = SETTING_INT, .offset = FIELD(threads), .def = "0",
 	 .lo = 0, .hi = 1024, .note = "0: automatic", .check = threads_fit,
 	 .help = "OpenBLAS threads per rank, at most the node's cores; 0: the node's cores shared "

@@ -91,6 +91,14 @@ struct train_config {
 	enum backend_choice backend;
 	enum grad_reduce grad_reduce;
 	int drop_last;
+	/*
+	 * Micro-batch mode (train/sampler.h, docs/exact.md): on when any of these
+	 * three is given. 0 = not given: the micro-batch is --batch-size, the
+	 * global batch ranks x the micro-batch.
+	 */
+	int micro_batch;  /* rows of one forward/backward pass */
+	int global_batch; /* rows of one optimizer step, over all ranks */
+	int exact;        /* sum the micro-batches' gradients in 64-bit fixed point */
 	int threads; /* 0 = automatic */
 	int use_graph; /* capture the step when the backend can (--no-graph: 0) */
 	int graph_steps; /* steps replayed by one graph launch, at most */
@@ -219,6 +227,24 @@ enum status config_parse(int argc, char **argv, struct train_config *c, char *er
 
 /* The --help text on stdout, made from the table. */
 void config_print_help(const char *prog);
+
+/*
+ * Micro-batch mode (--micro-batch, --global-batch, --exact; docs/exact.md):
+ * whether it is on, and its sizes: M, --micro-batch or else --batch-size;
+ * G, --global-batch or else ranks x M.
+ */
+static inline int config_micro_mode(const struct train_config *c)
+{
+	return c->micro_batch > 0 || c->global_batch > 0 || c->exact;
+}
+static inline int config_micro_batch(const struct train_config *c)
+{
+	return c->micro_batch > 0 ? c->micro_batch : c->batch_size;
+}
+static inline long long config_global_batch(const struct train_config *c, int ranks)
+{
+	return c->global_batch > 0 ? c->global_batch : (long long)ranks * config_micro_batch(c);
+}
 
 const char *model_kind_name(enum model_kind m);
 const char *backend_choice_name(enum backend_choice b);

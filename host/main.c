@@ -176,7 +176,11 @@ int main(int argc, char **argv)
 	agree_or_exit(&d, rc, msg);
 
 	struct backend be;
-	int threads = cfg.threads > 0 ? cfg.threads : auto_threads(&d);
+	/*
+	 * --exact: one OpenBLAS thread per rank unless --threads says otherwise,
+	 * so that a micro-batch's math is the same at every rank count.
+	 */
+	int threads = cfg.threads > 0 ? cfg.threads : cfg.exact ? 1 : auto_threads(&d);
 	if (backend_select(cfg.backend, &d, threads, &be, msg, sizeof(msg))) {
 		fprintf(stderr, "mnist-train: rank %d on %s: %s\n", d.rank, d.host, msg);
 		fflush(stderr);

@@ -279,6 +279,23 @@ struct backend_ops {
 				   const float *dz, const struct conv_stage *below,
 				   const float *below_y, const int32_t *below_arg, float *dz_below);
 
+	/*
+	 * Optional, micro-batch mode (docs/exact.md): a step's gradients summed
+	 * over its micro-batches. grad_accumulate: for i < n, acc[i] =
+	 * grad_add_elem(acc[i], g[i]). fixed_accumulate (--exact): for i < n,
+	 * q = fixed_encode_elem(g[i], limit, &bad), acc[i] = q when first, else
+	 * acc[i] + q; acc[n] = the count of elements out of range (bad), added
+	 * to acc[n] unless first. fixed_decode: for i < n, g[i] =
+	 * fixed_decode_elem(acc[i]). allreduce_i64: the in-place integer sum of
+	 * buf (n) over all ranks (exact, so in any order). A backend has all four
+	 * or none.
+	 */
+	void (*grad_accumulate)(void *ctx, float *acc, const float *g, size_t n);
+	void (*fixed_accumulate)(void *ctx, int64_t *acc, const float *g, size_t n, double limit,
+				 int first);
+	void (*fixed_decode)(void *ctx, float *g, const int64_t *acc, size_t n);
+	void (*allreduce_i64)(void *ctx, int64_t *buf, size_t n);
+
 	/* In-place collective over all ranks of the job. */
 	void (*allreduce)(void *ctx, float *buf, size_t n, enum reduce_op op);
 	void (*broadcast)(void *ctx, float *buf, size_t n, int root);
@@ -460,6 +477,31 @@ static inline void backend_allreduce(const struct backend *b, float *buf, size_t
 				     enum reduce_op op)
 {
 	b->ops->allreduce(b->ctx, buf, n, op);
+}
+/* Whether the backend runs micro-batch mode's ops (->grad_accumulate and the fixed-point ones). */
+static inline int backend_can_accumulate(const struct backend *b)
+{
+	return b->ops->grad_accumulate && b->ops->fixed_accumulate && b->ops->fixed_decode &&
+	       b->ops->allreduce_i64;
+}
+static inline void backend_grad_accumulate(const struct backend *b, float *acc, const float *g,
+					   size_t n)
+{
+	b->ops->grad_accumulate(b->ctx, acc, g, n);
+}
+static inline void backend_fixed_accumulate(const struct backend *b, int64_t *acc, const float *g,
+					    size_t n, double limit, int first)
+{
+	b->ops->fixed_accumulate(b->ctx, acc, g, n, limit, first);
+}
+static inline void backend_fixed_decode(const struct backend *b, float *g, const int64_t *acc,
+					size_t n)
+{
+	b->ops->fixed_decode(b->ctx, g, acc, n);
+}
+static inline void backend_allreduce_i64(const struct backend *b, int64_t *buf, size_t n)
+{
+	b->ops->allreduce_i64(b->ctx, buf, n);
 }
 static inline void backend_broadcast(const struct backend *b, float *buf, size_t n, int root)
 {

@@ -229,6 +229,52 @@ ELEM_FN int clip_scales_elem(float coef)
 }
 
 /*
+ * Gradient accumulation over a step's micro-batches (--micro-batch,
+ * --global-batch; docs/exact.md): acc += g, in float.
+ */
+ELEM_FN float grad_add_elem(float acc, float g)
+{
+	return acc + g;
+}
+
+/*
+ * --exact: a micro-batch's gradient in 64-bit fixed point, q = llrint(g *
+ * 2^FIXED_SHIFT), added into an int64 accumulator with integer adds, which
+ * give the same sum in any order. fixed_limit_elem(k) is the bound on |g *
+ * 2^FIXED_SHIFT| for a step of k micro-batches: 2^(62 - ceil(log2 k)), so
+ * that k terms each below it sum to less than 2^62 in magnitude and no
+ * partial sum, in any order, can leave int64. An element at or beyond it,
+ * or not finite, is not encoded (0) and counted as out of range
+ * (fixed_encode_elem's *bad), and the run stops with a message.
+ */
+#define FIXED_SHIFT 40
+
+ELEM_FN double fixed_limit_elem(int k)
+{
+	int c = 0;
+	while ((1 << c) < k && c < 30)
+		c++;
+	return ldexp(1.0, 62 - c);
+}
+
+ELEM_FN int64_t fixed_encode_elem(float g, double limit, int *bad)
+{
+	double x = ldexp((double)g, FIXED_SHIFT); /* exact: a float times a power of two */
+	if (!(fabs(x) < limit)) {                 /* out of range, or NaN */
+		*bad = 1;
+		return 0;
+	}
+	*bad = 0;
+	return llrint(x); /* to nearest, ties to even */
+}
+
+/* The float of an accumulated sum: q * 2^-FIXED_SHIFT, rounded once to double, then to float. */
+ELEM_FN float fixed_decode_elem(int64_t q)
+{
+	return (float)ldexp((double)q, -FIXED_SHIFT);
+}
+
+/*
  * One entry of the im2col matrix (conv_shape.h): what tap (ky, kx) reads for
  * output pixel (oy, ox) of image b, from one input channel (h, w, batch); 0
  * in the padding.

@@ -1481,3 +1481,82 @@ Test(ops, collectives_without_mpi_are_identity)
 	backend_free(&be, d);
 	backend_destroy(&be);
 }
+
+/*
+ * Micro-batch mode's ops (docs/exact.md): grad_accumulate adds; fixed_accumulate
+ * encodes q = llrint(g * 2^40) and sums in int64, counting elements out of
+ * range (beyond fixed_limit_elem, or not finite) in acc[n]; the sum of the
+ * micro-batches' integers is the same in any order (here: forwards and
+ * backwards), and fixed_decode gives (float)(q * 2^-40).
+ */
+Test(ops, micro_batch_accumulation_and_fixed_point)
+{
+	struct backend be = make_backend();
+	enum { N = 37, K = 5 };
+	float g[K][N], acc_ref[N];
+	srand(44);
+	for (int k = 0; k < K; k++)
+		for (int i = 0; i < N; i++)
+			g[k][i] = ((float)rand() / (float)RAND_MAX - 0.5f) * ldexpf(1.0f, (i % 20) - 12);
+	/* float accumulation: acc = g0 + g1 + ... in order */
+	float *acc = dev_copy(&be, g[0], sizeof(g[0]));
+	float *gk = backend_alloc(&be, sizeof(g[0]));
+	for (int i = 0; i < N; i++)
+		acc_ref[i] = g[0][i];
+	for (int k = 1; k < K; k++) {
+		backend_upload(&be, gk, g[k], sizeof(g[k]));
+		backend_grad_accumulate(&be, acc, gk, N);
+		for (int i = 0; i < N; i++)
+			acc_ref[i] += g[k][i];
+	}
+	float got[N];
+	dev_read(&be, got, acc, sizeof(got));
+	cr_assert_eq(memcmp(got, acc_ref, sizeof(got)), 0, "grad_accumulate is not acc + g in order");
+
+	/* fixed point: the same integers forwards and backwards */
+	double limit = fixed_limit_elem(K);
+	cr_assert_eq(limit, ldexp(1.0, 62 - 3), "K = 5 needs 3 bits of headroom");
+	int64_t *q = backend_alloc(&be, (N + 1) * sizeof(int64_t));
+	int64_t fwd[N + 1], bwd[N + 1];
+	for (int pass = 0; pass < 2; pass++) {
+		for (int k = 0; k < K; k++) {
+			int kk = pass ? K - 1 - k : k;
+			backend_upload(&be, gk, g[kk], sizeof(g[kk]));
+			backend_fixed_accumulate(&be, q, gk, N, limit, k == 0);
+		}
+		dev_read(&be, pass ? bwd : fwd, q, sizeof(fwd));
+	}
+	cr_assert_eq(memcmp(fwd, bwd, sizeof(fwd)), 0, "the integer sum depends on the order");
+	cr_assert_eq(fwd[N], 0, "no element is out of range");
+	for (int i = 0; i < N; i++) {
+		int64_t want = 0;
+		for (int k = 0; k < K; k++)
+			want += llrint(ldexp((double)g[k][i], FIXED_SHIFT));
+		cr_assert_eq(fwd[i], want, "element %d: %lld, want %lld", i, (long long)fwd[i],
+			     (long long)want);
+	}
+	backend_fixed_decode(&be, acc, q, N);
+	dev_read(&be, got, acc, sizeof(got));
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(got[i], (float)ldexp((double)fwd[i], -FIXED_SHIFT), "decode of %d", i);
+		cr_assert(fabsf(got[i] - acc_ref[i]) <= 1e-5f * fabsf(acc_ref[i]) + 1e-11f,
+			  "element %d: fixed %g, float %g", i, (double)got[i], (double)acc_ref[i]);
+	}
+
+	/* out of range: one element at the bound, one NaN; counted (added over micro-batches) */
+	float big[N];
+	memcpy(big, g[0], sizeof(big));
+	big[3] = (float)ldexp(limit, -FIXED_SHIFT);
+	big[7] = NAN;
+	backend_upload(&be, gk, big, sizeof(big));
+	backend_fixed_accumulate(&be, q, gk, N, limit, 1);
+	backend_fixed_accumulate(&be, q, gk, N, limit, 0);
+	dev_read(&be, fwd, q, sizeof(fwd));
+	cr_assert_eq(fwd[N], 4, "2 bad elements in each of 2 micro-batches: counted %lld",
+		     (long long)fwd[N]);
+	cr_assert_eq(fwd[3], 0);
+	backend_free(&be, acc);
+	backend_free(&be, gk);
+	backend_free(&be, q);
+	backend_destroy(&be);
+}

@@ -265,3 +265,77 @@ Test(sampler, test_shards_cover_every_test_example_once)
 				     size, sum);
 		}
 }
+
+/*
+ * Micro-batch mode (sampler_create_micro): for G = K * M and every rank count
+ * R from 1 to K (dividing K or not), each step's micro-batches, gathered from
+ * the ranks (rank r's i-th micro-batch of a step is j = r + i * R), are
+ * exactly the global positions s*G .. s*G+G-1 of the permutation (mod n: the
+ * last step wraps around) in order; the steps per epoch do not depend on R;
+ * with drop_last, no position at or past n.
+ */
+static void check_micro(int n, int m, int k, int drop_last)
+{
+	int g = m * k, steps1 = -1;
+	int32_t *perm = malloc((size_t)n * sizeof(*perm));
+	cr_assert_not_null(perm);
+	sampler_permutation(7, 3, n, perm);
+	for (int ranks = 1; ranks <= k && ranks <= 8; ranks++) {
+		struct sampler s[8];
+		int32_t *out[8];
+		char err[256];
+		for (int r = 0; r < ranks; r++) {
+			int rc = sampler_create_micro(&s[r], n, r, ranks, m, g, drop_last, 7, err,
+						      sizeof(err));
+			cr_assert_eq(rc, 0, "n=%d M=%d K=%d R=%d: %s", n, m, k, ranks, err);
+			cr_assert_eq(s[r].micro, (k - r + ranks - 1) / ranks);
+			cr_assert_eq(sampler_batch_rows(&s[r], 0), m);
+			out[r] = malloc((size_t)s[r].shard_len * sizeof(int32_t));
+			sampler_epoch(&s[r], 3, out[r]);
+		}
+		if (steps1 < 0)
+			steps1 = s[0].steps;
+		cr_assert_eq(s[0].steps, steps1, "n=%d G=%d: %d steps at %d ranks, %d at 1", n, g,
+			     s[0].steps, ranks, steps1);
+		cr_assert_eq(steps1, drop_last ? n / g : (n + g - 1) / g);
+		for (int st = 0; st < s[0].steps; st++)
+			for (int j = 0; j < k; j++) {
+				int r = j % ranks, i = j / ranks;
+				int start = sampler_step_start(&s[r], st) + i * m;
+				for (int e = 0; e < m; e++) {
+					long pos = (long)st * g + (long)j * m + e;
+					cr_assert(!drop_last || pos < n);
+					cr_assert_eq(out[r][start + e], perm[pos % n],
+						     "n=%d M=%d K=%d R=%d step %d micro-batch %d row %d", n, m,
+						     k, ranks, st, j, e);
+				}
+			}
+		for (int r = 0; r < ranks; r++) {
+			free(out[r]);
+			sampler_destroy(&s[r]);
+		}
+	}
+	free(perm);
+}
+
+Test(sampler, micro_batches_are_the_same_at_every_rank_count)
+{
+	static const int ns[] = {96, 100, 960, 997};
+	for (int i = 0; i < 4; i++)
+		for (int d = 0; d < 2; d++) {
+			check_micro(ns[i], 8, 12, d);
+			check_micro(ns[i], 3, 5, d);
+			check_micro(ns[i], 32, 1, d);
+		}
+}
+
+Test(sampler, micro_drop_last_without_a_full_step_is_an_error)
+{
+	struct sampler s;
+	char err[256] = "";
+	cr_assert_eq(sampler_create_micro(&s, 40, 0, 2, 8, 64, 1, 1, err, sizeof(err)), -1);
+	cr_assert(strstr(err, "--global-batch 64"), "%s", err);
+	cr_assert_eq(sampler_create_micro(&s, 40, 0, 2, 8, 64, 0, 1, err, sizeof(err)), 0);
+	cr_assert_eq(s.steps, 1);
+	sampler_destroy(&s);
+}

@@ -168,7 +168,33 @@ enum status checkpoint_compat(const struct checkpoint_info *ck, const struct che
 	int sum = ck->cfg.grad_reduce == GRAD_REDUCE_SUM && run->cfg.grad_reduce == GRAD_REDUCE_SUM;
 	long long gck = (long long)ck->ranks * ck->cfg.batch_size;
 	long long grun = (long long)run->ranks * run->cfg.batch_size;
-	if (gck != grun)
+	int micro_ck = config_micro_mode(&ck->cfg), micro_run = config_micro_mode(&run->cfg);
+	/*
+	 * Micro-batch mode (docs/exact.md): a step is G rows in micro-batches of
+	 * M whatever the rank count, so any rank count continues it; G and M
+	 * must stay.
+	 */
+	if (micro_ck != micro_run)
+		text_add(&d,
+			 "%sthe checkpoint's run %s micro-batches (--micro-batch, --global-batch, "
+			 "--exact), this one %s: their steps hold other images",
+			 sep(&d), micro_ck ? "trained in" : "did not train in",
+			 micro_run ? "does" : "does not");
+	else if (micro_ck && (config_micro_batch(&ck->cfg) != config_micro_batch(&run->cfg) ||
+			      config_global_batch(&ck->cfg, ck->ranks) !=
+				      config_global_batch(&run->cfg, run->ranks)))
+		text_add(&d,
+			 "%s--global-batch %lld --micro-batch %d in the checkpoint (%d ranks), "
+			 "--global-batch %lld --micro-batch %d here (%d ranks): a step must hold the "
+			 "same images",
+			 sep(&d), config_global_batch(&ck->cfg, ck->ranks), config_micro_batch(&ck->cfg),
+			 ck->ranks, config_global_batch(&run->cfg, run->ranks),
+			 config_micro_batch(&run->cfg), run->ranks);
+	else if (micro_ck) {
+		if (d.used == 0 && ck->steps_per_epoch != run->steps_per_epoch)
+			text_add(&d, "%s%d steps per epoch in the checkpoint, %d here", sep(&d),
+				 ck->steps_per_epoch, run->steps_per_epoch);
+	} else if (gck != grun)
 		text_add(&d,
 			 "%sglobal batch %lld in the checkpoint (%d ranks x --batch-size %d), %lld here "
 			 "(%d ranks x %d): the sampler position is a count of global batches, so a "

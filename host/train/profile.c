@@ -292,6 +292,47 @@ static void w_allreduce(void *ctx, float *buf, size_t n, enum reduce_op op)
 	op_end(w, i);
 }
 
+static void w_grad_accumulate(void *ctx, float *acc, const float *g, size_t n)
+{
+	struct wrap *w = wrap_of(ctx);
+	char shape[64];
+	snprintf(shape, sizeof(shape), "%zu floats", n);
+	int i = op_begin(w, "grad_accumulate", shape);
+	backend_grad_accumulate(w->inner, acc, g, n);
+	op_end(w, i);
+}
+
+static void w_fixed_accumulate(void *ctx, int64_t *acc, const float *g, size_t n, double limit,
+			       int first)
+{
+	struct wrap *w = wrap_of(ctx);
+	char shape[64];
+	snprintf(shape, sizeof(shape), "%zu floats", n);
+	int i = op_begin(w, "fixed_accumulate", shape);
+	backend_fixed_accumulate(w->inner, acc, g, n, limit, first);
+	op_end(w, i);
+}
+
+static void w_fixed_decode(void *ctx, float *g, const int64_t *acc, size_t n)
+{
+	struct wrap *w = wrap_of(ctx);
+	char shape[64];
+	snprintf(shape, sizeof(shape), "%zu int64", n);
+	int i = op_begin(w, "fixed_decode", shape);
+	backend_fixed_decode(w->inner, g, acc, n);
+	op_end(w, i);
+}
+
+static void w_allreduce_i64(void *ctx, int64_t *buf, size_t n)
+{
+	struct wrap *w = wrap_of(ctx);
+	char shape[64];
+	snprintf(shape, sizeof(shape), "%zu int64", n);
+	int i = op_begin(w, "allreduce_i64", shape);
+	backend_allreduce_i64(w->inner, buf, n);
+	op_end(w, i);
+}
+
 static void w_broadcast(void *ctx, float *buf, size_t n, int root)
 {
 	struct wrap *w = wrap_of(ctx);
@@ -321,6 +362,10 @@ static const struct backend_ops wrap_ops = {
 	.conv_forward = w_conv_forward,
 	.pool_backward = w_pool_backward,
 	.conv_backward_data = w_conv_backward_data,
+	.grad_accumulate = w_grad_accumulate,
+	.fixed_accumulate = w_fixed_accumulate,
+	.fixed_decode = w_fixed_decode,
+	.allreduce_i64 = w_allreduce_i64,
 	.allreduce = w_allreduce,
 	.broadcast = w_broadcast,
 	.synchronize = w_synchronize,

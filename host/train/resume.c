@@ -75,7 +75,17 @@ static enum status load_on_rank0(const struct train_config *c, const struct mode
 			"\nmnist-train: the run is finished (all %d epochs trained): nothing left to "
 			"train, only the test set is scored\n",
 			c->epochs);
-	if (ck.ranks != run->ranks)
+	if (ck.ranks != run->ranks && config_micro_mode(&run->cfg))
+		fprintf(stderr,
+			"mnist-train: the checkpoint was written by %d ranks, this run has %d: the same "
+			"steps of --global-batch %lld in micro-batches of %d, %s\n",
+			ck.ranks, run->ranks, config_global_batch(&run->cfg, run->ranks),
+			config_micro_batch(&run->cfg),
+			run->cfg.exact ? "summed exactly (--exact): bitwise the run the checkpoint's would "
+					 "have been"
+				       : "summed in another order: the same up to floating-point rounding, "
+					 "not bitwise (--exact makes it bitwise)");
+	else if (ck.ranks != run->ranks)
 		fprintf(stderr,
 			"mnist-train: the checkpoint was written by %d ranks x batch %d, this run has "
 			"%d x %d: the same global batch of %d examples per step, split differently, so "

@@ -12,7 +12,7 @@ int sampler_create(struct sampler *s, int n, int rank, int size, int batch, int 
 		   uint64_t seed, char *err, size_t errlen)
 {
 	*s = (struct sampler){.n = n, .rank = rank, .size = size, .batch = batch,
-			      .drop_last = drop_last, .seed = seed};
+			      .drop_last = drop_last, .seed = seed, .micro = 1};
 	if (n <= 0 || size <= 0 || batch <= 0 || rank < 0 || rank >= size) {
 		snprintf(err, errlen, "sampler: invalid sizes (n=%d, ranks=%d, batch=%d)", n, size, batch);
 		return -1;
@@ -37,6 +37,32 @@ int sampler_create(struct sampler *s, int n, int rank, int size, int batch, int 
 	return 0;
 }
 
+int sampler_create_micro(struct sampler *s, int n, int rank, int size, int micro_batch,
+			 int global_batch, int drop_last, uint64_t seed, char *err, size_t errlen)
+{
+	*s = (struct sampler){.n = n, .rank = rank, .size = size, .batch = micro_batch,
+			      .drop_last = drop_last, .seed = seed, .global = global_batch};
+	int k = micro_batch > 0 ? global_batch / micro_batch : 0;
+	if (n <= 0 || size <= 0 || micro_batch <= 0 || rank < 0 || rank >= size || k < size ||
+	    k * micro_batch != global_batch) {
+		snprintf(err, errlen, "sampler: invalid sizes (n=%d, ranks=%d, micro-batch=%d, global "
+				      "batch=%d)", n, size, micro_batch, global_batch);
+		return -1;
+	}
+	s->micro = (k - rank + size - 1) / size;
+	s->steps = drop_last ? n / global_batch : (n + global_batch - 1) / global_batch;
+	if (s->steps == 0) {
+		snprintf(err, errlen,
+			 "--drop-last: %d examples leave no full step of --global-batch %d", n,
+			 global_batch);
+		return -1;
+	}
+	s->shard_len = s->steps * s->micro * micro_batch;
+	s->perm = xmalloc((size_t)n * sizeof(*s->perm));
+	memset(s->perm, 0, (size_t)n * sizeof(*s->perm));
+	return 0;
+}
+
 void sampler_destroy(struct sampler *s)
 {
 	free(s->perm);
@@ -56,9 +82,25 @@ void sampler_permutation(uint64_t seed, int epoch, int n, int32_t *perm)
 	}
 }
 
+/* Micro-batch mode: the rank's micro-batches, step by step (sampler.h). */
+static void sampler_epoch_micro(const struct sampler *s, int32_t *out)
+{
+	int k = s->global / s->batch, j = 0;
+	for (int step = 0; step < s->steps; step++)
+		for (int mb = s->rank; mb < k; mb += s->size)
+			for (int i = 0; i < s->batch; i++) {
+				long pos = (long)step * s->global + (long)mb * s->batch + i;
+				out[j++] = s->perm[pos % s->n]; /* the last step wraps around */
+			}
+}
+
 void sampler_epoch(struct sampler *s, int epoch, int32_t *out)
 {
 	sampler_permutation(s->seed, epoch, s->n, s->perm);
+	if (s->global) {
+		sampler_epoch_micro(s, out);
+		return;
+	}
 	for (int j = 0; j < s->shard_len; j++) {
 		long pos = (long)s->rank + (long)s->size * j;
 		/* Padding positions wrap to the start of the permutation. */
@@ -68,6 +110,18 @@ void sampler_epoch(struct sampler *s, int epoch, int32_t *out)
 
 int sampler_batch_rows(const struct sampler *s, int step)
 {
+	if (s->global)
+		return s->batch; /* every step is whole: the last one wraps around */
 	int left = s->shard_len - step * s->batch;
 	return left < s->batch ? left : s->batch;
+}
+
+int sampler_step_start(const struct sampler *s, int step)
+{
+	return step * s->batch * (s->global ? s->micro : 1);
+}
+
+long long sampler_step_images(const struct sampler *s, int rows)
+{
+	return s->global ? (long long)s->global : (long long)rows * s->size;
 }

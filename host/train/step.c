@@ -35,9 +35,65 @@ struct gather_req step_gather(const struct step_state *s)
 	return g;
 }
 
+/*
+ * Micro-batch mode: the rank's micro-batches, each forward and backward with
+ * the loss scaled by 1/G and its gradients added up (in fixed point with
+ * --exact), the next one gathered after it (the first is gathered already);
+ * the last one's loss op moves the step's counters on, the others' cursor is
+ * advanced here. Then one allreduce of the sum (integer with --exact, then
+ * converted back once), and the update as in a plain step.
+ */
+static void step_micro_ops(const struct step_state *s)
+{
+	const struct backend *be = s->be;
+	size_t n = s->m->n_params;
+	float scale = 1.0f / (float)s->global;
+	for (int j = 0; j < s->micro; j++) {
+		int last = j == s->micro - 1;
+		float *g = s->fixed || j == 0 ? s->grads : s->scratch;
+		model_step(be, s->m, s->ws, s->params, g, s->batch, scale, last ? s->counters : NULL);
+		backend_label(be, "", "accumulate");
+		if (s->fixed)
+			backend_fixed_accumulate(be, s->fixed, g, n, s->fixed_limit, j == 0);
+		else if (j > 0)
+			backend_grad_accumulate(be, s->grads, g, n);
+		if (!last) {
+			backend_advance(be, &s->counters->cursor, s->batch);
+			struct gather_req next = step_gather(s);
+			backend_gather(be, &next);
+		}
+	}
+	backend_label(be, "", "allreduce");
+	if (s->fixed) {
+		backend_allreduce_i64(be, s->fixed, n + 1); /* the out-of-range count with the sums */
+		backend_fixed_decode(be, s->grads, s->fixed, n);
+	} else {
+		backend_allreduce(be, s->grads, n, REDUCE_SUM);
+	}
+	if (s->opt.max_norm > 0.0f) {
+		backend_label(be, "", "clip");
+		optim_clip(be, &s->opt, s->grads);
+	}
+	backend_label(be, "", "optimizer");
+	struct gather_req next = step_gather(s);
+	optim_update(be, &s->opt, s->params, s->grads, s->lr, s->counters, &next);
+}
+
+long long step_fixed_overflow(const struct step_state *s)
+{
+	int64_t bad = 0;
+	if (s->fixed)
+		backend_download(s->be, &bad, s->fixed + s->m->n_params, sizeof(bad));
+	return (long long)bad;
+}
+
 void step_ops(const struct step_state *s, int rows)
 {
 	const struct backend *be = s->be;
+	if (s->global) {
+		step_micro_ops(s);
+		return;
+	}
 	/*
 	 * The mean over ranks is folded into the loss gradient's scale, 1/(rows * ranks),
 	 * and the ranks' gradients are summed: one bare allreduce, no extra pass over the

@@ -42,6 +42,17 @@ struct step_state {
 	struct optim opt;      /* its state, and which update */
 	enum reduce_op reduce;
 	int ranks;
+	/*
+	 * Micro-batch mode (docs/exact.md); global 0: off. A step is `micro`
+	 * passes of `batch` rows, each one's loss scaled by 1/global, their
+	 * gradients summed into grads (the first pass writes it, the others into
+	 * scratch, then added), or with --exact into fixed; then one allreduce.
+	 */
+	int global;     /* G: rows of a step over all ranks */
+	int micro;      /* this rank's passes a step */
+	float *scratch; /* (n_params) the gradients of a pass after the first; float mode */
+	int64_t *fixed; /* (n_params + 1) --exact: the sum in fixed point, then the out-of-range count */
+	double fixed_limit; /* fixed_limit_elem(G / M) */
 };
 
 /* The gather of the batch at the counters' cursor into the model's input. */
@@ -56,7 +67,17 @@ struct gather_req step_gather(const struct step_state *s);
  */
 void step_ops(const struct step_state *s, int rows);
 
-/* The mean of this rank's per-example losses of the last step (host_rows: rows floats). */
+/*
+ * --exact: the elements out of fixed point's range in the last step, over
+ * every rank (the same count on each: it is reduced with the sums); 0
+ * without --exact.
+ */
+long long step_fixed_overflow(const struct step_state *s);
+
+/*
+ * The mean of this rank's per-example losses of the last step (host_rows:
+ * rows floats); in micro-batch mode, of its last micro-batch.
+ */
 float step_loss(const struct step_state *s, int rows, float *host_rows);
 
 #endif /* MNIST_DDP_STEP_H */

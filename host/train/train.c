@@ -87,6 +87,42 @@ double train_evaluate(const struct dist *d, const struct backend *be, const stru
 }
 
 /*
+ * Micro-batch mode's sizes (docs/exact.md): M at most G, G a multiple of M,
+ * at least one micro-batch a step for every rank, and the mean over the
+ * global batch (a sum over the ranks would depend on their count).
+ */
+static enum status micro_check(const struct train_config *c, int ranks, char *err, size_t errlen)
+{
+	int m = config_micro_batch(c);
+	long long g = config_global_batch(c, ranks);
+	const char *m_from = c->micro_batch > 0 ? "" : " (--batch-size's)";
+	const char *g_from = c->global_batch > 0 ? "" : " (ranks x --micro-batch)";
+	if (c->grad_reduce == GRAD_REDUCE_SUM)
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "--grad-reduce sum: with --micro-batch, --global-batch or --exact a "
+				   "step's gradient is the mean over the global batch, whatever the rank "
+				   "count (leave --grad-reduce out, or drop those flags)");
+	if (m > g)
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "--micro-batch %d%s is more than --global-batch %lld%s (a step holds "
+				   "whole micro-batches)",
+				   m, m_from, g, g_from);
+	if (g % m)
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "--global-batch %lld%s is not a multiple of --micro-batch %d%s (%lld "
+				   "rows left over)",
+				   g, g_from, m, m_from, g % m);
+	if (g / m < ranks)
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "%d ranks, but --global-batch %lld%s / --micro-batch %d%s is %lld "
+				   "micro-batch%s a step: at most %lld rank%s (or a larger --global-batch, "
+				   "a smaller --micro-batch)",
+				   ranks, g, g_from, m, m_from, g / m, g / m == 1 ? "" : "es", g / m,
+				   g / m == 1 ? "" : "s");
+	return STATUS_OK;
+}
+
+/*
  * The run's sampler and learning-rate schedule, checked: --limit against the
  * data, a sampler that leaves at least one step, a schedule that fits the
  * run. On success the caller destroys smp.
@@ -102,9 +138,18 @@ static enum status train_plan(const struct train_config *c, const struct dist *d
 				   c->data_dir);
 	if (c->limit > 0)
 		n = (int)c->limit;
-	if (sampler_create(smp, n, d->rank, d->size, c->batch_size, c->drop_last, c->seed, err,
-			   errlen))
+	if (config_micro_mode(c)) {
+		enum status rc = micro_check(c, d->size, err, errlen);
+		if (rc)
+			return rc;
+		if (sampler_create_micro(smp, n, d->rank, d->size, config_micro_batch(c),
+					 (int)config_global_batch(c, d->size), c->drop_last, c->seed,
+					 err, errlen))
+			return STATUS_BAD_INPUT;
+	} else if (sampler_create(smp, n, d->rank, d->size, c->batch_size, c->drop_last, c->seed,
+				  err, errlen)) {
 		return STATUS_BAD_INPUT;
+	}
 	schedule_init(sch, c->lr_schedule, c->lr, c->warmup_steps, (long long)c->epochs * smp->steps);
 	enum status rc = schedule_validate(sch, err, errlen);
 	if (rc)
@@ -207,7 +252,7 @@ static void run_allocate(struct run *r, const struct mnist_set *train)
 	struct step_state *st = &r->st;
 	backend_set_timeout(be, c->timeout);
 	backend_set_position(be, r->rs.epoch, r->rs.step);
-	int ws_rows = c->batch_size > TRAIN_EVAL_ROWS ? c->batch_size : TRAIN_EVAL_ROWS;
+	int ws_rows = r->smp.batch > TRAIN_EVAL_ROWS ? r->smp.batch : TRAIN_EVAL_ROWS;
 	if (model_ws_create(be, &r->m, ws_rows, &r->ws))
 		die(1, "out of %s memory for a batch of %d", backend_name(be), ws_rows);
 	*st = (struct step_state){.be = be, .m = &r->m, .ws = &r->ws,
@@ -218,7 +263,19 @@ static void run_allocate(struct run *r, const struct mnist_set *train)
 	st->grads = backend_alloc(be, r->pbytes);
 	st->index = backend_alloc(be, (size_t)r->smp.shard_len * sizeof(int32_t));
 	st->index_len = r->smp.shard_len;
-	st->batch = c->batch_size;
+	st->batch = r->smp.batch;
+	if (r->smp.global) { /* micro-batch mode */
+		st->global = r->smp.global;
+		st->micro = r->smp.micro;
+		if (c->exact) {
+			st->fixed = backend_alloc(be, (r->m.n_params + 1) * sizeof(int64_t));
+			st->fixed_limit = fixed_limit_elem(r->smp.global / r->smp.batch);
+		} else if (st->micro > 1) {
+			st->scratch = backend_alloc(be, r->pbytes);
+		}
+		if ((c->exact && !st->fixed) || (!c->exact && st->micro > 1 && !st->scratch))
+			die(1, "out of %s memory for the micro-batches' gradients", backend_name(be));
+	}
 	st->counters = backend_alloc(be, sizeof(struct step_counters));
 	st->lr = backend_alloc(be, (size_t)r->smp.steps * sizeof(float));
 	if (!st->params || !st->grads || optim_create(&st->opt, be, c, r->m.n_params) || !st->index ||
@@ -230,7 +287,7 @@ static void run_allocate(struct run *r, const struct mnist_set *train)
 	/* Touched here, so that the first epoch's shuffle does not pay the page faults. */
 	r->host_index = xmalloc((size_t)r->smp.shard_len * sizeof(int32_t));
 	memset(r->host_index, 0, (size_t)r->smp.shard_len * sizeof(int32_t));
-	r->host_rows = xmalloc((size_t)c->batch_size * sizeof(float));
+	r->host_rows = xmalloc((size_t)r->smp.batch * sizeof(float));
 	r->host_lr = xmalloc((size_t)r->smp.steps * sizeof(float));
 	r->host_state = c->checkpoint_dir[0] && r->d->rank == 0 ? xmalloc(r->state_bytes) : NULL;
 }
@@ -315,7 +372,7 @@ static void epoch_begin(struct run *r, int epoch, int first)
 {
 	const struct backend *be = r->be;
 	/* Every step makes one update: the count so far is the steps trained. */
-	const struct step_counters pos0 = {(int32_t)first * r->c->batch_size, (int32_t)first,
+	const struct step_counters pos0 = {(int32_t)sampler_step_start(&r->smp, first), (int32_t)first,
 					   (int32_t)((long long)epoch * r->smp.steps + first), 0};
 	sampler_epoch(&r->smp, epoch, r->host_index);
 	schedule_fill(&r->sched, (long long)epoch * r->smp.steps, r->smp.steps, r->host_lr);
@@ -346,7 +403,7 @@ static int run_steps(struct run *r, int epoch, int step, int *rows)
 	int first_full, n = launch_steps(&r->launch, epoch, step, rows, &first_full);
 	if (first_full)
 		gpu_plan_publish(r->be, r->d, r->metrics, r->c->verbose);
-	r->images += (long long)*rows * r->d->size * n;
+	r->images += sampler_step_images(&r->smp, *rows) * n;
 	if (r->step_secs && r->n_timed < r->max_timed) {
 		backend_synchronize(r->be);
 		float each = (float)((clock_seconds() - t_start) / n);
@@ -387,6 +444,25 @@ static void step_report(struct run *r, int epoch, int step, int rows)
 		die(1, "loss is %s at epoch %d step %d: training diverged; stopping "
 		       "(--allow-nonfinite keeps going)",
 		    isnan(loss) ? "nan" : "inf", epoch, step);
+}
+
+/*
+ * --exact: every rank stops, with the same message, when a micro-batch's
+ * gradient had an element out of fixed point's range in the steps just run
+ * (the count is reduced with the sums, so every rank reads the same; it is
+ * read after every launch, before anything is reported or saved).
+ */
+static void exact_check(struct run *r, int epoch, int step)
+{
+	long long bad = step_fixed_overflow(&r->st);
+	if (bad)
+		die(1, "--exact: %lld gradient element%s out of the fixed-point range at epoch %d step %d "
+		       "(a micro-batch's |gradient| must stay below 2^%d = %g for %d micro-batches a "
+		       "step, and be finite): training diverged, or the model needs another scale "
+		       "(docs/exact.md); stopping",
+		    bad, bad == 1 ? "" : "s", epoch, step,
+		    (int)lrint(log2(r->st.fixed_limit)) - FIXED_SHIFT,
+		    ldexp(r->st.fixed_limit, -FIXED_SHIFT), r->smp.global / r->smp.batch);
 }
 
 /* Rank 0: a checkpoint after this step when one is due (train/resume.h). */
@@ -548,8 +624,9 @@ static void run_profile(struct run *r)
 	gpu_plan_collective(r->be, r->c, 0);
 	if (r->d->rank == 0) {
 		char title[160];
-		snprintf(title, sizeof(title), "one step of %s, batch %d, on %s", model_kind_name(r->c->model),
-			 r->c->batch_size, be->device);
+		snprintf(title, sizeof(title), "one step of %s, batch %d%s, on %s",
+			 model_kind_name(r->c->model), r->st.batch,
+			 r->st.global ? " a micro-batch" : "", be->device);
 		profile_print(stdout, &prof, title);
 		if (r->metrics)
 			profile_metrics(r->metrics, &prof);
@@ -568,6 +645,8 @@ static void run_free(struct run *r)
 	free(r->host_state);
 	backend_free(be, r->st.params);
 	backend_free(be, r->st.grads);
+	backend_free(be, r->st.scratch);
+	backend_free(be, r->st.fixed);
 	optim_destroy(&r->st.opt, be);
 	backend_free(be, r->st.index);
 	backend_free(be, r->st.counters);
@@ -588,6 +667,11 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	res->first_loss = res->final_loss = NAN; /* until a step trains (none after the last epoch) */
 
 	/* Set-up: the plan, where to start (--resume), memory, the starting state, the clock. */
+	if (config_micro_mode(c) && !backend_can_accumulate(be))
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "--micro-batch, --global-batch and --exact: not yet on the %s backend "
+				   "(run with --backend host)",
+				   strcmp(backend_name(be), "cuda") ? backend_name(be) : "CUDA");
 	if (train_plan(c, d, train, &r.smp, &r.sched, err, errlen))
 		return STATUS_BAD_INPUT;
 	model_init(&r.m, c->model, c->hidden, c->n_hidden);
@@ -620,6 +704,7 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 		epoch_begin(&r, epoch, first);
 		for (int step = first, rows; step < r.smp.steps;) {
 			step += run_steps(&r, epoch, step, &rows);
+			exact_check(&r, epoch, step - 1);
 			step_report(&r, epoch, step - 1, rows);
 			save_if_due(&r, epoch, step - 1);
 			show_progress(&r, epoch, step - 1);

@@ -295,6 +295,11 @@ add_cudasim_test(gpu_ops_sim_one_visible_device_per_rank_2 2
 # Defect 4 for --backend auto: GPUs present but unusable still train, on the host, and
 # rank 0 says so loudly and the summary names the reason; no driver falls back quietly.
 set(_train_sim ${MNIST_CUDASIM_OUT}/mnist-train --data ${MNIST_DATA_DIR}/train --limit 640 --epochs 1)
+# Issue 44: micro-batch mode and --exact are the host backend's for now: the CUDA backend
+# refuses them, status 2 on every rank (docs/exact.md).
+add_cudasim_test(mnist_train_sim_exact_refused_2 2
+                 EXPECT 2 "mnist-train: --micro-batch, --global-batch and --exact: not yet on the CUDA backend"
+                 COMMAND ${_train_sim} --backend cuda --exact)
 add_cudasim_test(mnist_train_sim_auto_old_driver_2 2 ENV CUDASIM_DRIVER_VERSION=12040
                  EXPECT 0 "mnist-train: WARNING: GPUs are present but unusable.*driver-too-old"
                  "^summary: .*backend=host .* backend_fallback=driver-too-old$" COMMAND ${_train_sim})

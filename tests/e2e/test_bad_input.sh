@@ -19,7 +19,9 @@
 # node's cores (once silently capped by OpenBLAS), an unknown --lr-schedule, a
 # negative --warmup-steps, --beta1 1, --eps 0, a negative --weight-decay,
 # --clip-grad-norm -1, 0, abc and nan,
-# --beta2 without --optimizer adamw, --tf32 on the host backend, --eval-every without a test set (a data
+# --beta2 without --optimizer adamw, --tf32 on the host backend, micro-batch mode's bad sizes
+# (--global-batch not a multiple of --micro-batch, --micro-batch above it, more ranks than
+# micro-batches, --grad-reduce sum with --exact, --drop-last leaving no full step), --eval-every without a test set (a data
 # directory with no test/ beside it), a warm-up longer than the run (with a control: a
 # warm-up exactly as long trains), MPMD launches where
 # only one rank has a bad flag or a bad file, --gpu-plan-from files that hold no plan (missing,
@@ -203,6 +205,17 @@ bad clip-grad-norm-nan "0 1" "--clip-grad-norm" "'nan' is not a positive finite 
 	-n 2 "$T" --clip-grad-norm nan --limit 100
 bad beta2-with-sgd "0 1" "--beta2" "only applies with --optimizer adamw" -n 2 "$T" --beta2 0.99 --limit 100
 bad tf32-on-host "0 1" "--tf32" "host backend has no TF32 mode" -n 2 "$T" --backend host --tf32 --limit 100
+# Micro-batch mode's sizes (docs/exact.md): G a multiple of M, M at most G, a micro-batch a rank.
+bad micro-not-multiple "0 1" "--global-batch 100" "not a multiple of --micro-batch 32" -n 2 "$T" \
+	--global-batch 100 --micro-batch 32 --limit 1000
+bad micro-above-global "0 1" "--micro-batch 64" "more than --global-batch 32" -n 2 "$T" \
+	--micro-batch 64 --global-batch 32 --limit 1000
+bad micro-too-few "0 1" "--global-batch 32" "is 1 micro-batch a step: at most 1 rank " -n 2 "$T" \
+	--exact --global-batch 32 --micro-batch 32 --limit 1000
+bad micro-grad-reduce-sum "0 1" "--grad-reduce sum" "mean over the global batch" -n 2 "$T" \
+	--exact --grad-reduce sum --limit 1000
+bad micro-drop-last-no-step "0 1" "--drop-last" "no full step of --global-batch 64" -n 2 "$T" \
+	--drop-last --global-batch 64 --limit 40
 bad eval-every-without-test-set "0 1" "--eval-every" "no test set" -n 2 "$T" --data "$TMP/good/train" \
 	--eval-every 1
 # 640 examples over 2 ranks of batch 32: 10 steps per epoch, 20 in 2 epochs.

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# test_exact.sh - micro-batch mode and --exact (docs/exact.md) under a real mpirun.
+#
+#   tests/e2e/test_exact.sh CASE build/mnist-train MNIST_Data mpirun --allow-run-as-root --oversubscribe
+#
+# CASE:
+#   ranks-seed, ranks-mlp, ranks-lenet
+#              --exact --global-batch 96 --micro-batch 8 (12 micro-batches a step,
+#              --limit 960: 10 steps) at 1, 2, 3, 4 and 6 ranks gives one
+#              param_crc32, with SGD (momentum) and with AdamW; the control, the
+#              same runs without --exact at 1 and 4 ranks, differ (the float sums
+#              of the 12 micro-batches in another order), so the flag is what
+#              makes them equal.
+#   resume     --exact at 4 ranks saves every 7 steps; resumed at 2 and at 1
+#              rank from the checkpoint at global step 7 (mid-epoch), it ends at
+#              the 4-rank run's param_crc32; a different --global-batch or
+#              --micro-batch, or the run without --exact, is refused (status 2).
+#   overflow   an mlp with --lr 1e6 under --exact: gradients leave the fixed-point
+#              range; the run ends with status 1 and every rank's stderr says
+#              "gradient elements out of the fixed-point range" (no wrap, no
+#              summary line).
+#   accumulate --global-batch 64 --micro-batch 32 (no --exact): 1 rank runs two
+#              micro-batches a step and ends within float tolerance of the 2-rank
+#              run (parameters compared from checkpoints, relative 1e-4); one rank
+#              with --global-batch 256 --micro-batch 32 (8 micro-batches a step,
+#              gradient accumulation alone) trains (test accuracy above 0.85
+#              after an epoch), at steps_per_epoch=235 and images=60160.
+#   default    without the flags nothing changes: 2 ranks, --epochs 1 ends at
+#              param_crc32=c43ed6c5 (the seed's default, as before micro-batches).
+# Exit 0 pass, 1 fail.
+set -uo pipefail
+CASE=${1:-}
+shift
+. "$(dirname "$0")/../script_args.sh"
+PYTHON=${PYTHON:-/usr/bin/python3}
+export DATA_PATH=$DATA/train/
+# Several ranks a core: one OpenBLAS thread each (--exact takes one anyway).
+export OPENBLAS_NUM_THREADS=1
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/mnist-exact.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+FAILED=0
+fail() {
+	echo "FAIL: $*" >&2
+	FAILED=1
+}
+
+# run NAME NRANKS ARGS...: mnist-train on the host backend, output in $TMP/NAME.out; its status.
+run() {
+	local name=$1 n=$2
+	shift 2
+	timeout 120 "${MPIRUN[@]}" -n "$n" "$TRAIN" --backend host --log-every 1000 "$@" \
+		>"$TMP/$name.out" 2>&1
+}
+# crc NAME: the param_crc32 of a finished run, or "none".
+crc() {
+	local c
+	c=$(grep -o 'param_crc32=[0-9a-f]*' "$TMP/$1.out" | head -1 | cut -d= -f2)
+	echo "${c:-none}"
+}
+# expect_ok NAME NRANKS ARGS...: a run that must finish; echoes nothing, fails with its output.
+expect_ok() {
+	local name=$1
+	if ! run "$@"; then
+		fail "$name: status $?; its output:"
+		tail -20 "$TMP/$name.out" >&2
+	fi
+}
+
+EXACT=(--global-batch 96 --micro-batch 8 --limit 960 --epochs 1)
+
+ranks_case() {
+	local model=("$@") opt first label r
+	for opt in "--optimizer sgd --lr 0.05 --momentum 0.9" "--optimizer adamw --lr 0.001"; do
+		label="${model[*]} $opt"
+		first=""
+		local line="$label, --exact:"
+		for r in 1 2 3 4 6; do
+			# shellcheck disable=SC2086
+			expect_ok "x$r" "$r" --exact "${EXACT[@]}" "${model[@]}" $opt
+			line+=" $r:$(crc "x$r")"
+			[ -z "$first" ] && first=$(crc "x$r")
+			[ "$(crc "x$r")" = "$first" ] && [ "$first" != none ] ||
+				fail "$label --exact at $r ranks: param_crc32 $(crc "x$r"), at 1 rank $first"
+		done
+		echo "$line"
+		for r in 1 4; do
+			# shellcheck disable=SC2086
+			expect_ok "c$r" "$r" "${EXACT[@]}" "${model[@]}" $opt
+		done
+		echo "$label, control without --exact: 1:$(crc c1) 4:$(crc c4)"
+		[ "$(crc c1)" != none ] && [ "$(crc c1)" != "$(crc c4)" ] ||
+			fail "$label without --exact: 1 and 4 ranks gave $(crc c1) and $(crc c4); the control" \
+				"must differ (else the test does not show that --exact is what makes them equal)"
+	done
+}
+
+# params_close A B: the parameters (not the optimizer's state) of two checkpoints agree
+# within a relative 1e-4 of the largest magnitude (Python's standard library only).
+params_close() {
+	"$PYTHON" - "$1" "$2" <<'EOF'
+import array, json, struct, sys
+def load(path):
+    raw = open(path, 'rb').read()
+    n = struct.unpack('<Q', raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    out = {}
+    for name, t in head.items():
+        if name == '__metadata__' or name.startswith('optimizer'):
+            continue
+        a = array.array('f')
+        a.frombytes(raw[8 + n + t['data_offsets'][0]:8 + n + t['data_offsets'][1]])
+        out[name] = a
+    return out
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert a.keys() == b.keys(), (a.keys(), b.keys())
+worst = 0.0
+for k in a:
+    scale = max(1e-12, max(abs(x) for x in a[k]))
+    worst = max(worst, max(abs(x - y) for x, y in zip(a[k], b[k])) / scale)
+print("largest relative difference %.3g" % worst)
+sys.exit(0 if worst <= 1e-4 else 1)
+EOF
+}
+
+case "$CASE" in
+ranks-seed) ranks_case --model seed ;;
+ranks-mlp) ranks_case --model mlp --hidden 64 ;;
+ranks-lenet) ranks_case --model lenet ;;
+resume)
+	X=(--exact --global-batch 96 --micro-batch 8 --limit 960 --epochs 2 --optimizer adamw --lr 0.001)
+	expect_ok whole 4 "${X[@]}" --checkpoint-dir "$TMP/ck" --save-every 7 --keep 0
+	CK="$TMP/ck/ckpt-0-7.safetensors"
+	[ -f "$CK" ] || fail "no checkpoint $CK after the 4-rank run"
+	echo "4 ranks, uninterrupted: $(crc whole)"
+	for r in 2 1; do
+		expect_ok "resumed$r" "$r" "${X[@]}" --resume "$CK"
+		echo "saved at 4 ranks, resumed at $r: $(crc "resumed$r")"
+		[ "$(crc "resumed$r")" = "$(crc whole)" ] && [ "$(crc whole)" != none ] ||
+			fail "resumed at $r ranks: param_crc32 $(crc "resumed$r"), the uninterrupted run's $(crc whole)"
+	done
+	for other in "--global-batch 48" "--micro-batch 16" "--no-exact"; do
+		args=("${X[@]}")
+		case "$other" in
+		--global-batch*) args=(--exact --global-batch 48 --micro-batch 8 --limit 960 --epochs 2 --optimizer adamw --lr 0.001) ;;
+		--micro-batch*) args=(--exact --global-batch 96 --micro-batch 16 --limit 960 --epochs 2 --optimizer adamw --lr 0.001) ;;
+		--no-exact) args=(--global-batch 96 --micro-batch 8 --limit 960 --epochs 2 --optimizer adamw --lr 0.001) ;;
+		esac
+		run refused 2 "${args[@]}" --resume "$CK"
+		rc=$?
+		[ "$rc" -eq 2 ] && grep -q "does not fit this run" "$TMP/refused.out" ||
+			fail "resume with $other: status $rc (want 2 and 'does not fit this run')"
+	done
+	;;
+overflow)
+	run over 2 --exact --model mlp --hidden 64 --global-batch 96 --micro-batch 8 --limit 960 \
+		--epochs 1 --lr 1e6
+	rc=$?
+	n=$(grep -c "gradient elements\? out of the fixed-point range" "$TMP/over.out")
+	[ "$rc" -eq 1 ] || fail "overflow: status $rc, want 1"
+	[ "$n" -eq 2 ] || fail "overflow: $n ranks said so, want 2"
+	! grep -q "summary:" "$TMP/over.out" || fail "overflow: a summary line was printed"
+	grep -m1 "out of the fixed-point range" "$TMP/over.out"
+	;;
+accumulate)
+	A=(--global-batch 64 --micro-batch 32 --limit 6400 --epochs 1)
+	expect_ok one 1 "${A[@]}" --checkpoint-dir "$TMP/one"
+	expect_ok two 2 "${A[@]}" --checkpoint-dir "$TMP/two"
+	grep -q "steps_per_epoch=100 images=6400" "$TMP/one.out" ||
+		fail "1 rank, G=64 M=32: not 100 steps of 64 images: $(grep summary "$TMP/one.out")"
+	echo "1 rank vs 2 ranks, G=64 M=32: $(crc one) $(crc two)"
+	params_close "$TMP"/one/ckpt-0-100.safetensors "$TMP"/two/ckpt-0-100.safetensors ||
+		fail "1 rank and 2 ranks of G=64 M=32 differ beyond float tolerance"
+	expect_ok acc 1 --global-batch 256 --micro-batch 32 --epochs 1 --lr 0.1
+	grep summary "$TMP/acc.out" | grep -oE "steps_per_epoch=[0-9]+ images=[0-9]+|test_accuracy=[0-9.]+"
+	grep -q "steps_per_epoch=235 images=60160" "$TMP/acc.out" ||
+		fail "G=256 M=32 on 1 rank: not 235 steps of 256: $(grep summary "$TMP/acc.out")"
+	acc=$(grep -o 'test_accuracy=[0-9.]*' "$TMP/acc.out" | cut -d= -f2)
+	awk -v a="${acc:-0}" 'BEGIN { exit !(a > 0.85) }' ||
+		fail "G=256 M=32 on 1 rank did not train: test_accuracy=${acc:-none}"
+	;;
+default)
+	expect_ok plain 2 --epochs 1
+	echo "2 ranks, --epochs 1, no new flag: $(crc plain)"
+	[ "$(crc plain)" = c43ed6c5 ] || fail "the default changed: param_crc32=$(crc plain), want c43ed6c5"
+	;;
+*)
+	echo "usage: $0 ranks-seed|ranks-mlp|ranks-lenet|resume|overflow|accumulate|default MNIST_TRAIN DATA MPIRUN..." >&2
+	exit 1
+	;;
+esac
+[ "$FAILED" -eq 0 ] && echo "PASS: $CASE"
+exit "$FAILED"
