@@ -1,22 +1,24 @@
 /*
  * conv_host.c - the host backend's convolution, pooling and transpose ops:
- * loops over the element bodies of include/elem.h (im2col_elem, col2im_elem,
+ * loops over the element bodies of include/elem.h (im2col_elem,
  * bias_act_elem, maxpool_window_elem, maxpool_backward_elem), arranged for
  * the batch-innermost layouts of include/conv_shape.h: the innermost loop
  * runs along the batch, a contiguous run, in blocks of HOST_BLOCK floats
  * that the compiler turns into vector instructions (host_vector.h).
  *
  * im2col only copies and zero-fills whole runs (oh pixels' batches at a
- * time), so it is im2col_elem's result exactly. col2im and max-pool compute
+ * time), so it is im2col_elem's result exactly. The pools compute
  * each element as their element bodies do, the same operations in the same
  * order, for HOST_BLOCK images side by side: results are bitwise those of the
  * CUDA kernels, which call the bodies per element (tests/test_kernels_conv.c
- * holds the two against each other).
+ * holds the two against each other). The input gradient's transposed
+ * convolution is a direct kernel of cpu/conv_direct.c.
  */
 #include "conv_host.h"
 
 #include <string.h>
 
+#include "conv_direct.h"
 #include "elem.h"
 #include "host_internal.h"
 #include "host_vector.h"
@@ -46,54 +48,6 @@ void host_im2col(void *ctx, const float *x, const struct conv_shape *s, int batc
 					       (size_t)(hi - lo) * nb * sizeof(float));
 					memset(d + (size_t)hi * nb, 0, (size_t)(s->ow - hi) * nb * sizeof(float));
 				}
-			}
-}
-
-/*
- * Pixel (ci, iy, ix) for n <= HOST_BLOCK images from b0: col2im_elem's sum,
- * taps ky, then kx, ascending. n is a constant where this is inlined for a
- * whole block, so the sums live in one vector register across the taps.
- */
-static inline __attribute__((always_inline)) void col2im_pixel(const float *dcols,
-							      const struct conv_shape *s,
-							      size_t nb, int ci, int iy, int ix,
-							      int n, float *restrict out)
-{
-	size_t ld = (size_t)s->oh * s->ow * nb;
-	float acc[HOST_BLOCK];
-	for (int j = 0; j < n; j++)
-		acc[j] = 0.0f;
-	for (int ky = 0; ky < s->k; ky++) {
-		int oy = iy + s->pad - ky;
-		if (oy < 0 || oy >= s->oh)
-			continue;
-		for (int kx = 0; kx < s->k; kx++) {
-			int ox = ix + s->pad - kx;
-			if (ox < 0 || ox >= s->ow)
-				continue;
-			const float *restrict src = dcols + ((size_t)(ci * s->k + ky) * s->k + kx) * ld +
-						    ((size_t)oy * s->ow + ox) * nb;
-			for (int j = 0; j < n; j++)
-				acc[j] += src[j];
-		}
-	}
-	for (int j = 0; j < n; j++)
-		out[j] = acc[j];
-}
-
-HOST_VECTOR_CLONES
-void host_col2im(void *ctx, const float *dcols, const struct conv_shape *s, int batch, float *dx)
-{
-	size_t nb = (size_t)batch;
-	for (int ci = 0; ci < s->c; ci++)
-		for (int iy = 0; iy < s->h; iy++)
-			for (int ix = 0; ix < s->w; ix++) {
-				float *out = dx + (((size_t)ci * s->h + iy) * s->w + ix) * nb;
-				int b0 = 0;
-				for (; b0 + HOST_BLOCK <= batch; b0 += HOST_BLOCK)
-					col2im_pixel(dcols + b0, s, nb, ci, iy, ix, HOST_BLOCK, out + b0);
-				if (b0 < batch)
-					col2im_pixel(dcols + b0, s, nb, ci, iy, ix, batch - b0, out + b0);
 			}
 }
 
@@ -279,20 +233,19 @@ void host_pool_backward(void *ctx, const struct conv_stage *st, const float *dy,
 	host_pool_relu_backward(dy, y, arg, st->pool, st->rows, dz);
 }
 
-/* dcols = W^T dz (the GEMM), col2im to dx, then through the stage below's pool. */
+/*
+ * dx = the transposed convolution of dz (cpu/conv_direct.c: a direct kernel,
+ * no dcols = W^T dz matrix and no col2im pass over it), then through the
+ * stage below's pool.
+ */
 void host_conv_backward_data(void *ctx, const struct conv_stage *st, const float *w,
 			     const float *dz, const struct conv_stage *below, const float *below_y,
 			     const int32_t *below_arg, float *dz_below)
 {
 	struct host_ctx *h = ctx;
 	const struct conv_shape *s = st->conv;
-	int fan_in = s->c * s->k * s->k, p = st->rows * s->oh * s->ow;
-	float *dcols = host_scratch(h, HOST_SCRATCH_COLS, (size_t)fan_in * p * sizeof(float));
 	float *dx = host_scratch(h, HOST_SCRATCH_CONV,
 				 (size_t)s->c * s->h * s->w * (size_t)st->rows * sizeof(float));
-	struct gemm_req g = {.trans_a = 1, .m = fan_in, .n = p, .k = st->oc, .alpha = 1.0f, .a = w,
-			     .lda = fan_in, .b = dz, .ldb = p, .c = dcols, .ldc = p};
-	host_gemm(ctx, &g);
-	host_col2im(ctx, dcols, s, st->rows, dx);
+	conv_direct_input_grad(w, dz, s, st->oc, st->rows, dx);
 	host_pool_relu_backward(dx, below_y, below_arg, below->pool, st->rows, dz_below);
 }

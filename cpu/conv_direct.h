@@ -1,0 +1,37 @@
+/*
+ * conv_direct.h - the host backend's direct convolution kernels
+ * (cpu/conv_direct.c), each built for AVX-512, AVX2 and the baseline ISA in
+ * one binary and chosen at run time (host_isa()), as OpenBLAS chooses its
+ * kernels. Layouts are include/conv_shape.h's (batch innermost).
+ */
+#ifndef MNIST_DDP_CONV_DIRECT_H
+#define MNIST_DDP_CONV_DIRECT_H
+
+#include <stddef.h>
+
+#include "conv_shape.h"
+
+enum host_isa {
+	HOST_ISA_GENERIC, /* the baseline x86-64 (SSE2), or any other CPU */
+	HOST_ISA_AVX2,    /* x86-64-v3: AVX2 and FMA */
+	HOST_ISA_AVX512,  /* x86-64-v4: AVX-512 F, BW, DQ, VL */
+};
+
+/*
+ * The ISA the kernels run on: the best the CPU has, or a lower one named by
+ * the environment variable MNIST_DDP_HOST_ISA (generic, avx2, avx512; a
+ * higher one than the CPU has is not taken), read once.
+ */
+enum host_isa host_isa(void);
+const char *host_isa_name(enum host_isa isa);
+
+/*
+ * dx (c, h, w, batch) = the convolution's transpose applied to
+ * dz (oc, oh, ow, batch) with weights w (oc, c*k*k): for each input pixel,
+ * the sum over output channels, then taps ky, kx ascending, of
+ * w * dz at the output pixel that tap reads it from.
+ */
+void conv_direct_input_grad(const float *w, const float *dz, const struct conv_shape *s, int oc,
+			    int batch, float *dx);
+
+#endif /* MNIST_DDP_CONV_DIRECT_H */
