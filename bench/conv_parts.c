@@ -165,12 +165,16 @@ int main(int argc, char **argv)
 		TIME(r, "conv2 dW: gemm_small 16x150x6400 nt", f2, 20, gemm_small(&gw2));
 		TIME(r, "conv2 dW: OpenBLAS 16x150x6400 nt", f2, 20,
 		     sgemm_rm(0, 1, 16, 150, (int)P2, dz2, (int)P2, cols2, (int)P2, dw, 150));
+		TIME(r, "conv2 dW: direct from x", f2, 20,
+		     conv_direct_weight_grad(dz2, y1, &c2, 16, batch, dw));
 		struct gemm_req gw1 = {.trans_b = 1, .m = 6, .n = 25, .k = (int)P1, .alpha = 1.0f,
 				       .a = z1, .lda = (int)P1, .b = cols1, .ldb = (int)P1, .c = dw,
 				       .ldc = 25};
 		TIME(r, "conv1 dW: gemm_small 6x25x50176 nt", f1, 20, gemm_small(&gw1));
 		TIME(r, "conv1 dW: OpenBLAS 6x25x50176 nt", f1, 20,
 		     sgemm_rm(0, 1, 6, 25, (int)P1, z1, (int)P1, cols1, (int)P1, dw, 25));
+		TIME(r, "conv1 dW: direct from x", f1, 20,
+		     conv_direct_weight_grad(z1, x1, &c1, 6, batch, dw));
 	}
 	printf("# batch %d, %d rounds, median per call, kernels for %s\n", batch, rounds,
 	       host_isa_name(host_isa()));

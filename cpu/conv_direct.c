@@ -69,6 +69,8 @@ static inline int imin(int a, int b) { return a < b ? a : b; }
 
 #define DG_CB 6 /* input gradient: channels of a block, at most */
 #define DG_NV 4 /* input gradient: runs of DV images of a block, at most */
+#define WG_OB 4 /* weight gradient: output channels of a block, at most */
+#define WG_TB 6 /* weight gradient: taps of a block, at most */
 
 #define CD_CAT2(a, b) a##_##b
 #define CD_CAT(a, b) CD_CAT2(a, b)
@@ -126,5 +128,34 @@ void conv_direct_input_grad(INPUT_GRAD_ARGS)
 	case HOST_ISA_AVX2: input_grad_avx2(w, dz, s, oc, batch, dx); return;
 #endif
 	default: input_grad_generic(w, dz, s, oc, batch, dx); return;
+	}
+}
+
+#define WEIGHT_GRAD_ARGS                                                                   \
+	const float *dz, const float *x, const struct conv_shape *s, int oc, int batch, float *dw
+
+#if CONV_DIRECT_X86
+__attribute__((target("arch=x86-64-v4"))) static void weight_grad_avx512(WEIGHT_GRAD_ARGS)
+{
+	wgrad_all_avx512(dz, x, s, oc, batch, dw, 4, 5); /* 20 of 32 zmm accumulate */
+}
+__attribute__((target("arch=x86-64-v3"))) static void weight_grad_avx2(WEIGHT_GRAD_ARGS)
+{
+	wgrad_all_avx2(dz, x, s, oc, batch, dw, 2, 5); /* 10 of 16 ymm */
+}
+#endif
+static void weight_grad_generic(WEIGHT_GRAD_ARGS)
+{
+	wgrad_all_generic(dz, x, s, oc, batch, dw, 2, 5); /* 10 of 16 xmm */
+}
+
+void conv_direct_weight_grad(WEIGHT_GRAD_ARGS)
+{
+	switch (host_isa()) {
+#if CONV_DIRECT_X86
+	case HOST_ISA_AVX512: weight_grad_avx512(dz, x, s, oc, batch, dw); return;
+	case HOST_ISA_AVX2: weight_grad_avx2(dz, x, s, oc, batch, dw); return;
+#endif
+	default: weight_grad_generic(dz, x, s, oc, batch, dw); return;
 	}
 }

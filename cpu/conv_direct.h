@@ -34,4 +34,13 @@ const char *host_isa_name(enum host_isa isa);
 void conv_direct_input_grad(const float *w, const float *dz, const struct conv_shape *s, int oc,
 			    int batch, float *dx);
 
+/*
+ * dw (oc, c*k*k) = dz (oc, oh*ow*batch) times the im2col matrix of
+ * x (c, h, w, batch) transposed, without the matrix: for each weight, the sum
+ * over output pixels and images of dz * x at the pixel its tap reads (0 in
+ * the padding).
+ */
+void conv_direct_weight_grad(const float *dz, const float *x, const struct conv_shape *s, int oc,
+			     int batch, float *dw);
+
 #endif /* MNIST_DDP_CONV_DIRECT_H */

@@ -14,6 +14,8 @@
 #define dv_store CD_NAME(dv_store)
 #define dgrad_block CD_NAME(dgrad_block)
 #define dgrad_all CD_NAME(dgrad_all)
+#define wgrad_block CD_NAME(wgrad_block)
+#define wgrad_all CD_NAME(wgrad_all)
 
 typedef float dvec __attribute__((vector_size(DV * sizeof(float))));
 
@@ -115,9 +117,96 @@ INLINE void dgrad_all(const float *w, const float *dz, const struct conv_shape *
 	}
 }
 
+/* ---- weight gradient: dz against the taps of x ---------------------------------------- */
+
+/*
+ * dW for output channels co0 .. co0+ob-1 (ob <= OB) and taps kx0 ..
+ * kx0+TB-1 of row (ci, ky): each a sum over output pixels (oy, ox), then
+ * runs of DV images, of dz * x at the tap, in DV lanes summed in order at
+ * the end (as cpu/gemm_small.c's dot form sums a row of dz against a row of
+ * the im2col matrix). A tap past the row's end, or reading the padding, reads
+ * zeros; a block past the last channel reads the last channel's dz and
+ * stores nothing. OB and TB are constants where inlined.
+ */
+INLINE void wgrad_block(const float *dz, const float *x, const struct conv_shape *s, int oc,
+			size_t nb, int co0, int ci, int ky, int kx0, float *dw, const int OB,
+			const int TB)
+{
+	static const float zeros[DV];
+	const int k = s->k;
+	const size_t plane = (size_t)s->oh * s->ow * nb, fan = (size_t)s->c * k * k;
+	const size_t full = nb - nb % DV;
+	dvec acc[WG_OB][WG_TB];
+#pragma GCC unroll 8
+	for (int o = 0; o < OB; o++)
+#pragma GCC unroll 8
+		for (int t = 0; t < TB; t++)
+			acc[o][t] = (dvec){0};
+	for (int oy = 0; oy < s->oh; oy++) {
+		int iy = oy + ky - s->pad;
+		if (iy < 0 || iy >= s->h)
+			continue;
+		const float *xrow = x + ((size_t)ci * s->h + iy) * s->w * nb;
+		for (int ox = 0; ox < s->ow; ox++) {
+			const float *dzp[WG_OB], *xp[WG_TB];
+			size_t xstep[WG_TB];
+#pragma GCC unroll 8
+			for (int o = 0; o < OB; o++)
+				dzp[o] = dz + (size_t)imin(co0 + o, oc - 1) * plane +
+					 ((size_t)oy * s->ow + ox) * nb;
+#pragma GCC unroll 8
+			for (int t = 0; t < TB; t++) {
+				int ix = ox + kx0 + t - s->pad;
+				int in = kx0 + t < k && ix >= 0 && ix < s->w;
+				xp[t] = in ? xrow + (size_t)ix * nb : zeros;
+				xstep[t] = in ? DV : 0;
+			}
+			for (size_t b0 = 0; b0 < nb; b0 += DV) {
+				int n = b0 < full ? DV : (int)(nb - b0);
+				dvec d[WG_OB];
+#pragma GCC unroll 8
+				for (int o = 0; o < OB; o++)
+					d[o] = n == DV ? dv_load(dzp[o] + b0, DV) : dv_load(dzp[o] + b0, n);
+#pragma GCC unroll 8
+				for (int t = 0; t < TB; t++) {
+					dvec v = n == DV ? dv_load(xp[t], DV) : dv_load(xp[t], n);
+					xp[t] += xstep[t];
+#pragma GCC unroll 8
+					for (int o = 0; o < OB; o++)
+						acc[o][t] += d[o] * v;
+				}
+			}
+		}
+	}
+#pragma GCC unroll 8
+	for (int o = 0; o < OB; o++)
+#pragma GCC unroll 8
+		for (int t = 0; t < TB; t++) {
+			if (co0 + o >= oc || kx0 + t >= k)
+				continue;
+			float sum = 0.0f;
+			for (int l = 0; l < DV; l++)
+				sum += acc[o][t][l];
+			dw[(size_t)(co0 + o) * fan + ((size_t)ci * k + ky) * k + kx0 + t] = sum;
+		}
+}
+
+INLINE void wgrad_all(const float *dz, const float *x, const struct conv_shape *s, int oc,
+		      int batch, float *dw, const int OB, const int TB)
+{
+	for (int co0 = 0; co0 < oc; co0 += OB)
+		for (int ci = 0; ci < s->c; ci++)
+			for (int ky = 0; ky < s->k; ky++)
+				for (int kx0 = 0; kx0 < s->k; kx0 += TB)
+					wgrad_block(dz, x, s, oc, (size_t)batch, co0, ci, ky, kx0, dw, OB,
+						    TB);
+}
+
 #undef DV
 #undef dvec
 #undef dv_load
 #undef dv_store
 #undef dgrad_block
 #undef dgrad_all
+#undef wgrad_block
+#undef wgrad_all
