@@ -126,25 +126,29 @@ int main(int argc, char **argv)
 		/* conv1 forward */
 		TIME(r, "conv1 fwd: whole op", f1, 20,
 		     host_conv_forward(ctx, &s1, x1, w1, b1, y1, arg1, cols1));
+		TIME(r, "conv1 fwd: whole op, no cols", f1, 20,
+		     host_conv_forward(ctx, &s1, x1, w1, b1, y1, arg1, NULL));
+		TIME(r, "conv1 fwd: direct, fused", f1, 20,
+		     conv_direct_forward(x1, w1, b1, &c1, &p1, 6, batch, y1, arg1));
 		TIME(r, "conv1 fwd: im2col", 0, 20, host_im2col(ctx, x1, &c1, batch, cols1));
 		struct gemm_req g1 = {.m = 6, .n = (int)P1, .k = 25, .alpha = 1.0f, .a = w1, .lda = 25,
 				      .b = cols1, .ldb = (int)P1, .c = z1, .ldc = (int)P1};
 		TIME(r, "conv1 fwd: gemm_small 6x25x50176", f1, 20, gemm_small(&g1));
 		TIME(r, "conv1 fwd: OpenBLAS 6x25x50176", f1, 20,
 		     sgemm_rm(0, 0, 6, (int)P1, 25, w1, 25, cols1, (int)P1, z1, (int)P1));
-		TIME(r, "conv1 fwd: bias+relu", 0, 20, host_channel_bias_act(ctx, z1, b1, 6, P1, 1));
-		TIME(r, "conv1 fwd: maxpool", 0, 20, host_maxpool(ctx, z1, &p1, batch, y1, arg1));
 		/* conv2 forward */
 		TIME(r, "conv2 fwd: whole op", f2, 20,
 		     host_conv_forward(ctx, &s2, y1, w2, b2, y2, arg2, cols2));
+		TIME(r, "conv2 fwd: whole op, no cols", f2, 20,
+		     host_conv_forward(ctx, &s2, y1, w2, b2, y2, arg2, NULL));
+		TIME(r, "conv2 fwd: direct, fused (batch-inner y)", f2, 20,
+		     conv_direct_forward(y1, w2, b2, &c2, &p2, 16, batch, y2, arg2));
 		TIME(r, "conv2 fwd: im2col", 0, 20, host_im2col(ctx, y1, &c2, batch, cols2));
 		struct gemm_req g2 = {.m = 16, .n = (int)P2, .k = 150, .alpha = 1.0f, .a = w2, .lda = 150,
 				      .b = cols2, .ldb = (int)P2, .c = z2, .ldc = (int)P2};
 		TIME(r, "conv2 fwd: gemm_small 16x150x6400", f2, 20, gemm_small(&g2));
 		TIME(r, "conv2 fwd: OpenBLAS 16x150x6400", f2, 20,
 		     sgemm_rm(0, 0, 16, (int)P2, 150, w2, 150, cols2, (int)P2, z2, (int)P2));
-		TIME(r, "conv2 fwd: bias+relu", 0, 20, host_channel_bias_act(ctx, z2, b2, 16, P2, 1));
-		TIME(r, "conv2 fwd: maxpool", 0, 20, host_maxpool(ctx, z2, &p2, batch, y2, arg2));
 		/* conv2 input gradient */
 		TIME(r, "conv2 dx: whole op", f2, 20,
 		     host_conv_backward_data(ctx, &s2, w2, dz2, &s1, y1, arg1, dz1));

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "elem.h"
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
 #define CONV_DIRECT_X86 1
 #else
@@ -71,6 +73,8 @@ static inline int imin(int a, int b) { return a < b ? a : b; }
 #define DG_NV 4 /* input gradient: runs of DV images of a block, at most */
 #define WG_OB 4 /* weight gradient: output channels of a block, at most */
 #define WG_TB 6 /* weight gradient: taps of a block, at most */
+#define FW_OB 6 /* forward: output channels of a block, at most */
+#define FW_FP 4 /* forward: pixels of a pool window summed at once, at most */
 
 #define CD_CAT2(a, b) a##_##b
 #define CD_CAT(a, b) CD_CAT2(a, b)
@@ -157,5 +161,35 @@ void conv_direct_weight_grad(WEIGHT_GRAD_ARGS)
 	case HOST_ISA_AVX2: weight_grad_avx2(dz, x, s, oc, batch, dw); return;
 #endif
 	default: weight_grad_generic(dz, x, s, oc, batch, dw); return;
+	}
+}
+
+#define FORWARD_ARGS                                                                       \
+	const float *x, const float *w, const float *b, const struct conv_shape *s,         \
+		const struct pool_shape *ps, int oc, int batch, float *y, int32_t *arg
+
+#if CONV_DIRECT_X86
+__attribute__((target("arch=x86-64-v4"))) static void forward_avx512(FORWARD_ARGS)
+{
+	fwd_all_avx512(x, w, b, s, ps, oc, batch, y, arg, 6, 4); /* 24 of 32 zmm accumulate */
+}
+__attribute__((target("arch=x86-64-v3"))) static void forward_avx2(FORWARD_ARGS)
+{
+	fwd_all_avx2(x, w, b, s, ps, oc, batch, y, arg, 3, 4); /* 12 of 16 ymm */
+}
+#endif
+static void forward_generic(FORWARD_ARGS)
+{
+	fwd_all_generic(x, w, b, s, ps, oc, batch, y, arg, 3, 4); /* 12 of 16 xmm */
+}
+
+void conv_direct_forward(FORWARD_ARGS)
+{
+	switch (host_isa()) {
+#if CONV_DIRECT_X86
+	case HOST_ISA_AVX512: forward_avx512(x, w, b, s, ps, oc, batch, y, arg); return;
+	case HOST_ISA_AVX2: forward_avx2(x, w, b, s, ps, oc, batch, y, arg); return;
+#endif
+	default: forward_generic(x, w, b, s, ps, oc, batch, y, arg); return;
 	}
 }

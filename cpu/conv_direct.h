@@ -8,6 +8,7 @@
 #define MNIST_DDP_CONV_DIRECT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "conv_shape.h"
 
@@ -42,5 +43,14 @@ void conv_direct_input_grad(const float *w, const float *dz, const struct conv_s
  */
 void conv_direct_weight_grad(const float *dz, const float *x, const struct conv_shape *s, int oc,
 			     int batch, float *dw);
+
+/*
+ * y (oc, ph, pw, batch) and arg = the max-pool ps of relu(conv(x, w) + b):
+ * include/backend.h's conv_forward without the im2col matrix, for
+ * batch-innermost y. Each output pixel the sum over taps (ci, ky, kx)
+ * ascending, a tap in the padding adding w * 0.
+ */
+void conv_direct_forward(const float *x, const float *w, const float *b, const struct conv_shape *s,
+			 const struct pool_shape *ps, int oc, int batch, float *y, int32_t *arg);
 
 #endif /* MNIST_DDP_CONV_DIRECT_H */

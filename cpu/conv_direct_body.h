@@ -10,14 +10,20 @@
  */
 #define DV CD_DV
 #define dvec CD_NAME(dvec)
+#define dimask CD_NAME(dimask)
+#define dv_bias_relu CD_NAME(dv_bias_relu)
+#define dv_takes CD_NAME(dv_takes)
 #define dv_load CD_NAME(dv_load)
 #define dv_store CD_NAME(dv_store)
 #define dgrad_block CD_NAME(dgrad_block)
 #define dgrad_all CD_NAME(dgrad_all)
 #define wgrad_block CD_NAME(wgrad_block)
 #define wgrad_all CD_NAME(wgrad_all)
+#define fwd_window CD_NAME(fwd_window)
+#define fwd_all CD_NAME(fwd_all)
 
 typedef float dvec __attribute__((vector_size(DV * sizeof(float))));
+typedef int32_t dimask __attribute__((vector_size(DV * sizeof(int32_t)))); /* lanes 0 or -1 */
 
 /* n <= DV floats from p; n is DV (a constant) on every path but a ragged batch's last run. */
 INLINE dvec dv_load(const float *p, int n)
@@ -202,11 +208,162 @@ INLINE void wgrad_all(const float *dz, const float *x, const struct conv_shape *
 						    TB);
 }
 
+/* ---- forward: convolution, bias, ReLU and max-pool in one pass ---------------------------- */
+
+/*
+ * Pool window (py, px) of output channels co0 .. co0+ob-1 (ob <= OB) for n
+ * images from b0: the window's pixels in scan order, FP at a time, each the
+ * sum over taps (ci, ky, kx) ascending of w * x (a tap in the padding reads
+ * zeros: the im2col matrix's column, summed as cpu/gemm_small.c sums it),
+ * then bias_act_elem and maxpool_takes_elem / select_elem as
+ * maxpool_window_elem runs them, in vectors: the element bodies' operations
+ * lane by lane (dv_bias_relu, dv_takes; tests/test_kernels_conv.c holds
+ * them bitwise against the CUDA kernels, NaN and infinities included).
+ * OB, FP and EDGE (0: every tap of the window inside the image, no test)
+ * are constants where inlined.
+ */
+INLINE dvec dv_bias_relu(dvec z, float b) /* bias_act_elem(z, b, 1) */
+{
+	dvec y = z + b;
+	return (dvec)((dimask)y & (y > 0.0f)); /* !(y > 0) (NaN included): 0 */
+}
+
+INLINE dimask dv_takes(dvec v, dvec best) /* maxpool_takes_elem */
+{
+	return (v > best) | ((v != v) & (best == best));
+}
+
+INLINE void fwd_window(const float *x, const float *w, const float *bias,
+		       const struct conv_shape *s, const struct pool_shape *ps, int oc, size_t nb,
+		       int co0, int py, int px, size_t b0, int n, float *y, int32_t *arg,
+		       const int OB, const int FP, const int EDGE)
+{
+	static const float zeros[DV];
+	const int k = s->k, pk = ps->k, npix = pk * pk;
+	const size_t fan = (size_t)s->c * k * k, chan = (size_t)s->h * s->w * nb;
+	dvec best[FW_OB] = {{0}};
+	dimask at[FW_OB] = {{0}};
+	for (int j0 = 0; j0 < npix; j0 += FP) {
+		dvec acc[FW_OB][FW_FP];
+		int oy[FW_FP], ox[FW_FP];
+#pragma GCC unroll 8
+		for (int j = 0; j < FP; j++) {
+			int jj = imin(j0 + j, npix - 1); /* past the window: a repeat, not kept */
+			oy[j] = py * pk + jj / pk;
+			ox[j] = px * pk + jj % pk;
+		}
+#pragma GCC unroll 8
+		for (int o = 0; o < OB; o++)
+#pragma GCC unroll 8
+			for (int j = 0; j < FP; j++)
+				acc[o][j] = (dvec){0};
+		for (int ci = 0; ci < s->c; ci++) {
+			const float *xc = x + (size_t)ci * chan + b0;
+			for (int ky = 0; ky < k; ky++) {
+				const float *row[FW_FP];
+				int row_in[FW_FP];
+#pragma GCC unroll 8
+				for (int j = 0; j < FP; j++) {
+					int iy = oy[j] + ky - s->pad;
+					row_in[j] = !EDGE || (iy >= 0 && iy < s->h);
+					row[j] = xc + ((ptrdiff_t)iy * s->w + ox[j] - s->pad) * (ptrdiff_t)nb;
+				}
+				const float *wk = w + ((size_t)ci * k + ky) * k;
+				for (int kx = 0; kx < k; kx++) {
+					dvec v[FW_FP];
+#pragma GCC unroll 8
+					for (int j = 0; j < FP; j++) {
+						const float *p = row[j] + (size_t)kx * nb;
+						if (EDGE) {
+							int ix = ox[j] + kx - s->pad;
+							if (!row_in[j] || ix < 0 || ix >= s->w)
+								p = zeros;
+						}
+						v[j] = dv_load(p, n);
+					}
+#pragma GCC unroll 8
+					for (int o = 0; o < OB; o++) {
+						float a = wk[(size_t)imin(co0 + o, oc - 1) * fan + kx];
+#pragma GCC unroll 8
+						for (int j = 0; j < FP; j++)
+							acc[o][j] += a * v[j];
+					}
+				}
+			}
+		}
+		/* Bias, ReLU and the pool's running maximum, pixel by pixel in scan order. */
+#pragma GCC unroll 8
+		for (int o = 0; o < OB; o++) {
+			const float b = bias[imin(co0 + o, oc - 1)];
+#pragma GCC unroll 8
+			for (int j = 0; j < FP; j++) {
+				int jj = j0 + j;
+				if (jj >= npix)
+					break;
+				dvec u = dv_bias_relu(acc[o][j], b);
+				if (jj == 0) {
+					best[o] = u;
+					at[o] = (dimask){0};
+					continue;
+				}
+				dimask take = dv_takes(u, best[o]);
+				best[o] = (dvec)(((dimask)u & take) | ((dimask)best[o] & ~take));
+				at[o] = (jj & take) | (at[o] & ~take);
+			}
+		}
+	}
+	const size_t out_ch = (size_t)ps->oh * ps->ow * nb, o0 = ((size_t)py * ps->ow + px) * nb + b0;
+#pragma GCC unroll 8
+	for (int o = 0; o < OB; o++) {
+		if (co0 + o >= oc)
+			break;
+		dv_store(y + (size_t)(co0 + o) * out_ch + o0, best[o], n);
+		int32_t *ao = arg + (size_t)(co0 + o) * out_ch + o0;
+		if (n == DV)
+			memcpy(ao, &at[o], sizeof(at[o]));
+		else
+			for (int l = 0; l < n; l++)
+				ao[l] = at[o][l];
+	}
+}
+
+INLINE void fwd_all(const float *x, const float *w, const float *bias, const struct conv_shape *s,
+		    const struct pool_shape *ps, int oc, int batch, float *y, int32_t *arg,
+		    const int OB, const int FP)
+{
+	size_t nb = (size_t)batch, full = nb - nb % DV;
+	for (int co0 = 0; co0 < oc; co0 += OB)
+		for (int py = 0; py < ps->oh; py++)
+			for (int px = 0; px < ps->ow; px++) {
+				size_t b0 = 0;
+				/* Every tap of the window inside the image: no tests in its loops. */
+				int inside = py * ps->k - s->pad >= 0 && px * ps->k - s->pad >= 0 &&
+					     (py + 1) * ps->k - 1 + s->k - 1 - s->pad < s->h &&
+					     (px + 1) * ps->k - 1 + s->k - 1 - s->pad < s->w;
+				for (; b0 < full; b0 += DV) {
+					if (inside)
+						fwd_window(x, w, bias, s, ps, oc, nb, co0, py, px, b0, DV,
+							   y, arg, OB, FP, 0);
+					else
+						fwd_window(x, w, bias, s, ps, oc, nb, co0, py, px, b0, DV,
+							   y, arg, OB, FP, 1);
+				}
+				if (b0 < nb)
+					fwd_window(x, w, bias, s, ps, oc, nb, co0, py, px, b0,
+						   (int)(nb - b0), y, arg, OB, FP, 1);
+			}
+}
+
 #undef DV
 #undef dvec
+#undef dimask
+#undef dv_bias_relu
+#undef dv_takes
 #undef dv_load
 #undef dv_store
 #undef dgrad_block
 #undef dgrad_all
 #undef wgrad_block
 #undef wgrad_all
+#undef fwd_window
+#undef fwd_all
