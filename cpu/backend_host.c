@@ -344,6 +344,13 @@ static void host_event_destroy(void *ctx, void *ev)
 	free(ev);
 }
 
+/* Its weight gradients read x (cpu/gemm_host.c, cpu/conv_direct.c): no im2col matrix kept. */
+static int host_conv_wgrad_reads_x(void *ctx)
+{
+	(void)ctx;
+	return 1;
+}
+
 static const struct backend_ops host_ops = {
 	.name = "host",
 	.alloc = host_alloc,
@@ -361,6 +368,7 @@ static const struct backend_ops host_ops = {
 	.conv_forward = host_conv_forward,
 	.pool_backward = host_pool_backward,
 	.conv_backward_data = host_conv_backward_data,
+	.conv_wgrad_reads_x = host_conv_wgrad_reads_x,
 	.allreduce = host_allreduce,
 	.broadcast = host_broadcast,
 	.set_timeout = host_set_timeout,

@@ -11,6 +11,7 @@
 #include <cblas.h>
 #include <stddef.h>
 
+#include "check.h"
 #include "conv_direct.h"
 #include "elem.h"
 #include "gemm_small.h"
@@ -84,6 +85,9 @@ static void gemm_core(const struct gemm_req *r)
 {
 	if (conv_weight_grad_direct(r))
 		return;
+	if (!r->b) /* B NULL is allowed only where the direct kernel reads x (host_conv_wgrad_reads_x) */
+		die(1, "host gemm: a %dx%dx%d product without B that the direct weight gradient "
+		       "does not take", r->m, r->n, r->k);
 	if (gemm_small_wanted(r)) {
 		gemm_small(r);
 		return;
