@@ -8,10 +8,12 @@
  * kernel is one always_inline body compiled three times, for AVX-512,
  * AVX2 and the baseline, with register blocks that fit each ISA's
  * registers (32 zmm, 16 ymm, 16 xmm), and host_isa() picks one at run time.
- * The block shape never changes what is summed in which order, only how
- * many outputs are summed at once; this file is built with
- * -ffp-contract=fast (multiply-adds become FMAs where the ISA has them),
- * so the ISAs agree to rounding, not bit for bit, as a GEMM's results do.
+ * A block's shape never changes what is summed in which order, only how
+ * many outputs are summed at once; but the weight gradient sums in DV lanes,
+ * and this file is built with -ffp-contract=fast (multiply-adds become FMAs
+ * where the ISA has them), so the ISAs agree to rounding, not bit for bit,
+ * as a GEMM's results do. The element bodies (bias, ReLU, the pool's
+ * choice) are bitwise elem.h's on every path.
  */
 #include "conv_direct.h"
 
@@ -60,10 +62,13 @@ static enum host_isa host_isa_detect(void)
 
 enum host_isa host_isa(void)
 {
-	static int isa = -1; /* written once; every thread computes the same value */
-	if (isa < 0)
-		isa = (int)host_isa_detect();
-	return (enum host_isa)isa;
+	static int isa = -1; /* every thread that finds it unset computes the same value */
+	int v = __atomic_load_n(&isa, __ATOMIC_RELAXED);
+	if (v < 0) {
+		v = (int)host_isa_detect();
+		__atomic_store_n(&isa, v, __ATOMIC_RELAXED);
+	}
+	return (enum host_isa)v;
 }
 
 static inline int imax(int a, int b) { return a > b ? a : b; }
@@ -175,12 +180,12 @@ __attribute__((target("arch=x86-64-v4"))) static void forward_avx512(FORWARD_ARG
 }
 __attribute__((target("arch=x86-64-v3"))) static void forward_avx2(FORWARD_ARGS)
 {
-	fwd_all_avx2(x, w, b, s, ps, oc, batch, y, arg, 3, 4); /* 12 of 16 ymm */
+	fwd_all_avx2(x, w, b, s, ps, oc, batch, y, arg, 6, 2); /* 12 of 16 ymm */
 }
 #endif
 static void forward_generic(FORWARD_ARGS)
 {
-	fwd_all_generic(x, w, b, s, ps, oc, batch, y, arg, 3, 4); /* 12 of 16 xmm */
+	fwd_all_generic(x, w, b, s, ps, oc, batch, y, arg, 6, 2); /* 12 of 16 xmm */
 }
 
 void conv_direct_forward(FORWARD_ARGS)
