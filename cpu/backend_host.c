@@ -389,6 +389,13 @@ static void host_event_destroy(void *ctx, void *ev)
 	free(ev);
 }
 
+/* Its weight gradients read x (cpu/gemm_host.c, cpu/conv_direct.c): no im2col matrix kept. */
+static int host_conv_wgrad_reads_x(void *ctx)
+{
+	(void)ctx;
+	return 1;
+}
+
 static const struct backend_ops host_ops = {
 	.name = "host",
 	.alloc = host_alloc,
@@ -410,6 +417,7 @@ static const struct backend_ops host_ops = {
 	.fixed_accumulate = host_fixed_accumulate,
 	.fixed_decode = host_fixed_decode,
 	.allreduce_i64 = host_allreduce_i64,
+	.conv_wgrad_reads_x = host_conv_wgrad_reads_x,
 	.allreduce = host_allreduce,
 	.broadcast = host_broadcast,
 	.set_timeout = host_set_timeout,

@@ -1,22 +1,25 @@
 /*
  * conv_host.c - the host backend's convolution, pooling and transpose ops:
- * loops over the element bodies of include/elem.h (im2col_elem, col2im_elem,
- * bias_act_elem, maxpool_window_elem, maxpool_backward_elem), arranged for
+ * loops over the element bodies of include/elem.h (im2col_elem,
+ * maxpool_backward_elem, pool_relu_backward_elem), arranged for
  * the batch-innermost layouts of include/conv_shape.h: the innermost loop
  * runs along the batch, a contiguous run, in blocks of HOST_BLOCK floats
  * that the compiler turns into vector instructions (host_vector.h).
  *
  * im2col only copies and zero-fills whole runs (oh pixels' batches at a
- * time), so it is im2col_elem's result exactly. col2im and max-pool compute
+ * time), so it is im2col_elem's result exactly. The pools' gradients compute
  * each element as their element bodies do, the same operations in the same
  * order, for HOST_BLOCK images side by side: results are bitwise those of the
  * CUDA kernels, which call the bodies per element (tests/test_kernels_conv.c
- * holds the two against each other).
+ * holds the two against each other). The convolutions themselves (the
+ * forward with its bias, ReLU and pool, the input gradient's transposed
+ * convolution, the weight gradient) are direct kernels of cpu/conv_direct.c.
  */
 #include "conv_host.h"
 
 #include <string.h>
 
+#include "conv_direct.h"
 #include "elem.h"
 #include "host_internal.h"
 #include "host_vector.h"
@@ -47,137 +50,6 @@ void host_im2col(void *ctx, const float *x, const struct conv_shape *s, int batc
 					memset(d + (size_t)hi * nb, 0, (size_t)(s->ow - hi) * nb * sizeof(float));
 				}
 			}
-}
-
-/*
- * Pixel (ci, iy, ix) for n <= HOST_BLOCK images from b0: col2im_elem's sum,
- * taps ky, then kx, ascending. n is a constant where this is inlined for a
- * whole block, so the sums live in one vector register across the taps.
- */
-static inline __attribute__((always_inline)) void col2im_pixel(const float *dcols,
-							      const struct conv_shape *s,
-							      size_t nb, int ci, int iy, int ix,
-							      int n, float *restrict out)
-{
-	size_t ld = (size_t)s->oh * s->ow * nb;
-	float acc[HOST_BLOCK];
-	for (int j = 0; j < n; j++)
-		acc[j] = 0.0f;
-	for (int ky = 0; ky < s->k; ky++) {
-		int oy = iy + s->pad - ky;
-		if (oy < 0 || oy >= s->oh)
-			continue;
-		for (int kx = 0; kx < s->k; kx++) {
-			int ox = ix + s->pad - kx;
-			if (ox < 0 || ox >= s->ow)
-				continue;
-			const float *restrict src = dcols + ((size_t)(ci * s->k + ky) * s->k + kx) * ld +
-						    ((size_t)oy * s->ow + ox) * nb;
-			for (int j = 0; j < n; j++)
-				acc[j] += src[j];
-		}
-	}
-	for (int j = 0; j < n; j++)
-		out[j] = acc[j];
-}
-
-HOST_VECTOR_CLONES
-void host_col2im(void *ctx, const float *dcols, const struct conv_shape *s, int batch, float *dx)
-{
-	size_t nb = (size_t)batch;
-	for (int ci = 0; ci < s->c; ci++)
-		for (int iy = 0; iy < s->h; iy++)
-			for (int ix = 0; ix < s->w; ix++) {
-				float *out = dx + (((size_t)ci * s->h + iy) * s->w + ix) * nb;
-				int b0 = 0;
-				for (; b0 + HOST_BLOCK <= batch; b0 += HOST_BLOCK)
-					col2im_pixel(dcols + b0, s, nb, ci, iy, ix, HOST_BLOCK, out + b0);
-				if (b0 < batch)
-					col2im_pixel(dcols + b0, s, nb, ci, iy, ix, batch - b0, out + b0);
-			}
-}
-
-HOST_VECTOR_CLONES
-void host_channel_bias_act(void *ctx, float *y, const float *bias, int channels, size_t n,
-			   int relu)
-{
-	for (int c = 0; c < channels; c++) {
-		float *restrict row = y + (size_t)c * n;
-		const float b = bias[c];
-		if (relu)
-			for (size_t i = 0; i < n; i++)
-				row[i] = bias_act_elem(row[i], b, 1);
-		else
-			for (size_t i = 0; i < n; i++)
-				row[i] = bias_act_elem(row[i], b, 0);
-	}
-}
-
-/*
- * Window (py, px) for n <= HOST_BLOCK images from b0: maxpool_window_elem's
- * steps, image by image side by side. k is a constant where this is inlined.
- */
-static inline __attribute__((always_inline)) void pool_window(const float *xc, int w, int k,
-							     size_t nb, int py, int px, int n,
-							     float *restrict y, int32_t *restrict arg)
-{
-	const float *p = xc + ((size_t)py * k * w + (size_t)px * k) * nb;
-	float best[HOST_BLOCK];
-	int32_t at[HOST_BLOCK];
-	for (int j = 0; j < HOST_BLOCK; j++) {
-		best[j] = j < n ? p[j] : 0.0f;
-		at[j] = 0;
-	}
-	for (int ky = 0; ky < k; ky++)
-		for (int kx = 0; kx < k; kx++) {
-			if (ky == 0 && kx == 0)
-				continue;
-			const float *q = p + ((size_t)ky * w + kx) * nb;
-			for (int j = 0; j < HOST_BLOCK; j++) {
-				float v = j < n ? q[j] : 0.0f;
-				int take = maxpool_takes_elem(v, best[j]);
-				best[j] = select_elem(take, v, best[j]);
-				at[j] = take ? ky * k + kx : at[j];
-			}
-		}
-	for (int j = 0; j < n; j++) {
-		y[j] = best[j];
-		arg[j] = at[j];
-	}
-}
-
-static inline __attribute__((always_inline)) void pool_channel(const float *xc, int w, int k,
-							      int oh, int ow, int batch, float *y,
-							      int32_t *arg)
-{
-	size_t nb = (size_t)batch;
-	for (int py = 0; py < oh; py++)
-		for (int px = 0; px < ow; px++) {
-			size_t o = ((size_t)py * ow + px) * nb;
-			for (int b0 = 0; b0 < batch; b0 += HOST_BLOCK) {
-				int n = batch - b0 < HOST_BLOCK ? batch - b0 : HOST_BLOCK;
-				if (n == HOST_BLOCK) /* a constant: the loops over the block vectorize */
-					pool_window(xc + b0, w, k, nb, py, px, HOST_BLOCK, y + o + b0,
-						    arg + o + b0);
-				else
-					pool_window(xc + b0, w, k, nb, py, px, n, y + o + b0, arg + o + b0);
-			}
-		}
-}
-
-HOST_VECTOR_CLONES
-void host_maxpool(void *ctx, const float *x, const struct pool_shape *s, int batch, float *y,
-		  int32_t *arg)
-{
-	size_t in_ch = (size_t)s->h * s->w * batch, out_ch = (size_t)s->oh * s->ow * batch;
-	for (int c = 0; c < s->c; c++) {
-		const float *xc = x + (size_t)c * in_ch;
-		if (s->k == 2)
-			pool_channel(xc, s->w, 2, s->oh, s->ow, batch, y + c * out_ch, arg + c * out_ch);
-		else
-			pool_channel(xc, s->w, s->k, s->oh, s->ow, batch, y + c * out_ch,
-				     arg + c * out_ch);
-	}
 }
 
 HOST_VECTOR_CLONES
@@ -218,26 +90,21 @@ void host_transpose(void *ctx, const float *x, int rows, int cols, float *y)
 /* ---- the convolution stages (include/backend.h), from the ops above ------------------- */
 
 /*
- * x -> cols (or a scratch copy) -> z = W cols (the GEMM) -> bias and ReLU ->
- * max-pool into y, or into scratch and then transposed to (rows, features).
+ * x -> y and arg by the direct kernel (cpu/conv_direct.c: the convolution,
+ * bias, ReLU and max-pool in one pass, no z), into scratch and then
+ * transposed to (rows, features) when batch_first; cols, when asked for,
+ * by im2col beside it.
  */
 void host_conv_forward(void *ctx, const struct conv_stage *st, const float *x, const float *w,
 		       const float *b, float *y, int32_t *arg, float *cols)
 {
 	struct host_ctx *h = ctx;
 	const struct conv_shape *s = st->conv;
-	int fan_in = s->c * s->k * s->k, p = st->rows * s->oh * s->ow;
 	size_t pooled = (size_t)st->oc * st->pool->oh * st->pool->ow * (size_t)st->rows;
-	if (!cols)
-		cols = host_scratch(h, HOST_SCRATCH_COLS, (size_t)fan_in * p * sizeof(float));
-	float *z = host_scratch(h, HOST_SCRATCH_CONV, (size_t)st->oc * p * sizeof(float));
-	host_im2col(ctx, x, s, st->rows, cols);
-	struct gemm_req g = {.m = st->oc, .n = p, .k = fan_in, .alpha = 1.0f, .a = w, .lda = fan_in,
-			     .b = cols, .ldb = p, .c = z, .ldc = p};
-	host_gemm(ctx, &g);
-	host_channel_bias_act(ctx, z, b, st->oc, (size_t)p, 1);
+	if (cols)
+		host_im2col(ctx, x, s, st->rows, cols);
 	float *out = st->batch_first ? host_scratch(h, HOST_SCRATCH_POOLED, pooled * sizeof(float)) : y;
-	host_maxpool(ctx, z, st->pool, st->rows, out, arg);
+	conv_direct_forward(x, w, b, s, st->pool, st->oc, st->rows, out, arg);
 	if (st->batch_first)
 		host_transpose(ctx, out, (int)(pooled / (size_t)st->rows), st->rows, y);
 }
@@ -279,20 +146,19 @@ void host_pool_backward(void *ctx, const struct conv_stage *st, const float *dy,
 	host_pool_relu_backward(dy, y, arg, st->pool, st->rows, dz);
 }
 
-/* dcols = W^T dz (the GEMM), col2im to dx, then through the stage below's pool. */
+/*
+ * dx = the transposed convolution of dz (cpu/conv_direct.c: a direct kernel,
+ * no dcols = W^T dz matrix and no col2im pass over it), then through the
+ * stage below's pool.
+ */
 void host_conv_backward_data(void *ctx, const struct conv_stage *st, const float *w,
 			     const float *dz, const struct conv_stage *below, const float *below_y,
 			     const int32_t *below_arg, float *dz_below)
 {
 	struct host_ctx *h = ctx;
 	const struct conv_shape *s = st->conv;
-	int fan_in = s->c * s->k * s->k, p = st->rows * s->oh * s->ow;
-	float *dcols = host_scratch(h, HOST_SCRATCH_COLS, (size_t)fan_in * p * sizeof(float));
 	float *dx = host_scratch(h, HOST_SCRATCH_CONV,
 				 (size_t)s->c * s->h * s->w * (size_t)st->rows * sizeof(float));
-	struct gemm_req g = {.trans_a = 1, .m = fan_in, .n = p, .k = st->oc, .alpha = 1.0f, .a = w,
-			     .lda = fan_in, .b = dz, .ldb = p, .c = dcols, .ldc = p};
-	host_gemm(ctx, &g);
-	host_col2im(ctx, dcols, s, st->rows, dx);
+	conv_direct_input_grad(w, dz, s, st->oc, st->rows, dx);
 	host_pool_relu_backward(dx, below_y, below_arg, below->pool, st->rows, dz_below);
 }

@@ -14,11 +14,6 @@
 #include "conv_shape.h"
 
 void host_im2col(void *ctx, const float *x, const struct conv_shape *s, int batch, float *cols);
-void host_col2im(void *ctx, const float *dcols, const struct conv_shape *s, int batch, float *dx);
-void host_channel_bias_act(void *ctx, float *y, const float *bias, int channels, size_t n,
-			   int relu);
-void host_maxpool(void *ctx, const float *x, const struct pool_shape *s, int batch, float *y,
-		  int32_t *arg);
 void host_maxpool_backward(void *ctx, const float *dy, const int32_t *arg,
 			   const struct pool_shape *s, int batch, float *dx);
 void host_transpose(void *ctx, const float *x, int rows, int cols, float *y);

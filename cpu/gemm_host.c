@@ -11,6 +11,8 @@
 #include <cblas.h>
 #include <stddef.h>
 
+#include "check.h"
+#include "conv_direct.h"
 #include "elem.h"
 #include "gemm_small.h"
 #include "host_internal.h"
@@ -60,9 +62,32 @@ static void relu_backward_rows(float *dy, const float *y, int ld, int rows, int 
 	for (int i = 0; i < rows; i++)
 		relu_backward_run(dy + (size_t)i * ld, y + (size_t)i * ld, (size_t)cols);
 }
+/*
+ * A convolution's weight gradient, dz (m, P) times its im2col matrix
+ * transposed, C = op(A) op(B) with nothing added: read from x by
+ * cpu/conv_direct.c, without the matrix.
+ */
+static int conv_weight_grad_direct(const struct gemm_req *r)
+{
+	const struct gemm_im2col *ic = r->b_im2col;
+	if (!ic || r->trans_a || !r->trans_b || r->alpha != 1.0f || r->beta != 0.0f)
+		return 0;
+	const struct conv_shape *s = &ic->conv;
+	int fan_in = s->c * s->k * s->k, p = ic->rows * s->oh * s->ow;
+	if (r->n != fan_in || r->k != p || r->lda != p || r->ldc != fan_in)
+		return 0;
+	conv_direct_weight_grad(r->a, ic->x, s, r->m, ic->rows, r->c);
+	return 1;
+}
+
 /* Small and skinny shapes in gemm_small.c, the rest in OpenBLAS through the shared mapping. */
 static void gemm_core(const struct gemm_req *r)
 {
+	if (conv_weight_grad_direct(r))
+		return;
+	if (!r->b) /* B NULL is allowed only where the direct kernel reads x (host_conv_wgrad_reads_x) */
+		die(1, "host gemm: a %dx%dx%d product without B that the direct weight gradient "
+		       "does not take", r->m, r->n, r->k);
 	if (gemm_small_wanted(r)) {
 		gemm_small(r);
 		return;

@@ -217,6 +217,13 @@ struct backend_ops {
 	 * the backend keeps none, and the output itself decides.
 	 */
 	size_t (*relu_mask_bytes)(void *ctx, int rows, int cols);
+	/*
+	 * Optional: 1 when the backend's convolution weight gradients read their
+	 * input x (gemm_req.b_im2col) and never B: a step then keeps no im2col
+	 * matrix (conv_forward gets cols NULL, the weight gradient B NULL).
+	 * NULL or 0: the forward keeps cols for the weight gradient.
+	 */
+	int (*conv_wgrad_reads_x)(void *ctx);
 
 	/* A batch gather (struct gather_req). */
 	void (*gather)(void *ctx, const struct gather_req *g);
@@ -416,6 +423,10 @@ static inline void backend_join(const struct backend *b)
 static inline size_t backend_relu_mask_bytes(const struct backend *b, int rows, int cols)
 {
 	return b->ops->relu_mask_bytes ? b->ops->relu_mask_bytes(b->ctx, rows, cols) : 0;
+}
+static inline int backend_conv_wgrad_reads_x(const struct backend *b)
+{
+	return b->ops->conv_wgrad_reads_x ? b->ops->conv_wgrad_reads_x(b->ctx) : 0;
 }
 static inline void backend_gather(const struct backend *b, const struct gather_req *g)
 {

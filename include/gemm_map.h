@@ -44,7 +44,8 @@ enum gemm_epilogue {
  * What a convolution's weight gradient's B is: the im2col matrix of x, a
  * convolution's input (c, h, w, rows) (include/conv_shape.h), B stored
  * (c*k*k, oh*ow*rows) and read transposed. A backend may read x in its
- * place; B must hold the same matrix either way.
+ * place; B must hold the same matrix either way, unless the backend says
+ * it always reads x (backend_ops.conv_wgrad_reads_x): then B may be NULL.
  */
 struct gemm_im2col {
 	const float *x;

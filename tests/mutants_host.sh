@@ -41,7 +41,8 @@ T=host/train/train.c L=host/train/launch.c ST=host/train/step.c SA=host/train/sa
 SC=host/train/schedule.c R=host/train/resume.c
 CC=host/io/checkpoint_compat.c CR=host/io/checkpoint_read.c CW=host/io/checkpoint_write.c
 I=host/io/idx.c RP=host/io/report.c CF=host/config.c DL=host/dist/deadline.c
-BH=cpu/backend_host.c GH=cpu/gemm_host.c GS=cpu/gemm_small.c CH=cpu/conv_host.c E=include/elem.h
+BH=cpu/backend_host.c GH=cpu/gemm_host.c GS=cpu/gemm_small.c E=include/elem.h
+CD=cpu/conv_direct_body.h
 
 # The gradient's mean over ranks: folded into the loss's scale (step.c) for training, a
 # division after the sum in the host backend's allreduce for callers that ask for the mean.
@@ -110,8 +111,8 @@ mutant relu-gradient-mask-dropped $GH \
 	$'\tcase GEMM_EPILOGUE_DRELU:\n\t\trelu_backward_rows(r->c, r->act, r->ldc, r->m, r->n);' \
 	$'\tcase GEMM_EPILOGUE_DRELU:\n\t\t(void)relu_backward_rows;' \
 	'test_ops|test_gradcheck'
-mutant pool-argmax-row-only $CH \
-	'at[j] = take ? ky * k + kx : at[j];' 'at[j] = take ? ky * k : at[j];' \
+mutant pool-argmax-row-only $CD \
+	'at[o] = (jj & take) | (at[o] & ~take);' 'at[o] = (jj / pk * pk & take) | (at[o] & ~take);' \
 	'test_gradcheck|test_conv'
 # The summary: images counted per rank; images_per_second over the training clock; the
 # replicas' checksum over every parameter.

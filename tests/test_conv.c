@@ -35,6 +35,7 @@
 
 #include "backend.h"
 #include "backend_module.h"
+#include "conv_direct.h"
 #include "ref.h"
 
 static void *dev(const struct backend *be, const void *h, size_t bytes)
@@ -256,6 +257,7 @@ Test(conv, odd_shapes_and_pools)
 	const struct stage_case cases[] = {
 		{1, 28, 28, 6, 5, 2, 2, 16, 5, 0, 2, 1, 1},  /* LeNet-5, one image */
 		{1, 28, 28, 6, 5, 2, 2, 16, 5, 0, 2, 17, 0}, /* batch-innermost out, a block and one */
+		{1, 28, 28, 6, 5, 2, 2, 16, 5, 0, 2, 50, 1}, /* 3 runs of 16 images (AVX-512) and 2 */
 		{2, 6, 9, 3, 3, 1, 3, 4, 2, 1, 1, 3, 0},     /* pool 3 of 6x9; B 3x4 through a 1x1 pool */
 		{2, 6, 9, 3, 3, 1, 3, 4, 2, 1, 1, 3, 1},
 		{3, 8, 8, 2, 3, 1, 2, 5, 4, 0, 1, 17, 1},    /* B's taps cover its whole input */
@@ -265,4 +267,24 @@ Test(conv, odd_shapes_and_pools)
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		stage_case(&cases[i], seed);
+}
+
+/*
+ * MNIST_DDP_HOST_ISA names the path of the direct kernels (cpu/conv_direct.c):
+ * ctest runs this program again with avx2 and generic, and each run must be
+ * on the path it names (generic always can be; avx2 where the CPU has it).
+ */
+Test(conv, the_isa_named_in_the_environment_is_taken)
+{
+	const char *want = getenv("MNIST_DDP_HOST_ISA");
+	const char *got = host_isa_name(host_isa());
+	if (!want) {
+		cr_log_info("MNIST_DDP_HOST_ISA unset: the kernels run on %s", got);
+		return;
+	}
+	if (!strcmp(want, "generic"))
+		cr_assert_str_eq(got, "generic");
+	else if (!strcmp(want, "avx2") && __builtin_cpu_supports("avx2") &&
+		 __builtin_cpu_supports("fma"))
+		cr_assert_str_eq(got, "avx2");
 }

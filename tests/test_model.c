@@ -319,13 +319,53 @@ Test(model, plan_groups_layers_into_stages)
 }
 
 /*
+ * A backend whose weight gradients read x (the host's): the workspace keeps
+ * no im2col matrix, and a training step's gradients are those of a backend
+ * that keeps one (the same host ops without conv_wgrad_reads_x).
+ */
+Test(model, no_cols_where_the_weight_gradient_reads_x)
+{
+	struct model_point p;
+	model_point_make(&p, MODEL_LENET, NULL, 0, 3, ref_seed(211), 5, 1.0f);
+	cr_assert(backend_conv_wgrad_reads_x(&p.be), "the host backend reads x");
+	cr_expect(!p.ws.cols[0] && !p.ws.cols[1], "an im2col matrix was allocated");
+	size_t bytes = p.np * sizeof(float);
+	float *a = malloc(bytes), *b = malloc(bytes);
+	cr_assert(a && b);
+	model_point_run(&p);
+	backend_download(&p.be, a, p.grads_d, bytes);
+
+	struct backend_ops keeps = *p.be.ops;
+	keeps.conv_wgrad_reads_x = NULL;
+	model_ws_destroy(&p.be, &p.ws);
+	p.be.ops = &keeps;
+	cr_assert_eq(model_ws_create(&p.be, &p.m, p.rows, &p.ws), 0);
+	cr_expect(p.ws.cols[0] && p.ws.cols[1], "no im2col matrix for a backend that reads it");
+	model_point_upload_input(&p, p.x);
+	backend_upload(&p.be, p.ws.labels, p.labels, (size_t)p.rows * sizeof(int32_t));
+	model_point_run(&p);
+	backend_download(&p.be, b, p.grads_d, bytes);
+	cr_expect(!memcmp(a, b, bytes), "the gradients differ with the im2col matrix kept");
+	free(a);
+	free(b);
+	model_point_free(&p);
+}
+
+/*
  * keep = 0 (scoring) keeps nothing for a backward pass: the im2col matrices
- * are left alone, and the logits are the same bits as with keep = 1.
+ * are left alone, and the logits are the same bits as with keep = 1. On a
+ * backend that keeps them (the host's ops without conv_wgrad_reads_x).
  */
 Test(model, forward_keeps_cols_only_when_asked)
 {
 	struct model_point p;
 	model_point_make(&p, MODEL_LENET, NULL, 0, 3, ref_seed(209), 5, 1.0f);
+	struct backend_ops keeps = *p.be.ops;
+	keeps.conv_wgrad_reads_x = NULL;
+	model_ws_destroy(&p.be, &p.ws);
+	p.be.ops = &keeps;
+	cr_assert_eq(model_ws_create(&p.be, &p.m, p.rows, &p.ws), 0);
+	model_point_upload_input(&p, p.x);
 	size_t n0 = (size_t)p.rows * 28 * 28 * 25, n1 = (size_t)p.rows * 10 * 10 * 150;
 	size_t n = n0 > n1 ? n0 : n1;
 	float *sentinel = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));

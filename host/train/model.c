@@ -274,10 +274,13 @@ int model_ws_create(const struct backend *be, const struct model *m, int max_row
 			goto out_free;
 		if (st->kind == STAGE_CONV) {
 			size_t pixels = rows * (size_t)l->conv.oh * (size_t)l->conv.ow;
-			ws->cols[s] = backend_alloc(be, pixels * (size_t)l->fan_in * sizeof(float));
+			/* No im2col matrix where the weight gradient reads x itself. */
+			int keep_cols = !backend_conv_wgrad_reads_x(be);
+			if (keep_cols)
+				ws->cols[s] = backend_alloc(be, pixels * (size_t)l->fan_in * sizeof(float));
 			ws->arg[s] = backend_alloc(be, rows * (size_t)st->out * sizeof(int32_t));
 			ws->dy[s] = backend_alloc(be, rows * (size_t)st->out * sizeof(float));
-			if (!ws->cols[s] || !ws->arg[s] || !ws->dy[s])
+			if ((keep_cols && !ws->cols[s]) || !ws->arg[s] || !ws->dy[s])
 				goto out_free;
 		} else if (st->relu && s + 1 < plan->n && plan->stage[s + 1].kind == STAGE_DENSE) {
 			size_t bytes = backend_relu_mask_bytes(be, max_rows, st->out);

@@ -153,7 +153,8 @@ struct model_ws {
 	float *act[MODEL_MAX_LAYERS + 1]; /* act[0] the batch; act[s+1] stage s's output */
 	float *dz[MODEL_MAX_LAYERS];      /* gradient at stage s's pre-activation */
 	float *dy[MODEL_MAX_LAYERS];      /* conv stage under a dense one: gradient at its output */
-	float *cols[MODEL_MAX_LAYERS];    /* conv stage: its input's im2col matrix */
+	float *cols[MODEL_MAX_LAYERS];    /* conv stage: its input's im2col matrix (NULL: the
+					     backend's weight gradient reads the input) */
 	int32_t *arg[MODEL_MAX_LAYERS];   /* conv stage: each pool window's argmax */
 	void *relu_mask[MODEL_MAX_LAYERS]; /* dense stage under a dense one: its ReLU's record, or NULL */
 	int32_t *labels;                  /* (rows) */

@@ -98,6 +98,10 @@ static void w_download(void *ctx, void *dst, const void *src, size_t bytes)
 {
 	backend_download(wrap_of(ctx)->inner, dst, src, bytes);
 }
+static int w_conv_wgrad_reads_x(void *ctx)
+{
+	return backend_conv_wgrad_reads_x(wrap_of(ctx)->inner);
+}
 static size_t w_relu_mask_bytes(void *ctx, int rows, int cols)
 {
 	return backend_relu_mask_bytes(wrap_of(ctx)->inner, rows, cols);
@@ -351,6 +355,7 @@ static const struct backend_ops wrap_ops = {
 	.download = w_download,
 	.gemm = w_gemm,
 	.relu_mask_bytes = w_relu_mask_bytes,
+	.conv_wgrad_reads_x = w_conv_wgrad_reads_x,
 	.gather = w_gather,
 	.advance = w_advance,
 	.softmax_xent = w_softmax_xent,

@@ -11,3 +11,14 @@ add_unit_test(test_sampler ${CMAKE_CURRENT_SOURCE_DIR}/test_sampler.c)
 add_unit_test(test_config ${CMAKE_CURRENT_SOURCE_DIR}/test_config.c)
 add_unit_test(test_schedule ${CMAKE_CURRENT_SOURCE_DIR}/test_schedule.c)
 add_unit_test(test_report ${CMAKE_CURRENT_SOURCE_DIR}/test_report.c ${CMAKE_CURRENT_SOURCE_DIR}/ref.c)
+# The host's direct convolution kernels (cpu/conv_direct.c) are built for AVX-512, AVX2 and
+# the baseline and chosen at run time; these run the convolution tests again on the lower
+# paths, named by MNIST_DDP_HOST_ISA (test_conv checks the name is taken), so that the
+# baseline is tested on a machine that would never choose it.
+foreach(_isa avx2 generic)
+  foreach(_prog test_conv test_gradcheck test_model test_ops)
+    add_test(NAME ${_prog}_isa_${_isa} COMMAND ${_prog} --jobs 1)
+    set_tests_properties(${_prog}_isa_${_isa} PROPERTIES LABELS unit
+                         ENVIRONMENT "MNIST_DATA_DIR=${MNIST_DATA_DIR};MNIST_DDP_HOST_ISA=${_isa}")
+  endforeach()
+endforeach()

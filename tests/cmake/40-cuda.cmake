@@ -17,6 +17,13 @@ if(MNIST_TESTS_CRITERION)
   # The stand-in <cuda_runtime.h> comes before any other on the path.
   target_include_directories(test_kernels_host BEFORE PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/cuda_host
                              ${CMAKE_SOURCE_DIR}/cuda)
+  # The convolution kernels against the host's lower ISA paths too (tests/cmake/20-core.cmake).
+  foreach(_isa avx2 generic)
+    add_test(NAME test_kernels_host_conv_isa_${_isa}
+             COMMAND test_kernels_host --jobs 1 --filter "kernels_conv/*")
+    set_tests_properties(test_kernels_host_conv_isa_${_isa} PROPERTIES LABELS unit
+                         ENVIRONMENT "MNIST_DATA_DIR=${MNIST_DATA_DIR};MNIST_DDP_HOST_ISA=${_isa}")
+  endforeach()
   # test_plan_json (label unit): the CUDA backend's plan as text (cuda/plan_json.c, plain C).
   add_unit_test(test_plan_json ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_json.c
                 ${CMAKE_SOURCE_DIR}/cuda/plan_json.c)
