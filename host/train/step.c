@@ -36,6 +36,23 @@ struct gather_req step_gather(const struct step_state *s)
 }
 
 /*
+ * After the allreduce, on every rank alike: --clip-grad-norm's clip of the
+ * reduced gradients, then the optimizer's update, followed in the same op by
+ * the next batch's gather.
+ */
+static void step_update(const struct step_state *s)
+{
+	const struct backend *be = s->be;
+	if (s->opt.max_norm > 0.0f) {
+		backend_label(be, "", "clip");
+		optim_clip(be, &s->opt, s->grads);
+	}
+	backend_label(be, "", "optimizer");
+	struct gather_req next = step_gather(s);
+	optim_update(be, &s->opt, s->params, s->grads, s->lr, s->counters, &next);
+}
+
+/*
  * Micro-batch mode: the rank's micro-batches, each forward and backward with
  * the loss scaled by 1/G and its gradients added up (in fixed point with
  * --exact), the next one gathered after it (the first is gathered already);
@@ -70,13 +87,7 @@ static void step_micro_ops(const struct step_state *s)
 	} else {
 		backend_allreduce(be, s->grads, n, REDUCE_SUM);
 	}
-	if (s->opt.max_norm > 0.0f) {
-		backend_label(be, "", "clip");
-		optim_clip(be, &s->opt, s->grads);
-	}
-	backend_label(be, "", "optimizer");
-	struct gather_req next = step_gather(s);
-	optim_update(be, &s->opt, s->params, s->grads, s->lr, s->counters, &next);
+	step_update(s);
 }
 
 long long step_fixed_overflow(const struct step_state *s)
@@ -105,14 +116,7 @@ void step_ops(const struct step_state *s, int rows)
 		   1.0f / ((float)rows * (float)(fold ? s->ranks : 1)), s->counters);
 	backend_label(be, "", "allreduce");
 	backend_allreduce(be, s->grads, s->m->n_params, fold ? REDUCE_SUM : s->reduce);
-	/* --clip-grad-norm: the averaged gradients, the same on every rank, clipped alike. */
-	if (s->opt.max_norm > 0.0f) {
-		backend_label(be, "", "clip");
-		optim_clip(be, &s->opt, s->grads);
-	}
-	backend_label(be, "", "optimizer");
-	struct gather_req next = step_gather(s);
-	optim_update(be, &s->opt, s->params, s->grads, s->lr, s->counters, &next);
+	step_update(s);
 }
 
 float step_loss(const struct step_state *s, int rows, float *host_rows)
