@@ -149,6 +149,9 @@ add_cudasim_test(cudasim_nccl_rules_2 2 COMMAND $<TARGET_FILE:cudasim_nccl_rules
 add_cudasim_test(cudasim_nccl_count_in_bytes_caught_2 2 TIMEOUT 60 WAITS
                  PASS "NCCL collective #1 differs across ranks.*allreduce of 256 x ncclFloat32.*allreduce of 1024 x ncclFloat32|NCCL collective #1 differs across ranks.*allreduce of 1024 x ncclFloat32.*allreduce of 256 x ncclFloat32"
                  COMMAND $<TARGET_FILE:cudasim_nccl_rules> count-in-bytes)
+add_cudasim_test(cudasim_nccl_datatype_caught_2 2 TIMEOUT 60 WAITS
+                 PASS "NCCL collective #1 differs across ranks.*allreduce of 64 x ncclInt64.*allreduce of 64 x ncclFloat64|NCCL collective #1 differs across ranks.*allreduce of 64 x ncclFloat64.*allreduce of 64 x ncclInt64"
+                 COMMAND $<TARGET_FILE:cudasim_nccl_rules> datatype)
 add_cudasim_test(cudasim_nccl_capture_not_uniform_caught_2 2 TIMEOUT 60 WAITS
                  PASS "NCCL collective #2 differs across ranks.*graph-captured.*not captured|NCCL collective #2 differs across ranks.*not captured.*graph-captured"
                  COMMAND $<TARGET_FILE:cudasim_nccl_rules> capture)
