@@ -34,9 +34,10 @@
 #              --backend cuda --exact --global-batch 96 --micro-batch 8, SGD with
 #              momentum, at 1, 2 and 4 ranks: one param_crc32, each step of 12,
 #              6 or 3 micro-batches captured as one graph step; the same at 2
-#              ranks uncaptured (--no-graph --no-pdl --no-side-stream); rank 0
-#              alone says once that the plan is the heuristic's, and --gpu-plan
-#              measure is refused (status 2). The control without --exact at 1
+#              ranks uncaptured (--no-graph --no-pdl --no-side-stream), and at 2
+#              ranks on the 1-rank run's plan (--gpu-plan-from its --metrics, said
+#              on stderr); rank 0 alone says once that the plan is the heuristic's,
+#              and --gpu-plan measure is refused (status 2). The control without --exact at 1
 #              and 4 ranks differs. The host backend's param_crc32 of the same
 #              run is printed beside it, not compared: the simulator's GEMMs sum
 #              in double, OpenBLAS's in float, in another order.
@@ -122,7 +123,7 @@ sim_case() {
 	local x=(--exact --global-batch 96 --micro-batch 8 --limit "$limit" --epochs 1)
 	line="${model[*]}, simulated CUDA, --exact:"
 	for r in 1 2 4; do
-		expect_ok "x$r" "$r" "${x[@]}" "${model[@]}" "${opt[@]}"
+		expect_ok "x$r" "$r" "${x[@]}" "${model[@]}" "${opt[@]}" --metrics "$TMP/x$r.jsonl"
 		line+=" $r:$(crc "x$r")"
 		[ -z "$first" ] && first=$(crc "x$r")
 		[ "$(crc "x$r")" = "$first" ] && [ "$first" != none ] ||
@@ -132,9 +133,15 @@ sim_case() {
 	done
 	expect_ok plain 2 "${x[@]}" "${model[@]}" "${opt[@]}" --no-graph --no-pdl --no-side-stream
 	line+=" 2 uncaptured:$(crc plain)"
+	expect_ok from 2 "${x[@]}" "${model[@]}" "${opt[@]}" --gpu-plan-from "$TMP/x1.jsonl"
+	line+=" 2 on the 1-rank run's plan:$(crc from)"
 	echo "$line"
 	[ "$(crc plain)" = "$first" ] ||
 		fail "--exact at 2 ranks uncaptured: param_crc32 $(crc plain), captured $first"
+	[ "$(crc from)" = "$first" ] ||
+		fail "--exact at 2 ranks on the 1-rank run's plan: param_crc32 $(crc from), $first without it"
+	grep -q "^mnist-train: --exact: the GPU ops run the ways the --gpu-plan-from plan names" "$TMP/from.out" ||
+		fail "--exact --gpu-plan-from: rank 0 did not say the ways come from that plan"
 	n=$(grep -c "^mnist-train: --exact: the GPU ops run the heuristic's ways" "$TMP/x4.out")
 	[ "$n" -eq 1 ] || fail "--exact at 4 ranks: the plan's source said $n times, want once (rank 0)"
 	run measured 2 "${x[@]}" "${model[@]}" "${opt[@]}" --gpu-plan measure
