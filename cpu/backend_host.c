@@ -323,14 +323,16 @@ static void host_fixed_accumulate(void *ctx, int64_t *restrict acc, const float 
 		acc[i] = first ? q : acc[i] + q;
 		bad_count += bad;
 	}
-	acc[n] = first ? bad_count : acc[n] + bad_count;
+	acc[n] += bad_count;
 }
 
-static void host_fixed_decode(void *ctx, float *restrict g, const int64_t *restrict acc, size_t n)
+static void host_fixed_decode(void *ctx, float *restrict g, int64_t *restrict acc, size_t n)
 {
 	(void)ctx;
 	for (size_t i = 0; i < n; i++)
 		g[i] = fixed_decode_elem(acc[i]);
+	acc[n + 1] += acc[n];
+	acc[n] = 0;
 }
 
 static void host_allreduce_i64(void *ctx, int64_t *buf, size_t n)

@@ -21,7 +21,8 @@
  * at its first collective, which needs every rank, so connection set-up
  * happens here, not in a captured step nor in a collective that a hung peer
  * never joins. The gradient allreduce is one ncclAllReduce (ncclAvg for
- * REDUCE_MEAN, ncclSum for REDUCE_SUM) on the compute stream.
+ * REDUCE_MEAN, ncclSum for REDUCE_SUM) on the compute stream; --exact's is
+ * one ncclAllReduce of int64 (ncclInt64, ncclSum) of the fixed-point sums.
  *
  * Collective deadline (->set_timeout, ->set_position): NCCL collectives are
  * queued, not waited for, so the deadline applies where the host waits for
@@ -336,6 +337,32 @@ static void cuda_conv_backward_data(void *ctx, const struct conv_stage *s, const
 	cuda_conv_input_grad_run(&c->gemm, s, w, dz, below, below_y, below_arg, dz_below);
 }
 
+/*
+ * Micro-batch mode (docs/exact.md): each reads gradients the model may have
+ * written on the second stream, so the streams are joined first.
+ */
+static void cuda_grad_accumulate(void *ctx, float *acc, const float *g, size_t n)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	cuda_join(c);
+	kernels_grad_accumulate(c->stream, NULL, acc, g, n);
+}
+
+static void cuda_fixed_accumulate(void *ctx, int64_t *acc, const float *g, size_t n, double limit,
+				  int first)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	cuda_join(c);
+	kernels_fixed_accumulate(c->stream, NULL, acc, g, n, limit, first);
+}
+
+static void cuda_fixed_decode(void *ctx, float *g, int64_t *acc, size_t n)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	cuda_join(c);
+	kernels_fixed_decode(c->stream, NULL, g, acc, n);
+}
+
 /* ---- communication ---------------------------------------------------------- */
 
 /* One rank: the sum, and the mean, of one contribution is itself; NCCL launches nothing. */
@@ -347,6 +374,17 @@ static void cuda_allreduce(void *ctx, float *buf, size_t n, enum reduce_op op)
 		return;
 	NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat, op == REDUCE_SUM ? ncclSum : ncclAvg,
 				 c->nccl, c->stream));
+	cuda_note_collective(c, "allreduce");
+}
+
+/* --exact's integer sum: exact, so the same bits whatever NCCL's algorithm and the rank count. */
+static void cuda_allreduce_i64(void *ctx, int64_t *buf, size_t n)
+{
+	struct cuda_ctx *c = ctx_of(ctx);
+	cuda_join(c);
+	if (n == 0 || c->dist->size == 1)
+		return;
+	NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclInt64, ncclSum, c->nccl, c->stream));
 	cuda_note_collective(c, "allreduce");
 }
 
@@ -444,6 +482,10 @@ const struct backend_ops cuda_ops = {
 	.conv_forward = cuda_conv_forward,
 	.pool_backward = cuda_pool_backward,
 	.conv_backward_data = cuda_conv_backward_data,
+	.grad_accumulate = cuda_grad_accumulate,
+	.fixed_accumulate = cuda_fixed_accumulate,
+	.fixed_decode = cuda_fixed_decode,
+	.allreduce_i64 = cuda_allreduce_i64,
 	.allreduce = cuda_allreduce,
 	.broadcast = cuda_broadcast,
 	.synchronize = cuda_synchronize,

@@ -9,7 +9,8 @@
  * from include/elem.h, the same body the host backend loops over: no shared
  * memory, no barriers, no atomics, every item written by exactly one thread,
  * so the result does not depend on the launch geometry or on the order
- * threads run in. A launch may cover two ranges of independent items, read
+ * threads run in (one exception: --exact's count of gradient elements out of
+ * range, an integer atomic add, whose sum is the same in any order). A launch may cover two ranges of independent items, read
  * and written apart (an update and the next batch's gather; a convolution's
  * windows and the im2col matrix it read): one launch where there would be
  * two, with nothing shared between the ranges.
@@ -215,6 +216,49 @@ static __global__ void clip_scale_kernel(float *g, size_t n, const float *norm, 
 		g[i] = scale_elem(g[i], coef);
 }
 
+/* ---- micro-batch mode: a step's gradients summed over its micro-batches ---------------- */
+
+static __global__ void grad_accumulate_kernel(float *acc, const float *g, size_t n)
+{
+	KERNEL_WAIT_PREVIOUS();
+	for (size_t i = grid_first(); i < n; i += grid_stride())
+		acc[i] = grad_add_elem(acc[i], g[i]);
+}
+
+/*
+ * --exact: acc[i] = (first ? 0 : acc[i]) + fixed_encode_elem(g[i]), each
+ * element by its one thread; an element out of range adds 1 to acc[n] with
+ * an integer atomic add (exact and the same in any order; a healthy step
+ * has none, so no thread contends for it). acc[n] is zero here: the
+ * buffer's allocation or the last fixed_decode zeroed it.
+ */
+static __global__ void fixed_accumulate_kernel(int64_t *acc, const float *g, size_t n,
+					       double limit, int first)
+{
+	KERNEL_WAIT_PREVIOUS();
+	for (size_t i = grid_first(); i < n; i += grid_stride()) {
+		int bad;
+		int64_t q = fixed_encode_elem(g[i], limit, &bad);
+		acc[i] = first ? q : acc[i] + q;
+		if (bad)
+			atomicAdd((unsigned long long *)&acc[n], 1ull);
+	}
+}
+
+/* g[i] = fixed_decode_elem(acc[i]) for i < n; item n moves the step's count into acc[n + 1]. */
+static __global__ void fixed_decode_kernel(float *g, int64_t *acc, size_t n)
+{
+	KERNEL_WAIT_PREVIOUS();
+	for (size_t i = grid_first(); i <= n; i += grid_stride()) {
+		if (i < n) {
+			g[i] = fixed_decode_elem(acc[i]);
+		} else {
+			acc[n + 1] += acc[n];
+			acc[n] = 0;
+		}
+	}
+}
+
 /* ---- launchers ------------------------------------------------------------------------- */
 
 void kernels_gather(cudaStream_t stream, const struct kernel_geom *geom,
@@ -303,6 +347,31 @@ void kernels_clip_scale(cudaStream_t stream, const struct kernel_geom *geom, flo
 		return;
 	struct kernel_geom gm = pick_geom(geom, n);
 	KERNEL_LAUNCH(clip_scale_kernel, gm, stream, g, n, norm, max_norm);
+}
+
+void kernels_grad_accumulate(cudaStream_t stream, const struct kernel_geom *geom, float *acc,
+			     const float *g, size_t n)
+{
+	if (n == 0)
+		return;
+	struct kernel_geom gm = pick_geom(geom, n);
+	KERNEL_LAUNCH(grad_accumulate_kernel, gm, stream, acc, g, n);
+}
+
+void kernels_fixed_accumulate(cudaStream_t stream, const struct kernel_geom *geom, int64_t *acc,
+			      const float *g, size_t n, double limit, int first)
+{
+	if (n == 0)
+		return;
+	struct kernel_geom gm = pick_geom(geom, n);
+	KERNEL_LAUNCH(fixed_accumulate_kernel, gm, stream, acc, g, n, limit, first);
+}
+
+void kernels_fixed_decode(cudaStream_t stream, const struct kernel_geom *geom, float *g,
+			  int64_t *acc, size_t n)
+{
+	struct kernel_geom gm = pick_geom(geom, n + 1);
+	KERNEL_LAUNCH(fixed_decode_kernel, gm, stream, g, acc, n);
 }
 
 #if defined(CUDART_VERSION)

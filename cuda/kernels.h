@@ -152,6 +152,22 @@ void kernels_clip_norm(cudaStream_t stream, const struct kernel_geom *geom, cons
 		       size_t n, float *norm);
 void kernels_clip_scale(cudaStream_t stream, const struct kernel_geom *geom, float *g, size_t n,
 			const float *norm, float max_norm);
+/*
+ * Micro-batch mode (backend.h, ->grad_accumulate, ->fixed_accumulate,
+ * ->fixed_decode; docs/exact.md). grad_accumulate: acc (n) += g, work n.
+ * fixed_accumulate: acc (n + 2 int64) as the op says, work n: each element
+ * written by its one thread, an element out of range counted into acc[n]
+ * by an integer atomic add (the one atomic in these files: an integer sum,
+ * the same in any order; only a bad element's thread does it).
+ * fixed_decode: g (n) from acc, and acc[n] moved into acc[n + 1] by item n,
+ * work n + 1.
+ */
+void kernels_grad_accumulate(cudaStream_t stream, const struct kernel_geom *geom, float *acc,
+			     const float *g, size_t n);
+void kernels_fixed_accumulate(cudaStream_t stream, const struct kernel_geom *geom, int64_t *acc,
+			      const float *g, size_t n, double limit, int first);
+void kernels_fixed_decode(cudaStream_t stream, const struct kernel_geom *geom, float *g,
+			  int64_t *acc, size_t n);
 /* y (rows, cols) at row stride cols: bias_act_elem per column. Work: rows * cols. */
 void kernels_bias_act(cudaStream_t stream, const struct kernel_geom *geom, float *y,
 		      const float *bias, int rows, int cols, int relu);

@@ -289,18 +289,23 @@ struct backend_ops {
 	/*
 	 * Optional, micro-batch mode (docs/exact.md): a step's gradients summed
 	 * over its micro-batches. grad_accumulate: for i < n, acc[i] =
-	 * grad_add_elem(acc[i], g[i]). fixed_accumulate (--exact): for i < n,
-	 * q = fixed_encode_elem(g[i], limit, &bad), acc[i] = q when first, else
-	 * acc[i] + q; acc[n] = the count of elements out of range (bad), added
-	 * to acc[n] unless first. fixed_decode: for i < n, g[i] =
-	 * fixed_decode_elem(acc[i]). allreduce_i64: the in-place integer sum of
-	 * buf (n) over all ranks (exact, so in any order). A backend has all four
-	 * or none.
+	 * grad_add_elem(acc[i], g[i]). fixed_accumulate (--exact), acc holding
+	 * n + 2 int64: for i < n, q = fixed_encode_elem(g[i], limit, &bad),
+	 * acc[i] = q when first, else acc[i] + q; the count of elements out of
+	 * range (bad) added to acc[n] (first or not: fixed_decode zeroes it).
+	 * allreduce_i64: the in-place integer sum of buf (n) over all ranks
+	 * (exact, so in any order); a step reduces acc[0..n], its count with
+	 * its sums. fixed_decode: for i < n, g[i] = fixed_decode_elem(acc[i]);
+	 * then acc[n + 1] += acc[n] and acc[n] = 0, so that acc[n + 1] holds
+	 * the count of every step since the buffer was zeroed and the host may
+	 * read it when it reads anything else, not after every step (a device
+	 * backend counts with an integer atomic add: an integer sum, the same
+	 * in any order). A backend has all four or none.
 	 */
 	void (*grad_accumulate)(void *ctx, float *acc, const float *g, size_t n);
 	void (*fixed_accumulate)(void *ctx, int64_t *acc, const float *g, size_t n, double limit,
 				 int first);
-	void (*fixed_decode)(void *ctx, float *g, const int64_t *acc, size_t n);
+	void (*fixed_decode)(void *ctx, float *g, int64_t *acc, size_t n);
 	void (*allreduce_i64)(void *ctx, int64_t *buf, size_t n);
 
 	/* In-place collective over all ranks of the job. */
@@ -505,7 +510,7 @@ static inline void backend_fixed_accumulate(const struct backend *b, int64_t *ac
 {
 	b->ops->fixed_accumulate(b->ctx, acc, g, n, limit, first);
 }
-static inline void backend_fixed_decode(const struct backend *b, float *g, const int64_t *acc,
+static inline void backend_fixed_decode(const struct backend *b, float *g, int64_t *acc,
 					size_t n)
 {
 	b->ops->fixed_decode(b->ctx, g, acc, n);
@@ -522,6 +527,14 @@ static inline void backend_synchronize(const struct backend *b)
 {
 	if (b->ops->synchronize)
 		b->ops->synchronize(b->ctx);
+}
+/*
+ * Whether an op's work is done when its call returns (no ->synchronize: the
+ * host backend's), so that reading a result waits for nothing.
+ */
+static inline int backend_is_synchronous(const struct backend *b)
+{
+	return !b->ops->synchronize;
 }
 static inline int backend_can_capture(const struct backend *b)
 {

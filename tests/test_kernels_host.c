@@ -251,6 +251,19 @@ Test(kernels_host, launchers_use_backend_geometry)
 		  CLIP_PARTS);
 
 	before = fake_cuda_stats.launches;
+	kernels_grad_accumulate(NULL, NULL, p, g, N);
+	expect_launch(before, N, "grad_accumulate (n)");
+	int64_t *q = calloc(N + 2, sizeof(int64_t));
+	cr_assert(q);
+	before = fake_cuda_stats.launches;
+	kernels_fixed_accumulate(NULL, NULL, q, g, N, fixed_limit_elem(4), 1);
+	expect_launch(before, N, "fixed_accumulate (n)");
+	before = fake_cuda_stats.launches;
+	kernels_fixed_decode(NULL, NULL, g, q, N);
+	expect_launch(before, N + 1, "fixed_decode (n + 1: the count moved by item n)");
+	free(q);
+
+	before = fake_cuda_stats.launches;
 	kernels_sgd_update(NULL, NULL, p, g, v, N, lr, &cnt, 0.9f, 0.0f, NULL);
 	expect_launch(before, N, "sgd_update (n)");
 	before = fake_cuda_stats.launches;
@@ -364,6 +377,10 @@ Test(kernels_host, empty_work_launches_nothing)
 	kernels_softmax_xent(NULL, NULL, &xr);
 	kernels_argmax_hits(NULL, NULL, &f, &i, 0, 10, &i);
 	kernels_clip_scale(NULL, NULL, &f, 0, &lr, 1e-3f);
+	kernels_grad_accumulate(NULL, NULL, &f, &f, 0);
+	int64_t q = 5;
+	kernels_fixed_accumulate(NULL, NULL, &q, &f, 0, 1.0, 1);
+	cr_assert_eq(q, 5);
 	kernels_sgd_update(NULL, NULL, &f, &f, &f, 0, &lr, &cnt, 0.9f, 0.0f, NULL);
 	kernels_sgd_update(NULL, NULL, &f, &f, &f, 0, &lr, &cnt, 0.9f, 0.0f, &none);
 	struct adamw_hyper h = {0.9f, 0.999f, 1e-8f, 0.0f};
@@ -1504,6 +1521,114 @@ Test(kernels_host, clip_grad_norm)
 	kernels_clip_norm(NULL, NULL, &f, 0, nm);
 	cr_expect(nm[0] == 0.0f, "the norm of nothing is %g", (double)nm[0]);
 	kc_free_guarded_f(nm);
+}
+
+/*
+ * Micro-batch mode's kernels (--micro-batch, --exact; docs/exact.md) on every
+ * geometry, bit for bit the host backend's ops: grad_accumulate's float
+ * adds; three micro-batches into the int64 accumulator, the second with
+ * elements out of range (at the bound, beyond it, NaN, infinite) that are
+ * counted into slot n, not encoded; then the decode, which moves the count
+ * into slot n + 1 and zeroes slot n, and a second step, whose count adds to
+ * the first's there. Outputs between guard words.
+ */
+static int64_t *guarded_i64(size_t n)
+{
+	int64_t *p = malloc((n + 2 * KC_GUARD) * sizeof(*p));
+	cr_assert_not_null(p);
+	for (size_t i = 0; i < n + 2 * KC_GUARD; i++)
+		p[i] = (int64_t)0x5a5a5a5a5a5a5a5all;
+	memset(p + KC_GUARD, 0, n * sizeof(*p)); /* zeroed, as an allocation is */
+	return p + KC_GUARD;
+}
+
+static void check_guards_i64(const int64_t *p, size_t n, const char *what)
+{
+	for (size_t i = 1; i <= KC_GUARD; i++)
+		cr_assert(p[-(ptrdiff_t)i] == (int64_t)0x5a5a5a5a5a5a5a5all &&
+				  p[n - 1 + i] == (int64_t)0x5a5a5a5a5a5a5a5all,
+			  "%s: a guard word around the int64 buffer was overwritten", what);
+}
+
+static void expect_same_i64(const char *what, const int64_t *got, const int64_t *want, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		cr_assert_eq(got[i], want[i], "%s: slot %zu is %lld, the host backend's %lld (seed %llu)",
+			     what, i, (long long)got[i], (long long)want[i],
+			     (unsigned long long)kc_seed);
+}
+
+Test(kernels_host, micro_batch_accumulation)
+{
+	const size_t sizes[] = {1, 255, 256, 257, 7850};
+	enum { K = 3 };
+	for (size_t s = 0; s < N_OF(sizes); s++) {
+		size_t n = sizes[s];
+		struct rng r = rng_make(kc_seed, 900 + s);
+		double limit = fixed_limit_elem(K);
+		float *gk[K];
+		for (int k = 0; k < K; k++)
+			gk[k] = kc_rand_f(&r, n, -2.0, 2.0);
+		float edge = (float)ldexp(limit, -FIXED_SHIFT);
+		const float bad[] = {edge, -edge, 2.0f * edge, NAN, INFINITY};
+		for (size_t i = 0; i < N_OF(bad) && i < n; i++)
+			gk[1][(i * 97) % n] = bad[i];
+		long long n_bad = (long long)(n < N_OF(bad) ? n : N_OF(bad));
+		/* the host backend's results */
+		float *host_acc = malloc(n * sizeof(float)), *host_g = malloc(n * sizeof(float));
+		int64_t *host_q = calloc(n + 2, sizeof(int64_t));
+		cr_assert(host_acc && host_g && host_q);
+		memcpy(host_acc, gk[0], n * sizeof(float));
+		backend_grad_accumulate(&kc_host, host_acc, gk[2], n);
+		for (int k = 0; k < K; k++)
+			backend_fixed_accumulate(&kc_host, host_q, gk[k], n, limit, k == 0);
+		cr_assert_eq(host_q[n], n_bad, "host: %lld out of range, want %lld",
+			     (long long)host_q[n], n_bad);
+		backend_fixed_decode(&kc_host, host_g, host_q, n);
+		cr_assert(host_q[n] == 0 && host_q[n + 1] == n_bad, "host: the count not moved");
+
+		for (int gi = -1; gi < KC_N_GEOMS; gi++) {
+			char what[160], gn[64];
+			kc_geom_name(gi, gn, sizeof(gn));
+			snprintf(what, sizeof(what), "grad_accumulate n=%zu, %s", n, gn);
+			float *acc = kc_guarded_f(n);
+			memcpy(acc, gk[0], n * sizeof(float));
+			kernels_grad_accumulate(NULL, kc_geom_at(gi), acc, gk[2], n);
+			kc_check_guards_f(acc, n, what);
+			kc_expect_same_f(what, acc, host_acc, n, kc_seed);
+
+			snprintf(what, sizeof(what), "fixed_accumulate n=%zu, %s", n, gn);
+			int64_t *q = guarded_i64(n + 2);
+			for (int k = 0; k < K; k++)
+				kernels_fixed_accumulate(NULL, kc_geom_at(gi), q, gk[k], n, limit, k == 0);
+			check_guards_i64(q, n + 2, what);
+			cr_assert_eq(q[n], n_bad, "%s: %lld counted, want %lld", what, (long long)q[n],
+				     n_bad);
+			snprintf(what, sizeof(what), "fixed_decode n=%zu, %s", n, gn);
+			float *g = kc_guarded_f(n);
+			kernels_fixed_decode(NULL, kc_geom_at(gi), g, q, n);
+			check_guards_i64(q, n + 2, what);
+			kc_check_guards_f(g, n, what);
+			expect_same_i64(what, q, host_q, n + 2);
+			kc_expect_same_f(what, g, host_g, n, kc_seed);
+			/* a second step: its count adds to the first's in slot n + 1 */
+			for (int k = 0; k < K; k++)
+				kernels_fixed_accumulate(NULL, kc_geom_at(gi), q, gk[k], n, limit, k == 0);
+			kernels_fixed_decode(NULL, kc_geom_at(gi), g, q, n);
+			cr_assert(q[n] == 0 && q[n + 1] == 2 * n_bad,
+				  "%s: after two steps slots n, n + 1 hold %lld, %lld; want 0, %lld", what,
+				  (long long)q[n], (long long)q[n + 1], 2 * n_bad);
+			kc_expect_same_f(what, g, host_g, n, kc_seed);
+			kc_free_guarded_f(acc);
+			kc_free_guarded_f(g);
+			free(q - KC_GUARD);
+		}
+		for (int k = 0; k < K; k++)
+			free(gk[k]);
+		free(host_acc);
+		free(host_g);
+		free(host_q);
+	}
 }
 
 Test(kernels_host, relu_backward)

@@ -1485,7 +1485,8 @@ Test(ops, collectives_without_mpi_are_identity)
 /*
  * Micro-batch mode's ops (docs/exact.md): grad_accumulate adds; fixed_accumulate
  * encodes q = llrint(g * 2^40) and sums in int64, counting elements out of
- * range (beyond fixed_limit_elem, or not finite) in acc[n]; the sum of the
+ * range (beyond fixed_limit_elem, or not finite) in acc[n], which
+ * fixed_decode moves into acc[n + 1]; the sum of the
  * micro-batches' integers is the same in any order (here: forwards and
  * backwards), and fixed_decode gives (float)(q * 2^-40).
  */
@@ -1516,8 +1517,8 @@ Test(ops, micro_batch_accumulation_and_fixed_point)
 	/* fixed point: the same integers forwards and backwards */
 	double limit = fixed_limit_elem(K);
 	cr_assert_eq(limit, ldexp(1.0, 62 - 3), "K = 5 needs 3 bits of headroom");
-	int64_t *q = backend_alloc(&be, (N + 1) * sizeof(int64_t));
-	int64_t fwd[N + 1], bwd[N + 1];
+	int64_t *q = backend_alloc(&be, (N + 2) * sizeof(int64_t)); /* zeroed */
+	int64_t fwd[N + 2], bwd[N + 2];
 	for (int pass = 0; pass < 2; pass++) {
 		for (int k = 0; k < K; k++) {
 			int kk = pass ? K - 1 - k : k;
@@ -1537,13 +1538,19 @@ Test(ops, micro_batch_accumulation_and_fixed_point)
 	}
 	backend_fixed_decode(&be, acc, q, N);
 	dev_read(&be, got, acc, sizeof(got));
+	dev_read(&be, fwd, q, sizeof(fwd));
+	cr_assert(fwd[N] == 0 && fwd[N + 1] == 0, "no element out of range: the counts stay 0");
 	for (int i = 0; i < N; i++) {
 		cr_assert_eq(got[i], (float)ldexp((double)fwd[i], -FIXED_SHIFT), "decode of %d", i);
 		cr_assert(fabsf(got[i] - acc_ref[i]) <= 1e-5f * fabsf(acc_ref[i]) + 1e-11f,
 			  "element %d: fixed %g, float %g", i, (double)got[i], (double)acc_ref[i]);
 	}
 
-	/* out of range: one element at the bound, one NaN; counted (added over micro-batches) */
+	/*
+	 * out of range: one element at the bound, one NaN; counted into slot N
+	 * (added over micro-batches, first or not), which the decode moves into
+	 * slot N + 1, the count of every step so far
+	 */
 	float big[N];
 	memcpy(big, g[0], sizeof(big));
 	big[3] = (float)ldexp(limit, -FIXED_SHIFT);
@@ -1555,6 +1562,17 @@ Test(ops, micro_batch_accumulation_and_fixed_point)
 	cr_assert_eq(fwd[N], 4, "2 bad elements in each of 2 micro-batches: counted %lld",
 		     (long long)fwd[N]);
 	cr_assert_eq(fwd[3], 0);
+	for (int step = 1; step <= 2; step++) {
+		if (step == 2) {
+			backend_fixed_accumulate(&be, q, gk, N, limit, 1);
+			backend_fixed_accumulate(&be, q, gk, N, limit, 0);
+		}
+		backend_fixed_decode(&be, acc, q, N);
+		dev_read(&be, fwd, q, sizeof(fwd));
+		cr_assert(fwd[N] == 0 && fwd[N + 1] == 4 * step,
+			  "after step %d's decode: slots N, N + 1 hold %lld, %lld", step,
+			  (long long)fwd[N], (long long)fwd[N + 1]);
+	}
 	backend_free(&be, acc);
 	backend_free(&be, gk);
 	backend_free(&be, q);

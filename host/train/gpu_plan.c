@@ -8,18 +8,40 @@
 
 #include "io/report.h"
 
+/*
+ * --exact: never a fresh measurement. A measured plan depends on timing, so
+ * two runs of one job could run an op different ways, with different sums;
+ * the heuristic's first way (and a given plan's) is the same on every run.
+ */
+static int gpu_plan_policy(const struct train_config *c)
+{
+	return c->exact ? PLAN_HEURISTIC : c->gpu_plan;
+}
+
 void gpu_plan_collective(const struct backend *be, const struct train_config *c, int on)
 {
-	backend_set(be, BACKEND_PLAN_POLICY, c->gpu_plan);
+	backend_set(be, BACKEND_PLAN_POLICY, gpu_plan_policy(c));
 	backend_set(be, BACKEND_PLAN_COLLECTIVE, on);
 }
 
-enum status gpu_plan_restore(const struct backend *be, const struct dist *d, int resumed,
-			     const char *text, const char *from, char *err, size_t errlen)
+enum status gpu_plan_restore(const struct backend *be, const struct dist *d,
+			     const struct train_config *c, int resumed, const char *text,
+			     const char *from, char *err, size_t errlen)
 {
 	char why[512];
 	const char *whose = resumed ? "the checkpoint's GPU plan" : "the --gpu-plan-from plan";
-	if (!text || !backend_has_plan(be))
+	if (!backend_has_plan(be))
+		return STATUS_OK;
+	if (c->exact && d->rank == 0 && text)
+		fprintf(stderr, "mnist-train: --exact: the GPU ops run the ways %s names, the others "
+				"the heuristic's (--gpu-plan heuristic), never ways measured now (a "
+				"measured plan depends on timing)\n",
+			whose);
+	else if (c->exact && d->rank == 0)
+		fprintf(stderr, "mnist-train: --exact: the GPU ops run the heuristic's ways (--gpu-plan "
+				"heuristic; --gpu-plan-from FILE follows a plan), never ways measured now "
+				"(a measured plan depends on timing)\n");
+	if (!text)
 		return STATUS_OK;
 	switch (backend_plan_follow(be, text, resumed ? "checkpoint" : "gpu-plan-from", why,
 				    sizeof(why))) {
@@ -27,8 +49,9 @@ enum status gpu_plan_restore(const struct backend *be, const struct dist *d, int
 		return STATUS_OK;
 	case 1:
 		if (d->rank == 0)
-			fprintf(stderr, "mnist-train: %s does not fit here (%s): measuring a new plan%s\n",
-				whose, why, resumed ? "; the resumed run is not bitwise the one saved" : "");
+			fprintf(stderr, "mnist-train: %s does not fit here (%s): %s a new plan%s\n",
+				whose, why, gpu_plan_policy(c) == PLAN_HEURISTIC ? "taking" : "measuring",
+				resumed ? "; the resumed run is not bitwise the one saved" : "");
 		return STATUS_OK;
 	default:
 		return status_fail(err, errlen, STATUS_BAD_INPUT, "%s: %s", from, why);

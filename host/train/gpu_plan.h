@@ -18,7 +18,9 @@
 
 /*
  * Whether the backend's new problems are planned by every rank together
- * (rank 0 measures, all take its choice), under --gpu-plan's policy: during
+ * (rank 0 measures, all take its choice), under --gpu-plan's policy (the
+ * heuristic under --exact, whose runs must run each op the same way every
+ * time: a measured plan depends on timing): during
  * training, where every rank meets a step's ops in the same order; not while
  * scoring the test set, whose batches differ between ranks.
  */
@@ -31,12 +33,15 @@ void gpu_plan_collective(const struct backend *be, const struct train_config *c,
  * resumed run is bitwise the one saved; --gpu-plan-from's, so that runs
  * compared on it differ only in what they change. A plan for another GPU or
  * library, on any rank, is set aside on every rank (the backend decides,
- * collectively): the ops are planned anew, and rank 0 says so. Each op the
+ * collectively): the ops are planned anew, and rank 0 says so. Under
+ * --exact rank 0 also says where the ways come from (this plan, else the
+ * heuristic; never a measurement). Each op the
  * plan names reports that plan as its source. STATUS_BAD_INPUT, the same on
  * every rank with err naming `from`, when the backend finds no plan in it.
  */
-enum status gpu_plan_restore(const struct backend *be, const struct dist *d, int resumed,
-			     const char *text, const char *from, char *err, size_t errlen);
+enum status gpu_plan_restore(const struct backend *be, const struct dist *d,
+			     const struct train_config *c, int resumed, const char *text,
+			     const char *from, char *err, size_t errlen);
 
 /*
  * The plan so far as a checkpoint keeps it (the ways chosen, not the

@@ -317,7 +317,7 @@ static void w_fixed_accumulate(void *ctx, int64_t *acc, const float *g, size_t n
 	op_end(w, i);
 }
 
-static void w_fixed_decode(void *ctx, float *g, const int64_t *acc, size_t n)
+static void w_fixed_decode(void *ctx, float *g, int64_t *acc, size_t n)
 {
 	struct wrap *w = wrap_of(ctx);
 	char shape[64];

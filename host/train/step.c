@@ -93,8 +93,8 @@ static void step_micro_ops(const struct step_state *s)
 long long step_fixed_overflow(const struct step_state *s)
 {
 	int64_t bad = 0;
-	if (s->fixed)
-		backend_download(s->be, &bad, s->fixed + s->m->n_params, sizeof(bad));
+	if (s->fixed) /* fixed_decode's running count (backend.h) */
+		backend_download(s->be, &bad, s->fixed + s->m->n_params + 1, sizeof(bad));
 	return (long long)bad;
 }
 

@@ -51,7 +51,8 @@ struct step_state {
 	int global;     /* G: rows of a step over all ranks */
 	int micro;      /* this rank's passes a step */
 	float *scratch; /* (n_params) the gradients of a pass after the first; float mode */
-	int64_t *fixed; /* (n_params + 1) --exact: the sum in fixed point, then the out-of-range count */
+	int64_t *fixed; /* (n_params + 2) --exact: the sum in fixed point, the step's out-of-range
+			 * count, the count of every step so far (backend.h, ->fixed_decode) */
 	double fixed_limit; /* fixed_limit_elem(G / M) */
 };
 
@@ -68,9 +69,10 @@ struct gather_req step_gather(const struct step_state *s);
 void step_ops(const struct step_state *s, int rows);
 
 /*
- * --exact: the elements out of fixed point's range in the last step, over
- * every rank (the same count on each: it is reduced with the sums); 0
- * without --exact.
+ * --exact: the elements out of fixed point's range in every step so far,
+ * over every rank (the same count on each: it is reduced with the sums); 0
+ * without --exact. It waits for the steps launched (a device backend's
+ * sync): the loop reads it where it reads the loss anyway.
  */
 long long step_fixed_overflow(const struct step_state *s);
 

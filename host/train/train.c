@@ -112,6 +112,11 @@ static enum status micro_check(const struct train_config *c, int ranks, char *er
 				   "--global-batch %lld%s is not a multiple of --micro-batch %d%s (%lld "
 				   "rows left over)",
 				   g, g_from, m, m_from, g % m);
+	if (c->exact && c->gpu_plan == PLAN_MEASURE && config_given(c, config_setting("gpu-plan")))
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "--gpu-plan measure: an --exact run takes the GPU's ways from "
+				   "--gpu-plan-from or the heuristic, never from a measurement, which "
+				   "depends on timing (drop --gpu-plan measure)");
 	if (g / m < ranks)
 		return status_fail(err, errlen, STATUS_BAD_INPUT,
 				   "%d ranks, but --global-batch %lld%s / --micro-batch %d%s is %lld "
@@ -241,6 +246,7 @@ struct run {
 	double t0, paused; /* the training clock's start; seconds of --eval-every scoring */
 	float *step_secs;  /* --metrics: the first steps' wall times */
 	int n_timed, max_timed;
+	int unchecked; /* --exact: the epoch's first step not yet checked for overflow */
 };
 
 
@@ -268,7 +274,7 @@ static void run_allocate(struct run *r, const struct mnist_set *train)
 		st->global = r->smp.global;
 		st->micro = r->smp.micro;
 		if (c->exact) {
-			st->fixed = backend_alloc(be, (r->m.n_params + 1) * sizeof(int64_t));
+			st->fixed = backend_alloc(be, (r->m.n_params + 2) * sizeof(int64_t)); /* zeroed */
 			st->fixed_limit = fixed_limit_elem(r->smp.global / r->smp.batch);
 		} else if (st->micro > 1) {
 			st->scratch = backend_alloc(be, r->pbytes);
@@ -448,21 +454,40 @@ static void step_report(struct run *r, int epoch, int step, int rows)
 
 /*
  * --exact: every rank stops, with the same message, when a micro-batch's
- * gradient had an element out of fixed point's range in the steps just run
- * (the count is reduced with the sums, so every rank reads the same; it is
- * read after every launch, before anything is reported or saved).
+ * gradient had an element out of fixed point's range in the steps run so
+ * far (the count is reduced with the sums, so every rank reads the same),
+ * before anything is reported or saved. Reading it waits for the steps
+ * launched: on a backend whose ops are done when called (the host's) it is
+ * read after every launch; on a device backend only where the host waits
+ * anyway, at the steps whose loss is read (the log steps, the epoch's last)
+ * and before a checkpoint, the same steps on every rank. An overflow then
+ * stops the run there, naming the steps since the last read.
  */
 static void exact_check(struct run *r, int epoch, int step)
 {
+	long long done = (long long)epoch * r->smp.steps + step + 1;
+	if (!r->st.fixed)
+		return;
+	if (!backend_is_synchronous(r->be) && step % r->c->log_every != 0 &&
+	    step != r->smp.steps - 1 && !resume_save_due(&r->rs, done))
+		return;
 	long long bad = step_fixed_overflow(&r->st);
-	if (bad)
-		die(1, "--exact: %lld gradient element%s out of the fixed-point range at epoch %d step %d "
-		       "(a micro-batch's |gradient| must stay below 2^%d = %g for %d micro-batches a "
-		       "step, and be finite): training diverged, or the model needs another scale "
-		       "(docs/exact.md); stopping",
-		    bad, bad == 1 ? "" : "s", epoch, step,
-		    (int)lrint(log2(r->st.fixed_limit)) - FIXED_SHIFT,
-		    ldexp(r->st.fixed_limit, -FIXED_SHIFT), r->smp.global / r->smp.batch);
+	int from = r->unchecked;
+	r->unchecked = step + 1;
+	if (!bad)
+		return;
+	char steps[64];
+	if (from == step)
+		snprintf(steps, sizeof(steps), "step %d", step);
+	else
+		snprintf(steps, sizeof(steps), "steps %d to %d", from, step);
+	die(1, "--exact: %lld gradient element%s out of the fixed-point range at epoch %d %s "
+	       "(a micro-batch's |gradient| must stay below 2^%d = %g for %d micro-batches a "
+	       "step, and be finite): training diverged, or the model needs another scale "
+	       "(docs/exact.md); stopping",
+	    bad, bad == 1 ? "" : "s", epoch, steps,
+	    (int)lrint(log2(r->st.fixed_limit)) - FIXED_SHIFT,
+	    ldexp(r->st.fixed_limit, -FIXED_SHIFT), r->smp.global / r->smp.batch);
 }
 
 /* Rank 0: a checkpoint after this step when one is due (train/resume.h). */
@@ -683,7 +708,8 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 	}
 	run_allocate(&r, train);
 	run_start_state(&r);
-	rc = gpu_plan_restore(be, d, c->resume[0] != '\0', r.rs.plan, r.rs.plan_from, err, errlen);
+	rc = gpu_plan_restore(be, d, c, c->resume[0] != '\0', r.rs.plan, r.rs.plan_from, err,
+			      errlen);
 	free(r.rs.plan);
 	r.rs.plan = NULL;
 	if (rc) {
@@ -702,6 +728,7 @@ enum status train_run(const struct train_config *c, const struct dist *d, const 
 		int first = epoch == r.rs.epoch ? r.rs.step : 0;
 		epoch_tally_start(&r);
 		epoch_begin(&r, epoch, first);
+		r.unchecked = first;
 		for (int step = first, rows; step < r.smp.steps;) {
 			step += run_steps(&r, epoch, step, &rows);
 			exact_check(&r, epoch, step - 1);

@@ -149,6 +149,9 @@ add_cudasim_test(cudasim_nccl_rules_2 2 COMMAND $<TARGET_FILE:cudasim_nccl_rules
 add_cudasim_test(cudasim_nccl_count_in_bytes_caught_2 2 TIMEOUT 60 WAITS
                  PASS "NCCL collective #1 differs across ranks.*allreduce of 256 x ncclFloat32.*allreduce of 1024 x ncclFloat32|NCCL collective #1 differs across ranks.*allreduce of 1024 x ncclFloat32.*allreduce of 256 x ncclFloat32"
                  COMMAND $<TARGET_FILE:cudasim_nccl_rules> count-in-bytes)
+add_cudasim_test(cudasim_nccl_datatype_caught_2 2 TIMEOUT 60 WAITS
+                 PASS "NCCL collective #1 differs across ranks.*allreduce of 64 x ncclInt64.*allreduce of 64 x ncclFloat64|NCCL collective #1 differs across ranks.*allreduce of 64 x ncclFloat64.*allreduce of 64 x ncclInt64"
+                 COMMAND $<TARGET_FILE:cudasim_nccl_rules> datatype)
 add_cudasim_test(cudasim_nccl_capture_not_uniform_caught_2 2 TIMEOUT 60 WAITS
                  PASS "NCCL collective #2 differs across ranks.*graph-captured.*not captured|NCCL collective #2 differs across ranks.*not captured.*graph-captured"
                  COMMAND $<TARGET_FILE:cudasim_nccl_rules> capture)
@@ -295,11 +298,18 @@ add_cudasim_test(gpu_ops_sim_one_visible_device_per_rank_2 2
 # Defect 4 for --backend auto: GPUs present but unusable still train, on the host, and
 # rank 0 says so loudly and the summary names the reason; no driver falls back quietly.
 set(_train_sim ${MNIST_CUDASIM_OUT}/mnist-train --data ${MNIST_DATA_DIR}/train --limit 640 --epochs 1)
-# Issue 44: micro-batch mode and --exact are the host backend's for now: the CUDA backend
-# refuses them, status 2 on every rank (docs/exact.md).
-add_cudasim_test(mnist_train_sim_exact_refused_2 2
-                 EXPECT 2 "mnist-train: --micro-batch, --global-batch and --exact: not yet on the CUDA backend"
-                 COMMAND ${_train_sim} --backend cuda --exact)
+# Issue 44: micro-batch mode and --exact on the simulated CUDA backend (tests/e2e/test_exact.sh's
+# sim-* cases; docs/exact.md): one param_crc32 at 1, 2 and 4 ranks, captured and not, the
+# heuristic's plan, the control without --exact differing; the overflow read where the loss is.
+foreach(_case sim-seed sim-mlp sim-lenet sim-overflow)
+  string(REPLACE "sim-" "" _name ${_case})
+  add_test(NAME mnist_train_sim_exact_${_name}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_exact.sh ${_case} ${MNIST_CUDASIM_OUT}/mnist-train
+                   ${MNIST_DATA_DIR} ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV} -x CUDASIM_DEVICE_NAMES=same)
+  set_tests_properties(mnist_train_sim_exact_${_name} PROPERTIES LABELS cudasim TIMEOUT 300
+                       PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS: ${_case}"
+                       FAIL_REGULAR_EXPRESSION "FAIL:")
+endforeach()
 add_cudasim_test(mnist_train_sim_auto_old_driver_2 2 ENV CUDASIM_DRIVER_VERSION=12040
                  EXPECT 0 "mnist-train: WARNING: GPUs are present but unusable.*driver-too-old"
                  "^summary: .*backend=host .* backend_fallback=driver-too-old$" COMMAND ${_train_sim})

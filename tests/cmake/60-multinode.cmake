@@ -8,11 +8,13 @@
 # multinode_agree     MPMD launches with different flags or data: refused by
 #                     every rank with status 2, rank 0 printing the differences
 # multinode_namespaces 2 nodes x 2 ranks in network namespaces joined by a
-#                     bridge, through both scripts; equal to a 1-node run.
+#                     bridge, through both scripts; equal to a 1-node run;
+#                     with --exact, run_mpirun_2.sh's 2 x 2 equal to 1 rank.
 #                     Needs root: skipped (status 77, reason printed) without.
 # multinode_restart   the launch scripts' MAX_RESTARTS on that cluster: a rank
 #                     killed or stopped, a node lost, bad input, restarts used
-#                     up (scripts/restart.sh). Needs root, as above.
+#                     up (scripts/restart.sh); with --exact, the restart shrunk
+#                     to node 1 ends at the uninterrupted run's bits. Needs root, as above.
 # multinode_restart_scripts the restart policy against a stand-in mpirun and
 #                     agent: refusals, statuses retried or not, shrinking
 add_unit_test(test_agree ${CMAKE_CURRENT_SOURCE_DIR}/multinode/test_agree.c)

@@ -7,7 +7,8 @@
 # slurm_one_node   srun --mpi=pmix, salloc mpirun, sbatch: each equal to mpirun -n 2;
 #                  srun --mpi=none and pmi2 stop in MPI_Init with Open MPI's message
 # slurm_two_nodes  srun -N 2 --ntasks-per-node=2, salloc -N 2 mpirun and the job script
-#                  equal to mpirun -n 4 on one node, bit for bit; the start-up line says 2 nodes
+#                  equal to mpirun -n 4 on one node, bit for bit; the start-up line says 2 nodes;
+#                  srun -N 2 --ntasks-per-node=2 --exact equal to mpirun -n 1
 # slurm_failures   kill -9 and SIGSTOP (--timeout) of a task under the job script
 # slurm_cudasim    the simulated CUDA backend under srun: device per local rank,
 #                  --gpus-per-task=1, the NCCL id broadcast (simulated, not a GPU)

@@ -9,8 +9,8 @@
 #                                 on 1 rank (accumulation alone) trains
 #   exact_default                 without the flags, the seed's --epochs 1 at 2 ranks is c43ed6c5
 # The bad sizes (G not a multiple of M, M above G, more ranks than micro-batches,
-# --grad-reduce sum): e2e_bad_input. The CUDA backend refuses the flags (status 2) until
-# it has the ops.
+# --grad-reduce sum): e2e_bad_input. The simulated CUDA backend's cases (sim-*):
+# mnist_train_sim_exact_* in 45-cudasim.cmake.
 foreach(_case ranks-seed ranks-mlp ranks-lenet resume overflow accumulate default)
   string(REPLACE "-" "_" _name ${_case})
   add_test(NAME exact_${_name}

@@ -46,6 +46,18 @@ extern "C" {
 #define __shared__ static
 #define __syncthreads() block_fibers_sync()
 
+/*
+ * CUDA's integer atomicAdd (the old value back): one thread runs at a time
+ * here, so a plain read-modify-write is atomic. Integer only: a float
+ * atomic's order would decide bits.
+ */
+static inline unsigned long long atomicAdd(unsigned long long *address, unsigned long long val)
+{
+	unsigned long long old = *address;
+	*address = old + val;
+	return old;
+}
+
 struct fake_uint3 {
 	unsigned int x, y, z;
 };

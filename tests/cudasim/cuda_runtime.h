@@ -43,6 +43,20 @@
 #define __shared__ static
 #define __syncthreads() cudasim::barrier()
 
+/*
+ * CUDA's integer atomicAdd (the old value back). One host thread runs every
+ * kernel thread, one at a time (cudasim.h: no real concurrency), so a plain
+ * read-modify-write is atomic; an integer sum is the same in any order, so
+ * nothing about the order needs modelling. Integer only: a float atomic's
+ * order would decide bits.
+ */
+inline unsigned long long atomicAdd(unsigned long long *address, unsigned long long val)
+{
+	unsigned long long old = *address;
+	*address = old + val;
+	return old;
+}
+
 enum cudaError {
 	cudaSuccess = 0,
 	cudaErrorInvalidValue = 1,

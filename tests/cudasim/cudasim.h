@@ -368,10 +368,11 @@
  * for it or polls it, so a rank that blocks elsewhere (in an MPI call, say)
  * while a peer waits for one of its queued collectives stalls that peer here,
  * where a GPU would have run the collective; the memory model beyond stream
- * order (no caches, no weak ordering, no atomics); reduced precision other than
- * TF32 GEMM inputs (accumulation is in double in every mode, but for the float
- * partial sums of a split-K cuBLASLt algorithm; FP16, BF16 and their math modes
- * are not offered); transports (NVLink, PCIe, InfiniBand, sockets: MPI carries
+ * order (no caches, no weak ordering; atomics only as cuda_runtime.h's
+ * integer atomicAdd, a plain add); reduced precision other than TF32 GEMM
+ * inputs (accumulation is in double in every mode, but for the float
+ * partial sums of a split-K cuBLASLt algorithm; FP16, BF16 and their math
+ * modes are not offered); transports (NVLink, PCIe, InfiniBand, sockets: MPI carries
  * everything); sticky errors after a fault in a kernel; unified and managed
  * memory, peer access, multiple devices per process, stream priorities,
  * implicit synchronization between the legacy stream and blocking streams,

@@ -5,11 +5,14 @@
  *   mpirun -n 2 cudasim_nccl_rules MODE
  *
  *   rules          what a correct program gets: sums and means in elements of
- *                  their datatype, identical on every rank; broadcast; device
+ *                  their datatype (int64 sums exact beyond a double's 2^53),
+ *                  identical on every rank; broadcast; device
  *                  buffers required; one id per communicator and one GPU per
  *                  rank; lazy connection (the first collective call waits on
  *                  the host for every rank's, later ones do not);
  *                  ncclCommFinalize runs what is queued. Prints "PASS rules".
+ *   datatype       rank 1 reduces as ncclFloat64 what the others reduce as
+ *                  ncclInt64 (same count, same bytes): stopped the same way.
  *   count-in-bytes rank 1 passes its count in bytes (4x the others'):
  *                  the cross-rank check stops the job naming both sides.
  *   capture        rank 0 replays a graph holding the allreduce while rank 1
@@ -167,6 +170,21 @@ static void mode_rules(cudaStream_t s)
 	std::vector<int32_t> isum = get(iv, 7, s);
 	for (int i = 0; i < 7; i++)
 		expect(isum[(size_t)i] == 1000 * size * (size + 1) / 2 + size * i, "int32 sum");
+	/*
+	 * int64 sums (--exact's fixed point), exact where a double would round:
+	 * terms of 2^60 / size and more, negative ones, and 1s beside them.
+	 */
+	int64_t *lv = dev<int64_t>(5);
+	std::vector<int64_t> lh(5);
+	for (int i = 0; i < 5; i++)
+		lh[(size_t)i] = (i % 2 ? -1 : 1) * ((((int64_t)1 << 60) / size) + rank * 3 + 1);
+	put(lv, lh, s);
+	expect(ncclAllReduce(lv, lv, 5, ncclInt64, ncclSum, comm, s) == ncclSuccess, "int64 allreduce");
+	std::vector<int64_t> lsum = get(lv, 5, s);
+	for (int i = 0; i < 5; i++) {
+		int64_t want = (((int64_t)1 << 60) / size) * size + 3 * size * (size - 1) / 2 + size;
+		expect(lsum[(size_t)i] == (i % 2 ? -want : want), "int64 sum not exact");
+	}
 	expect(ncclBroadcast(f, f, n, ncclFloat, size - 1, comm, s) == ncclSuccess, "ncclBroadcast");
 	std::vector<float> b = get(f, n, s);
 	expect(same_everywhere(b.data(), n * sizeof(float)), "broadcast left ranks different");
@@ -185,6 +203,19 @@ static void mode_rules(cudaStream_t s)
 		printf("PASS rules: %d ranks, first collective call %.2f s (waited for the peer), "
 		       "a later one %.3f s\n",
 		       size, first_call, later_call);
+}
+
+/* Rank 1 reduces int64 as float64, the same count and size: the cross-rank check must catch it. */
+static void mode_datatype(cudaStream_t s, ncclComm_t comm)
+{
+	const size_t n = 64;
+	int64_t *q = dev<int64_t>(n);
+	expect(cudaMemsetAsync(q, 0, n * sizeof(int64_t), s) == cudaSuccess, "memset");
+	expect(ncclAllReduce(q, q, n, rank == 1 ? ncclFloat64 : ncclInt64, ncclSum, comm, s) ==
+		       ncclSuccess,
+	       "ncclAllReduce");
+	cudaStreamSynchronize(s);
+	printf("FAIL rank %d: mismatched datatypes were not caught\n", rank);
 }
 
 /* Rank 1 passes its count in bytes: a mistake the cross-rank check must catch. */
@@ -329,6 +360,8 @@ int main(int argc, char **argv)
 		expect(rc == ncclSuccess, "ncclCommInitRank");
 		if (!strcmp(mode, "count-in-bytes"))
 			mode_count_in_bytes(s, comm);
+		else if (!strcmp(mode, "datatype"))
+			mode_datatype(s, comm);
 		else if (!strcmp(mode, "capture"))
 			mode_capture(s, comm);
 		else if (!strcmp(mode, "hang"))
@@ -338,7 +371,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(mode, "hang-sync") || !strcmp(mode, "hang-free"))
 			mode_hang_blocking(s, comm, !strcmp(mode, "hang-free"));
 		else
-			expect(false, "unknown mode (rules, count-in-bytes, capture, hang, hang-error, hang-sync, hang-free)");
+			expect(false, "unknown mode (rules, count-in-bytes, datatype, capture, hang, hang-error, hang-sync, hang-free)");
 		fflush(stdout);
 		return 1; /* the modes above end the job themselves */
 	}

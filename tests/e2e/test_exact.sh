@@ -27,6 +27,24 @@
 #              after an epoch), at steps_per_epoch=235 and images=60160.
 #   default    without the flags nothing changes: 2 ranks, --epochs 1 ends at
 #              param_crc32=c43ed6c5 (the seed's default, as before micro-batches).
+#
+# The CUDA backend on the simulator (MNIST_TRAIN: build/cudasim/mnist-train,
+# mpirun's arguments carrying the simulator's environment; label cudasim):
+#   sim-seed, sim-mlp, sim-lenet
+#              --backend cuda --exact --global-batch 96 --micro-batch 8, SGD with
+#              momentum, at 1, 2 and 4 ranks: one param_crc32, each step of 12,
+#              6 or 3 micro-batches captured as one graph step; the same at 2
+#              ranks uncaptured (--no-graph --no-pdl --no-side-stream), and at 2
+#              ranks on the 1-rank run's plan (--gpu-plan-from its --metrics, said
+#              on stderr); rank 0 alone says once that the plan is the heuristic's,
+#              and --gpu-plan measure is refused (status 2). The control without --exact at 1
+#              and 4 ranks differs. The host backend's param_crc32 of the same
+#              run is printed beside it, not compared: the simulator's GEMMs sum
+#              in double, OpenBLAS's in float, in another order.
+#   sim-overflow
+#              the overflow on the simulated CUDA backend, read where the loss is
+#              (--log-every 1000: after step 0, then at the epoch's last step 9):
+#              status 1, both ranks name epoch 0 steps 1 to 9, no summary.
 # Exit 0 pass, 1 fail.
 set -uo pipefail
 CASE=${1:-}
@@ -44,11 +62,14 @@ fail() {
 	FAILED=1
 }
 
-# run NAME NRANKS ARGS...: mnist-train on the host backend, output in $TMP/NAME.out; its status.
+# The backend the cases run on: the host's, or (sim-*) the simulated CUDA backend.
+BACKEND=host
+case "$CASE" in sim-*) BACKEND=cuda ;; esac
+# run NAME NRANKS ARGS...: mnist-train on $BACKEND, output in $TMP/NAME.out; its status.
 run() {
 	local name=$1 n=$2
 	shift 2
-	timeout 120 "${MPIRUN[@]}" -n "$n" "$TRAIN" --backend host --log-every 1000 "$@" \
+	timeout 170 "${MPIRUN[@]}" -n "$n" "$TRAIN" --backend "$BACKEND" --log-every 1000 "$@" \
 		>"$TMP/$name.out" 2>&1
 }
 # crc NAME: the param_crc32 of a finished run, or "none".
@@ -92,6 +113,50 @@ ranks_case() {
 			fail "$label without --exact: 1 and 4 ranks gave $(crc c1) and $(crc c4); the control" \
 				"must differ (else the test does not show that --exact is what makes them equal)"
 	done
+}
+
+# sim_case LIMIT MODEL...: the simulated CUDA backend's --exact at 1, 2 and 4 ranks (sim-*).
+sim_case() {
+	local limit=$1 r first="" line
+	shift
+	local model=("$@") opt=(--optimizer sgd --lr 0.05 --momentum 0.9)
+	local x=(--exact --global-batch 96 --micro-batch 8 --limit "$limit" --epochs 1)
+	line="${model[*]}, simulated CUDA, --exact:"
+	for r in 1 2 4; do
+		expect_ok "x$r" "$r" "${x[@]}" "${model[@]}" "${opt[@]}" --metrics "$TMP/x$r.jsonl"
+		line+=" $r:$(crc "x$r")"
+		[ -z "$first" ] && first=$(crc "x$r")
+		[ "$(crc "x$r")" = "$first" ] && [ "$first" != none ] ||
+			fail "--exact at $r ranks: param_crc32 $(crc "x$r"), at 1 rank $first"
+		grep -q "graph_nodes=[1-9]" "$TMP/x$r.out" ||
+			fail "--exact at $r ranks: the step was not captured ($(grep -o 'graph_nodes=[0-9]*' "$TMP/x$r.out"))"
+	done
+	expect_ok plain 2 "${x[@]}" "${model[@]}" "${opt[@]}" --no-graph --no-pdl --no-side-stream
+	line+=" 2 uncaptured:$(crc plain)"
+	expect_ok from 2 "${x[@]}" "${model[@]}" "${opt[@]}" --gpu-plan-from "$TMP/x1.jsonl"
+	line+=" 2 on the 1-rank run's plan:$(crc from)"
+	echo "$line"
+	[ "$(crc plain)" = "$first" ] ||
+		fail "--exact at 2 ranks uncaptured: param_crc32 $(crc plain), captured $first"
+	[ "$(crc from)" = "$first" ] ||
+		fail "--exact at 2 ranks on the 1-rank run's plan: param_crc32 $(crc from), $first without it"
+	grep -q "^mnist-train: --exact: the GPU ops run the ways the --gpu-plan-from plan names" "$TMP/from.out" ||
+		fail "--exact --gpu-plan-from: rank 0 did not say the ways come from that plan"
+	n=$(grep -c "^mnist-train: --exact: the GPU ops run the heuristic's ways" "$TMP/x4.out")
+	[ "$n" -eq 1 ] || fail "--exact at 4 ranks: the plan's source said $n times, want once (rank 0)"
+	run measured 2 "${x[@]}" "${model[@]}" "${opt[@]}" --gpu-plan measure
+	rc=$?
+	[ "$rc" -eq 2 ] && grep -q -- "--gpu-plan measure: an --exact run takes the GPU's ways" "$TMP/measured.out" ||
+		fail "--exact --gpu-plan measure: status $rc, want 2 and the reason"
+	for r in 1 4; do
+		expect_ok "c$r" "$r" "${x[@]:1}" "${model[@]}" "${opt[@]}"
+	done
+	echo "${model[*]}, simulated CUDA, control without --exact: 1:$(crc c1) 4:$(crc c4)"
+	[ "$(crc c1)" != none ] && [ "$(crc c1)" != "$(crc c4)" ] ||
+		fail "without --exact: 1 and 4 ranks gave $(crc c1) and $(crc c4); the control must differ"
+	BACKEND=host expect_ok host 1 "${x[@]}" "${model[@]}" "${opt[@]}"
+	echo "${model[*]}, the host backend, --exact: $(crc host) (not compared: the GEMMs sum" \
+		"in another order)"
 }
 
 # params_close A B: the parameters (not the optimizer's state) of two checkpoints agree
@@ -178,13 +243,26 @@ accumulate)
 	awk -v a="${acc:-0}" 'BEGIN { exit !(a > 0.85) }' ||
 		fail "G=256 M=32 on 1 rank did not train: test_accuracy=${acc:-none}"
 	;;
+sim-seed) sim_case 960 --model seed ;;
+sim-mlp) sim_case 960 --model mlp --hidden 64 ;;
+sim-lenet) sim_case 192 --model lenet ;;
+sim-overflow)
+	run over 2 --exact --model mlp --hidden 64 --global-batch 96 --micro-batch 8 --limit 960 \
+		--epochs 1 --lr 1e6
+	rc=$?
+	n=$(grep -c "gradient elements\? out of the fixed-point range at epoch 0 steps 1 to 9 " "$TMP/over.out")
+	[ "$rc" -eq 1 ] || fail "overflow: status $rc, want 1"
+	[ "$n" -eq 2 ] || fail "overflow: $n ranks named epoch 0 steps 1 to 9, want 2"
+	! grep -q "summary:" "$TMP/over.out" || fail "overflow: a summary line was printed"
+	grep -m1 "out of the fixed-point range" "$TMP/over.out"
+	;;
 default)
 	expect_ok plain 2 --epochs 1
 	echo "2 ranks, --epochs 1, no new flag: $(crc plain)"
 	[ "$(crc plain)" = c43ed6c5 ] || fail "the default changed: param_crc32=$(crc plain), want c43ed6c5"
 	;;
 *)
-	echo "usage: $0 ranks-seed|ranks-mlp|ranks-lenet|resume|overflow|accumulate|default MNIST_TRAIN DATA MPIRUN..." >&2
+	echo "usage: $0 ranks-seed|ranks-mlp|ranks-lenet|resume|overflow|accumulate|default|sim-seed|sim-mlp|sim-lenet|sim-overflow MNIST_TRAIN DATA MPIRUN..." >&2
 	exit 1
 	;;
 esac

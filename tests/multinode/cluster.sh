@@ -169,6 +169,13 @@ node_down() {
 	ip -n "${node_ns[$1]}" link set mnet0 down
 }
 
+# node_up I: node I back after node_down: its link up, the agent answering for
+# it again (the processes it lost stay gone).
+node_up() {
+	rm -f "$tmp/nodes.down.mn-node$1"
+	ip -n "${node_ns[$1]}" link set mnet0 up
+}
+
 # Byte counters of node I's bridge port (tx: towards the node, rx: from it).
 port_bytes() {
 	ip netns exec "$hub" cat "/sys/class/net/p$1/statistics/$2_bytes"

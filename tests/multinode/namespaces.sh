@@ -21,6 +21,8 @@
 #   - the bridge port of node 2 carried at least the gradient allreduce
 #     traffic (interface byte counters), and node 2 was started by the agent;
 #   - rank 0 printed the placement of both nodes;
+#   - --exact (issue 44): the same job on 2 nodes x 2 ranks and on 1 rank ends
+#     at one param_crc32 and test_accuracy;
 #   - the same data path holding different data on node 2 is refused at
 #     start-up: every rank exits 2, rank 0 names the ranks and the checksum;
 #   - a wrong hostfile or host list (unknown host, bad slots, more ranks than
@@ -160,6 +162,33 @@ tx_before=$(port_bytes 2 tx) rx_before=$(port_bytes 2 rx)
 rc=$?
 tx_after=$(port_bytes 2 tx) rx_after=$(port_bytes 2 rx)
 check_run "run_mpirun_2.sh hostfile (2 x slots=2, $SUBNET)" "$tmp/hf"
+
+# ---- --exact: 2 nodes x 2 ranks end at 1 rank's bits (issue 44) ---------------
+# The same job at 1 rank on node 1 and at 2 x 2 ranks through run_mpirun_2.sh:
+# one param_crc32 (and so one test_accuracy), bit for bit (docs/exact.md).
+readonly EXACT_ARGS=(--exact --global-batch 96 --micro-batch 8 --limit 960 --epochs 1 --seed 5)
+mkdir -p "$tmp/x1" "$tmp/x4"
+run_timed "$RUN_TIMEOUT" "$tmp/x1/out" "$on_node" 1 env DATA_PATH="$train_dir/" \
+	OPENBLAS_NUM_THREADS=1 "$mpirun_bin" --allow-run-as-root --bind-to none -n 1 \
+	-x DATA_PATH -x OPENBLAS_NUM_THREADS "$trainer" "${EXACT_ARGS[@]}"
+x1_summary=$(grep -h '^summary: ' "$tmp/x1/out")
+cp "$tmp/hf/hostfile" "$tmp/x4/hostfile"
+(cd "$tmp/x4" && run_timed "$RUN_TIMEOUT" "$tmp/x4/out" "$on_node" 1 \
+	env TRAINER="$trainer" DATA_PATH="$train_dir/" \
+	bash "$src/run_mpirun_2.sh" ./hostfile "${mpi_common[@]}" \
+	--mca btl_tcp_if_include "$SUBNET" --mca oob_tcp_if_include "$SUBNET" -- "${EXACT_ARGS[@]}"
+	exit "$rc")
+rc=$?
+x4_summary=$(grep -h '^summary: ' "$tmp/x4/log_output/1/rank.0/stdout" 2>/dev/null)
+x1_crc=$(field param_crc32 "$x1_summary") x4_crc=$(field param_crc32 "$x4_summary")
+if ((rc == 0)) && [[ -n $x1_crc && $x4_crc == "$x1_crc" ]] &&
+	[[ $(field test_accuracy "$x4_summary") == "$(field test_accuracy "$x1_summary")" ]] &&
+	grep -q 'placement: mn-node2: ranks 2-3 on cpu' "$tmp/x4/log_output/1/rank.0/stdout"; then
+	pass "--exact: 2 nodes x 2 ranks (run_mpirun_2.sh) param_crc32=$x4_crc, 1 rank on node 1 the same"
+else
+	fail "--exact: 2 nodes x 2 ranks: status $rc, param_crc32=${x4_crc:-none}; 1 rank: param_crc32=${x1_crc:-none}"
+	cat "$tmp/x1/out" "$tmp/x4/out" 2>/dev/null | tail -n 20 | sed 's/^/    /' >&2
+fi
 
 # ---- different data on node 2: refused by every rank with status 2 -----------
 mkdir -p "$tmp/bad"

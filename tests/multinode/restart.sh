@@ -22,7 +22,10 @@
 #     answering as for an unreachable host), through run_mpirun_2.sh and a
 #     hostfile: the restart runs on node 1 with 2 ranks x --batch-size 64,
 #     finishes, its summary says ranks=2, and its test accuracy is within
-#     0.005 of the reference.
+#     0.005 of the reference;
+#   - node 2 lost under --exact --global-batch 96 --micro-batch 8 (issue 44):
+#     the restart on node 1's 2 ranks ends at the uninterrupted run's
+#     param_crc32 (a 1-rank run of the same job), bit for bit.
 #
 # The cluster is tests/multinode/cluster.sh's: needs root, else skipped (77)
 # with the reason; everything it makes is removed on exit, failure or interrupt.
@@ -235,6 +238,33 @@ if [[ $(grep -v '^#' "$tmp/down/log_output/attempt-2/hostfile" 2>/dev/null) == "
 	pass "node lost: attempt 2 ran on log_output/attempt-2/hostfile (10.77.0.1 slots=2), the trainer resumed 4 x 32 as 2 x 64"
 else
 	fail "node lost: attempt 2's hostfile or the trainer's note on the rank count is missing"
+fi
+
+# ---- node 2 lost under --exact: the shrunk restart ends at the uninterrupted bits ----
+# Issue 44: with --global-batch and --micro-batch the restart's 2 ranks (its
+# --batch-size does not apply) run the same steps as the 4 did, summed exactly,
+# so the job ends at the uninterrupted run's param_crc32 (here one rank's: the
+# same bits at every rank count, docs/exact.md).
+node_up 2
+readonly EXACT_ARGS=(--exact --global-batch 96 --micro-batch 8)
+mkdir -p "$tmp/xref"
+run_timed "$RUN_TIMEOUT" "$tmp/xref/out" "$on_node" 1 env DATA_PATH="$data/train/" \
+	OPENBLAS_NUM_THREADS=1 "$mpirun_bin" --allow-run-as-root --bind-to none -n 1 \
+	-x DATA_PATH -x OPENBLAS_NUM_THREADS "$trainer" "${TRAIN_ARGS[@]}" \
+	--checkpoint-dir "$tmp/xref/ck" "${EXACT_ARGS[@]}"
+xref_crc=$(field param_crc32 "$(grep -h '^summary: ' "$tmp/xref/out")")
+start_job xdown run_mpirun_2.sh "$tmp/hostfile" MAX_RESTARTS=1 -- "${EXACT_ARGS[@]}"
+first_checkpoint xdown && node_down 2
+finish_job
+s=$(summary xdown 2)
+line=$(grep -m1 ': restart 1 of 1: ' "$tmp/xdown/out")
+if ((rc == 0)) && [[ -n $xref_crc && $(field param_crc32 "$s") == "$xref_crc" ]] &&
+	[[ $(field ranks "$s") == 2 && $line == *"attempt 2 of 2 on 10.77.0.1:2 (10.77.0.2 not answering): 2 ranks"* ]]; then
+	pass "node 2 lost under --exact ($took in all): restarted on node 1 with 2 ranks, param_crc32=$xref_crc as the uninterrupted run (1 rank)"
+else
+	fail "node lost under --exact: status $rc, attempt 2's summary '$s', restart line '${line:-none}'; want ranks=2 param_crc32=${xref_crc:-none} (the uninterrupted run)"
+	show xdown
+	tail -n 5 "$tmp/xref/out" | sed 's/^/    xref: /' >&2
 fi
 
 checks_done "all restart checks passed"

@@ -21,7 +21,9 @@
 #              carried the gradients; the same result from `salloc -N 2
 #              --ntasks-per-node=2 mpirun` and through the job script
 #              (`MNIST_NET=mnet0 sbatch --nodes=2 --ntasks-per-node=2`), which
-#              gives every task MNIST_NET's interface for MPI and NCCL.
+#              gives every task MNIST_NET's interface for MPI and NCCL; with
+#              --exact (issue 44), srun -N 2 x 2 tasks ends at `mpirun -n 1`'s
+#              param_crc32 and test_accuracy.
 #   failures   the job script on one node, training without end: kill -9 of
 #              task 1 ends the whole job within 15 s, failed, srun naming task 1;
 #              SIGSTOP of task 1 with --timeout 3: rank 0 prints the deadline
@@ -297,6 +299,22 @@ case_two_nodes() {
 	else
 		fail "srun -N 2: rank 0's start-up and placement lines:"
 		grep 'mnist-train' "$tmp/srun.0.out" | sed 's/^/    /' >&2
+	fi
+
+	# --exact (issue 44): srun -N 2 x 2 tasks ends at one rank's bits.
+	local exact=(--data "$data/train" --exact --global-batch 96 --micro-batch 8 --limit 960
+		--epochs 1 --seed 5)
+	reference exact1 1 "$trainer" "${exact[@]}"
+	launch "$tmp/srun-exact.out" srun -N 2 --ntasks-per-node=2 --mpi=pmix "$trainer" "${exact[@]}"
+	local x1 x4
+	x1=$(summary_of "$tmp/exact1.out") x4=$(summary_of "$tmp/srun-exact.out")
+	if ((rc == 0)) && [[ $(field ranks "$x4") == 4 && -n $(field param_crc32 "$x1") &&
+		$(field param_crc32 "$x4") == "$(field param_crc32 "$x1")" &&
+		$(field test_accuracy "$x4") == "$(field test_accuracy "$x1")" ]]; then
+		pass "srun -N 2 --ntasks-per-node=2 --exact: param_crc32=$(field param_crc32 "$x4"), mpirun -n 1's"
+	else
+		fail "srun -N 2 --ntasks-per-node=2 --exact: status $rc, param_crc32=$(field param_crc32 "$x4"); mpirun -n 1: $(field param_crc32 "$x1")"
+		tail -n 20 "$tmp/srun-exact.out" | sed 's/^/    /' >&2
 	fi
 
 	# mpirun in a 2-node allocation: its daemon on node 2 started by srun.
