@@ -19,6 +19,7 @@
 #include "deadline.h"
 #include "dist.h"
 #include "elem.h"
+#include "fixed_host.h"
 #include "host_internal.h"
 #include "host_vector.h"
 
@@ -316,21 +317,13 @@ static void host_fixed_accumulate(void *ctx, int64_t *restrict acc, const float 
 				  size_t n, double limit, int first)
 {
 	(void)ctx;
-	int64_t bad_count = 0;
-	for (size_t i = 0; i < n; i++) {
-		int bad;
-		int64_t q = fixed_encode_elem(g[i], limit, &bad);
-		acc[i] = first ? q : acc[i] + q;
-		bad_count += bad;
-	}
-	acc[n] += bad_count;
+	fixed_host_accumulate(acc, g, n, limit, first);
 }
 
 static void host_fixed_decode(void *ctx, float *restrict g, int64_t *restrict acc, size_t n)
 {
 	(void)ctx;
-	for (size_t i = 0; i < n; i++)
-		g[i] = fixed_decode_elem(acc[i]);
+	fixed_host_decode(g, acc, n);
 	acc[n + 1] += acc[n];
 	acc[n] = 0;
 }

@@ -259,7 +259,8 @@ ELEM_FN double fixed_limit_elem(int k)
 
 ELEM_FN int64_t fixed_encode_elem(float g, double limit, int *bad)
 {
-	double x = ldexp((double)g, FIXED_SHIFT); /* exact: a float times a power of two */
+	/* Exact: a float times a power of two (as ldexp, without its call). */
+	double x = (double)g * (double)(1ll << FIXED_SHIFT);
 	if (!(fabs(x) < limit)) {                 /* out of range, or NaN */
 		*bad = 1;
 		return 0;
@@ -271,7 +272,8 @@ ELEM_FN int64_t fixed_encode_elem(float g, double limit, int *bad)
 /* The float of an accumulated sum: q * 2^-FIXED_SHIFT, rounded once to double, then to float. */
 ELEM_FN float fixed_decode_elem(int64_t q)
 {
-	return (float)ldexp((double)q, -FIXED_SHIFT);
+	/* (double)q rounds once; the power of two scales it exactly (as ldexp, without its call). */
+	return (float)((double)q * (1.0 / (double)(1ll << FIXED_SHIFT)));
 }
 
 /*
