@@ -51,7 +51,8 @@ ok() { echo "ok: $*"; }
 run() {
 	local name=$1 want=$2
 	shift 2
-	timeout -k 10 "$RUN_TIMEOUT" "${MPIRUN[@]}" -n "$RANKS" "$TRAIN" --data "$TRAIN_ONLY" \
+	timeout -k 10 "$RUN_TIMEOUT" "${MPIRUN[@]}" -n "$RANKS" --output-filename "$TMP/$name.log" \
+		"$TRAIN" --data "$TRAIN_ONLY" \
 		--model mlp --hidden 32 --momentum 0.9 --limit 1280 --log-every 1 "$@" \
 		>"$TMP/$name.out" 2>&1
 	local rc=$?
@@ -72,8 +73,10 @@ same() {
 	fi
 }
 # Every rank's logged losses as "EPOCH STEP LOSS", each step's ranks in loss order.
+# (each rank's own stdout file: mpirun's merged copy may interleave two ranks' lines)
 losses() {
-	sed -nE 's/^epoch: ([0-9]+), step: ([0-9]+), loss is (.*)$/\1 \2 \3/p' "$TMP/$1.out" |
+	cat "$TMP/$1.log"/1/rank.*/stdout 2>/dev/null |
+		sed -nE 's/^epoch: ([0-9]+), step: ([0-9]+), loss is (.*)$/\1 \2 \3/p' |
 		sort -k1,1n -k2,2n -k3,3g
 }
 # worst A B: "LINES WORST_RELATIVE" over A's and B's logged losses; exit 1 when their steps differ.
