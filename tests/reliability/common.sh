@@ -44,6 +44,16 @@ run() {
 	RC=$?
 }
 
+# runr NAME NRANKS ARGS...: run, each rank's output also in $TMP/NAME/log/1/rank.R/; rank0
+# NAME stdout|stderr: rank 0's.
+runr() {
+	local name=$1 saved=("${MPIRUN[@]}")
+	MPIRUN+=(--output-filename "$TMP/$name/log")
+	run "$@"
+	MPIRUN=("${saved[@]}")
+}
+rank0() { cat "$TMP/$1/log/1/rank.0/$2" 2>/dev/null; }
+
 # expect_ok NAME: the last run finished with status 0 and a summary line.
 expect_ok() {
 	if [ "$RC" -ne 0 ]; then

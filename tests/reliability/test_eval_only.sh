@@ -37,15 +37,6 @@ host | cuda) ;;
 esac
 . "$(dirname "$0")/common.sh"
 
-# runr NAME NRANKS ARGS...: run (common.sh), each rank's output also in $TMP/NAME/log/1/rank.R/.
-runr() {
-	local name=$1 saved=("${MPIRUN[@]}")
-	MPIRUN+=(--output-filename "$TMP/$name/log")
-	run "$@"
-	MPIRUN=("${saved[@]}")
-}
-rank0() { cat "$TMP/$1/log/1/rank.0/$2" 2>/dev/null; } # NAME stdout|stderr
-
 TRAINING=(--backend host --model mlp --hidden 32 --momentum 0.9 --lr 0.05 --limit 2000
 	--log-every 10 --timeout 60)
 runr train 2 "${TRAINING[@]}" --epochs 2 --checkpoint-dir "$TMP/ck" --keep 0

@@ -40,13 +40,6 @@ host | cuda) ;;
 esac
 . "$(dirname "$0")/common.sh"
 
-runr() { # NAME NRANKS ARGS...: run (common.sh), each rank's output also in $TMP/NAME/log/1/rank.R/
-	local name=$1 saved=("${MPIRUN[@]}")
-	MPIRUN+=(--output-filename "$TMP/$name/log")
-	run "$@"
-	MPIRUN=("${saved[@]}")
-}
-rank0() { cat "$TMP/$1/log/1/rank.0/$2" 2>/dev/null; } # NAME stdout|stderr
 # loss_epochs NAME: the epochs of rank 0's loss lines, each once, in order.
 loss_epochs() { rank0 "$1" stdout | sed -nE 's/^epoch: ([0-9]+), step: .*/\1/p' | uniq | tr '\n' ' ' | sed 's/ $//'; }
 first_loss_line() { rank0 "$1" stdout | grep -m1 '^epoch: ' | sed -E 's/, loss is .*//'; }
