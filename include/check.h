@@ -59,6 +59,25 @@ void die(int code, const char *fmt, ...)
 #endif
 	;
 
+/*
+ * "rank R on HOST: <message>" on stderr, flushed, and nothing more: for a stop
+ * every rank reaches at once (each says why, meets the others, then
+ * check_stop), so that no rank's line is lost to another's abort.
+ */
+void say(const char *fmt, ...)
+#if defined(__GNUC__)
+	__attribute__((format(printf, 1, 2)))
+#endif
+	;
+
+/* MPI_Abort(code) (exit(code) outside MPI), saying nothing. */
+#if defined(__cplusplus)
+[[noreturn]]
+#else
+_Noreturn
+#endif
+void check_stop(int code);
+
 #define MPI_CHECK(stmt)                                                                  \
 	do {                                                                             \
 		int mpi_check_rc_ = (stmt);                                              \

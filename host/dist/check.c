@@ -57,6 +57,22 @@ void die(int code, const char *fmt, ...)
 	check_abort(code);
 }
 
+void say(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "rank %d on %s: %s\n", check_rank_, check_host_, msg);
+	fflush(stderr);
+}
+
+void check_stop(int code)
+{
+	check_abort(code);
+}
+
 enum status status_fail(char *err, size_t errlen, enum status st, const char *fmt, ...)
 {
 	va_list ap;

@@ -468,7 +468,7 @@ static void exact_check(struct run *r, int epoch, int step)
 	long long done = (long long)epoch * r->smp.steps + step + 1;
 	if (!r->st.fixed)
 		return;
-	if (!backend_is_synchronous(r->be) && step % r->c->log_every != 0 &&
+	if (!backend_is_synchronous(r->be) && step % r->launch.log_steps != 0 &&
 	    step != r->smp.steps - 1 && !resume_save_due(&r->rs, done))
 		return;
 	long long bad = step_fixed_overflow(&r->st);
@@ -481,13 +481,16 @@ static void exact_check(struct run *r, int epoch, int step)
 		snprintf(steps, sizeof(steps), "step %d", step);
 	else
 		snprintf(steps, sizeof(steps), "steps %d to %d", from, step);
-	die(1, "--exact: %lld gradient element%s out of the fixed-point range at epoch %d %s "
+	/* Every rank read the same count here: each says so, and none stops the job before. */
+	say("--exact: %lld gradient element%s out of the fixed-point range at epoch %d %s "
 	       "(a micro-batch's |gradient| must stay below 2^%d = %g for %d micro-batches a "
 	       "step, and be finite): training diverged, or the model needs another scale "
 	       "(docs/exact.md); stopping",
 	    bad, bad == 1 ? "" : "s", epoch, steps,
 	    (int)lrint(log2(r->st.fixed_limit)) - FIXED_SHIFT,
 	    ldexp(r->st.fixed_limit, -FIXED_SHIFT), r->smp.global / r->smp.batch);
+	dist_barrier(r->d, "--exact's stop");
+	check_stop(1);
 }
 
 /* Rank 0: a checkpoint after this step when one is due (train/resume.h). */
