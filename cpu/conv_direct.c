@@ -111,6 +111,22 @@ static inline int imin(int a, int b) { return a < b ? a : b; }
 #undef CD_DV
 #undef CD_ISA
 
+/* NAME##_avx512, _avx2 or _generic (ARGS...), as host_isa() says: each public kernel's body. */
+#if CONV_DIRECT_X86
+#define ISA_DISPATCH(name, ...)                                                            \
+	do {                                                                               \
+		enum host_isa isa_ = host_isa();                                           \
+		if (isa_ == HOST_ISA_AVX512)                                               \
+			name##_avx512(__VA_ARGS__);                                        \
+		else if (isa_ == HOST_ISA_AVX2)                                            \
+			name##_avx2(__VA_ARGS__);                                          \
+		else                                                                       \
+			name##_generic(__VA_ARGS__);                                       \
+	} while (0)
+#else
+#define ISA_DISPATCH(name, ...) name##_generic(__VA_ARGS__)
+#endif
+
 #define INPUT_GRAD_ARGS                                                                    \
 	const float *w, const float *dz, const struct conv_shape *s, int oc, int batch, float *dx
 
@@ -131,13 +147,7 @@ static void input_grad_generic(INPUT_GRAD_ARGS)
 
 void conv_direct_input_grad(INPUT_GRAD_ARGS)
 {
-	switch (host_isa()) {
-#if CONV_DIRECT_X86
-	case HOST_ISA_AVX512: input_grad_avx512(w, dz, s, oc, batch, dx); return;
-	case HOST_ISA_AVX2: input_grad_avx2(w, dz, s, oc, batch, dx); return;
-#endif
-	default: input_grad_generic(w, dz, s, oc, batch, dx); return;
-	}
+	ISA_DISPATCH(input_grad, w, dz, s, oc, batch, dx);
 }
 
 #define WEIGHT_GRAD_ARGS                                                                   \
@@ -160,13 +170,7 @@ static void weight_grad_generic(WEIGHT_GRAD_ARGS)
 
 void conv_direct_weight_grad(WEIGHT_GRAD_ARGS)
 {
-	switch (host_isa()) {
-#if CONV_DIRECT_X86
-	case HOST_ISA_AVX512: weight_grad_avx512(dz, x, s, oc, batch, dw); return;
-	case HOST_ISA_AVX2: weight_grad_avx2(dz, x, s, oc, batch, dw); return;
-#endif
-	default: weight_grad_generic(dz, x, s, oc, batch, dw); return;
-	}
+	ISA_DISPATCH(weight_grad, dz, x, s, oc, batch, dw);
 }
 
 #define FORWARD_ARGS                                                                       \
@@ -190,11 +194,5 @@ static void forward_generic(FORWARD_ARGS)
 
 void conv_direct_forward(FORWARD_ARGS)
 {
-	switch (host_isa()) {
-#if CONV_DIRECT_X86
-	case HOST_ISA_AVX512: forward_avx512(x, w, b, s, ps, oc, batch, y, arg); return;
-	case HOST_ISA_AVX2: forward_avx2(x, w, b, s, ps, oc, batch, y, arg); return;
-#endif
-	default: forward_generic(x, w, b, s, ps, oc, batch, y, arg); return;
-	}
+	ISA_DISPATCH(forward, x, w, b, s, ps, oc, batch, y, arg);
 }

@@ -65,6 +65,14 @@ static int op_begin(struct wrap *w, const char *op, const char *shape)
 	return i;
 }
 
+/* op_begin with the shape "N UNIT" ("535818 floats"): the ops over a flat buffer. */
+static int op_begin_count(struct wrap *w, const char *op, size_t n, const char *unit)
+{
+	char shape[64];
+	snprintf(shape, sizeof(shape), "%zu %s", n, unit);
+	return op_begin(w, op, shape);
+}
+
 static void op_end(struct wrap *w, int i)
 {
 	if (w->counting) {
@@ -289,9 +297,7 @@ static void w_conv_backward_data(void *ctx, const struct conv_stage *s, const fl
 static void w_allreduce(void *ctx, float *buf, size_t n, enum reduce_op op)
 {
 	struct wrap *w = wrap_of(ctx);
-	char shape[64];
-	snprintf(shape, sizeof(shape), "%zu floats", n);
-	int i = op_begin(w, "allreduce", shape);
+	int i = op_begin_count(w, "allreduce", n, "floats");
 	backend_allreduce(w->inner, buf, n, op);
 	op_end(w, i);
 }
@@ -299,9 +305,7 @@ static void w_allreduce(void *ctx, float *buf, size_t n, enum reduce_op op)
 static void w_grad_accumulate(void *ctx, float *acc, const float *g, size_t n)
 {
 	struct wrap *w = wrap_of(ctx);
-	char shape[64];
-	snprintf(shape, sizeof(shape), "%zu floats", n);
-	int i = op_begin(w, "grad_accumulate", shape);
+	int i = op_begin_count(w, "grad_accumulate", n, "floats");
 	backend_grad_accumulate(w->inner, acc, g, n);
 	op_end(w, i);
 }
@@ -310,9 +314,7 @@ static void w_fixed_accumulate(void *ctx, int64_t *acc, const float *g, size_t n
 			       int first)
 {
 	struct wrap *w = wrap_of(ctx);
-	char shape[64];
-	snprintf(shape, sizeof(shape), "%zu floats", n);
-	int i = op_begin(w, "fixed_accumulate", shape);
+	int i = op_begin_count(w, "fixed_accumulate", n, "floats");
 	backend_fixed_accumulate(w->inner, acc, g, n, limit, first);
 	op_end(w, i);
 }
@@ -320,9 +322,7 @@ static void w_fixed_accumulate(void *ctx, int64_t *acc, const float *g, size_t n
 static void w_fixed_decode(void *ctx, float *g, int64_t *acc, size_t n)
 {
 	struct wrap *w = wrap_of(ctx);
-	char shape[64];
-	snprintf(shape, sizeof(shape), "%zu int64", n);
-	int i = op_begin(w, "fixed_decode", shape);
+	int i = op_begin_count(w, "fixed_decode", n, "int64");
 	backend_fixed_decode(w->inner, g, acc, n);
 	op_end(w, i);
 }
@@ -330,9 +330,7 @@ static void w_fixed_decode(void *ctx, float *g, int64_t *acc, size_t n)
 static void w_allreduce_i64(void *ctx, int64_t *buf, size_t n)
 {
 	struct wrap *w = wrap_of(ctx);
-	char shape[64];
-	snprintf(shape, sizeof(shape), "%zu int64", n);
-	int i = op_begin(w, "allreduce_i64", shape);
+	int i = op_begin_count(w, "allreduce_i64", n, "int64");
 	backend_allreduce_i64(w->inner, buf, n);
 	op_end(w, i);
 }
@@ -340,9 +338,7 @@ static void w_allreduce_i64(void *ctx, int64_t *buf, size_t n)
 static void w_broadcast(void *ctx, float *buf, size_t n, int root)
 {
 	struct wrap *w = wrap_of(ctx);
-	char shape[64];
-	snprintf(shape, sizeof(shape), "%zu floats", n);
-	int i = op_begin(w, "broadcast", shape);
+	int i = op_begin_count(w, "broadcast", n, "floats");
 	backend_broadcast(w->inner, buf, n, root);
 	op_end(w, i);
 }

@@ -22,22 +22,7 @@
 # with the reason. KEEP_TMP=1 keeps the runs' files. Exit 0 pass, 1 fail.
 set -uo pipefail
 . "$(dirname "$0")/../script_args.sh"
-PYTHON=${PYTHON:-/usr/bin/python3}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-REF=$ROOT/bench/reference/train_ref.py
-export OPENBLAS_NUM_THREADS=1
-
-if ! "$PYTHON" -c "import torch" 2>/dev/null; then
-	echo "SKIP: PyTorch is not installed for $PYTHON (apt-get install python3-torch; scripts/test.sh does)"
-	exit 77
-fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/mnist-torch.XXXXXX") || exit 1
-trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
-failures=0
-fail() {
-	echo "FAIL: $*" >&2
-	failures=$((failures + 1))
-}
+. "$(dirname "$0")/torch_common.sh"
 
 COMMON=(--model linear --optimizer adamw --lr 0.001 --weight-decay 0.05 --limit 4000
 	--batch-size 4000 --log-every 1)

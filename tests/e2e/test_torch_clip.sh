@@ -23,24 +23,9 @@
 # keeps the runs' files. Exit 0 pass, 1 fail.
 set -uo pipefail
 . "$(dirname "$0")/../script_args.sh"
-PYTHON=${PYTHON:-/usr/bin/python3}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-REF=$ROOT/bench/reference/train_ref.py
-export OPENBLAS_NUM_THREADS=1
+. "$(dirname "$0")/torch_common.sh"
 STEPS=100
 CLIP=0.2
-
-if ! "$PYTHON" -c "import torch" 2>/dev/null; then
-	echo "SKIP: PyTorch is not installed for $PYTHON (apt-get install python3-torch; scripts/test.sh does)"
-	exit 77
-fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/mnist-torch-clip.XXXXXX") || exit 1
-trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
-failures=0
-fail() {
-	echo "FAIL: $*" >&2
-	failures=$((failures + 1))
-}
 
 HYPER=(--model linear --lr 0.1 --weight-decay 0.01 --limit 4000 --batch-size 4000 --log-every 1)
 COMMON=("${HYPER[@]}" --clip-grad-norm "$CLIP")

@@ -5,6 +5,19 @@
 #   script.sh MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...]
 # Every mpirun is bounded by timeout(1); a hang is a failure, never a wait.
 
+# With BACKEND_ARG=1 set by the caller, a first argument comes before those:
+#   script.sh host|cuda MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...]
+# and sets BACKEND.
+if [ -n "${BACKEND_ARG:-}" ]; then
+	BACKEND=${1:-}
+	case "$BACKEND" in
+	host | cuda) shift ;;
+	*)
+		echo "usage: $0 host|cuda MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...]" >&2
+		exit 1
+		;;
+	esac
+fi
 . "$(dirname "$0")/../script_args.sh"
 RUN_TIMEOUT=${RUN_TIMEOUT:-90}
 export OPENBLAS_NUM_THREADS=1

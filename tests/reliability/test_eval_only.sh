@@ -26,15 +26,7 @@
 #          test_accuracy and param_crc32.
 # Exit 0 pass, 1 fail (every failure is printed).
 set -uo pipefail
-BACKEND=${1:-}
-shift
-case "$BACKEND" in
-host | cuda) ;;
-*)
-	echo "usage: $0 host|cuda MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...]" >&2
-	exit 1
-	;;
-esac
+BACKEND_ARG=1 # the first argument: host or cuda (common.sh)
 . "$(dirname "$0")/common.sh"
 
 TRAINING=(--backend host --model mlp --hidden 32 --momentum 0.9 --lr 0.05 --limit 2000

@@ -29,15 +29,7 @@
 # are refused on every rank: tests/e2e/test_bad_input.sh.
 # Exit 0 pass, 1 fail (every failure is printed).
 set -uo pipefail
-BACKEND=${1:-}
-shift
-case "$BACKEND" in
-host | cuda) ;;
-*)
-	echo "usage: $0 host|cuda MNIST_TRAIN DATA_DIR MPIRUN [MPIRUN_ARGS...]" >&2
-	exit 1
-	;;
-esac
+BACKEND_ARG=1 # the first argument: host or cuda (common.sh)
 . "$(dirname "$0")/common.sh"
 
 # loss_epochs NAME: the epochs of rank 0's loss lines, each once, in order.

@@ -1,0 +1,20 @@
+# torch_common.sh - what the tests against PyTorch share (sourced after script_args.sh, by
+# test_torch_adamw.sh and test_torch_clip.sh): PYTHON, the reference trainer REF, one
+# OpenBLAS thread, the skip (status 77, with the reason) without PyTorch, the scratch folder
+# TMP (KEEP_TMP=1 keeps it) and fail MESSAGE, which counts one failure.
+PYTHON=${PYTHON:-/usr/bin/python3}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+REF=$ROOT/bench/reference/train_ref.py
+export OPENBLAS_NUM_THREADS=1
+
+if ! "$PYTHON" -c "import torch" 2>/dev/null; then
+	echo "SKIP: PyTorch is not installed for $PYTHON (apt-get install python3-torch; scripts/test.sh does)"
+	exit 77
+fi
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/mnist-torch.XXXXXX") || exit 1
+trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
+failures=0
+fail() {
+	echo "FAIL: $*" >&2
+	failures=$((failures + 1))
+}
