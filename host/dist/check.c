@@ -46,26 +46,30 @@ void check_fail(const char *what, const char *detail, const char *func, const ch
 	check_abort(code);
 }
 
-void die(int code, const char *fmt, ...)
+/* "rank R on HOST: <message>" on stderr, flushed: die's and say's line. */
+static void say_line(const char *fmt, va_list ap)
 {
 	char msg[1024];
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	fprintf(stderr, "rank %d on %s: %s\n", check_rank_, check_host_, msg);
+	fflush(stderr);
+}
+
+void die(int code, const char *fmt, ...)
+{
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	say_line(fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "rank %d on %s: %s\n", check_rank_, check_host_, msg);
 	check_abort(code);
 }
 
 void say(const char *fmt, ...)
 {
-	char msg[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	say_line(fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "rank %d on %s: %s\n", check_rank_, check_host_, msg);
-	fflush(stderr);
 }
 
 void check_stop(int code)
