@@ -5,8 +5,8 @@
 #   build_nccl_wheel       NCCL, cuBLAS and cuBLASLt from wheel-shaped site-packages made of
 #                          the toolkit's files (libnccl.so.2; nvidia/cu13/lib/libcublas.so.13,
 #                          libcublasLt.so.13), with a toolkit in NVIDIA's installer layout
-#                          whose cuBLAS is its stubs only; the module built and checked with
-#                          readelf and the loader
+#                          whose cuBLAS is its stubs only; the module linked (from this
+#                          build's objects) and checked with readelf and the loader
 #   build_nccl_home        NCCL from NCCL_HOME (libnccl.so.2 only), cuBLAS and cuBLASLt from
 #                          the cu12 wheel layout (nvidia/cublas/lib) in MNIST_DDP_SITE_PACKAGES,
 #                          the same stubs-only toolkit; a wrong NCCL_HOME refused
@@ -51,6 +51,6 @@ if(MNIST_DDP_HAVE_CUDA)
                      ${CMAKE_SOURCE_DIR} ${_seed} ${NCCL_INCLUDE_DIR} ${NCCL_LIBRARY}
                      ${MNIST_CUBLAS_INCLUDE_DIR} ${MNIST_CUBLAS_LIBRARY} ${MNIST_CUBLASLT_LIBRARY}
                      ${_nvcc_dir} ${_cuda_inc} ${CUDAToolkit_LIBRARY_DIR} ${_hide})
-    set_tests_properties(build_${_case} PROPERTIES LABELS build TIMEOUT 300 PROCESSORS 2)
+    set_tests_properties(build_${_case} PROPERTIES LABELS build TIMEOUT 300)
   endforeach()
 endif()
