@@ -44,11 +44,18 @@ echo "test.sh: set up and built in ${SECONDS} s"
 
 export OPENBLAS_NUM_THREADS=1
 
-# The sanitizer and fuzzing builds (host backend only: nvcc objects carry no ASan), made at
-# the lowest priority while the main suite runs: its tests leave a core idle for a third of
-# their time (a deadline's wait, mpirun starting a job, a daemon), which the compilers take,
-# and yield it back at once. Their logs in build-*/test-sh-build.log; each stage waits for
-# its build below. -O1 for the sanitizers, as their documentation advises.
+# The sanitizer and fuzzing stages (host backend only: nvcc objects carry no ASan) run beside
+# the main suite, at the lowest priority (nice 19): its tests leave a core idle for a fifth of
+# their time (a deadline's wait, mpirun starting a job, a daemon), which these take and yield
+# back at once. In order: the sanitizer build (-O1, as its documentation advises), the unit
+# suite under AddressSanitizer and UndefinedBehaviorSanitizer, the fuzzing build (clang,
+# libFuzzer), the fuzzing runs. A unit test that asserts elapsed time (TIMED_UNIT) is held back
+# and run after the main suite, when nothing starves it. Each stage's log is
+# build-*/test-sh-*.log, shown below; the first failure ends the side work (its status says
+# which stage).
+TIMED_UNIT='^test_deadline$'
+ASAN_ENV=(ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+	UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}")
 side_build() { # DIR CMAKE_ARGS... -- TARGETS...
 	local dir=$1 args=()
 	shift
@@ -58,15 +65,25 @@ side_build() { # DIR CMAKE_ARGS... -- TARGETS...
 	{ cmake -S . -B "$dir" -DMNIST_DDP_CUDA=OFF -DMNIST_DDP_WERROR=ON "${args[@]}" &&
 		cmake --build "$dir" -j"$(nproc)" --target "$@"; } >"$dir/test-sh-build.log" 2>&1
 }
-side_builds() {
+side_work() {
 	side_build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
 		-DMNIST_DDP_SANITIZE=ON -- unit-tests || return 1 # what -L unit runs
-	CC=clang side_build build-fuzz -DMNIST_DDP_FUZZ=ON -- fuzz_idx fuzz_checkpoint || return 2
+	# A build that is not instrumented would pass for the wrong reason. (grep reads all of
+	# nm's output: with -q it could stop early, and pipefail would count nm's SIGPIPE.)
+	if [ "$(nm build-asan/tests/test_idx | grep -c __asan_init)" -eq 0 ]; then
+		echo "test.sh: build-asan/tests/test_idx is not built with AddressSanitizer" >build-asan/test-sh-unit.log
+		return 2
+	fi
+	env "${ASAN_ENV[@]}" ctest --test-dir build-asan -L unit -E "$TIMED_UNIT" -j"$(nproc)" \
+		--output-on-failure --timeout 600 >build-asan/test-sh-unit.log 2>&1 || return 2
+	CC=clang side_build build-fuzz -DMNIST_DDP_FUZZ=ON -- fuzz_idx fuzz_checkpoint || return 3
+	ctest --test-dir build-fuzz -L fuzz -j"$(nproc)" --output-on-failure --timeout 600 \
+		>build-fuzz/test-sh-fuzz.log 2>&1 || return 4
 }
 side_pid=
 if [ "${MNIST_DDP_QUICK:-0}" != 1 ]; then
-	# A session of its own, so that a failure below stops the compilers too.
-	setsid nice -n 19 bash -c "$(declare -f side_build side_builds); side_builds" &
+	# A session of its own, so that a failure below stops the side work too.
+	setsid nice -n 19 bash -c "$(declare -f side_build side_work); $(declare -p TIMED_UNIT ASAN_ENV); side_work" &
 	side_pid=$!
 	trap 'kill -- "-$side_pid" 2>/dev/null || true' EXIT
 fi
@@ -94,32 +111,23 @@ python3 tests/times.py top build/ctest-junit.xml 5
 side_rc=0
 wait "$side_pid" || side_rc=$?
 trap - EXIT
-if [ "$side_rc" -ne 0 ]; then
-	log=build-asan/test-sh-build.log
-	[ "$side_rc" -eq 1 ] || log=build-fuzz/test-sh-build.log
-	tail -n 30 "$log" >&2
-	echo "test.sh: the sanitizer or fuzzing build failed ($log)" >&2
-	exit 1
-fi
-echo "test.sh: the sanitizer and fuzzing builds were ready at ${SECONDS} s"
+echo "== ctest -L unit under ASan + UBSan (build-asan/), beside the main suite"
+case $side_rc in
+1) tail -n 30 build-asan/test-sh-build.log >&2; echo "test.sh: the sanitizer build failed (build-asan/test-sh-build.log)" >&2; exit 1 ;;
+2) cat build-asan/test-sh-unit.log >&2; echo "test.sh: the unit suite under ASan + UBSan failed" >&2; exit 1 ;;
+esac
+sed -n '/tests passed/,$p' build-asan/test-sh-unit.log
+echo "== fuzzing: the IDX and checkpoint readers (build-fuzz/), beside the main suite"
+case $side_rc in
+3) tail -n 30 build-fuzz/test-sh-build.log >&2; echo "test.sh: the fuzzing build failed (build-fuzz/test-sh-build.log)" >&2; exit 1 ;;
+4) cat build-fuzz/test-sh-fuzz.log >&2; echo "test.sh: fuzzing failed" >&2; exit 1 ;;
+0) ;;
+*) echo "test.sh: the sanitizer and fuzzing stages ended with status $side_rc" >&2; exit 1 ;;
+esac
+grep -h '^fuzz: ' build-fuzz/test-sh-fuzz.log
+echo "test.sh: the sanitizer and fuzzing stages were done at ${SECONDS} s"
 
-# The unit suite again, every object built with AddressSanitizer and
-# UndefinedBehaviorSanitizer; its tests are single processes that share nothing, so they
-# run side by side.
-echo "== ctest -L unit under ASan + UBSan (build-asan/)"
-# A build that is not instrumented would pass for the wrong reason. (grep reads all of
-# nm's output: with -q it could stop early, and pipefail would count nm's SIGPIPE.)
-if [ "$(nm build-asan/tests/test_idx | grep -c __asan_init)" -eq 0 ]; then
-	echo "test.sh: build-asan/tests/test_idx is not built with AddressSanitizer" >&2
-	exit 1
-fi
-ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
-UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-	ctest --test-dir build-asan -L unit -j"$(nproc)" --output-on-failure --timeout 600
-echo "test.sh: the sanitizer suite done at ${SECONDS} s"
-
-# libFuzzer on the two readers of untrusted files, 20 s each (clang), side by side (each
-# fuzzer is one process).
-echo "== fuzzing: the IDX and checkpoint readers (build-fuzz/)"
-ctest --test-dir build-fuzz -L fuzz -j"$(nproc)" --output-on-failure --timeout 600
+# The unit tests that assert elapsed time, under the sanitizers now that nothing runs beside.
+echo "== ctest under ASan + UBSan, the unit tests that time themselves (build-asan/)"
+env "${ASAN_ENV[@]}" ctest --test-dir build-asan -L unit -R "$TIMED_UNIT" --output-on-failure --timeout 600
 echo "test.sh: all suites passed in ${SECONDS} s"

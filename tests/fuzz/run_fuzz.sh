@@ -3,7 +3,10 @@
 #
 #   tests/fuzz/run_fuzz.sh TARGET SEED_CORPUS_DIR SECONDS [LIBFUZZER_ARGS...]
 #   tests/fuzz/run_fuzz.sh build-fuzz/tests/fuzz_idx tests/fuzz/corpus/idx 30
+#   tests/fuzz/run_fuzz.sh build-fuzz/tests/fuzz_idx tests/fuzz/corpus/idx 100 -runs=200000
 #
+# SECONDS bounds the run; with -runs=N it ends after N inputs, if sooner (a fixed amount of
+# fuzzing, whatever else the machine is doing).
 # The seeds are copied into a fresh work directory, so new inputs never land
 # in the repository; a crash reproducer is kept in $FUZZ_ARTIFACTS (default:
 # the work directory, printed) - copy it into the seed corpus once fixed, and
@@ -30,6 +33,7 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX")
 ART=${FUZZ_ARTIFACTS:-$WORK/artifacts}
 mkdir -p "$WORK/corpus" "$ART"
 cp "$SEEDS"/* "$WORK/corpus/"
+started=$SECONDS
 dict=()
 [ -f "$HERE/${name}.dict" ] && dict=(-dict="$HERE/${name}.dict")
 [ "$name" = fuzz_checkpoint ] && [ -f "$HERE/checkpoint.dict" ] && dict=(-dict="$HERE/checkpoint.dict")
@@ -44,7 +48,7 @@ execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$WORK/log" | tail -1)
 crashes=$(find "$ART" -type f | wc -l)
 corpus=$(ls "$WORK/corpus" | wc -l)
 grep -E '^stat::|^#[0-9]+ *DONE' "$WORK/log"
-echo "fuzz: $name executions=${execs:-0} crashes=$crashes seconds=$SECS corpus=$corpus"
+echo "fuzz: $name executions=${execs:-0} crashes=$crashes seconds=$((SECONDS - started)) corpus=$corpus"
 if [ "$rc" -ne 0 ] || [ "$crashes" -ne 0 ]; then
 	echo "run_fuzz: $name failed (libFuzzer status $rc); the log and reproducers are in $WORK" >&2
 	grep -E 'ERROR|SUMMARY|invariant|runtime error' "$WORK/log" | head -20 >&2
