@@ -482,43 +482,105 @@ static void ref_net_layer(const struct layer *l, const double *p, const double *
 	}
 }
 
-double ref_net_loss(const struct model *m, const double *params, const float *x,
-		    const int32_t *labels, int rows, double *logits, uint8_t *pattern)
+/* The widest activation of m's network (its input's 784 included). */
+static size_t ref_net_width(const struct model *m)
 {
 	size_t width = 784;
 	for (int i = 0; i < m->n_layers; i++)
 		width = (size_t)m->layer[i].out > width ? (size_t)m->layer[i].out : width;
-	double *a = malloc(width * sizeof(double)), *b = malloc(width * sizeof(double));
-	if (!a || !b)
-		abort();
-	double loss = 0.0;
-	for (int r = 0; r < rows; r++) {
-		for (int i = 0; i < 784; i++)
-			a[i] = x[(size_t)r * 784 + i];
-		size_t at = 0; /* layer i's pattern: rows blocks of out bytes, after the layers before */
-		for (int i = 0; i < m->n_layers; i++) {
-			const struct layer *l = &m->layer[i];
-			int marks = l->relu || l->kind == LAYER_POOL;
+	return width;
+}
+
+/* Where layer `first`'s input starts in a ref_net_inputs array of `rows` examples. */
+static size_t ref_net_input_at(const struct model *m, int rows, int first)
+{
+	size_t at = 0;
+	for (int i = 0; i < first; i++)
+		at += (size_t)rows * (size_t)(i ? m->layer[i - 1].out : 784);
+	return at;
+}
+
+size_t ref_net_inputs_len(const struct model *m, int rows)
+{
+	return ref_net_input_at(m, rows, m->n_layers);
+}
+
+/*
+ * Layers first.. of one example r of rows, from a = layer first's input (b: scratch of the
+ * same width); each layer's input is copied to inputs (may be NULL) and its pattern bytes
+ * written to pattern (may be NULL). Returns the example's loss, its logits to logits.
+ */
+static double ref_net_row(const struct model *m, const double *params, double *a, double *b,
+			  int rows, int r, int first, int32_t label, double *logits,
+			  uint8_t *pattern, double *inputs)
+{
+	size_t at = 0; /* layer i's pattern: rows blocks of out bytes, after the layers before */
+	for (int i = 0; i < m->n_layers; i++) {
+		const struct layer *l = &m->layer[i];
+		int marks = l->relu || l->kind == LAYER_POOL;
+		if (i >= first) {
+			if (inputs) {
+				int in = i ? m->layer[i - 1].out : 784;
+				memcpy(inputs + ref_net_input_at(m, rows, i) + (size_t)r * in, a,
+				       (size_t)in * sizeof(double));
+			}
 			ref_net_layer(l, params, a, b,
 				      pattern && marks ? pattern + at + (size_t)r * l->out : NULL);
-			at += marks ? (size_t)rows * l->out : 0;
 			double *t = a;
 			a = b;
 			b = t;
 		}
-		double mx = a[0], sum = 0.0;
-		for (int j = 1; j < 10; j++)
-			mx = a[j] > mx ? a[j] : mx;
+		at += marks ? (size_t)rows * l->out : 0;
+	}
+	double mx = a[0], sum = 0.0;
+	for (int j = 1; j < 10; j++)
+		mx = a[j] > mx ? a[j] : mx;
+	for (int j = 0; j < 10; j++)
+		sum += exp(a[j] - mx);
+	if (logits)
 		for (int j = 0; j < 10; j++)
-			sum += exp(a[j] - mx);
-		loss += mx + log(sum) - a[labels[r]];
-		if (logits)
-			for (int j = 0; j < 10; j++)
-				logits[(size_t)r * 10 + j] = a[j];
+			logits[(size_t)r * 10 + j] = a[j];
+	return mx + log(sum) - a[label];
+}
+
+/* ref_net_loss, and ref_net_loss_from when inputs_from is given (x then unused). */
+static double ref_net_run(const struct model *m, const double *params, const float *x,
+			  const double *inputs_from, int first, const int32_t *labels, int rows,
+			  double *logits, uint8_t *pattern, double *inputs)
+{
+	size_t width = ref_net_width(m);
+	double *a = malloc(width * sizeof(double)), *b = malloc(width * sizeof(double));
+	if (!a || !b)
+		abort();
+	int in = first ? m->layer[first - 1].out : 784;
+	double loss = 0.0;
+	for (int r = 0; r < rows; r++) {
+		for (int i = 0; i < in; i++)
+			a[i] = inputs_from ? inputs_from[ref_net_input_at(m, rows, first) + (size_t)r * in + i]
+					   : x[(size_t)r * 784 + i];
+		loss += ref_net_row(m, params, a, b, rows, r, first, labels[r], logits, pattern, inputs);
 	}
 	free(a);
 	free(b);
 	return loss / rows;
+}
+
+double ref_net_loss(const struct model *m, const double *params, const float *x,
+		    const int32_t *labels, int rows, double *logits, uint8_t *pattern)
+{
+	return ref_net_run(m, params, x, NULL, 0, labels, rows, logits, pattern, NULL);
+}
+
+double ref_net_loss_inputs(const struct model *m, const double *params, const float *x,
+			   const int32_t *labels, int rows, uint8_t *pattern, double *inputs)
+{
+	return ref_net_run(m, params, x, NULL, 0, labels, rows, NULL, pattern, inputs);
+}
+
+double ref_net_loss_from(const struct model *m, const double *params, const double *inputs,
+			 int first, const int32_t *labels, int rows, uint8_t *pattern)
+{
+	return ref_net_run(m, params, NULL, inputs, first, labels, rows, NULL, pattern, NULL);
 }
 
 struct ref_cmp ref_compare_f(const char *what, const float *got, const double *ref, size_t n,

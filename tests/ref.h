@@ -187,6 +187,19 @@ size_t ref_conv_stage_pattern_len(const struct conv_shape *s, const struct pool_
 double ref_net_loss(const struct model *m, const double *params, const float *x,
 		    const int32_t *labels, int rows, double *logits, uint8_t *pattern);
 size_t ref_net_pattern_len(const struct model *m, int rows);
+/*
+ * The same from one layer on, for a caller that changes the parameters of layers first..
+ * only (a gradient check: what comes before is the same at every point). ref_net_loss_inputs
+ * is ref_net_loss (without logits) that also keeps every layer's input of every example in
+ * inputs (ref_net_inputs_len doubles); ref_net_loss_from runs layers first.. from those,
+ * writing only their bytes of pattern: the same loss, bit for bit, as ref_net_loss at params
+ * when layers before first are unchanged since inputs were kept.
+ */
+size_t ref_net_inputs_len(const struct model *m, int rows);
+double ref_net_loss_inputs(const struct model *m, const double *params, const float *x,
+			   const int32_t *labels, int rows, uint8_t *pattern, double *inputs);
+double ref_net_loss_from(const struct model *m, const double *params, const double *inputs,
+			 int first, const int32_t *labels, int rows, uint8_t *pattern);
 
 /* What a comparison found. */
 struct ref_cmp {
