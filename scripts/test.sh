@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test.sh - the whole test suite on a fresh machine: set up (scripts/setup.sh,
-# warnings as errors), run every ctest test, then the sanitizer build of the
-# unit suite and a short fuzzing run. GPU tests skip with their reason where
-# no device is usable and are reported as skipped, never as passed.
+# warnings as errors), run every ctest test and, beside them, the unit suite
+# built with the sanitizers and a short fuzzing run. GPU tests skip with their
+# reason where no device is usable and are reported as skipped, never as passed.
 #
 #   bash scripts/test.sh            # what CI runs
 #   bash scripts/test.sh --quick    # in a built tree: the unit suite and a few runs, ~1 min
