@@ -66,7 +66,8 @@ side_build() { # DIR CMAKE_ARGS... -- TARGETS...
 		cmake --build "$dir" -j"$(nproc)" --target "$@"; } >"$dir/test-sh-build.log" 2>&1
 }
 side_work() {
-	side_build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
+	# -g1: line tables only (a report's file:line), a fifth less compiling than -g.
+	side_build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" \
 		-DMNIST_DDP_SANITIZE=ON -- unit-tests || return 1 # what -L unit runs
 	# A build that is not instrumented would pass for the wrong reason. (grep reads all of
 	# nm's output: with -q it could stop early, and pipefail would count nm's SIGPIPE.)
