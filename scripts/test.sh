@@ -78,7 +78,7 @@ side_work() {
 	env "${ASAN_ENV[@]}" ctest --test-dir build-asan -L unit -E "$TIMED_UNIT" -j"$(nproc)" \
 		--output-on-failure --timeout 600 >build-asan/test-sh-unit.log 2>&1 || return 2
 	CC=clang side_build build-fuzz -DMNIST_DDP_FUZZ=ON -- fuzz_idx fuzz_checkpoint || return 3
-	ctest --test-dir build-fuzz -L fuzz -j"$(nproc)" --output-on-failure --timeout 600 \
+	ctest --test-dir build-fuzz -L fuzz -j"$(nproc)" -V --timeout 900 \
 		>build-fuzz/test-sh-fuzz.log 2>&1 || return 4
 }
 side_pid=
@@ -125,7 +125,8 @@ case $side_rc in
 0) ;;
 *) echo "test.sh: the sanitizer and fuzzing stages ended with status $side_rc" >&2; exit 1 ;;
 esac
-grep -h '^fuzz: ' build-fuzz/test-sh-fuzz.log
+sed -n 's/^[0-9]*: \(fuzz: .*executions=.*\)/\1/p' build-fuzz/test-sh-fuzz.log
+sed -n '/tests passed/p' build-fuzz/test-sh-fuzz.log
 echo "test.sh: the sanitizer and fuzzing stages were done at ${SECONDS} s"
 
 # The unit tests that assert elapsed time, under the sanitizers now that nothing runs beside.
