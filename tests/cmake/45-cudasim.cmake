@@ -436,6 +436,19 @@ add_test(NAME mnist_train_sim_graph_steps_seed
 set_tests_properties(mnist_train_sim_graph_steps_seed PROPERTIES LABELS cudasim TIMEOUT 300 PROCESSORS 2
                      PASS_REGULAR_EXPRESSION "PASS graph_steps" FAIL_REGULAR_EXPRESSION "FAIL:")
 
+# LeNet-5's plan at batch 32, measured once (about 6 s of CPU on the simulator) for the tests
+# below that run on a measured plan without testing the measurement: side_stream_lenet and
+# step_time_lenet follow it (PLAN_FROM, --gpu-plan-from). A fixture: ctest runs it first, also
+# for a -R that names only those; they do not run when it fails. The measurement itself is
+# tested by gpu_plan_sim, plan_lazy_load, plan_host_submit, plan_foreign and profile.
+set(MNIST_CUDASIM_PLAN_LENET ${MNIST_CUDASIM_OUT}/plan-lenet-b32.jsonl)
+add_test(NAME mnist_train_sim_plan_lenet
+         COMMAND ${MNIST_CUDASIM_DIR}/plan_once.sh ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR}
+                 ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV} -- ${MNIST_CUDASIM_PLAN_LENET} lenet 32)
+set_tests_properties(mnist_train_sim_plan_lenet PROPERTIES LABELS cudasim TIMEOUT 200 PROCESSORS 1
+                     FIXTURES_SETUP cudasim_plan_lenet PASS_REGULAR_EXPRESSION "PASS plan_once"
+                     FAIL_REGULAR_EXPRESSION "FAIL:")
+
 # Issue 25: the weight gradients on a second stream, beside the input gradients: the same
 # model as on one stream, captured (its branches replayed late and early in turn) or not, and
 # a shorter modelled step; LeNet-5 sends its dense layers' and conv2's beside (our split GEMM
@@ -450,6 +463,9 @@ foreach(_case "lenet;32" "mlp;32;--hidden;512,256")
                        PROCESSORS 1 PASS_REGULAR_EXPRESSION "PASS side_stream"
                        FAIL_REGULAR_EXPRESSION "FAIL:")
 endforeach()
+# LeNet-5's runs on the plan measured once (above); the mlp's first run measures its own.
+set_tests_properties(mnist_train_sim_side_stream_lenet PROPERTIES FIXTURES_REQUIRED cudasim_plan_lenet
+                     ENVIRONMENT "PLAN_FROM=${MNIST_CUDASIM_PLAN_LENET}")
 
 # Issue 25: the measured plan unbiased by CUDA's lazy loading (a kernel's first launch
 # loading its module: on the H100 candidates took milliseconds at their first run and were
@@ -507,6 +523,10 @@ foreach(_case "seed;8" "mlp;31" "lenet;43")
                        PROCESSORS 1 PASS_REGULAR_EXPRESSION "PASS sim_step_us"
                        FAIL_REGULAR_EXPRESSION "FAIL:")
 endforeach()
+# LeNet-5's on the plan measured once (mnist_train_sim_plan_lenet): the same modelled step as
+# on a plan of its own, the measurement's intervals being left out of the median.
+set_tests_properties(mnist_train_sim_step_time_lenet PROPERTIES FIXTURES_REQUIRED cudasim_plan_lenet
+                     ENVIRONMENT "PLAN_FROM=${MNIST_CUDASIM_PLAN_LENET}")
 
 # ---- the same new GPU tests on a real GPU (label gpu; skipped, with the reason, without one) ----
 # 40-cuda.cmake registers the rest of the suite and builds mnist_gpu_test_util.
