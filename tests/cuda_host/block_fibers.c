@@ -110,6 +110,11 @@ static struct {
 	unsigned int current;   /* the fiber running */
 	void (*body)(const void *);
 	const void *arg;
+	/* The block's sweep: block_fibers_run's arguments, and the next position in its order. */
+	unsigned int threads, pos;
+	int descending;
+	unsigned int *thread_index;
+	const struct block_fiber_hooks *hooks;
 #ifdef BLOCK_FIBERS_ASAN
 	void *fake_stack; /* the scheduler's, while a fiber runs */
 	const void *sched_bottom;
@@ -154,13 +159,63 @@ static void jump(jmp_buf at)
 #define jump(at) _longjmp(at, 1)
 #endif
 
-/* From the running fiber back to the scheduler, to be resumed where it stopped. */
-static void to_scheduler(void)
+/*
+ * A sweep runs the block's threads that have not returned, one after another
+ * in the block's order, each until it waits at the barrier or returns.
+ * sweep_next: the next of them (its position taken), or -1 after the last;
+ * enter and leave frame each one's turn (*thread_index, the hooks).
+ */
+static int sweep_next(void)
+{
+	while (run.pos < run.threads) {
+		unsigned int i = run.pos++;
+		unsigned int t = run.descending ? run.threads - 1 - i : i;
+		if (run.fibers[t].state != RETURNED)
+			return (int)t;
+	}
+	return -1;
+}
+
+static void enter(unsigned int t)
+{
+	*run.thread_index = t;
+	if (run.hooks && run.hooks->in)
+		run.hooks->in(run.hooks->arg, t);
+	run.current = t;
+	run.fibers[t].state = RUNNING;
+}
+
+static void leave(void)
+{
+	if (run.hooks && run.hooks->out)
+		run.hooks->out(run.hooks->arg, run.current);
+}
+
+#ifdef BLOCK_FIBERS_OWN_SWITCH
+/*
+ * The running fiber stops (it waits at the barrier or returned): the sweep's
+ * next thread runs, switched to directly, or after the last the scheduler.
+ * One switch a turn where going through the scheduler took two; the order,
+ * the hooks and the states are the same.
+ */
+static void stop(void)
 {
 	struct fiber *f = &run.fibers[run.current];
-#if defined(BLOCK_FIBERS_OWN_SWITCH)
-	block_fibers_switch(&f->sp, run.scheduler);
-#elif defined(BLOCK_FIBERS_ASAN)
+	leave();
+	int t = sweep_next();
+	if (t < 0) {
+		block_fibers_switch(&f->sp, run.scheduler);
+		return;
+	}
+	enter((unsigned int)t);
+	block_fibers_switch(&f->sp, run.fibers[t].sp);
+}
+#else
+/* The running fiber stops (it waits at the barrier or returned): back to the scheduler. */
+static void stop(void)
+{
+	struct fiber *f = &run.fibers[run.current];
+#if defined(BLOCK_FIBERS_ASAN)
 	void *fake = NULL;
 	if (_setjmp(f->at) == 0) {
 		__sanitizer_start_switch_fiber(&fake, run.sched_bottom, run.sched_size);
@@ -172,6 +227,7 @@ static void to_scheduler(void)
 		jump(run.scheduler);
 #endif
 }
+#endif
 
 /* A fiber runs a thread of each block it is given, from its first call to its return. */
 static void fiber_main(void)
@@ -182,7 +238,7 @@ static void fiber_main(void)
 	for (;;) {
 		run.body(run.arg);
 		run.fibers[run.current].state = RETURNED;
-		to_scheduler();
+		stop();
 	}
 }
 
@@ -194,21 +250,21 @@ static void fiber_entry(void)
 	abort();
 }
 
-/* From the scheduler into fiber t until it waits or returns. */
-static void resume(unsigned int t)
+/* One sweep: into its first thread; back once its last has stopped. */
+static void sweep(void)
 {
-	struct fiber *f = &run.fibers[t];
-	run.current = t;
-	f->state = RUNNING;
-	block_fibers_switch(&run.scheduler, f->sp);
+	run.pos = 0;
+	int t = sweep_next();
+	if (t < 0)
+		return;
+	enter((unsigned int)t);
+	block_fibers_switch(&run.scheduler, run.fibers[t].sp);
 }
 #else
-/* From the scheduler into fiber t until it waits or returns. */
+/* From the scheduler into fiber t (entered) until it stops. */
 static void resume(unsigned int t)
 {
 	struct fiber *f = &run.fibers[t];
-	run.current = t;
-	f->state = RUNNING;
 	if (_setjmp(run.scheduler) == 0) {
 #ifdef BLOCK_FIBERS_ASAN
 		__sanitizer_start_switch_fiber(&run.fake_stack, f->stack, STACK_BYTES);
@@ -225,6 +281,17 @@ static void resume(unsigned int t)
 #ifdef BLOCK_FIBERS_ASAN
 	__sanitizer_finish_switch_fiber(run.fake_stack, NULL, NULL);
 #endif
+}
+
+/* One sweep: each of its threads resumed from here until it stops. */
+static void sweep(void)
+{
+	run.pos = 0;
+	for (int t; (t = sweep_next()) >= 0;) {
+		enter((unsigned int)t);
+		resume((unsigned int)t);
+		leave();
+	}
 }
 #endif
 
@@ -278,21 +345,15 @@ void block_fibers_run(const char *kernel, unsigned int block, unsigned int threa
 	run.active = 1;
 	run.body = body;
 	run.arg = arg;
+	run.threads = threads;
+	run.descending = descending;
+	run.thread_index = thread_index;
+	run.hooks = hooks;
 	for (unsigned int t = 0; t < threads; t++)
 		start_fiber(t);
 	for (unsigned int barrier = 0;; barrier++) {
 		unsigned int waiting = 0, returned = 0;
-		for (unsigned int i = 0; i < threads; i++) {
-			unsigned int t = descending ? threads - 1 - i : i;
-			if (run.fibers[t].state == RETURNED)
-				continue;
-			*thread_index = t;
-			if (hooks && hooks->in)
-				hooks->in(hooks->arg, t);
-			resume(t);
-			if (hooks && hooks->out)
-				hooks->out(hooks->arg, t);
-		}
+		sweep();
 		for (unsigned int t = 0; t < threads; t++) {
 			waiting += run.fibers[t].state == AT_BARRIER;
 			returned += run.fibers[t].state == RETURNED;
@@ -315,5 +376,5 @@ void block_fibers_sync(void)
 		fail("__syncthreads in a kernel launched with KERNEL_LAUNCH; a kernel whose threads "
 		     "wait at barriers is launched with KERNEL_LAUNCH_COOP");
 	run.fibers[run.current].state = AT_BARRIER;
-	to_scheduler();
+	stop();
 }
