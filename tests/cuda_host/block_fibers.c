@@ -27,7 +27,7 @@
  * own (block_fibers_switch below): the callee-saved registers pushed, the
  * stack pointer swapped, the other side's popped. glibc's _longjmp unwinds
  * its cleanup handlers on every jump (__pthread_cleanup_upto), and a
- * barrier-heavy kernel switches twice per thread per barrier: on the
+ * barrier-heavy kernel switches at each thread's every barrier: on the
  * simulator's measured LeNet-5 plan the jumps were a tenth of the run.
  * Elsewhere, and under the sanitizer (which must be told of each switch),
  * _setjmp/_longjmp as below.
