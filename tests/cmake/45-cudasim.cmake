@@ -285,15 +285,18 @@ add_cudasim_test(gpu_graph_sim_two_gpus_skips_3 3 ENV CUDASIM_DEVICES=2
 
 # Issue 21: what runs where cuBLASLt offers less, the CUDA backend's fallbacks: only the
 # plain product (our kernels for bias, ReLU, the ReLU's and the bias's gradients), and no
-# algorithm at all (cublasSgemm with those kernels). Same results, more launches.
+# algorithm at all (cublasSgemm with those kernels). Same results, more launches. The GEMMs
+# and their epilogues alone (--gemm-only): the other ops run our kernels whatever cuBLASLt
+# offers, and gpu_ops_sim runs them.
 add_cudasim_test(gpu_ops_sim_lt_default_only 1 ENV CUDASIM_DEVICES=1 CUDASIM_LT_EPILOGUES=default
-                 COMMAND $<TARGET_FILE:gpu_ops_sim>)
+                 COMMAND $<TARGET_FILE:gpu_ops_sim> --gemm-only)
 add_cudasim_test(gpu_ops_sim_no_cublaslt 1 ENV CUDASIM_DEVICES=1 CUDASIM_LT_EPILOGUES=none
-                 COMMAND $<TARGET_FILE:gpu_ops_sim>)
+                 COMMAND $<TARGET_FILE:gpu_ops_sim> --gemm-only)
 
-# Defect 7: one visible device per rank (srun --gpus-per-task=1, or a wrapper): it is used.
+# Defect 7: one visible device per rank (srun --gpus-per-task=1, or a wrapper): it is used
+# (memory and the GEMMs on it, --gemm-only: which device a rank sees changes no op).
 add_cudasim_test(gpu_ops_sim_one_visible_device_per_rank_2 2
-                 COMMAND sh -c "CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK exec $<TARGET_FILE:gpu_ops_sim>")
+                 COMMAND sh -c "CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK exec $<TARGET_FILE:gpu_ops_sim> --gemm-only")
 
 # Defect 4 for --backend auto: GPUs present but unusable still train, on the host, and
 # rank 0 says so loudly and the summary names the reason; no driver falls back quietly.
