@@ -285,15 +285,18 @@ add_cudasim_test(gpu_graph_sim_two_gpus_skips_3 3 ENV CUDASIM_DEVICES=2
 
 # Issue 21: what runs where cuBLASLt offers less, the CUDA backend's fallbacks: only the
 # plain product (our kernels for bias, ReLU, the ReLU's and the bias's gradients), and no
-# algorithm at all (cublasSgemm with those kernels). Same results, more launches.
+# algorithm at all (cublasSgemm with those kernels). Same results, more launches. The GEMMs
+# and their epilogues alone (--gemm-only): the other ops run our kernels whatever cuBLASLt
+# offers, and gpu_ops_sim runs them.
 add_cudasim_test(gpu_ops_sim_lt_default_only 1 ENV CUDASIM_DEVICES=1 CUDASIM_LT_EPILOGUES=default
-                 COMMAND $<TARGET_FILE:gpu_ops_sim>)
+                 COMMAND $<TARGET_FILE:gpu_ops_sim> --gemm-only)
 add_cudasim_test(gpu_ops_sim_no_cublaslt 1 ENV CUDASIM_DEVICES=1 CUDASIM_LT_EPILOGUES=none
-                 COMMAND $<TARGET_FILE:gpu_ops_sim>)
+                 COMMAND $<TARGET_FILE:gpu_ops_sim> --gemm-only)
 
-# Defect 7: one visible device per rank (srun --gpus-per-task=1, or a wrapper): it is used.
+# Defect 7: one visible device per rank (srun --gpus-per-task=1, or a wrapper): it is used
+# (memory and the GEMMs on it, --gemm-only: which device a rank sees changes no op).
 add_cudasim_test(gpu_ops_sim_one_visible_device_per_rank_2 2
-                 COMMAND sh -c "CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK exec $<TARGET_FILE:gpu_ops_sim>")
+                 COMMAND sh -c "CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK exec $<TARGET_FILE:gpu_ops_sim> --gemm-only")
 
 # Defect 4 for --backend auto: GPUs present but unusable still train, on the host, and
 # rank 0 says so loudly and the summary names the reason; no driver falls back quietly.
@@ -301,11 +304,14 @@ set(_train_sim ${MNIST_CUDASIM_OUT}/mnist-train --data ${MNIST_DATA_DIR}/train -
 # Issue 44: micro-batch mode and --exact on the simulated CUDA backend (tests/e2e/test_exact.sh's
 # sim-* cases; docs/exact.md): one param_crc32 at 1, 2 and 4 ranks, captured and not, the
 # heuristic's plan, the control without --exact differing; the overflow read where the loss is.
+# They compare param_crc32s, never an accuracy: on the training files alone (train_only_data.sh),
+# so that no run scores the test set (sim-lenet's three runs: 10 of 11 s of CPU).
 foreach(_case sim-seed sim-mlp sim-lenet sim-overflow)
   string(REPLACE "sim-" "" _name ${_case})
   add_test(NAME mnist_train_sim_exact_${_name}
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_exact.sh ${_case} ${MNIST_CUDASIM_OUT}/mnist-train
-                   ${MNIST_DATA_DIR} ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV} -x CUDASIM_DEVICE_NAMES=same)
+           COMMAND ${MNIST_CUDASIM_DIR}/train_only_data.sh ${MNIST_DATA_DIR} --
+                   bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_exact.sh ${_case} ${MNIST_CUDASIM_OUT}/mnist-train
+                   @DATA@ ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV} -x CUDASIM_DEVICE_NAMES=same)
   set_tests_properties(mnist_train_sim_exact_${_name} PROPERTIES LABELS cudasim TIMEOUT 300
                        PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS: ${_case}"
                        FAIL_REGULAR_EXPRESSION "FAIL:")
@@ -433,6 +439,19 @@ add_test(NAME mnist_train_sim_graph_steps_seed
 set_tests_properties(mnist_train_sim_graph_steps_seed PROPERTIES LABELS cudasim TIMEOUT 300 PROCESSORS 2
                      PASS_REGULAR_EXPRESSION "PASS graph_steps" FAIL_REGULAR_EXPRESSION "FAIL:")
 
+# LeNet-5's plan at batch 32, measured once (about 6 s of CPU on the simulator) for the tests
+# below that run on a measured plan without testing the measurement: side_stream_lenet and
+# step_time_lenet follow it (PLAN_FROM, --gpu-plan-from). A fixture: ctest runs it first, also
+# for a -R that names only those; they do not run when it fails. The measurement itself is
+# tested by gpu_plan_sim, plan_lazy_load, plan_host_submit, plan_foreign and profile.
+set(MNIST_CUDASIM_PLAN_LENET ${MNIST_CUDASIM_OUT}/plan-lenet-b32.jsonl)
+add_test(NAME mnist_train_sim_plan_lenet
+         COMMAND ${MNIST_CUDASIM_DIR}/plan_once.sh ${MNIST_CUDASIM_OUT}/mnist-train ${MNIST_DATA_DIR}
+                 ${MNIST_MPIRUN} -x ${MNIST_CUDASIM_ENV} -- ${MNIST_CUDASIM_PLAN_LENET} lenet 32)
+set_tests_properties(mnist_train_sim_plan_lenet PROPERTIES LABELS cudasim TIMEOUT 200 PROCESSORS 1
+                     FIXTURES_SETUP cudasim_plan_lenet PASS_REGULAR_EXPRESSION "PASS plan_once"
+                     FAIL_REGULAR_EXPRESSION "FAIL:")
+
 # Issue 25: the weight gradients on a second stream, beside the input gradients: the same
 # model as on one stream, captured (its branches replayed late and early in turn) or not, and
 # a shorter modelled step; LeNet-5 sends its dense layers' and conv2's beside (our split GEMM
@@ -447,6 +466,9 @@ foreach(_case "lenet;32" "mlp;32;--hidden;512,256")
                        PROCESSORS 1 PASS_REGULAR_EXPRESSION "PASS side_stream"
                        FAIL_REGULAR_EXPRESSION "FAIL:")
 endforeach()
+# LeNet-5's runs on the plan measured once (above); the mlp's first run measures its own.
+set_tests_properties(mnist_train_sim_side_stream_lenet PROPERTIES FIXTURES_REQUIRED cudasim_plan_lenet
+                     ENVIRONMENT "PLAN_FROM=${MNIST_CUDASIM_PLAN_LENET}")
 
 # Issue 25: the measured plan unbiased by CUDA's lazy loading (a kernel's first launch
 # loading its module: on the H100 candidates took milliseconds at their first run and were
@@ -504,6 +526,10 @@ foreach(_case "seed;8" "mlp;31" "lenet;43")
                        PROCESSORS 1 PASS_REGULAR_EXPRESSION "PASS sim_step_us"
                        FAIL_REGULAR_EXPRESSION "FAIL:")
 endforeach()
+# LeNet-5's on the plan measured once (mnist_train_sim_plan_lenet): the same modelled step as
+# on a plan of its own, the measurement's intervals being left out of the median.
+set_tests_properties(mnist_train_sim_step_time_lenet PROPERTIES FIXTURES_REQUIRED cudasim_plan_lenet
+                     ENVIRONMENT "PLAN_FROM=${MNIST_CUDASIM_PLAN_LENET}")
 
 # ---- the same new GPU tests on a real GPU (label gpu; skipped, with the reason, without one) ----
 # 40-cuda.cmake registers the rest of the suite and builds mnist_gpu_test_util.

@@ -22,10 +22,70 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
-enum { MAX_THREADS = 1024, STACK_BYTES = 256 << 10 };
+/*
+ * On x86-64, outside AddressSanitizer, a switch is a few instructions of our
+ * own (block_fibers_switch below): the callee-saved registers pushed, the
+ * stack pointer swapped, the other side's popped. glibc's _longjmp unwinds
+ * its cleanup handlers on every jump (__pthread_cleanup_upto), and a
+ * barrier-heavy kernel switches at each thread's every barrier: on the
+ * simulator's measured LeNet-5 plan the jumps were a tenth of the run.
+ * Elsewhere, and under the sanitizer (which must be told of each switch),
+ * _setjmp/_longjmp as below.
+ */
+#if defined(__x86_64__) && !defined(BLOCK_FIBERS_ASAN)
+#define BLOCK_FIBERS_OWN_SWITCH 1
+#endif
+
+/*
+ * A fiber's stack top lies STACK_STAGGER bytes further down the mapping for
+ * each fiber: the mappings are page-aligned, so the tops would otherwise share
+ * their low address bits and the hot lines of every fiber's stack compete for
+ * the same few cache sets as the block's threads take turns.
+ */
+enum { MAX_THREADS = 1024, STACK_BYTES = 256 << 10, STACK_STAGGER = 64 };
 
 enum fiber_state { RUNNING, AT_BARRIER, RETURNED };
 
+#ifdef BLOCK_FIBERS_OWN_SWITCH
+/*
+ * block_fibers_switch(&from, to): the callee-saved registers of the System V
+ * ABI pushed on the running stack, its pointer stored in *from; then the
+ * stack at `to`, its registers popped and its return taken. Neither the
+ * signal mask nor the floating-point control words change between fibers of
+ * one thread, so neither is saved.
+ */
+void block_fibers_switch(void **from, void *to);
+__asm__(".pushsection .text\n"
+	".p2align 4\n"
+	".globl block_fibers_switch\n"
+	".hidden block_fibers_switch\n"
+	".type block_fibers_switch, @function\n"
+	"block_fibers_switch:\n"
+	"\tpushq %rbp\n"
+	"\tpushq %rbx\n"
+	"\tpushq %r12\n"
+	"\tpushq %r13\n"
+	"\tpushq %r14\n"
+	"\tpushq %r15\n"
+	"\tmovq %rsp, (%rdi)\n"
+	"\tmovq %rsi, %rsp\n"
+	"\tpopq %r15\n"
+	"\tpopq %r14\n"
+	"\tpopq %r13\n"
+	"\tpopq %r12\n"
+	"\tpopq %rbx\n"
+	"\tpopq %rbp\n"
+	"\tret\n"
+	".size block_fibers_switch, .-block_fibers_switch\n"
+	".popsection\n");
+
+/* A fiber's first switch "returns" into fiber_entry (start_fiber lays its stack out so). */
+struct fiber {
+	void *sp;       /* where it stopped: its saved registers, on its stack */
+	void *stack;
+	enum fiber_state state;
+};
+#else
 /*
  * A fiber's first entry is a setcontext onto its own stack (ucontext); every
  * switch after is _setjmp/_longjmp, which saves no signal mask: no system call.
@@ -37,14 +97,24 @@ struct fiber {
 	void *stack;
 	enum fiber_state state;
 };
+#endif
 
 static struct {
 	struct fiber fibers[MAX_THREADS];
+#ifdef BLOCK_FIBERS_OWN_SWITCH
+	void *scheduler;
+#else
 	jmp_buf scheduler;
+#endif
 	int active;             /* inside block_fibers_run */
 	unsigned int current;   /* the fiber running */
 	void (*body)(const void *);
 	const void *arg;
+	/* The block's sweep: block_fibers_run's arguments, and the next position in its order. */
+	unsigned int threads, pos;
+	int descending;
+	unsigned int *thread_index;
+	const struct block_fiber_hooks *hooks;
 #ifdef BLOCK_FIBERS_ASAN
 	void *fake_stack; /* the scheduler's, while a fiber runs */
 	const void *sched_bottom;
@@ -89,11 +159,63 @@ static void jump(jmp_buf at)
 #define jump(at) _longjmp(at, 1)
 #endif
 
-/* From the running fiber back to the scheduler, to be resumed where it stopped. */
-static void to_scheduler(void)
+/*
+ * A sweep runs the block's threads that have not returned, one after another
+ * in the block's order, each until it waits at the barrier or returns.
+ * sweep_next: the next of them (its position taken), or -1 after the last;
+ * enter and leave frame each one's turn (*thread_index, the hooks).
+ */
+static int sweep_next(void)
+{
+	while (run.pos < run.threads) {
+		unsigned int i = run.pos++;
+		unsigned int t = run.descending ? run.threads - 1 - i : i;
+		if (run.fibers[t].state != RETURNED)
+			return (int)t;
+	}
+	return -1;
+}
+
+static void enter(unsigned int t)
+{
+	*run.thread_index = t;
+	if (run.hooks && run.hooks->in)
+		run.hooks->in(run.hooks->arg, t);
+	run.current = t;
+	run.fibers[t].state = RUNNING;
+}
+
+static void leave(void)
+{
+	if (run.hooks && run.hooks->out)
+		run.hooks->out(run.hooks->arg, run.current);
+}
+
+#ifdef BLOCK_FIBERS_OWN_SWITCH
+/*
+ * The running fiber stops (it waits at the barrier or returned): the sweep's
+ * next thread runs, switched to directly, or after the last the scheduler.
+ * One switch a turn where going through the scheduler took two; the order,
+ * the hooks and the states are the same.
+ */
+static void stop(void)
 {
 	struct fiber *f = &run.fibers[run.current];
-#ifdef BLOCK_FIBERS_ASAN
+	leave();
+	int t = sweep_next();
+	if (t < 0) {
+		block_fibers_switch(&f->sp, run.scheduler);
+		return;
+	}
+	enter((unsigned int)t);
+	block_fibers_switch(&f->sp, run.fibers[t].sp);
+}
+#else
+/* The running fiber stops (it waits at the barrier or returned): back to the scheduler. */
+static void stop(void)
+{
+	struct fiber *f = &run.fibers[run.current];
+#if defined(BLOCK_FIBERS_ASAN)
 	void *fake = NULL;
 	if (_setjmp(f->at) == 0) {
 		__sanitizer_start_switch_fiber(&fake, run.sched_bottom, run.sched_size);
@@ -105,6 +227,7 @@ static void to_scheduler(void)
 		jump(run.scheduler);
 #endif
 }
+#endif
 
 /* A fiber runs a thread of each block it is given, from its first call to its return. */
 static void fiber_main(void)
@@ -115,16 +238,33 @@ static void fiber_main(void)
 	for (;;) {
 		run.body(run.arg);
 		run.fibers[run.current].state = RETURNED;
-		to_scheduler();
+		stop();
 	}
 }
 
-/* From the scheduler into fiber t until it waits or returns. */
+#ifdef BLOCK_FIBERS_OWN_SWITCH
+/* The bottom frame of every fiber: fiber_main never returns. */
+static void fiber_entry(void)
+{
+	fiber_main();
+	abort();
+}
+
+/* One sweep: into its first thread; back once its last has stopped. */
+static void sweep(void)
+{
+	run.pos = 0;
+	int t = sweep_next();
+	if (t < 0)
+		return;
+	enter((unsigned int)t);
+	block_fibers_switch(&run.scheduler, run.fibers[t].sp);
+}
+#else
+/* From the scheduler into fiber t (entered) until it stops. */
 static void resume(unsigned int t)
 {
 	struct fiber *f = &run.fibers[t];
-	run.current = t;
-	f->state = RUNNING;
 	if (_setjmp(run.scheduler) == 0) {
 #ifdef BLOCK_FIBERS_ASAN
 		__sanitizer_start_switch_fiber(&run.fake_stack, f->stack, STACK_BYTES);
@@ -143,6 +283,18 @@ static void resume(unsigned int t)
 #endif
 }
 
+/* One sweep: each of its threads resumed from here until it stops. */
+static void sweep(void)
+{
+	run.pos = 0;
+	for (int t; (t = sweep_next()) >= 0;) {
+		enter((unsigned int)t);
+		resume((unsigned int)t);
+		leave();
+	}
+}
+#endif
+
 /* Fiber t, ready to start a thread: made the first time it is needed, reused after. */
 static void start_fiber(unsigned int t)
 {
@@ -154,14 +306,30 @@ static void start_fiber(unsigned int t)
 			perror("block_fibers: mmap of a fiber stack");
 			abort();
 		}
+		size_t size = STACK_BYTES - (size_t)t * STACK_STAGGER;
+#ifdef BLOCK_FIBERS_OWN_SWITCH
+		/*
+		 * The stack as a switch away from fiber_entry's caller would leave
+		 * it: a return address of none, fiber_entry to return into (entered
+		 * with the stack 16-byte aligned but for that return address, as a
+		 * call leaves it), and six callee-saved registers, zero.
+		 */
+		void **top = (void **)((char *)f->stack + (size & ~(size_t)15));
+		*--top = NULL;
+		*--top = (void *)fiber_entry;
+		for (int i = 0; i < 6; i++)
+			*--top = NULL;
+		f->sp = top;
+#else
 		if (getcontext(&f->start) != 0) {
 			perror("block_fibers: getcontext");
 			abort();
 		}
 		f->start.uc_stack.ss_sp = f->stack;
-		f->start.uc_stack.ss_size = STACK_BYTES;
+		f->start.uc_stack.ss_size = size;
 		f->start.uc_link = NULL; /* fiber_main never returns */
 		makecontext(&f->start, fiber_main, 0);
+#endif
 	}
 	f->state = RUNNING;
 }
@@ -177,21 +345,15 @@ void block_fibers_run(const char *kernel, unsigned int block, unsigned int threa
 	run.active = 1;
 	run.body = body;
 	run.arg = arg;
+	run.threads = threads;
+	run.descending = descending;
+	run.thread_index = thread_index;
+	run.hooks = hooks;
 	for (unsigned int t = 0; t < threads; t++)
 		start_fiber(t);
 	for (unsigned int barrier = 0;; barrier++) {
 		unsigned int waiting = 0, returned = 0;
-		for (unsigned int i = 0; i < threads; i++) {
-			unsigned int t = descending ? threads - 1 - i : i;
-			if (run.fibers[t].state == RETURNED)
-				continue;
-			*thread_index = t;
-			if (hooks && hooks->in)
-				hooks->in(hooks->arg, t);
-			resume(t);
-			if (hooks && hooks->out)
-				hooks->out(hooks->arg, t);
-		}
+		sweep();
 		for (unsigned int t = 0; t < threads; t++) {
 			waiting += run.fibers[t].state == AT_BARRIER;
 			returned += run.fibers[t].state == RETURNED;
@@ -214,5 +376,5 @@ void block_fibers_sync(void)
 		fail("__syncthreads in a kernel launched with KERNEL_LAUNCH; a kernel whose threads "
 		     "wait at barriers is launched with KERNEL_LAUNCH_COOP");
 	run.fibers[run.current].state = AT_BARRIER;
-	to_scheduler();
+	stop();
 }

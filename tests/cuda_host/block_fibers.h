@@ -6,8 +6,9 @@
  *
  * A kernel whose threads share memory and wait at barriers is launched by
  * cuda/kernels.cu's KERNEL_LAUNCH_COOP. Its block's threads then run as
- * fibers (ucontext) on the calling thread: each runs until it reaches
- * __syncthreads or returns; once every thread of the block has, those at the
+ * fibers on the calling thread, each on a stack of its own (block_fibers.c
+ * says how it switches): each runs until it reaches __syncthreads or returns,
+ * and hands over to the next; once every thread of the block has, those at the
  * barrier run on to the next one, and so on until all have returned. This is
  * the rule CUDA states for __syncthreads: it waits until every thread of the
  * block has reached it, and memory written before it by any of them is seen

@@ -27,12 +27,13 @@ train_args 4 "MODEL" "$@"
 set -- "${AFTER[@]+"${AFTER[@]}"}"
 MODEL=$1
 checks_begin
+TRAIN_DATA=$(train_only) # the runs compare the trained model and the graphs: no test set to score
 
 run() { # RANKS NAME ARGS...
 	local ranks=$1 name=$2
 	shift 2
 	CUDASIM_GRAPH_REPORT=1 timeout 150 "${MPIRUN[@]}" -n "$ranks" "$TRAIN" --backend cuda \
-		--model "$MODEL" --data "$DATA/train" --limit "${LIMIT:-$((640 * ranks))}" --batch-size 32 --epochs 1 \
+		--model "$MODEL" --data "$TRAIN_DATA" --limit "${LIMIT:-$((640 * ranks))}" --batch-size 32 --epochs 1 \
 		--log-every "${LOG_EVERY:-10}" --gpu-plan heuristic --metrics "$TMP/$name.jsonl" "$@" \
 		>"$TMP/$name.out" 2>"$TMP/$name.err"
 	local rc=$?
@@ -119,7 +120,7 @@ expect_graphs two_eight 1 8 2
 # loss (the multiples of gcd(10, 4) = 2), the same groups on both ranks, so no hang.
 # (Open MPI names each rank's number in OMPI_COMM_WORLD_RANK.)
 CUDASIM_GRAPH_REPORT=1 timeout 150 "${MPIRUN[@]}" -n 2 bash -c 'exec "$@" --log-every $((OMPI_COMM_WORLD_RANK ? 4 : 10))' \
-	rank "$TRAIN" --backend cuda --model "$MODEL" --data "$DATA/train" --limit 1280 --batch-size 32 --epochs 1 \
+	rank "$TRAIN" --backend cuda --model "$MODEL" --data "$TRAIN_DATA" --limit 1280 --batch-size 32 --epochs 1 \
 	--gpu-plan heuristic >"$TMP/two_mixed.out" 2>"$TMP/two_mixed.err" ||
 	{ fail "two_mixed: --log-every 10 on rank 0, 4 on rank 1, exited with an error"; cat "$TMP/two_mixed.err"; }
 grep '^summary:' "$TMP/two_mixed.out" | head -n 1 | sed 's/^/  two_mixed: /'
@@ -130,7 +131,7 @@ expect_graphs two_mixed 1 2
 bad() { # NAME PATTERN ARGS...: exit status 2 and PATTERN on stderr
 	local name=$1 pattern=$2
 	shift 2
-	timeout 60 "${MPIRUN[@]}" -n 1 "$TRAIN" --backend cuda --data "$DATA/train" --limit 64 "$@" \
+	timeout 60 "${MPIRUN[@]}" -n 1 "$TRAIN" --backend cuda --data "$TRAIN_DATA" --limit 64 "$@" \
 		>"$TMP/$name.out" 2>"$TMP/$name.err"
 	local rc=$?
 	[ "$rc" -eq 2 ] || fail "$name: mnist-train $* exited with status $rc, expected 2"

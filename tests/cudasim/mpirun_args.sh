@@ -1,5 +1,5 @@
 # mpirun_args.sh - sourced by the simulator's mnist-train scripts (graph_nodes.sh,
-# graph_steps.sh, plan_lazy_load.sh, side_stream.sh, step_time.sh, train_sim.sh) and by
+# graph_steps.sh, plan_lazy_load.sh, plan_once.sh, side_stream.sh, step_time.sh, train_sim.sh) and by
 # tests/e2e/test_host_gaps.sh, whose arguments end "MPIRUN [MPIRUN_ARGS...] -- REST...".
 #
 #   split_mpirun "$@"; set -- "${AFTER[@]+"${AFTER[@]}"}"
@@ -32,8 +32,8 @@ train_args() {
 	split_mpirun "$@"
 }
 
-# The checks' common part (graph_nodes.sh, graph_steps.sh, side_stream.sh, step_time.sh,
-# train_sim.sh): checks_begin makes
+# The checks' common part (graph_nodes.sh, graph_steps.sh, plan_lazy_load.sh, plan_once.sh,
+# side_stream.sh, step_time.sh, train_sim.sh): checks_begin makes
 # the scratch folder TMP (removed at exit) and zeroes failures; fail MESSAGE prints and counts
 # one; field NAME KEY reads KEY= from the summary line of $TMP/NAME.out; launch_of NAME the
 # "launch" of the gpu_plan record in $TMP/NAME.jsonl; follows_plan (below) whether a run

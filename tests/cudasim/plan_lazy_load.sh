@@ -36,12 +36,12 @@ submit) COST=(CUDASIM_HOST_LAUNCH_US=12) WITH="with 12 us a launch" ;;
 	exit 1
 	;;
 esac
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+checks_begin
+TRAIN_DATA=$(train_only) # the plans are what is compared: no test set to score
 
 run() { # NAME [-x VAR=VALUE]
 	if ! timeout 200 "${MPIRUN[@]}" "${@:2}" -n 1 "$TRAIN" --backend cuda \
-		--model "$MODEL" --batch-size "$BATCH" --data "$DATA/train" --limit $((BATCH * 4)) \
+		--model "$MODEL" --batch-size "$BATCH" --data "$TRAIN_DATA" --limit $((BATCH * 4)) \
 		--epochs 1 --log-every 1000 --metrics "$TMP/$1.jsonl" >"$TMP/$1.out" 2>"$TMP/$1.err"; then
 		echo "FAIL: $MODEL b$BATCH ($1): mnist-train exited with an error"
 		cat "$TMP/$1.err"

@@ -10,7 +10,10 @@
 # alternate launches, cudasim.h rule 6); graph replay with --no-side-stream; --no-graph
 # (forks and joins on the streams, run lazily, rule 2); --no-graph --no-side-stream. The
 # first measures its plan, the others run it (--gpu-plan-from its --metrics file or, the
-# last, the checkpoint the third saved; each must report every op so). Every
+# last, the checkpoint the third saved; each must report every op so). With PLAN_FROM set
+# (a --metrics file of the same model and batch: tests/cudasim/plan_once.sh's, measured
+# once for the tests that follow it) the first follows that plan instead of measuring its
+# own, and must report every op so; what the four runs compare is the same. Every
 # run must end with the same param_crc32 and final loss, none may fall back from a failed
 # capture, each gpu_plan record must say which streams it used, and the modelled step
 # (rule 10: a graph's branches overlap) must be shorter with the second stream than
@@ -38,7 +41,13 @@ run() { # NAME [ARGS...]
 	fi
 }
 
-run side "$@"
+if [ -n "${PLAN_FROM:-}" ]; then
+	cp "$PLAN_FROM" "$TMP/given.jsonl" || { echo "FAIL: PLAN_FROM=$PLAN_FROM cannot be read"; exit 1; }
+	run side --gpu-plan-from "$TMP/given.jsonl" "$@"
+	why=$(follows_plan side given) || fail "side did not follow PLAN_FROM's plan: $why"
+else
+	run side "$@"
+fi
 # The other three follow the first's plan: what differs between them is only the streams and
 # the graph, and no plan is measured again (on the simulator most of a LeNet-5 run's time). Two
 # read it from its --metrics file, the last from the checkpoint the one before saved at the

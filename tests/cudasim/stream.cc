@@ -395,6 +395,22 @@ static void wait_for(CUstream_st *s, uint64_t upto, const char *api)
 	host_waited(s->clock); /* the host returns once the work is done (rule 10) */
 }
 
+/*
+ * A poll (cudaEventQuery, cudaStreamQuery) that finds its stream held by a
+ * collective another rank has not reached yet gives the CPU up for 50 us
+ * before it answers cudaErrorNotReady. That rank is another process on the
+ * same cores, running its share of the simulated work: a caller that polls in
+ * a tight loop (cuda_wait spins its first 2 ms, then yields, which returns at
+ * once on a core of its own) would burn a core for as long as the peer took,
+ * where a GPU's collective progresses on its own (not modelled). The answer
+ * is the same; only the wall clock moves on, by far less than any deadline.
+ */
+static void not_ready_nap()
+{
+	struct timespec nap = {0, 50000};
+	nanosleep(&nap, NULL);
+}
+
 cudaError_t drain(cudaStream_t h, const char *api)
 {
 	CUstream_st *s = lookup(h);
@@ -595,7 +611,10 @@ cudaError_t cudaStreamQuery(cudaStream_t stream)
 		return set_error(cudaErrorInvalidResourceHandle);
 	if (s->capture != cudaStreamCaptureStatusNone)
 		return invalidate_captures();
-	return advance(s, s->submitted) ? cudaSuccess : cudaErrorNotReady;
+	if (advance(s, s->submitted))
+		return cudaSuccess;
+	not_ready_nap();
+	return cudaErrorNotReady;
 }
 
 cudaError_t cudaDeviceSynchronize(void)
@@ -760,8 +779,10 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 		return invalidate_captures();
 	if (!event->stream || event->capture_id)
 		return cudaSuccess;
-	if (!advance(event->stream, event->seq))
+	if (!advance(event->stream, event->seq)) {
+		not_ready_nap();
 		return cudaErrorNotReady;
+	}
 	if (event->stamp && event->stamp->done)
 		host_observed(event->stamp->t); /* the host polled until then (rule 10) */
 	return cudaSuccess;
