@@ -1,7 +1,7 @@
 # torch_common.sh - what the tests against PyTorch share (sourced after script_args.sh, by
 # test_torch_adamw.sh and test_torch_clip.sh): PYTHON, the reference trainer REF, one
 # OpenBLAS thread, the skip (status 77, with the reason) without PyTorch, the scratch folder
-# TMP (KEEP_TMP=1 keeps it) and fail MESSAGE, which counts one failure.
+# TMP (KEEP_TMP=1 keeps it), the data TRAIN_DATA and fail MESSAGE, which counts one failure.
 PYTHON=${PYTHON:-/usr/bin/python3}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 REF=$ROOT/bench/reference/train_ref.py
@@ -13,6 +13,13 @@ if ! "$PYTHON" -c "import torch" 2>/dev/null; then
 fi
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/mnist-torch.XXXXXX") || exit 1
 trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
+# Both tests train full batches of the first 4000 images (--limit 4000) and compare losses,
+# never a test accuracy: TRAIN_DATA holds those 4000 and has no test/ beside it
+# (tests/e2e/subset.sh), so neither trainer reads the whole 47 MB file or scores the 10,000
+# test images (mnist-train after each of its 101 or 201 one-step epochs).
+. "$(dirname "$0")/subset.sh"
+mnist_subset "$DATA" "$TMP/data" 4000 || exit 1
+TRAIN_DATA=$TMP/data/train
 failures=0
 fail() {
 	echo "FAIL: $*" >&2
