@@ -37,15 +37,15 @@ timeout -k 10 180 "${MPIRUN[@]}" -n 1 "$TRAIN" --data "$TRAIN_DATA" "${COMMON[@]
 	--resume "$CKPT" --metrics "$TMP/ours.jsonl" >"$TMP/ours.out" 2>&1 ||
 	fail "mnist-train --resume for 200 steps failed: $(tail -3 "$TMP/ours.out")"
 reference() { # NAME WEIGHT_DECAY STEPS
-	timeout -k 10 300 "$PYTHON" "$REF" --data "$TRAIN_DATA" --model linear --optimizer adamw \
+	ref_args "$1" --data "$TRAIN_DATA" --model linear --optimizer adamw \
 		--lr 0.001 --weight-decay "$2" --limit 4000 --batch-size 4000 --epochs "$3" --log-every 1 \
-		--threads 1 --init "$CKPT" --metrics "$TMP/$1.jsonl" >"$TMP/$1.out" 2>&1 ||
-		fail "train_ref.py ($1) failed: $(tail -3 "$TMP/$1.out")"
+		--threads 1 --init "$CKPT" --metrics "$TMP/$1.jsonl"
 }
 reference torch 0.05 200
 # The control leaves the bound at step 3 (measured): its first 50 steps show it, at a quarter
 # of the reference's CPU (compare_losses.py --control compares the steps both logged).
 reference control 0.5 50
+run_refs
 
 # compare_losses.py: the losses step by step (its text says what passes).
 CMP=("$PYTHON" "$(dirname "$0")/compare_losses.py" "$TMP/ours.jsonl")

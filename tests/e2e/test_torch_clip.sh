@@ -42,14 +42,14 @@ timeout -k 10 180 "${MPIRUN[@]}" -n 1 "$TRAIN" --data "$TRAIN_DATA" "${COMMON[@]
 reference() { # NAME STEPS [ARGS...]
 	local name=$1 steps=$2
 	shift 2
-	timeout -k 10 300 "$PYTHON" "$REF" --data "$TRAIN_DATA" "${HYPER[@]}" --epochs "$steps" \
-		--threads 1 --init "$CKPT" --metrics "$TMP/$name.jsonl" "$@" >"$TMP/$name.out" 2>&1 ||
-		fail "train_ref.py ($name) failed: $(tail -3 "$TMP/$name.out")"
+	ref_args "$name" --data "$TRAIN_DATA" "${HYPER[@]}" --epochs "$steps" \
+		--threads 1 --init "$CKPT" --metrics "$TMP/$name.jsonl" "$@"
 }
 reference torch "$STEPS" --clip-grad-norm "$CLIP"
 # The control leaves the bound at step 1 (measured): its first 20 steps show it, at a fifth of
 # the reference's CPU (compare_losses.py --control compares the steps both logged).
 reference control 20
+run_refs
 
 clipped=$(grep '^summary:' "$TMP/torch.out" | tr ' ' '\n' | sed -n 's/^clipped_steps=//p')
 if [ -z "$clipped" ] || [ "$clipped" -lt $((STEPS / 2)) ]; then
