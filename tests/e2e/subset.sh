@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # subset.sh - a small copy of MNIST for runs that need only its first images (sourced, not run).
 #
 #   mnist_subset SRC OUT TRAIN_N [TEST_N]
