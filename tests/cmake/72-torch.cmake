@@ -22,7 +22,8 @@ set_tests_properties(e2e_torch_clip PROPERTIES LABELS "e2e;torch" TIMEOUT 300 SK
 #                     Python block, read from the page, loads checkpoints of seed, linear,
 #                     mlp and LeNet-5 into torch modules that score mnist-train's test
 #                     accuracy within 1e-3. Skipped (77, with the reason) without torch.
+# One slot: four short 2-rank runs, then one Python process.
 add_test(NAME reliability_torch_snippet COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/reliability/test_torch_snippet.sh
          $<TARGET_FILE:mnist-train> ${MNIST_DATA_DIR} ${MNIST_MPIRUN})
 set_tests_properties(reliability_torch_snippet PROPERTIES LABELS "reliability;torch" TIMEOUT 300
-                     PROCESSORS 2 SKIP_RETURN_CODE 77 ENVIRONMENT "PYTHON=${MNIST_PYTHON}")
+                     PROCESSORS 1 SKIP_RETURN_CODE 77 ENVIRONMENT "PYTHON=${MNIST_PYTHON}")

@@ -26,33 +26,61 @@ if ! "$PYTHON" -c 'import numpy' 2>/dev/null; then
 	exit 1
 fi
 
-check() { # NAME CKPT: the reader's accuracy against the run's summary
-	local name=$1 ckpt=$2 acc
-	acc=$(field "$name" test_accuracy)
-	if "$PYTHON" "$READER" "$ckpt" --test-data "$DATA/test" --expect-accuracy "$acc" --tolerance 0.0002 \
-		>"$TMP/$name.py" 2>&1; then
+# scored NAME CKPT: once the run NAME has finished, its checkpoint is scored below.
+SCORED=()
+scored() { expect_ok "$1" && SCORED+=("$1" "$2" "$(field "$1" test_accuracy)"); }
+
+run seed 2 --epochs 1 --log-every 1000 --checkpoint-dir "$TMP/seed"
+scored seed "$TMP/seed/ckpt-0-938.safetensors"
+
+run mlp 2 --model mlp --hidden 64,32 --momentum 0.5 --epochs 1 --limit 20000 --log-every 1000 \
+	--checkpoint-dir "$TMP/mlp"
+scored mlp "$TMP/mlp/ckpt-0-313.safetensors"
+
+run lenet 2 --model lenet --lr 0.05 --momentum 0.9 --lr-schedule cosine --epochs 1 --limit 12000 \
+	--log-every 1000 --checkpoint-dir "$TMP/lenet"
+scored lenet "$TMP/lenet/ckpt-0-188.safetensors"
+
+run adamw 2 --model mlp --hidden 64,32 --optimizer adamw --lr 0.001 --weight-decay 0.01 --epochs 1 \
+	--limit 20000 --log-every 1000 --checkpoint-dir "$TMP/adamw"
+scored adamw "$TMP/adamw/ckpt-0-313.safetensors"
+
+# The reader's accuracy against each run's summary. One Python scores every checkpoint:
+# read_checkpoint.py's main() once for each, given the command line
+#   read_checkpoint.py CKPT --test-data DATA/test --expect-accuracy ACC --tolerance 0.0002
+# with its output and status kept apart, so that numpy and PyTorch (a second of CPU to
+# import) load once, not four times. The command line itself runs below (without numpy, and
+# the controls).
+if [ ${#SCORED[@]} -gt 0 ]; then
+	"$PYTHON" - "$READER" "$DATA/test" "$TMP" "${SCORED[@]}" <<'EOF'
+import contextlib, importlib.util, sys, traceback
+reader, test, tmp, *jobs = sys.argv[1:]
+spec = importlib.util.spec_from_file_location("read_checkpoint", reader)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+for name, ckpt, acc in zip(jobs[0::3], jobs[1::3], jobs[2::3]):
+    sys.argv = [reader, ckpt, "--test-data", test, "--expect-accuracy", acc, "--tolerance", "0.0002"]
+    with open(f"{tmp}/{name}.py", "w") as out, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            rc = module.main()
+        except SystemExit as e:
+            rc = e.code
+        except Exception:
+            traceback.print_exc()
+            rc = 1
+    open(f"{tmp}/{name}.rc", "w").write(f"{rc}\n")
+EOF
+fi
+for ((i = 0; i < ${#SCORED[@]}; i += 3)); do
+	name=${SCORED[i]} acc=${SCORED[i + 2]}
+	if [ "$(cat "$TMP/$name.rc" 2>/dev/null)" = 0 ]; then
 		ok "$name: the Python reader scores $(grep -o 'accuracy=[0-9.]*' "$TMP/$name.py" | head -1), \
 $(grep -o 'torch_accuracy=[a-z0-9.]*' "$TMP/$name.py"); mnist-train reported $acc"
 	else
 		fail "$name: the Python reader disagrees with mnist-train's test_accuracy=$acc:"
 		sed 's/^/    /' "$TMP/$name.py" >&2
 	fi
-}
-
-run seed 2 --epochs 1 --log-every 1000 --checkpoint-dir "$TMP/seed"
-expect_ok seed && check seed "$TMP/seed/ckpt-0-938.safetensors"
-
-run mlp 2 --model mlp --hidden 64,32 --momentum 0.5 --epochs 1 --limit 20000 --log-every 1000 \
-	--checkpoint-dir "$TMP/mlp"
-expect_ok mlp && check mlp "$TMP/mlp/ckpt-0-313.safetensors"
-
-run lenet 2 --model lenet --lr 0.05 --momentum 0.9 --lr-schedule cosine --epochs 1 --limit 12000 \
-	--log-every 1000 --checkpoint-dir "$TMP/lenet"
-expect_ok lenet && check lenet "$TMP/lenet/ckpt-0-188.safetensors"
-
-run adamw 2 --model mlp --hidden 64,32 --optimizer adamw --lr 0.001 --weight-decay 0.01 --epochs 1 \
-	--limit 20000 --log-every 1000 --checkpoint-dir "$TMP/adamw"
-expect_ok adamw && check adamw "$TMP/adamw/ckpt-0-313.safetensors"
+done
 
 # Without numpy (python3 -S: no site-packages, so no Debian numpy) the header still reads:
 # --print-meta works with the standard library alone, and scoring says numpy is needed (2).

@@ -58,8 +58,15 @@ if expect_ok seed_resumed; then
 fi
 
 # ---- 2. mlp with momentum, mid-epoch checkpoints ----------------------------------
-MLP=("${COMMON[@]}" --model mlp --hidden 32 --momentum 0.9 --lr 0.02 --limit 12000)
-run mlp_straight 2 "${MLP[@]}" --epochs 2
+# The runs of sections 2 to 6 train on the first 12000 or 3200 images and compare
+# param_crc32: they read a copy of those (tests/e2e/subset.sh) without a test set, which saves
+# reading 47 MB and scoring 10,000 images after each of some 70 epochs (half the test's CPU),
+# and ends at the same bits. The two whose test accuracies are compared (mlp_straight,
+# mlp_4ranks) score the whole test set (--test-data).
+. "$(dirname "$0")/../e2e/subset.sh"
+mnist_subset "$DATA" "$TMP/data12k" 12000 || fail "cannot copy the first 12000 images"
+MLP=("${COMMON[@]}" --data "$TMP/data12k/train" --model mlp --hidden 32 --momentum 0.9 --lr 0.02 --limit 12000)
+run mlp_straight 2 "${MLP[@]}" --epochs 2 --test-data "$DATA/test"
 expect_ok mlp_straight && MLP_CRC=$(field mlp_straight param_crc32)
 MLP_ACC=$(field mlp_straight test_accuracy)
 run mlp_first 2 "${MLP[@]}" --epochs 1 --checkpoint-dir "$TMP/mlp" --save-every 50 --keep 0
@@ -96,7 +103,8 @@ if expect_ok mlp_zero_velocity; then
 fi
 
 # ---- 3. rank count ---------------------------------------------------------------
-run mlp_4ranks 4 "${MLP[@]}" --batch-size 16 --epochs 2 --resume "$TMP/mlp/ckpt-0-100.safetensors"
+run mlp_4ranks 4 "${MLP[@]}" --batch-size 16 --epochs 2 --resume "$TMP/mlp/ckpt-0-100.safetensors" \
+	--test-data "$DATA/test"
 if expect_ok mlp_4ranks; then
 	grep -q "written by 2 ranks x batch 32, this run has 4 x 16" "$TMP/mlp_4ranks.out" ||
 		fail "4 ranks: no note about the changed rank count"
@@ -177,7 +185,8 @@ fi
 
 # ---- 5. lenet, cosine schedule with warm-up -----------------------------------------
 # 3200 examples, 2 ranks x 32: 50 steps per epoch, 100 in all; 10 of warm-up.
-LENET=("${COMMON[@]}" --model lenet --momentum 0.9 --lr 0.05 --limit 3200 --lr-schedule cosine
+mnist_subset "$DATA" "$TMP/lenet_data" 3200 || fail "lenet: cannot copy the first 3200 images"
+LENET=("${COMMON[@]}" --data "$TMP/lenet_data/train" --model lenet --momentum 0.9 --lr 0.05 --limit 3200 --lr-schedule cosine
 	--warmup-steps 10)
 run lenet_straight 2 "${LENET[@]}" --epochs 2
 expect_ok lenet_straight && LENET_CRC=$(field lenet_straight param_crc32)
@@ -194,7 +203,7 @@ for from in ckpt-0-30 ckpt-0-50 ckpt-1-60; do
 			fail "lenet: straight param_crc32=${LENET_CRC:-none}, resumed from $from $got"
 	fi
 done
-run lenet_constant 2 "${COMMON[@]}" --model lenet --momentum 0.9 --lr 0.05 --limit 3200 --epochs 2
+run lenet_constant 2 "${COMMON[@]}" --data "$TMP/lenet_data/train" --model lenet --momentum 0.9 --lr 0.05 --limit 3200 --epochs 2
 if expect_ok lenet_constant; then
 	got=$(field lenet_constant param_crc32)
 	[ "$got" != "${LENET_CRC:-none}" ] && ok "control: a constant rate ends elsewhere ($got), so the schedule is applied" ||
@@ -204,14 +213,14 @@ run lenet_more_epochs 2 "${LENET[@]}" --epochs 3 --resume "$TMP/lenet/ckpt-0-30.
 [ "$RC" -eq 2 ] && grep -q -- "--epochs 2 in the checkpoint, 3 here, with --lr-schedule cosine" "$TMP/lenet_more_epochs.out" &&
 	ok "cosine checkpoint with another --epochs: refused with status 2, naming --epochs" ||
 	fail "cosine checkpoint with --epochs 3: status $RC, expected 2 naming --epochs"
-run lenet_other_schedule 2 "${COMMON[@]}" --model lenet --momentum 0.9 --lr 0.05 --limit 3200 --epochs 2 \
+run lenet_other_schedule 2 "${COMMON[@]}" --data "$TMP/lenet_data/train" --model lenet --momentum 0.9 --lr 0.05 --limit 3200 --epochs 2 \
 	--warmup-steps 10 --resume "$TMP/lenet/ckpt-0-30.safetensors"
 [ "$RC" -eq 2 ] && grep -q -- "--lr-schedule cosine in the checkpoint, constant here" "$TMP/lenet_other_schedule.out" &&
 	ok "cosine checkpoint resumed at a constant rate: refused with status 2, naming --lr-schedule" ||
 	fail "cosine checkpoint with a constant schedule: status $RC, expected 2 naming --lr-schedule"
 
 # ---- 6. mlp with AdamW -----------------------------------------------------------------
-ADAMW=("${COMMON[@]}" --model mlp --hidden 32 --optimizer adamw --lr 0.002 --weight-decay 0.01
+ADAMW=("${COMMON[@]}" --data "$TMP/data12k/train" --model mlp --hidden 32 --optimizer adamw --lr 0.002 --weight-decay 0.01
 	--limit 12000)
 run adamw_straight 2 "${ADAMW[@]}" --epochs 2
 expect_ok adamw_straight && ADAMW_CRC=$(field adamw_straight param_crc32)
@@ -260,12 +269,12 @@ run adamw_bad_step 2 "${ADAMW[@]}" --epochs 2 --resume "$TMP/adamw_step.safetens
 [ "$RC" -eq 2 ] && grep -q "optimizer.step is 101, but the checkpoint is at global step 100" "$TMP/adamw_bad_step.out" &&
 	ok "an optimizer.step that is not the global step: refused with status 2" ||
 	fail "optimizer.step 101 at global step 100: status $RC, expected 2 naming optimizer.step"
-run adamw_as_sgd 2 "${COMMON[@]}" --model mlp --hidden 32 --lr 0.002 --weight-decay 0.01 --limit 12000 \
+run adamw_as_sgd 2 "${COMMON[@]}" --data "$TMP/data12k/train" --model mlp --hidden 32 --lr 0.002 --weight-decay 0.01 --limit 12000 \
 	--epochs 2 --resume "$TMP/adamw"
 [ "$RC" -eq 2 ] && [ "$(grep -c -- "--optimizer adamw in the checkpoint, sgd here" "$TMP/adamw_as_sgd.out")" -eq 1 ] &&
 	ok "an AdamW checkpoint resumed with --optimizer sgd: refused with status 2, one message naming --optimizer" ||
 	fail "AdamW checkpoint under sgd: status $RC, expected 2 with one message naming --optimizer"
-run sgd_as_adamw 2 "${COMMON[@]}" --model mlp --hidden 32 --optimizer adamw --lr 0.02 --limit 12000 \
+run sgd_as_adamw 2 "${COMMON[@]}" --data "$TMP/data12k/train" --model mlp --hidden 32 --optimizer adamw --lr 0.02 --limit 12000 \
 	--epochs 2 --resume "$TMP/mlp/ckpt-0-100.safetensors"
 [ "$RC" -eq 2 ] && grep -q -- "--optimizer sgd in the checkpoint, adamw here" "$TMP/sgd_as_adamw.out" &&
 	ok "an SGD checkpoint resumed with --optimizer adamw: refused with status 2, naming --optimizer" ||

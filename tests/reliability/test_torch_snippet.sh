@@ -48,9 +48,11 @@ for name, head, item in (("t10k-images-idx3-ubyte", 16, 784), ("t10k-labels-idx1
     open(os.path.join(dst, name), "wb").write(out)
 EOF
 
-# case NAME MODEL HIDDEN ARGS...: train, then score the checkpoint with the snippet.
+# case_ NAME MODEL HIDDEN ARGS...: train; the snippet, its lines set for that checkpoint, in
+# $TMP/NAME.py, and NAME queued (CASES) for score_all.
+CASES=()
 case_() {
-	local name=$1 model=$2 hidden=$3 ckpt acc got
+	local name=$1 model=$2 hidden=$3 ckpt
 	shift 3
 	run "$name" 2 --model "$model" --epochs 1 --log-every 1000 --test-data "$TMP/test" \
 		--checkpoint-dir "$TMP/$name" "$@"
@@ -60,21 +62,9 @@ case_() {
 		return
 	fi
 	ckpt=$(ls "$TMP/$name"/ckpt-*.safetensors | head -1)
-	acc=$(field "$name" test_accuracy)
 	sed -e "s#^CKPT = .*#CKPT = \"$ckpt\"#" -e "s#^MODEL, HIDDEN = .*#MODEL, HIDDEN = \"$model\", ($hidden)#" \
 		-e "s#^TEST = .*#TEST = \"$TMP/test\"#" "$TMP/snippet.py" >"$TMP/$name.py"
-	if ! (cd "$ROOT" && "$PYTHON" "$TMP/$name.py") >"$TMP/$name.snippet" 2>&1; then
-		fail "$name: the snippet failed on $ckpt:"
-		sed 's/^/    /' "$TMP/$name.snippet" >&2
-		return
-	fi
-	got=$(sed -n 's/^accuracy=\([0-9.]*\).*/\1/p' "$TMP/$name.snippet")
-	if [ -n "$got" ] && awk -v a="$acc" -v b="$got" 'BEGIN { d = a - b; exit !(d <= 0.001 && d >= -0.001) }'; then
-		ok "$name: the snippet's torch model scores $got on 3000 test images; mnist-train reported $acc"
-	else
-		fail "$name: the snippet's torch model scores '${got}', mnist-train reported $acc (more than 1e-3 apart):"
-		sed 's/^/    /' "$TMP/$name.snippet" >&2
-	fi
+	CASES+=("$name")
 }
 
 case_ seed seed 512,256 --limit 10000
@@ -84,25 +74,69 @@ case_ lenet lenet 512,256 --lr 0.05 --momentum 0.9 --limit 4000
 
 # The document's bare nn.Linear(784, 10): the seed's fc0.* with the prefix dropped, then the
 # seed's ReLU on its logits, scores what the snippet's Sequential scores.
-if [ -f "$TMP/seed.snippet" ]; then
-	ckpt=$(ls "$TMP/seed"/ckpt-*.safetensors | head -1)
-	if (cd "$ROOT" && "$PYTHON" - "$ckpt" "$TMP/test" >"$TMP/bare.out" 2>&1) <<'EOF'
+if [ -f "$TMP/seed.py" ]; then
+	cat >"$TMP/bare.py" <<EOF
+CKPT, TEST = "$(ls "$TMP/seed"/ckpt-*.safetensors | head -1)", "$TMP/test"
+EOF
+	cat >>"$TMP/bare.py" <<'EOF'
 import sys
 import torch
 sys.path.insert(0, "tests/reliability")
 from read_checkpoint import load_file
-state = load_file(sys.argv[1])
+state = load_file(CKPT)
 fc0 = torch.nn.Linear(784, 10)
 fc0.load_state_dict({k.removeprefix("fc0."): v for k, v in state.items() if k.startswith("fc0.")})
-images = open(f"{sys.argv[2]}/t10k-images-idx3-ubyte", "rb").read()[16:]
-labels = open(f"{sys.argv[2]}/t10k-labels-idx1-ubyte", "rb").read()[8:]
+images = open(f"{TEST}/t10k-images-idx3-ubyte", "rb").read()[16:]
+labels = open(f"{TEST}/t10k-labels-idx1-ubyte", "rb").read()[8:]
 x = (torch.frombuffer(bytearray(images), dtype=torch.uint8).view(-1, 784).float() / 255 - 0.1307) / 0.3081
 y = torch.frombuffer(bytearray(labels), dtype=torch.uint8).long()
 with torch.no_grad():
     print(f"accuracy={(torch.relu(fc0(x)).argmax(1) == y).float().mean().item():.4f}")
 EOF
-	then
-		bare=$(sed -n 's/^accuracy=//p' "$TMP/bare.out")
+fi
+
+# score_all: one Python runs each $TMP/NAME.py (the cases', then bare.py) as its own
+# __main__ (runpy: fresh globals, as "python3 NAME.py" would), from the repository's root,
+# its output in $TMP/NAME.snippet and its status in $TMP/NAME.rc: PyTorch, a second of CPU
+# to import, loads once instead of five times.
+score_all() {
+	(cd "$ROOT" && "$PYTHON" - "$TMP" "$@") <<'EOF'
+import contextlib, runpy, sys, traceback
+tmp, *names = sys.argv[1:]
+for name in names:
+    sys.argv = [f"{tmp}/{name}.py"]
+    with open(f"{tmp}/{name}.snippet", "w") as out, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            runpy.run_path(f"{tmp}/{name}.py", run_name="__main__")
+            rc = 0
+        except SystemExit as e:
+            rc = e.code if isinstance(e.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            rc = 1
+    open(f"{tmp}/{name}.rc", "w").write(f"{rc}\n")
+EOF
+}
+if [ -f "$TMP/bare.py" ]; then score_all "${CASES[@]}" bare; else score_all "${CASES[@]}"; fi
+
+for name in "${CASES[@]}"; do
+	acc=$(field "$name" test_accuracy)
+	if [ "$(cat "$TMP/$name.rc" 2>/dev/null)" != 0 ]; then
+		fail "$name: the snippet failed on $(ls "$TMP/$name"/ckpt-*.safetensors | head -1):"
+		sed 's/^/    /' "$TMP/$name.snippet" >&2
+		continue
+	fi
+	got=$(sed -n 's/^accuracy=\([0-9.]*\).*/\1/p' "$TMP/$name.snippet")
+	if [ -n "$got" ] && awk -v a="$acc" -v b="$got" 'BEGIN { d = a - b; exit !(d <= 0.001 && d >= -0.001) }'; then
+		ok "$name: the snippet's torch model scores $got on 3000 test images; mnist-train reported $acc"
+	else
+		fail "$name: the snippet's torch model scores '${got}', mnist-train reported $acc (more than 1e-3 apart):"
+		sed 's/^/    /' "$TMP/$name.snippet" >&2
+	fi
+done
+if [ -f "$TMP/bare.py" ]; then
+	if [ "$(cat "$TMP/bare.rc" 2>/dev/null)" = 0 ]; then
+		bare=$(sed -n 's/^accuracy=//p' "$TMP/bare.snippet")
 		snip=$(sed -n 's/^accuracy=\([0-9.]*\).*/\1/p' "$TMP/seed.snippet")
 		if [ -n "$bare" ] && [ "$bare" = "$snip" ]; then
 			ok "seed: a bare nn.Linear(784, 10) given fc0.weight and fc0.bias scores $bare, as the snippet's model"
@@ -111,7 +145,7 @@ EOF
 		fi
 	else
 		fail "seed: loading fc0.* into a bare nn.Linear(784, 10) failed:"
-		sed 's/^/    /' "$TMP/bare.out" >&2
+		sed 's/^/    /' "$TMP/bare.snippet" >&2
 	fi
 fi
 finish

@@ -1,0 +1,50 @@
+# shellcheck shell=bash
+# subset.sh - a small copy of MNIST for runs that need only its first images (sourced, not run).
+#
+#   mnist_subset SRC OUT TRAIN_N [TEST_N]
+#
+# writes OUT/train/ with the first TRAIN_N training images and labels of SRC/train/ and, when
+# TEST_N is given, OUT/test/ with the first TEST_N test images and labels of SRC/test/ (each
+# source file raw or .gz; the copies raw, their IDX counts set to N). Without TEST_N there is
+# no OUT/test/: mnist-train, given --data OUT/train, has no test set to score.
+#
+# Why: mnist-train reads the whole training file whatever --limit says (47 MB, 188 MB as
+# floats on each rank) and scores all 10,000 test images after every epoch. For a run of
+# --limit N that compares parameters (param_crc32) and not test accuracy, both are work the
+# test does not test; under valgrind they cost seconds a rank. The first N images are the
+# ones --limit N trains on, so such a run ends at the same bits. Status 1 (and a line on
+# stderr) when a copy comes out short (SRC holds fewer images than asked).
+
+# _subset_be32 N: N as 4 big-endian bytes (IDX headers are big-endian).
+_subset_be32() {
+	local v=$(($1))
+	printf "$(printf '\\%03o\\%03o\\%03o\\%03o' $((v >> 24 & 255)) $((v >> 16 & 255)) $((v >> 8 & 255)) $((v & 255)))"
+}
+
+# _subset_idx SRC DST N ITEM_BYTES HEADER_BYTES: the first N items of the IDX file SRC (or SRC.gz).
+_subset_idx() {
+	local src=$1 dst=$2 n=$3 item=$4 header=$5
+	[ -f "$src" ] || src=$src.gz
+	# gzip -dcf passes a raw file through; head ends it early (SIGPIPE): the size is the check.
+	{
+		gzip -dcf <"$src" 2>/dev/null | head -c 4
+		_subset_be32 "$n"
+		gzip -dcf <"$src" 2>/dev/null | head -c $((header + n * item)) | tail -c +9
+	} >"$dst"
+	if [ "$(wc -c <"$dst")" -ne $((header + n * item)) ]; then
+		echo "mnist_subset: $src holds fewer than $n items" >&2
+		return 1
+	fi
+}
+
+mnist_subset() {
+	local src=$1 out=$2 n=$3 t=${4:-}
+	mkdir -p "$out/train" || return 1
+	_subset_idx "$src/train/train-images-idx3-ubyte" "$out/train/train-images-idx3-ubyte" "$n" 784 16 &&
+		_subset_idx "$src/train/train-labels-idx1-ubyte" "$out/train/train-labels-idx1-ubyte" "$n" 1 8 ||
+		return 1
+	[ -n "$t" ] || return 0
+	mkdir -p "$out/test" || return 1
+	_subset_idx "$src/test/t10k-images-idx3-ubyte" "$out/test/t10k-images-idx3-ubyte" "$t" 784 16 &&
+		_subset_idx "$src/test/t10k-labels-idx1-ubyte" "$out/test/t10k-labels-idx1-ubyte" "$t" 1 8
+}
