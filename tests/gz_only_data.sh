@@ -43,8 +43,6 @@ if [ -n "$(find "$tmp/data" -name '*-ubyte' -print -quit)" ]; then
 fi
 echo "gz_only_data: MNIST as .gz only in $tmp/data: $(cd "$tmp/data" && echo */*)"
 
-args=()
-for a in "$@"; do
-	if [ "$a" = @DATA@ ]; then args+=("$tmp/data"); else args+=("$a"); fi
-done
-MNIST_DATA_DIR=$tmp/data "${args[@]}"
+# shellcheck source=e2e/subset.sh
+. "$(dirname "$0")/e2e/subset.sh"
+MNIST_DATA_DIR=$tmp/data run_on_data "$tmp/data" "$@"

@@ -40,7 +40,9 @@ train_args() {
 # followed another's plan; train_only prints a folder of TMP that
 # holds DATA's training files alone (links): a run given it as --data scores no test set,
 # for the checks that compare the trained model, not its accuracy (10,000 test images are a
-# third of a simulated LeNet-5 run of 16 steps).
+# third of a simulated LeNet-5 run of 16 steps; mnist_train_only, tests/e2e/subset.sh).
+# shellcheck source=../e2e/subset.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../e2e/subset.sh"
 checks_begin() {
 	TMP=$(mktemp -d)
 	trap 'rm -rf "$TMP"' EXIT
@@ -48,9 +50,7 @@ checks_begin() {
 }
 
 train_only() {
-	mkdir -p "$TMP/train-only/train"
-	ln -sf "$(cd "$DATA/train" && pwd)"/train-* "$TMP/train-only/train/"
-	echo "$TMP/train-only/train"
+	mnist_train_only "$DATA" "$TMP/train-only" && echo "$TMP/train-only/train"
 }
 
 fail() {

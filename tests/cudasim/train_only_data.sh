@@ -7,10 +7,9 @@
 #   tests/cudasim/train_only_data.sh DATA_DIR -- COMMAND [ARGS...]
 #
 # DATA_DIR is an MNIST_Data directory (train/, raw or .gz). A scratch directory, removed
-# on exit, gets train/ with links to DATA_DIR's training files and no test/ (the files are
-# linked, not the folder: mnist-train looks for the test set in train/../test, which the
-# kernel would resolve through a linked folder to DATA_DIR/test). Every argument equal to
-# @DATA@ becomes the scratch directory's path. Exit status: the command's; 1 when DATA_DIR
+# on exit, gets train/ with links to DATA_DIR's training files and no test/
+# (mnist_train_only, tests/e2e/subset.sh). Every argument equal to @DATA@ becomes the
+# scratch directory's path. Exit status: the command's; 1 when DATA_DIR
 # lacks a training file.
 set -uo pipefail
 
@@ -23,20 +22,7 @@ shift 2
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mnist-train-only.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/data/train"
-for f in train-images-idx3-ubyte train-labels-idx1-ubyte; do
-	if [ -e "$src/train/$f" ]; then
-		ln -s "$(readlink -f "$src/train/$f")" "$tmp/data/train/$f"
-	elif [ -e "$src/train/$f.gz" ]; then
-		ln -s "$(readlink -f "$src/train/$f.gz")" "$tmp/data/train/$f.gz"
-	else
-		echo "FAIL: neither $src/train/$f nor $src/train/$f.gz exists: run scripts/get-mnist.sh" >&2
-		exit 1
-	fi
-done
-
-args=()
-for a in "$@"; do
-	if [ "$a" = @DATA@ ]; then args+=("$tmp/data"); else args+=("$a"); fi
-done
-"${args[@]}"
+# shellcheck source=../e2e/subset.sh
+. "$(dirname "$0")/../e2e/subset.sh"
+mnist_train_only "$src" "$tmp/data" || { echo "FAIL: no training set to link" >&2; exit 1; }
+run_on_data "$tmp/data" "$@"

@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# subset.sh - a small copy of MNIST for runs that need only its first images (sourced, not run).
+# subset.sh - the copies of MNIST tests make for runs that need only part of it (sourced, not run):
+# its first images (mnist_subset), its training files alone (mnist_train_only).
 #
 #   mnist_subset SRC OUT TRAIN_N [TEST_N]
 #
@@ -47,4 +48,35 @@ mnist_subset() {
 	mkdir -p "$out/test" || return 1
 	_subset_idx "$src/test/t10k-images-idx3-ubyte" "$out/test/t10k-images-idx3-ubyte" "$t" 784 16 &&
 		_subset_idx "$src/test/t10k-labels-idx1-ubyte" "$out/test/t10k-labels-idx1-ubyte" "$t" 1 8
+}
+
+# mnist_train_only SRC OUT: OUT/train/ with links to SRC/train/'s two training files (raw or
+# .gz) and no OUT/test/: mnist-train given --data OUT/train scores no test set, for runs that
+# check the trained model, never its accuracy. The files are linked, not the folder:
+# mnist-train looks for the test set in train/../test, which a linked folder would resolve to
+# SRC/test. Status 1 (and a line on stderr) when SRC lacks a training file.
+mnist_train_only() {
+	local src=$1 out=$2 f
+	mkdir -p "$out/train" || return 1
+	for f in train-images-idx3-ubyte train-labels-idx1-ubyte; do
+		if [ -e "$src/train/$f" ]; then
+			ln -sf "$(readlink -f "$src/train/$f")" "$out/train/$f"
+		elif [ -e "$src/train/$f.gz" ]; then
+			ln -sf "$(readlink -f "$src/train/$f.gz")" "$out/train/$f.gz"
+		else
+			echo "mnist_train_only: neither $src/train/$f nor $src/train/$f.gz exists: run scripts/get-mnist.sh" >&2
+			return 1
+		fi
+	done
+}
+
+# run_on_data DIR COMMAND [ARGS...]: the command, every argument equal to @DATA@ replaced by
+# DIR (the wrappers that hand a test a made copy of MNIST); its status.
+run_on_data() {
+	local dir=$1 a args=()
+	shift
+	for a in "$@"; do
+		if [ "$a" = @DATA@ ]; then args+=("$dir"); else args+=("$a"); fi
+	done
+	"${args[@]}"
 }

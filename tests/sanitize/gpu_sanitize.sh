@@ -138,17 +138,9 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mnist-sanitize.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 # The training set alone (no sibling test/): no evaluation pass.
-mkdir -p "$tmp/data/train"
-for f in train-images-idx3-ubyte train-labels-idx1-ubyte; do
-	if [ -e "$DATA/train/$f" ]; then
-		ln -s "$(readlink -f "$DATA/train/$f")" "$tmp/data/train/$f"
-	elif [ -e "$DATA/train/$f.gz" ]; then
-		ln -s "$(readlink -f "$DATA/train/$f.gz")" "$tmp/data/train/$f.gz"
-	else
-		echo "FAIL $NAME: no $DATA/train/$f (raw or .gz): run scripts/get-mnist.sh" >&2
-		exit 1
-	fi
-done
+# shellcheck source=../e2e/subset.sh
+. "$(dirname "$0")/../e2e/subset.sh"
+mnist_train_only "$DATA" "$tmp/data" || { echo "FAIL $NAME: no training set to link" >&2; exit 1; }
 LIMIT=${MNIST_SANITIZE_LIMIT:-64}
 args=(--data "$tmp/data/train" --model "$model" --limit "$LIMIT" --batch-size 16 --epochs 1 --log-every 1
 	--gpu-plan "$plan")
