@@ -51,7 +51,7 @@ mutant loss-scale-without-ranks $ST \
 	'mpi_dp_equiv_2'
 mutant allreduce-mean-not-divided $BH \
 	'float inv = 1.0f / (float)h->size;' 'float inv = 1.0f;' \
-	'bench_allreduce_correct|e2e_collectives'
+	'bench_allreduce_correct'
 # The sampler: rank r's shard is global positions r, r + N, ...; --drop-last keeps full
 # batches only; the padding of the last batch wraps to the permutation's start.
 mutant shard-contiguous $SA \

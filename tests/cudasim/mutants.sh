@@ -141,7 +141,7 @@ mutant first-run-not-reported $Q \
 	'mnist_train_sim_plan_host_submit'
 mutant bias-gradient-kernel-not-run $L \
 	$'\t\tkernels_bias_grad(stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k, r->bias_grad);' $'\t\t(void)0;' \
-	'gpu_plan_sim|gpu_ops_sim_lt_default_only'
+	'gpu_plan_sim'
 mutant bias-gradient-block-not-run $L \
 	$'\t\tkernels_bias_grad_block(stream, NULL, r->a, r->lda, r->trans_a, r->m, r->k,\n\t\t\t\t\tr->bias_grad);' $'\t\t(void)0;' \
 	'gpu_plan_sim'
