@@ -128,6 +128,20 @@ ranks_case() {
 	done
 }
 
+# overflow_case AFTER WHAT: an mlp trained at --lr 1e6 overflows the fixed-point range: status
+# 1, both ranks' message ("... out of the fixed-point range" then AFTER: what the backend's
+# message must say beyond it, WHAT in the failure), no summary (overflow, sim-overflow).
+overflow_case() {
+	run over 2 --exact --model mlp --hidden 64 --global-batch 96 --micro-batch 8 --limit 960 \
+		--epochs 1 --lr 1e6
+	local rc=$? n
+	n=$(grep -c "gradient elements\? out of the fixed-point range$1" "$TMP/over.out")
+	[ "$rc" -eq 1 ] || fail "overflow: status $rc, want 1"
+	[ "$n" -eq 2 ] || fail "overflow: $n ranks $2, want 2"
+	! grep -q "summary:" "$TMP/over.out" || fail "overflow: a summary line was printed"
+	grep -m1 "out of the fixed-point range" "$TMP/over.out"
+}
+
 # sim_case LIMIT full|ranks MODEL...: the simulated CUDA backend's --exact at 1, 2 and 4 ranks
 # (sim-*); with full also uncaptured, on another run's plan, --gpu-plan measure refused, the
 # control without --exact and the host's figure (what the model does not change: sim-lenet,
@@ -236,16 +250,7 @@ resume)
 			fail "resume with $other: status $rc (want 2 and 'does not fit this run')"
 	done
 	;;
-overflow)
-	run over 2 --exact --model mlp --hidden 64 --global-batch 96 --micro-batch 8 --limit 960 \
-		--epochs 1 --lr 1e6
-	rc=$?
-	n=$(grep -c "gradient elements\? out of the fixed-point range" "$TMP/over.out")
-	[ "$rc" -eq 1 ] || fail "overflow: status $rc, want 1"
-	[ "$n" -eq 2 ] || fail "overflow: $n ranks said so, want 2"
-	! grep -q "summary:" "$TMP/over.out" || fail "overflow: a summary line was printed"
-	grep -m1 "out of the fixed-point range" "$TMP/over.out"
-	;;
+overflow) overflow_case "" "said so" ;;
 accumulate)
 	A=(--global-batch 64 --micro-batch 32 --limit 6400 --epochs 1)
 	expect_ok one 1 "${A[@]}" --checkpoint-dir "$TMP/one"
@@ -266,16 +271,7 @@ accumulate)
 sim-seed) sim_case 960 full --model seed ;;
 sim-mlp) sim_case 960 full --model mlp --hidden 64 ;;
 sim-lenet) sim_case 192 ranks --model lenet ;;
-sim-overflow)
-	run over 2 --exact --model mlp --hidden 64 --global-batch 96 --micro-batch 8 --limit 960 \
-		--epochs 1 --lr 1e6
-	rc=$?
-	n=$(grep -c "gradient elements\? out of the fixed-point range at epoch 0 steps 1 to 9 " "$TMP/over.out")
-	[ "$rc" -eq 1 ] || fail "overflow: status $rc, want 1"
-	[ "$n" -eq 2 ] || fail "overflow: $n ranks named epoch 0 steps 1 to 9, want 2"
-	! grep -q "summary:" "$TMP/over.out" || fail "overflow: a summary line was printed"
-	grep -m1 "out of the fixed-point range" "$TMP/over.out"
-	;;
+sim-overflow) overflow_case " at epoch 0 steps 1 to 9 " "named epoch 0 steps 1 to 9" ;;
 default)
 	expect_ok plain 2 --epochs 1
 	echo "2 ranks, --epochs 1, no new flag: $(crc plain)"

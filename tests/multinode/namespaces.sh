@@ -69,6 +69,19 @@ ref_acc=$(field test_accuracy "$ref_summary")
 steps=$(field steps_per_epoch "$ref_summary")
 pass "reference, 1 node x 4 ranks: test_accuracy=$ref_acc param_crc32=$ref_crc steps_per_epoch=$steps"
 
+# hostfile_run DIR TRAINER_ARGS...: run_mpirun_2.sh on node 1 in DIR with DIR/hostfile, over
+# the cluster's subnet; the launcher's output in DIR/out, its status in $rc.
+hostfile_run() {
+	local dir=$1
+	shift
+	(cd "$dir" && run_timed "$RUN_TIMEOUT" "$dir/out" "$on_node" 1 \
+		env TRAINER="$trainer" DATA_PATH="$train_dir/" \
+		bash "$src/run_mpirun_2.sh" ./hostfile "${mpi_common[@]}" \
+		--mca btl_tcp_if_include "$SUBNET" --mca oob_tcp_if_include "$SUBNET" -- "$@"
+		exit "$rc")
+	rc=$?
+}
+
 # The seed's lines of one rank's log, in order.
 loss_lines() {
 	grep -E '^epoch: [0-9]+, step: [0-9]+, loss is ' "$1" 2>/dev/null
@@ -158,12 +171,7 @@ cat >"$tmp/hf/hostfile" <<'EOF'
 EOF
 : >"$tmp/agent.log"
 tx_before=$(port_bytes 2 tx) rx_before=$(port_bytes 2 rx)
-(cd "$tmp/hf" && run_timed "$RUN_TIMEOUT" "$tmp/hf/out" "$on_node" 1 \
-	env TRAINER="$trainer" DATA_PATH="$train_dir/" \
-	bash "$src/run_mpirun_2.sh" ./hostfile "${mpi_common[@]}" \
-	--mca btl_tcp_if_include "$SUBNET" --mca oob_tcp_if_include "$SUBNET" -- "${TRAIN_ARGS[@]}"
-	exit "$rc")
-rc=$?
+hostfile_run "$tmp/hf" "${TRAIN_ARGS[@]}"
 tx_after=$(port_bytes 2 tx) rx_after=$(port_bytes 2 rx)
 check_run "run_mpirun_2.sh hostfile (2 x slots=2, $SUBNET)" "$tmp/hf"
 
@@ -177,12 +185,7 @@ run_timed "$RUN_TIMEOUT" "$tmp/x1/out" "$on_node" 1 env DATA_PATH="$train_dir/" 
 	-x DATA_PATH -x OPENBLAS_NUM_THREADS "$trainer" "${EXACT_ARGS[@]}"
 x1_summary=$(grep -h '^summary: ' "$tmp/x1/out")
 cp "$tmp/hf/hostfile" "$tmp/x4/hostfile"
-(cd "$tmp/x4" && run_timed "$RUN_TIMEOUT" "$tmp/x4/out" "$on_node" 1 \
-	env TRAINER="$trainer" DATA_PATH="$train_dir/" \
-	bash "$src/run_mpirun_2.sh" ./hostfile "${mpi_common[@]}" \
-	--mca btl_tcp_if_include "$SUBNET" --mca oob_tcp_if_include "$SUBNET" -- "${EXACT_ARGS[@]}"
-	exit "$rc")
-rc=$?
+hostfile_run "$tmp/x4" "${EXACT_ARGS[@]}"
 x4_summary=$(grep -h '^summary: ' "$tmp/x4/log_output/1/rank.0/stdout" 2>/dev/null)
 x1_crc=$(field param_crc32 "$x1_summary") x4_crc=$(field param_crc32 "$x4_summary")
 if ((rc == 0)) && [[ -n $x1_crc && $x4_crc == "$x1_crc" ]] &&
