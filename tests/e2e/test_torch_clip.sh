@@ -51,7 +51,7 @@ reference torch "$STEPS" --clip-grad-norm "$CLIP"
 reference control 20
 run_refs
 
-clipped=$(grep '^summary:' "$TMP/torch.out" | tr ' ' '\n' | sed -n 's/^clipped_steps=//p')
+clipped=$(grep '^summary:' "$TMP/torch.log" | tr ' ' '\n' | sed -n 's/^clipped_steps=//p')
 if [ -z "$clipped" ] || [ "$clipped" -lt $((STEPS / 2)) ]; then
 	fail "PyTorch clipped on '${clipped}' of the $STEPS steps, expected most: --clip-grad-norm $CLIP does not test clipping"
 else

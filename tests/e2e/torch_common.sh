@@ -27,40 +27,22 @@ fail() {
 }
 
 # ref_args NAME ARGS...: the arguments of bench/reference/train_ref.py for the reference run
-# NAME, run by run_refs. run_refs: every such run, in the order given, in one Python (runpy:
-# each its own __main__, as "python3 train_ref.py ARGS" would run), its output in
-# $TMP/NAME.out; fail for each that failed. PyTorch, a second of CPU to import, is imported
-# once instead of once a run. The first run starts in a fresh interpreter, as on its own.
+# NAME, run by run_refs. run_refs: every such run, in the order given, in one Python
+# (tests/run_scripts.py: each its own __main__, as "python3 train_ref.py ARGS" would run), its
+# output in $TMP/NAME.log; fail for each that failed. PyTorch, a second of CPU to import, is
+# imported once instead of once a run.
 REFS=()
 ref_args() {
 	local name=$1
 	shift
-	printf '%s\0' "$@" >"$TMP/$name.args"
+	printf '%s\0' "$REF" "$@" >"$TMP/$name.args"
 	REFS+=("$name")
 }
 run_refs() {
-	timeout -k 10 600 "$PYTHON" - "$REF" "$TMP" "${REFS[@]}" <<'EOF'
-import contextlib, runpy, sys, traceback
-ref, tmp, *names = sys.argv[1:]
-for name in names:
-    args = open(f"{tmp}/{name}.args", "rb").read().split(b"\0")[:-1]
-    sys.argv = [ref] + [a.decode() for a in args]
-    with open(f"{tmp}/{name}.out", "w") as out, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        try:
-            runpy.run_path(ref, run_name="__main__")
-            rc = 0
-        except SystemExit as e:
-            if isinstance(e.code, str):
-                print(e.code, file=sys.stderr)
-            rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        except BaseException:
-            traceback.print_exc()
-            rc = 1
-    open(f"{tmp}/{name}.rc", "w").write(f"{rc}\n")
-EOF
+	timeout -k 10 600 "$PYTHON" "$ROOT/tests/run_scripts.py" "$TMP" "${REFS[@]}"
 	local name
 	for name in "${REFS[@]}"; do
 		[ "$(cat "$TMP/$name.rc" 2>/dev/null)" = 0 ] ||
-			fail "train_ref.py ($name) failed: $(tail -3 "$TMP/$name.out" 2>/dev/null)"
+			fail "train_ref.py ($name) failed: $(tail -3 "$TMP/$name.log" 2>/dev/null)"
 	done
 }

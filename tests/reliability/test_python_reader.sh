@@ -45,40 +45,28 @@ run adamw 2 --model mlp --hidden 64,32 --optimizer adamw --lr 0.001 --weight-dec
 	--limit 20000 --log-every 1000 --checkpoint-dir "$TMP/adamw"
 scored adamw "$TMP/adamw/ckpt-0-313.safetensors"
 
-# The reader's accuracy against each run's summary. One Python scores every checkpoint:
-# read_checkpoint.py's main() once for each, given the command line
+# The reader's accuracy against each run's summary. One Python scores every checkpoint
+# (tests/run_scripts.py), each the command line
 #   read_checkpoint.py CKPT --test-data DATA/test --expect-accuracy ACC --tolerance 0.0002
-# with its output and status kept apart, so that numpy and PyTorch (a second of CPU to
-# import) load once, not four times. The command line itself runs below (without numpy, and
-# the controls).
-if [ ${#SCORED[@]} -gt 0 ]; then
-	"$PYTHON" - "$READER" "$DATA/test" "$TMP" "${SCORED[@]}" <<'EOF'
-import contextlib, importlib.util, sys, traceback
-reader, test, tmp, *jobs = sys.argv[1:]
-spec = importlib.util.spec_from_file_location("read_checkpoint", reader)
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-for name, ckpt, acc in zip(jobs[0::3], jobs[1::3], jobs[2::3]):
-    sys.argv = [reader, ckpt, "--test-data", test, "--expect-accuracy", acc, "--tolerance", "0.0002"]
-    with open(f"{tmp}/{name}.py", "w") as out, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        try:
-            rc = module.main()
-        except SystemExit as e:
-            rc = e.code
-        except Exception:
-            traceback.print_exc()
-            rc = 1
-    open(f"{tmp}/{name}.rc", "w").write(f"{rc}\n")
-EOF
-fi
+# as its own __main__, with its output and status kept apart, so that numpy and PyTorch (a
+# second of CPU to import) load once, not four times. The command line itself runs below
+# (without numpy, and the controls).
+names=()
+for ((i = 0; i < ${#SCORED[@]}; i += 3)); do
+	printf '%s\0' "$READER" "${SCORED[i + 1]}" --test-data "$DATA/test" \
+		--expect-accuracy "${SCORED[i + 2]}" --tolerance 0.0002 >"$TMP/${SCORED[i]}.args"
+	names+=("${SCORED[i]}")
+done
+[ ${#names[@]} -gt 0 ] && "$PYTHON" "$(dirname "$0")/../run_scripts.py" "$TMP" "${names[@]}"
 for ((i = 0; i < ${#SCORED[@]}; i += 3)); do
 	name=${SCORED[i]} acc=${SCORED[i + 2]}
-	if [ "$(cat "$TMP/$name.rc" 2>/dev/null)" = 0 ]; then
-		ok "$name: the Python reader scores $(grep -o 'accuracy=[0-9.]*' "$TMP/$name.py" | head -1), \
-$(grep -o 'torch_accuracy=[a-z0-9.]*' "$TMP/$name.py"); mnist-train reported $acc"
+	# Status 0 from --expect-accuracy, and the score printed (a run that never scored fails).
+	if [ "$(cat "$TMP/$name.rc" 2>/dev/null)" = 0 ] && grep -q '^accuracy=' "$TMP/$name.log"; then
+		ok "$name: the Python reader scores $(grep -o 'accuracy=[0-9.]*' "$TMP/$name.log" | head -1), \
+$(grep -o 'torch_accuracy=[a-z0-9.]*' "$TMP/$name.log"); mnist-train reported $acc"
 	else
 		fail "$name: the Python reader disagrees with mnist-train's test_accuracy=$acc:"
-		sed 's/^/    /' "$TMP/$name.py" >&2
+		sed 's/^/    /' "$TMP/$name.log" >&2
 	fi
 done
 

@@ -95,27 +95,14 @@ with torch.no_grad():
 EOF
 fi
 
-# score_all: one Python runs each $TMP/NAME.py (the cases', then bare.py) as its own
-# __main__ (runpy: fresh globals, as "python3 NAME.py" would), from the repository's root,
-# its output in $TMP/NAME.snippet and its status in $TMP/NAME.rc: PyTorch, a second of CPU
-# to import, loads once instead of five times.
+# score_all NAME...: one Python (tests/run_scripts.py) runs each $TMP/NAME.py as its own
+# __main__, as "python3 NAME.py" would, from the repository's root, its output in
+# $TMP/NAME.log and its status in $TMP/NAME.rc: PyTorch, a second of CPU to import, loads
+# once instead of five times.
 score_all() {
-	(cd "$ROOT" && "$PYTHON" - "$TMP" "$@") <<'EOF'
-import contextlib, runpy, sys, traceback
-tmp, *names = sys.argv[1:]
-for name in names:
-    sys.argv = [f"{tmp}/{name}.py"]
-    with open(f"{tmp}/{name}.snippet", "w") as out, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        try:
-            runpy.run_path(f"{tmp}/{name}.py", run_name="__main__")
-            rc = 0
-        except SystemExit as e:
-            rc = e.code if isinstance(e.code, int) else 1
-        except BaseException:
-            traceback.print_exc()
-            rc = 1
-    open(f"{tmp}/{name}.rc", "w").write(f"{rc}\n")
-EOF
+	local name
+	for name in "$@"; do printf '%s\0' "$TMP/$name.py" >"$TMP/$name.args"; done
+	(cd "$ROOT" && "$PYTHON" tests/run_scripts.py "$TMP" "$@")
 }
 if [ -f "$TMP/bare.py" ]; then score_all "${CASES[@]}" bare; else score_all "${CASES[@]}"; fi
 
@@ -123,21 +110,21 @@ for name in "${CASES[@]}"; do
 	acc=$(field "$name" test_accuracy)
 	if [ "$(cat "$TMP/$name.rc" 2>/dev/null)" != 0 ]; then
 		fail "$name: the snippet failed on $(ls "$TMP/$name"/ckpt-*.safetensors | head -1):"
-		sed 's/^/    /' "$TMP/$name.snippet" >&2
+		sed 's/^/    /' "$TMP/$name.log" >&2
 		continue
 	fi
-	got=$(sed -n 's/^accuracy=\([0-9.]*\).*/\1/p' "$TMP/$name.snippet")
+	got=$(sed -n 's/^accuracy=\([0-9.]*\).*/\1/p' "$TMP/$name.log")
 	if [ -n "$got" ] && awk -v a="$acc" -v b="$got" 'BEGIN { d = a - b; exit !(d <= 0.001 && d >= -0.001) }'; then
 		ok "$name: the snippet's torch model scores $got on 3000 test images; mnist-train reported $acc"
 	else
 		fail "$name: the snippet's torch model scores '${got}', mnist-train reported $acc (more than 1e-3 apart):"
-		sed 's/^/    /' "$TMP/$name.snippet" >&2
+		sed 's/^/    /' "$TMP/$name.log" >&2
 	fi
 done
 if [ -f "$TMP/bare.py" ]; then
 	if [ "$(cat "$TMP/bare.rc" 2>/dev/null)" = 0 ]; then
-		bare=$(sed -n 's/^accuracy=//p' "$TMP/bare.snippet")
-		snip=$(sed -n 's/^accuracy=\([0-9.]*\).*/\1/p' "$TMP/seed.snippet")
+		bare=$(sed -n 's/^accuracy=//p' "$TMP/bare.log")
+		snip=$(sed -n 's/^accuracy=\([0-9.]*\).*/\1/p' "$TMP/seed.log")
 		if [ -n "$bare" ] && [ "$bare" = "$snip" ]; then
 			ok "seed: a bare nn.Linear(784, 10) given fc0.weight and fc0.bias scores $bare, as the snippet's model"
 		else
@@ -145,7 +132,7 @@ if [ -f "$TMP/bare.py" ]; then
 		fi
 	else
 		fail "seed: loading fc0.* into a bare nn.Linear(784, 10) failed:"
-		sed 's/^/    /' "$TMP/bare.snippet" >&2
+		sed 's/^/    /' "$TMP/bare.log" >&2
 	fi
 fi
 finish
