@@ -30,9 +30,10 @@ struct dist {
 };
 
 /*
- * MPI_Init and fill *d. Fatal on MPI failure. Before MPI_Init it raises Open
- * MPI's shared-memory eager limit to 32 KiB unless the environment sets it
- * (host/dist/dist.c says why); dist_mpi_tuning() names the setting in effect, for logs.
+ * MPI_Init and fill *d. Fatal on MPI failure. Before MPI_Init it sets Open
+ * MPI's shared-memory defaults (eager limit 32 KiB, no single copy) unless the
+ * environment sets them (host/dist/dist.c says why); dist_mpi_tuning() names
+ * the values MPI holds (read through MPI_T after MPI_Init), for logs.
  */
 void dist_init(int *argc, char ***argv, struct dist *d);
 const char *dist_mpi_tuning(void);

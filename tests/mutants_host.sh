@@ -41,6 +41,7 @@ T=host/train/train.c L=host/train/launch.c ST=host/train/step.c SA=host/train/sa
 SC=host/train/schedule.c R=host/train/resume.c
 CC=host/io/checkpoint_compat.c CR=host/io/checkpoint_read.c CW=host/io/checkpoint_write.c
 I=host/io/idx.c RP=host/io/report.c CF=host/config.c DL=host/dist/deadline.c
+DI=host/dist/dist.c
 BH=cpu/backend_host.c GH=cpu/gemm_host.c GS=cpu/gemm_small.c E=include/elem.h
 CD=cpu/conv_direct_body.h
 
@@ -172,6 +173,13 @@ mutant config-open-upper-bound-closed $CF \
 mutant deadline-never-fires $DL \
 	'if (!w->stop && expires && clock_ns() > expires)' 'if (!w->stop && expires && clock_ns() < 0)' \
 	'reliability_stop|test_deadline'
+# dist_init's Open MPI defaults, read back through MPI_T: never set, or set over the user's.
+mutant mpi-defaults-not-set $DI \
+	'setenv(var, p->value, 0);' '(void)var;' \
+	'mpi_tuning_default'
+mutant mpi-defaults-override-user $DI \
+	'setenv(var, p->value, 0);' 'setenv(var, p->value, 1);' \
+	'mpi_tuning_user_value_kept'
 # Three gaps of --graph-steps (host/train/launch.c, train.c): a launch whose end is placed
 # one step after a due --save-every checkpoint (the checkpoint never written); a launch that
 # takes in the epoch's short last batch (replayed as a full one); images counted one step a
