@@ -173,6 +173,10 @@ mutant config-open-upper-bound-closed $CF \
 mutant deadline-never-fires $DL \
 	'if (!w->stop && expires && clock_ns() > expires)' 'if (!w->stop && expires && clock_ns() < 0)' \
 	'reliability_stop|test_deadline'
+# The end of the job (MPI_Finalize) outside the deadline: a rank frozen there holds the rest.
+mutant finalize-without-deadline $DI \
+	'deadline_arm(d->watch, "end of the job (MPI_Finalize)", 0);' '(void)0;' \
+	'reliability_stop_at_end'
 # dist_init's Open MPI defaults, read back through MPI_T: never set, or set over the user's.
 mutant mpi-defaults-not-set $DI \
 	'setenv(var, p->value, 0);' '(void)var;' \

@@ -169,13 +169,18 @@ void dist_set_timeout(struct dist *d, double seconds)
 
 void dist_finalize(struct dist *d)
 {
-	deadline_destroy(d->watch);
-	d->watch = NULL;
+	/*
+	 * The end is a collective too (Open MPI's MPI_Finalize waits for every
+	 * rank): a rank that never gets there must not hold the others forever.
+	 */
+	deadline_arm(d->watch, "end of the job (MPI_Finalize)", 0);
 	if (d->local_comm != MPI_COMM_NULL && d->local_comm)
 		MPI_Comm_free(&d->local_comm);
 	if (d->comm != MPI_COMM_NULL && d->comm)
 		MPI_Comm_free(&d->comm);
 	MPI_Finalize();
+	deadline_destroy(d->watch);
+	d->watch = NULL;
 }
 
 int dist_agree(const struct dist *d, int status, int *first_bad)

@@ -56,6 +56,15 @@ foreach(_case kill kill-writer stop nonfinite)
   set_tests_properties(reliability_${_name} PROPERTIES
     LABELS reliability TIMEOUT 180 PROCESSORS 1 ENVIRONMENT "PYTHON=${MNIST_PYTHON}")
 endforeach()
+# A rank frozen as it enters MPI_Finalize (tests/reliability/stop_at_end.c, under LD_PRELOAD):
+# the others' end of the job is bounded by --timeout too.
+add_library(stop_at_end MODULE ${_rel}/stop_at_end.c)
+target_link_libraries(stop_at_end PRIVATE MPI::MPI_C)
+add_test(NAME reliability_stop_at_end
+         COMMAND env STOP_AT_END_LIB=$<TARGET_FILE:stop_at_end>
+                 bash ${_rel}/test_failures.sh stop-at-end ${_rel_args})
+set_tests_properties(reliability_stop_at_end PROPERTIES
+  LABELS reliability TIMEOUT 180 PROCESSORS 1)
 # One slot each (PROCESSORS 1), as for every test here but valgrind's: their 2 or 3 ranks
 # train a fraction of the run; mpirun's start and end, a deadline, a sleep or Python take the
 # rest (each alone on 2 cores, CPU seconds over wall seconds: 0.55 to 0.85 (resume 0.65,

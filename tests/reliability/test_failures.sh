@@ -15,6 +15,12 @@
 #              after 3 s" and the job ends non-zero within 15 s; the stopped
 #              rank is gone afterwards. A control with --timeout 0 (no deadline)
 #              must still be hanging after 6 s.
+#   stop-at-end rank 1 of 2 stops itself (SIGSTOP) as it enters MPI_Finalize,
+#              after the summary (STOP_AT_END_LIB, tests/reliability/stop_at_end.c,
+#              under LD_PRELOAD), with --timeout 3: rank 0, whose MPI_Finalize
+#              waits for every rank, prints "rank 0 on HOST: end of the job
+#              (MPI_Finalize) not complete after 3 s" after its summary and the
+#              job ends non-zero within 15 s; the stopped rank is gone afterwards.
 #   nonfinite  an mlp with --lr 1e4 diverges: the run stops with status 1 and
 #              "rank R on HOST: loss is nan at epoch E step S"; with
 #              --allow-nonfinite the same run finishes (status 0). With
@@ -29,11 +35,13 @@ shift
 PYTHON=${PYTHON:-/usr/bin/python3}
 READER="$(dirname "$0")/read_checkpoint.py"
 
-# start NAME NRANKS ARGS...: mnist-train under mpirun in the background; sets MP (mpirun's pid).
+# start NAME NRANKS ARGS...: mnist-train under mpirun (and MPI_EXTRA, its options) in the
+# background; sets MP (mpirun's pid).
+MPI_EXTRA=()
 start() {
 	local name=$1 n=$2
 	shift 2
-	"${MPIRUN[@]}" -n "$n" --output-filename "$TMP/$name.log" "$TRAIN" --data "$DATA/train" "$@" \
+	"${MPIRUN[@]}" "${MPI_EXTRA[@]}" -n "$n" --output-filename "$TMP/$name.log" "$TRAIN" --data "$DATA/train" "$@" \
 		>"$TMP/$name.out" 2>&1 &
 	MP=$!
 	cleanup_hooks+=("kill -9 $MP 2>/dev/null")
@@ -159,6 +167,37 @@ stop)
 	wait_for 10 eval "! kill -0 $MP 2>/dev/null" || kill -9 "$MP" 2>/dev/null
 	wait "$MP" 2>/dev/null
 	;;
+stop-at-end)
+	lib=${STOP_AT_END_LIB:-}
+	[ -f "$lib" ] || { fail "stop-at-end: STOP_AT_END_LIB ('$lib') is not a file"; exit 1; }
+	MPI_EXTRA=(-x "LD_PRELOAD=$lib" -x STOP_AT_END_RANK=1)
+	T0=$(now)
+	start run 2 --limit 2000 --epochs 1 --timeout 3
+	is_stopped() { pid=$(rank_pid "$MP" 1) && grep -q '^State:[[:space:]]*T' "/proc/$pid/status"; }
+	if wait_for 60 is_stopped; then
+		ok "stop-at-end: rank 1 (pid $pid) stopped itself entering MPI_Finalize"
+		cleanup_hooks+=("kill -9 $pid 2>/dev/null")
+	else
+		fail "stop-at-end: rank 1 never stopped (is $lib loaded?)"
+	fi
+	finish_within stop-at-end 15
+	out0="$TMP/run.log/1/rank.0"
+	re='^rank 0 on [^ ]+: end of the job \(MPI_Finalize\) not complete after 3 s$'
+	line=$(grep -E "$re" "$out0/stderr" 2>/dev/null | head -1)
+	if [ -n "$line" ] && grep -q '^summary: ' "$out0/stdout" 2>/dev/null; then
+		ok "stop-at-end: rank 0 printed its summary, then '$line'"
+	else
+		fail "stop-at-end: rank 0's summary and deadline message expected; its stderr: $(tail -3 "$out0/stderr" 2>/dev/null)"
+	fi
+	if [ "$RC" -eq 1 ]; then
+		ok "stop-at-end: the job ended ${ELAPSED} s after it started (--timeout 3), status 1"
+	else
+		fail "stop-at-end: status $RC, expected the deadline's 1"
+	fi
+	if [ -n "${pid:-}" ] && ! wait_for 10 eval "! kill -0 $pid 2>/dev/null"; then
+		fail "stop-at-end: the stopped rank $pid still exists 10 s after mpirun ended"
+	fi
+	;;
 nonfinite)
 	ARGS=(--model mlp --hidden 32 --lr 1e4 --limit 5000 --epochs 2 --log-every 10 --timeout 60)
 	run diverge 2 "${ARGS[@]}"
@@ -184,7 +223,7 @@ nonfinite)
 	[ "$n" -gt 0 ] && all_valid "$TMP/ck" && ok "nonfinite: the $n checkpoints written before are all finite"
 	;;
 *)
-	echo "usage: $0 kill|kill-writer|stop|nonfinite MNIST_TRAIN DATA_DIR MPIRUN..." >&2
+	echo "usage: $0 kill|kill-writer|stop|stop-at-end|nonfinite MNIST_TRAIN DATA_DIR MPIRUN..." >&2
 	exit 1
 	;;
 esac
