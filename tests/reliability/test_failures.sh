@@ -65,6 +65,13 @@ finish_within() {
 	ELAPSED=$(awk -v t="$T0" -v n="$(now)" 'BEGIN { printf "%.1f", n - t }')
 }
 
+# stopped_rank_gone NAME PID: the stopped rank's process is gone within 10 s of mpirun's end.
+stopped_rank_gone() {
+	if [ -n "$2" ] && ! wait_for 10 eval "! kill -0 $2 2>/dev/null"; then
+		fail "$1: the stopped rank $2 still exists 10 s after mpirun ended"
+	fi
+}
+
 # ckpt_count DIR: how many ckpt-*.safetensors are there.
 ckpt_count() { find "$1" -maxdepth 1 -name 'ckpt-*.safetensors' 2>/dev/null | wc -l; }
 has_ckpts() { [ "$(ckpt_count "$1")" -ge "$2" ]; }
@@ -146,9 +153,7 @@ stop)
 	else
 		fail "stop: status 0 after a stopped rank"
 	fi
-	if [ -n "${pid:-}" ] && ! wait_for 10 eval "! kill -0 $pid 2>/dev/null"; then
-		fail "stop: the stopped rank $pid still exists 10 s after mpirun ended"
-	fi
+	stopped_rank_gone stop "${pid:-}"
 	# Control: without a deadline the same fault is a hang (what --timeout prevents).
 	start ctl 2 "${ARGS[@]}" --timeout 0
 	wait_for 60 grep -q 'loss is' "$TMP/ctl.log/1/rank.0/stdout" 2>/dev/null
@@ -194,9 +199,7 @@ stop-at-end)
 	else
 		fail "stop-at-end: status $RC, expected the deadline's 1"
 	fi
-	if [ -n "${pid:-}" ] && ! wait_for 10 eval "! kill -0 $pid 2>/dev/null"; then
-		fail "stop-at-end: the stopped rank $pid still exists 10 s after mpirun ended"
-	fi
+	stopped_rank_gone stop-at-end "${pid:-}"
 	;;
 nonfinite)
 	ARGS=(--model mlp --hidden 32 --lr 1e4 --limit 5000 --epochs 2 --log-every 10 --timeout 60)
