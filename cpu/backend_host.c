@@ -13,6 +13,7 @@
 
 #include "backend.h"
 #include "backend_module.h"
+#include "blas_info.h"
 #include "check.h"
 #include "clock.h"
 #include "conv_host.h"
@@ -437,7 +438,8 @@ int backend_host_create(const struct dist *d, int threads, struct backend *out)
 		openblas_set_num_threads(threads);
 	out->ops = &host_ops;
 	out->ctx = h;
-	snprintf(out->device, sizeof(out->device), "cpu (OpenBLAS, %d thread%s)",
-		 openblas_get_num_threads(), openblas_get_num_threads() == 1 ? "" : "s");
+	blas_describe(out->device, sizeof(out->device));
+	if (d)
+		blas_advise(d->rank, d->host, d->local_rank);
 	return 0;
 }

@@ -7,6 +7,7 @@ add_unit_test(test_gradcheck ${CMAKE_CURRENT_SOURCE_DIR}/test_gradcheck.c ${CMAK
 add_unit_test(test_model ${CMAKE_CURRENT_SOURCE_DIR}/test_model.c ${CMAKE_CURRENT_SOURCE_DIR}/ref.c
               ${CMAKE_CURRENT_SOURCE_DIR}/model_point.c)
 add_unit_test(test_conv ${CMAKE_CURRENT_SOURCE_DIR}/test_conv.c ${CMAKE_CURRENT_SOURCE_DIR}/ref.c)
+add_unit_test(test_blas_info ${CMAKE_CURRENT_SOURCE_DIR}/test_blas_info.c)
 add_unit_test(test_sampler ${CMAKE_CURRENT_SOURCE_DIR}/test_sampler.c)
 add_unit_test(test_config ${CMAKE_CURRENT_SOURCE_DIR}/test_config.c)
 add_unit_test(test_schedule ${CMAKE_CURRENT_SOURCE_DIR}/test_schedule.c)

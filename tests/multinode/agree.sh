@@ -141,7 +141,7 @@ refused "--save-every 5 : none" 2 \
 mpmd -n 1 "$tmp/trainer" "${common[@]}" --threads 1 : -n 1 "$tmp/trainer" "${common[@]}" --threads 2 --log-every 5
 if ((rc == 0)) && [[ $statuses == "0 0 " ]] && grep -q '^summary: ' <<<"$out" &&
 	grep -qE '^mnist-train: placement: 2 ranks on 1 host$' <<<"$out" &&
-	grep -qE '^mnist-train: placement: .*: ranks 0-1; rank 0 on cpu \(OpenBLAS, 1 thread\), rank 1 on cpu \(OpenBLAS, 2 threads\)$' <<<"$out" &&
+	grep -qE '^mnist-train: placement: .*: ranks 0-1; rank 0 on cpu [a-z0-9]+ \(OpenBLAS [A-Za-z0-9]+, 1 thread\), rank 1 on cpu [a-z0-9]+ \(OpenBLAS [A-Za-z0-9]+, 2 threads\)$' <<<"$out" &&
 	! grep -q 'start-up check' <<<"$out"; then
 	pass "--threads 1 : --threads 2 --log-every 5: trained, placement shows each rank's device"
 else
