@@ -28,7 +28,7 @@
 /* What each rank sends rank 0: characters only, so it is laid out alike in every build. */
 struct agree_record {
 	char host[256];
-	char device[256]; /* the backend's: "cpu (...)", or "cuda:ORDINAL NAME" */
+	char device[256]; /* the backend's: "cpu ISA (OpenBLAS CORE, N threads)", or "cuda:ORDINAL NAME" */
 	char keys[256];   /* the keys that differ from rank 0's, "" when none */
 	char diff[1280];  /* key=value (rank 0: value), ... */
 };
