@@ -115,6 +115,14 @@ mutant relu-gradient-mask-dropped $GH \
 mutant pool-argmax-row-only $CD \
 	'at[o] = (jj & take) | (at[o] & ~take);' 'at[o] = (jj / pk * pk & take) | (at[o] & ~take);' \
 	'test_gradcheck|test_conv'
+# The weight gradient's run of a row's pixels that read every tap: one pixel short; x's run
+# found one vector late (the register-held load of dv_hold reading the wrong images).
+mutant wgrad-row-run-short $CD \
+	'len = (size_t)(last - ox) * nb;' 'len = (size_t)(last - ox - 1) * nb;' \
+	'test_conv|test_gradcheck'
+mutant wgrad-x-run-one-late $CD \
+	'dvec v = dv_load(xp[t] + b0, DV);' 'dvec v = dv_load(xp[t] + b0 + DV * (b0 + DV < len), DV);' \
+	'test_conv|test_gradcheck'
 # The summary: images counted per rank; images_per_second over the training clock; the
 # replicas' checksum over every parameter.
 mutant summary-images-one-rank $T \

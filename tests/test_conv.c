@@ -2,8 +2,10 @@
  * test_conv.c - the convolution stages as the models run them on the host
  * backend (host/train/model.c's calls: ->conv_forward keeping the im2col
  * matrix, ->pool_backward, the weight GEMM with the bias gradient in its
- * epilogue, ->conv_backward_data through the stage below) against a direct
- * convolution, ReLU and max-pool and their gradients in double (tests/ref.c:
+ * epilogue, from the im2col matrix and, on a backend that reads x instead
+ * (the host's direct kernels), from x as model.c asks it, ->conv_backward_data
+ * through the stage below) against a direct convolution, ReLU and max-pool
+ * and their gradients in double (tests/ref.c:
  * ref_conv_stage, ref_pool_relu_backward, ref_conv_backward,
  * ref_conv_backward_data).
  *
@@ -150,12 +152,30 @@ static void stage_case(const struct stage_case *q, uint64_t seed)
 			      .a = dza_d, .lda = p_a, .b = colsa_d, .ldb = p_a, .c = grads_d + wa,
 			      .ldc = fan_a, .bias_grad = grads_d + ba};
 	backend_gemm(&be, &g);
+	/*
+	 * The weight GEMMs again as model.c asks a backend that reads x (the
+	 * host's direct kernels): no im2col matrix, x named by b_im2col.
+	 */
+	const int reads_x = backend_conv_wgrad_reads_x(&be);
+	float *grads_x_d = dev(&be, NULL, np * sizeof(float));
+	if (reads_x) {
+		struct gemm_im2col icb = {ya_d, sb, rows}, ica = {x_d, sa, rows};
+		g = (struct gemm_req){.trans_b = 1, .m = q->oc_b, .n = fan_b, .k = p_b, .alpha = 1.0f,
+				      .a = dzb_d, .lda = p_b, .ldb = p_b, .c = grads_x_d + wb,
+				      .ldc = fan_b, .bias_grad = grads_x_d + bb, .b_im2col = &icb};
+		backend_gemm(&be, &g);
+		g = (struct gemm_req){.trans_b = 1, .m = q->oc_a, .n = fan_a, .k = p_a, .alpha = 1.0f,
+				      .a = dza_d, .lda = p_a, .ldb = p_a, .c = grads_x_d + wa,
+				      .ldc = fan_a, .bias_grad = grads_x_d + ba, .b_im2col = &ica};
+		backend_gemm(&be, &g);
+	}
 
 	float *ya = host(nya, sizeof(float)), *yb = host(nyb, sizeof(float));
 	int32_t *arga = host(nya, sizeof(int32_t)), *argb = host(nyb, sizeof(int32_t));
 	float *colsa = host(nca, sizeof(float)), *colsb = host(ncb, sizeof(float));
 	float *dza = host(nza, sizeof(float)), *dzb = host(nzb, sizeof(float));
-	float *grads = host(np, sizeof(float));
+	float *grads = host(np, sizeof(float)), *grads_x = host(np, sizeof(float));
+	backend_download(&be, grads_x, grads_x_d, np * sizeof(float));
 	backend_download(&be, ya, ya_d, nya * sizeof(float));
 	backend_download(&be, yb, yb_d, nyb * sizeof(float));
 	backend_download(&be, arga, arga_d, nya * sizeof(int32_t));
@@ -230,14 +250,18 @@ static void stage_case(const struct stage_case *q, uint64_t seed)
 	for (int i = 0; i < 4; i++) {
 		snprintf(what, sizeof(what), "%s: %s", name, parts[i]);
 		expect(what, grads + at[i], want_dw + at[i], n[i], atol[i], 1e-4, seed);
+		if (!reads_x)
+			continue;
+		snprintf(what, sizeof(what), "%s: %s from x (no im2col matrix)", name, parts[i]);
+		expect(what, grads_x + at[i], want_dw + at[i], n[i], atol[i], 1e-4, seed);
 	}
 
 	void *bufs[] = {params_d, x_d, dy_d, ya_d, yb_d, arga_d, argb_d, colsa_d, colsb_d, dza_d,
-			dzb_d, grads_d};
+			dzb_d, grads_d, grads_x_d};
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		backend_free(&be, bufs[i]);
 	backend_destroy(&be);
-	void *hbufs[] = {params, x, dy, ya, yb, arga, argb, colsa, colsb, dza, dzb, grads, pd, xd,
+	void *hbufs[] = {params, x, dy, ya, yb, arga, argb, colsa, colsb, dza, dzb, grads, grads_x, pd, xd,
 			 want_ya, want_yb, want_arga, want_argb, cols_ref, yb_bi, yb_got,
 			 want_dzb, want_dza, want_dw, dz_f};
 	for (size_t i = 0; i < sizeof(hbufs) / sizeof(hbufs[0]); i++)
