@@ -207,10 +207,14 @@ else
 fi
 
 # ---- a rank that fails at every attempt: restarts used up -----------------------
+# Rank 3 fails every attempt inside MPI, after MPI_Init: its parameters differ by one ulp
+# (the test hook MNIST_DDP_TEST_PERTURB_RANK), so the replica check stops the job with
+# status 1. (A rank that exits before MPI_Init instead sometimes left Open MPI 4.1's
+# mpirun hanging after "the job has been aborted", with "PMIX ERROR: UNREACHABLE":
+# a race in the runtime, seen once in a full suite on 2026-11-29.)
 cat >"$tmp/failing" <<EOF
 #!/bin/sh
-# rank 3 fails at once; the others train
-[ "\$OMPI_COMM_WORLD_RANK" = 3 ] && exit 1
+[ "\$OMPI_COMM_WORLD_RANK" = 3 ] && export MNIST_DDP_TEST_PERTURB_RANK=3
 exec $(printf '%q' "$trainer") "\$@"
 EOF
 chmod +x "$tmp/failing"
@@ -219,7 +223,7 @@ cp -r "$tmp/ref/ck" "$tmp/exhaust/ck" # the reference's checkpoints: restarts re
 job_trainer=$tmp/failing start_job exhaust run_mpirun_1.sh "$HOSTS" MAX_RESTARTS=1 --
 finish_job
 if ((rc == 1)) && (($(restart_lines exhaust) == 1)) && [[ -d $tmp/exhaust/log_output/attempt-2 && ! -e $tmp/exhaust/log_output/attempt-3 ]] &&
-	grep -q 'attempt 2 of 2 ended with status 1 (a rank exited with .*): MAX_RESTARTS=1 restarts used up, giving up' "$tmp/exhaust/out" &&
+	grep -qE 'attempt 2 of 2 ended with status 1 \(rank [0-9]+ on [^ ]+: replicas diverged.*\): MAX_RESTARTS=1 restarts used up, giving up' "$tmp/exhaust/out" &&
 	grep -q 'restart 1 of 1: .*resuming from ck (newest: ckpt-0-63.safetensors)' "$tmp/exhaust/out"; then
 	pass "a rank failing at every attempt, MAX_RESTARTS=1: status 1 after 2 attempts, \"$(grep -o 'MAX_RESTARTS=1 restarts used up, giving up' "$tmp/exhaust/out")\""
 else
