@@ -20,9 +20,10 @@ enum host_isa {
 
 /*
  * The ISA the kernels run on: the best the CPU has, or a lower one named by
- * the environment variable MNIST_DDP_HOST_ISA (generic or avx2; a higher one
- * than the CPU has, or another value, changes nothing), read once. For
- * testing the lower paths on a machine that would not choose them.
+ * the environment variable MNIST_DDP_HOST_ISA (generic, avx2 or avx512; a
+ * higher one than the CPU has changes nothing; mnist-train refuses any other
+ * value, host/config.c), read once. For testing the lower paths on a machine
+ * that would not choose them.
  */
 enum host_isa host_isa(void);
 const char *host_isa_name(enum host_isa isa);

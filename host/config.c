@@ -653,6 +653,17 @@ enum status config_parse(int argc, char **argv, struct train_config *c, char *er
 		if (given && s->check && s->check(c, why, sizeof(why)))
 			return status_fail(err, errlen, STATUS_BAD_INPUT, "--%s: %s", s->flag, why);
 	}
+	/*
+	 * MNIST_DDP_HOST_ISA caps the vector ISA of the host backend's own kernels
+	 * (cpu/conv_direct.h), for measuring and testing the lower paths: a value
+	 * that names no path is refused, not ignored.
+	 */
+	const char *isa = getenv("MNIST_DDP_HOST_ISA");
+	if (isa && *isa && strcmp(isa, "avx512") && strcmp(isa, "avx2") && strcmp(isa, "generic"))
+		return status_fail(err, errlen, STATUS_BAD_INPUT,
+				   "MNIST_DDP_HOST_ISA=%s: names no kernel path; expected avx512, avx2 "
+				   "or generic (or unset: the CPU's best)",
+				   isa);
 	return STATUS_OK;
 }
 

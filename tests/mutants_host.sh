@@ -177,6 +177,10 @@ mutant config-integer-below-range $CF \
 mutant config-open-upper-bound-closed $CF \
 	'(s->where & SETTING_HI_OPEN ? v >= s->hi : v > s->hi)' 'v > s->hi' \
 	'test_config|e2e_bad_input'
+# MNIST_DDP_HOST_ISA: a value that names no kernel path taken as "no cap" again.
+mutant host-isa-any-value $CF \
+	'if (isa && *isa && strcmp(isa, "avx512")' 'if (0 && isa && *isa && strcmp(isa, "avx512")' \
+	'e2e_bad_input'
 # The collective deadline's watchdog never firing.
 mutant deadline-never-fires $DL \
 	'if (!w->stop && expires && clock_ns() > expires)' 'if (!w->stop && expires && clock_ns() < 0)' \

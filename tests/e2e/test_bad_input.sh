@@ -170,6 +170,8 @@ else
 fi
 
 bad unknown-flag "0 1" "--bogus" "unknown" -n 2 "$T" --bogus --limit 100
+bad host-isa-unknown "0 1" "MNIST_DDP_HOST_ISA=avx" "expected avx512, avx2 or generic" \
+	-x MNIST_DDP_HOST_ISA=avx -n 2 "$T" --limit 100
 # --tf32 given to rank 0 only (an MPMD launch): refused on rank 0, rank 1 told, no rank left waiting.
 bad tf32-rank-0-only "0" "--tf32" "no TF32 mode" -n 1 "$T" --backend host --tf32 --limit 100 : \
 	-n 1 "$T" --backend host --limit 100
