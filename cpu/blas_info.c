@@ -9,41 +9,24 @@
 #include <stdlib.h>
 #include <strings.h>
 
-#include "conv_direct.h"
 
-enum blas_cpu blas_cpu(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_cpu_init();
-	if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
-		return BLAS_CPU_BASELINE;
-	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-	    __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-	    __builtin_cpu_supports("avx512cd"))
-		return BLAS_CPU_AVX512;
-	return BLAS_CPU_AVX2;
-#else
-	return BLAS_CPU_BASELINE;
-#endif
-}
-
-int blas_advice(const char *core, enum blas_cpu cpu, int user_set, char *out, size_t cap)
+int blas_advice(const char *core, enum host_isa cpu, int user_set, char *out, size_t cap)
 {
 	static const char *const wide[] = { "Haswell", "Zen", "SkylakeX", "Cooperlake",
 					    "SapphireRapids" };
 	if (cap)
 		out[0] = '\0';
-	if (user_set || !core || cpu == BLAS_CPU_BASELINE)
+	if (user_set || !core || cpu == HOST_ISA_GENERIC)
 		return 0;
 	for (size_t i = 0; i < sizeof(wide) / sizeof(wide[0]); i++)
 		if (!strcasecmp(core, wide[i]))
 			return 0;
-	const char *want = cpu == BLAS_CPU_AVX512 ? "SkylakeX" : "Haswell";
+	const char *want = cpu == HOST_ISA_AVX512 ? "SkylakeX" : "Haswell";
 	snprintf(out, cap,
 		 "OpenBLAS runs its %s kernels on this CPU, which has %s (OpenBLAS does not know "
 		 "the model); set OPENBLAS_CORETYPE=%s for GEMMs several times faster "
 		 "(mpirun -x OPENBLAS_CORETYPE=%s ...)",
-		 core, cpu == BLAS_CPU_AVX512 ? "AVX-512" : "AVX2", want, want);
+		 core, cpu == HOST_ISA_AVX512 ? "AVX-512" : "AVX2", want, want);
 	return 1;
 }
 
@@ -58,7 +41,7 @@ void blas_advise(int rank, const char *host, int local_rank)
 {
 	char text[320];
 	if (local_rank == 0 &&
-	    blas_advice(openblas_get_corename(), blas_cpu(), getenv("OPENBLAS_CORETYPE") != NULL,
+	    blas_advice(openblas_get_corename(), host_cpu_isa(), getenv("OPENBLAS_CORETYPE") != NULL,
 			text, sizeof(text)))
 		fprintf(stderr, "mnist-train: rank %d on %s: %s\n", rank, host, text);
 }

@@ -11,24 +11,19 @@
 
 #include <stddef.h>
 
-/* The widest vectors this CPU offers OpenBLAS's kernels. */
-enum blas_cpu {
-	BLAS_CPU_BASELINE, /* none of the below */
-	BLAS_CPU_AVX2,     /* AVX2 and FMA */
-	BLAS_CPU_AVX512,   /* AVX-512 F, BW, DQ, VL and CD, what OpenBLAS's SkylakeX kernels use */
-};
-enum blas_cpu blas_cpu(void);
+#include "conv_direct.h" /* enum host_isa */
 
 /*
- * The advice for OpenBLAS's core `core` (its name, any case) on this CPU, in
- * out (a sentence, no prefix); 1 when there is some, 0 (out empty) when not.
+ * The advice for OpenBLAS's core `core` (its name, any case) on a CPU whose
+ * widest vectors are `cpu` (host_cpu_isa()), in out (a sentence, no prefix);
+ * 1 when there is some, 0 (out empty) when not.
  * There is when the user did not set OPENBLAS_CORETYPE (user_set 0) and
  * OpenBLAS chose a core without AVX2 kernels on a CPU that has AVX2: set
  * OPENBLAS_CORETYPE=SkylakeX on an AVX-512 CPU, else Haswell. A choice among
  * the AVX2 and AVX-512 cores (Haswell, Zen, SkylakeX, Cooperlake,
  * SapphireRapids) is OpenBLAS's to make and left alone.
  */
-int blas_advice(const char *core, enum blas_cpu cpu, int user_set, char *out, size_t cap);
+int blas_advice(const char *core, enum host_isa cpu, int user_set, char *out, size_t cap);
 
 /* "cpu avx512 (OpenBLAS Haswell, 1 thread)": the host backend's device, for the logs. */
 void blas_describe(char *out, size_t cap);

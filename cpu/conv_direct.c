@@ -37,7 +37,7 @@ const char *host_isa_name(enum host_isa isa)
 	return isa == HOST_ISA_AVX512 ? "avx512" : isa == HOST_ISA_AVX2 ? "avx2" : "generic";
 }
 
-static enum host_isa host_isa_detect(void)
+enum host_isa host_cpu_isa(void)
 {
 	enum host_isa best = HOST_ISA_GENERIC;
 #if CONV_DIRECT_X86
@@ -49,6 +49,12 @@ static enum host_isa host_isa_detect(void)
 	    __builtin_cpu_supports("avx512vl"))
 		best = HOST_ISA_AVX512;
 #endif
+	return best;
+}
+
+static enum host_isa host_isa_detect(void)
+{
+	enum host_isa best = host_cpu_isa();
 	const char *want = getenv("MNIST_DDP_HOST_ISA");
 	if (want) {
 		enum host_isa cap = !strcmp(want, "generic") ? HOST_ISA_GENERIC

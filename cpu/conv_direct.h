@@ -26,6 +26,8 @@ enum host_isa {
  * that would not choose them.
  */
 enum host_isa host_isa(void);
+/* The widest the CPU has, whatever MNIST_DDP_HOST_ISA says (cpu/blas_info.c's advice). */
+enum host_isa host_cpu_isa(void);
 const char *host_isa_name(enum host_isa isa);
 
 /*

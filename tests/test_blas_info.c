@@ -19,7 +19,7 @@
 #include "blas_info.h"
 #include "conv_direct.h"
 
-static int advice(const char *core, enum blas_cpu cpu, int user_set, char *out, size_t cap)
+static int advice(const char *core, enum host_isa cpu, int user_set, char *out, size_t cap)
 {
 	memset(out, 'x', cap);
 	return blas_advice(core, cpu, user_set, out, cap);
@@ -30,10 +30,10 @@ Test(blas_info, old_cores_on_wide_cpus_get_the_coretype)
 	static const char *const old[] = { "Prescott", "Nehalem", "Sandybridge", "Barcelona", "Core2" };
 	char out[320];
 	for (size_t i = 0; i < sizeof(old) / sizeof(old[0]); i++) {
-		cr_assert_eq(advice(old[i], BLAS_CPU_AVX512, 0, out, sizeof(out)), 1, "%s", old[i]);
+		cr_assert_eq(advice(old[i], HOST_ISA_AVX512, 0, out, sizeof(out)), 1, "%s", old[i]);
 		cr_assert(strstr(out, "OPENBLAS_CORETYPE=SkylakeX"), "%s: %s", old[i], out);
 		cr_assert(strstr(out, old[i]) && strstr(out, "AVX-512"), "%s: %s", old[i], out);
-		cr_assert_eq(advice(old[i], BLAS_CPU_AVX2, 0, out, sizeof(out)), 1, "%s", old[i]);
+		cr_assert_eq(advice(old[i], HOST_ISA_AVX2, 0, out, sizeof(out)), 1, "%s", old[i]);
 		cr_assert(strstr(out, "OPENBLAS_CORETYPE=Haswell") && !strstr(out, "SkylakeX"), "%s: %s",
 			  old[i], out);
 	}
@@ -45,15 +45,15 @@ Test(blas_info, no_advice_otherwise)
 					    "SapphireRapids", "haswell", "SKYLAKEX" };
 	char out[320];
 	for (size_t i = 0; i < sizeof(wide) / sizeof(wide[0]); i++) {
-		cr_assert_eq(advice(wide[i], BLAS_CPU_AVX512, 0, out, sizeof(out)), 0, "%s", wide[i]);
+		cr_assert_eq(advice(wide[i], HOST_ISA_AVX512, 0, out, sizeof(out)), 0, "%s", wide[i]);
 		cr_assert_str_empty(out);
-		cr_assert_eq(advice(wide[i], BLAS_CPU_AVX2, 0, out, sizeof(out)), 0, "%s", wide[i]);
+		cr_assert_eq(advice(wide[i], HOST_ISA_AVX2, 0, out, sizeof(out)), 0, "%s", wide[i]);
 	}
-	cr_assert_eq(advice("Prescott", BLAS_CPU_BASELINE, 0, out, sizeof(out)), 0);
+	cr_assert_eq(advice("Prescott", HOST_ISA_GENERIC, 0, out, sizeof(out)), 0);
 	cr_assert_str_empty(out);
-	cr_assert_eq(advice("Prescott", BLAS_CPU_AVX512, 1, out, sizeof(out)), 0, "the user's value stands");
+	cr_assert_eq(advice("Prescott", HOST_ISA_AVX512, 1, out, sizeof(out)), 0, "the user's value stands");
 	cr_assert_str_empty(out);
-	cr_assert_eq(advice(NULL, BLAS_CPU_AVX512, 0, out, sizeof(out)), 0);
+	cr_assert_eq(advice(NULL, HOST_ISA_AVX512, 0, out, sizeof(out)), 0);
 }
 
 Test(blas_info, describe_names_the_kernels)
