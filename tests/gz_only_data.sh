@@ -13,15 +13,10 @@
 # a file or the copy cannot be made.
 set -uo pipefail
 
-if [ $# -lt 3 ] || [ "$2" != -- ]; then
-	echo "usage: $0 DATA_DIR -- COMMAND [ARGS...]" >&2
-	exit 1
-fi
-src=$1
-shift 2
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/mnist-gz-only.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=e2e/subset.sh
+. "$(dirname "$0")/e2e/subset.sh"
+data_wrapper_start gz-only "$@"
+src=$DATA_SRC tmp=$DATA_TMP
 for f in train/train-images-idx3-ubyte train/train-labels-idx1-ubyte \
 	test/t10k-images-idx3-ubyte test/t10k-labels-idx1-ubyte; do
 	mkdir -p "$tmp/data/${f%/*}"
@@ -43,6 +38,4 @@ if [ -n "$(find "$tmp/data" -name '*-ubyte' -print -quit)" ]; then
 fi
 echo "gz_only_data: MNIST as .gz only in $tmp/data: $(cd "$tmp/data" && echo */*)"
 
-# shellcheck source=e2e/subset.sh
-. "$(dirname "$0")/e2e/subset.sh"
-MNIST_DATA_DIR=$tmp/data run_on_data "$tmp/data" "$@"
+MNIST_DATA_DIR=$tmp/data run_on_data "$tmp/data" "${DATA_CMD[@]}"

@@ -13,16 +13,8 @@
 # lacks a training file.
 set -uo pipefail
 
-if [ $# -lt 3 ] || [ "$2" != -- ]; then
-	echo "usage: $0 DATA_DIR -- COMMAND [ARGS...]" >&2
-	exit 1
-fi
-src=$1
-shift 2
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/mnist-train-only.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
 # shellcheck source=../e2e/subset.sh
 . "$(dirname "$0")/../e2e/subset.sh"
-mnist_train_only "$src" "$tmp/data" || { echo "FAIL: no training set to link" >&2; exit 1; }
-run_on_data "$tmp/data" "$@"
+data_wrapper_start train-only "$@"
+mnist_train_only "$DATA_SRC" "$DATA_TMP/data" || { echo "FAIL: no training set to link" >&2; exit 1; }
+run_on_data "$DATA_TMP/data" "${DATA_CMD[@]}"

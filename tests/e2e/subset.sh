@@ -70,6 +70,23 @@ mnist_train_only() {
 	done
 }
 
+# data_wrapper_start NAME "$@": the opening of a wrapper called as SCRIPT DATA_DIR -- COMMAND
+# [ARGS...] (tests/gz_only_data.sh, tests/cudasim/train_only_data.sh): checks that form (else
+# a usage line and exit 1), sets DATA_SRC (DATA_DIR), DATA_TMP (a scratch directory
+# mnist-NAME.XXXXXX, removed on exit) and DATA_CMD (the command and its arguments).
+data_wrapper_start() {
+	local name=$1
+	shift
+	if [ $# -lt 3 ] || [ "$2" != -- ]; then
+		echo "usage: $0 DATA_DIR -- COMMAND [ARGS...]" >&2
+		exit 1
+	fi
+	DATA_SRC=$1
+	DATA_CMD=("${@:3}")
+	DATA_TMP=$(mktemp -d "${TMPDIR:-/tmp}/mnist-$name.XXXXXX") || exit 1
+	trap 'rm -rf "$DATA_TMP"' EXIT
+}
+
 # run_on_data DIR COMMAND [ARGS...]: the command, every argument equal to @DATA@ replaced by
 # DIR (the wrappers that hand a test a made copy of MNIST); its status.
 run_on_data() {
